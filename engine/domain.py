@@ -1,0 +1,343 @@
+"""The run's vocabulary: configuration, telemetry, events and status.
+
+Torch-free and textual-free: the console, the supervisor and the trainer all read these.
+Every model is strict about unknown keys (``extra="forbid"``), so a typo in a config file
+or on the wire is an error that names the field instead of a silently ignored value.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+Precision = Literal["fp16", "bf16", "fp32"]
+PresetName = Literal["tiny", "small"]
+Severity = Literal["info", "warning", "critical"]
+RunState = Literal[
+    "starting",  # supervisor up, trainer not yet reporting
+    "running",
+    "paused",
+    "restarting",  # trainer died, a new attempt is on its way
+    "stopping",  # graceful stop asked: finish the step, checkpoint, exit
+    "stopped",  # ended on request
+    "completed",  # reached its target step
+    "failed",  # ended by an error it could not recover from
+    "interrupted",  # the process tree is gone without an ending (power loss, kill -9)
+]
+TERMINAL_STATES: frozenset[str] = frozenset({"stopped", "completed", "failed", "interrupted"})
+
+# Memory "kind" names what the four memory numbers measure, so nobody mistakes a CPU
+# stand-in for VRAM: "cuda" = torch.cuda allocator counters and device capacity;
+# "cpu-rss" = process resident set size standing in for allocated/reserved, with the
+# configured budget (or host RAM) standing in for capacity.
+MemoryKind = Literal["cuda", "cpu-rss"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --------------------------------------------------------------------------- config
+
+
+class ModelConfig(_Strict):
+    """Shape of the built-in byte-level decoder-only transformer."""
+
+    n_layer: int = Field(2, ge=1, le=96)
+    """Transformer blocks."""
+    n_head: int = Field(4, ge=1, le=128)
+    """Attention heads per block; must divide d_model."""
+    d_model: int = Field(64, ge=8, le=16384)
+    """Residual stream width (channels)."""
+    seq_len: int = Field(128, ge=8, le=65536)
+    """Context length in bytes (tokens)."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout probability in attention and MLP."""
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_head ({self.n_head})")
+        return self
+
+
+class TrainConfig(_Strict):
+    """Optimisation and batch geometry. Samples are sequences of ``model.seq_len`` bytes."""
+
+    precision: Precision = "fp16"
+    """fp16 uses DeepSpeed's dynamic loss scaling; bf16 and fp32 have none."""
+    zero_stage: int = Field(0, ge=0, le=3)
+    """DeepSpeed ZeRO stage."""
+    micro_batch: int = Field(8, ge=1, le=65536)
+    """Samples per forward/backward on one rank."""
+    global_batch: int = Field(8, ge=1, le=1 << 24)
+    """Samples per optimizer step over all ranks: micro_batch x grad_accum x world_size."""
+    lr: float = Field(3e-3, gt=0.0, le=10.0)
+    """Peak learning rate (after warm-up)."""
+    min_lr: float = Field(3e-4, ge=0.0, le=10.0)
+    """Learning rate at the end of the cosine decay."""
+    warmup_steps: int = Field(50, ge=0)
+    """Optimizer steps of linear warm-up."""
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    grad_clip: float = Field(1.0, ge=0.0)
+    """Global gradient-norm clip; 0 disables clipping."""
+    initial_scale_power: int = Field(12, ge=0, le=40)
+    """fp16 only: the dynamic loss scale starts at 2**initial_scale_power."""
+
+    @model_validator(mode="after")
+    def _global_is_multiple(self) -> TrainConfig:
+        if self.global_batch % self.micro_batch:
+            raise ValueError(
+                f"global_batch ({self.global_batch}) must be a multiple of micro_batch ({self.micro_batch})"
+            )
+        return self
+
+
+class CheckpointConfig(_Strict):
+    """When and how many checkpoints to keep (the Checkpoints issue makes them durable)."""
+
+    every_steps: int = Field(500, ge=0)
+    """Save every N optimizer steps; 0 saves only when the run stops."""
+    keep: int = Field(3, ge=1, le=1000)
+    """Newest checkpoints kept."""
+
+
+class RunConfig(_Strict):
+    """Everything a run needs, validated once at the edge and stored as ``run.json``."""
+
+    name: str = Field("demo", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    """Human name; the run id is ``<name>-<timestamp>``."""
+    preset: PresetName = "tiny"
+    """Starting point for ``model`` and ``train``; explicit keys override it."""
+    steps: int = Field(2000, ge=1, le=10**9)
+    """Target optimizer steps."""
+    seed: int = Field(1234, ge=0, le=2**31 - 1)
+    """Seeds model init and the data order: batch (step, micro) is a function of (seed, step)."""
+    log_every: int = Field(1, ge=1)
+    """Report telemetry every N optimizer steps (the store keeps every report)."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    """Optional ``module:function`` that builds a user's model and data (see README)."""
+    deepspeed_config: dict[str, Any] | None = None
+    """A user's DeepSpeed JSON config: passed through, except keys memtui owns."""
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # CPU demo: ~0.1M parameters, fast enough for >= 20 optimizer steps/s on 2 cores.
+    "tiny": {
+        "model": {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128},
+        "train": {"micro_batch": 8, "global_batch": 8, "lr": 3e-3, "min_lr": 3e-4},
+    },
+    # A few million parameters: a real GPU run or a patient CPU.
+    "small": {
+        "model": {"n_layer": 6, "n_head": 8, "d_model": 256, "seq_len": 256},
+        "train": {"micro_batch": 16, "global_batch": 64, "lr": 1e-3, "min_lr": 1e-4},
+    },
+}
+
+# Keys of a user's DeepSpeed config that memtui sets from RunConfig; a user's value for
+# one of them would silently fight ours, so it is refused with the memtui key to use.
+OWNED_DEEPSPEED_KEYS: dict[str, str] = {
+    "train_batch_size": "train.global_batch",
+    "train_micro_batch_size_per_gpu": "train.micro_batch",
+    "gradient_accumulation_steps": "train.global_batch / train.micro_batch",
+    "fp16": "train.precision",
+    "bf16": "train.precision",
+    "zero_optimization.stage": "train.zero_stage",
+    "gradient_clipping": "train.grad_clip",
+}
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names every offending key."""
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(config)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key")
+        else:
+            lines.append(f"{where}: {e['msg']} (got {e.get('input')!r})")
+    return "; ".join(lines)
+
+
+def _check_deepspeed_keys(ds: dict[str, Any]) -> None:
+    for dotted, ours in OWNED_DEEPSPEED_KEYS.items():
+        node: Any = ds
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            raise ConfigError(f"deepspeed_config.{dotted}: set by memtui, use {ours} instead")
+
+
+def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> RunConfig:
+    """Validate ``raw`` (a parsed TOML document) on top of its preset.
+
+    ``overrides`` are top-level keys from the command line (``steps``, ``name``, ``preset``),
+    applied last; ``None`` values are ignored.
+    """
+    raw = dict(raw or {})
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    preset = raw.get("preset", "tiny")
+    if preset not in PRESETS:
+        raise ConfigError(f"preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    merged = _deep_merge(PRESETS[preset], raw)
+    try:
+        config = RunConfig.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_describe(err)) from None
+    if config.deepspeed_config:
+        _check_deepspeed_keys(config.deepspeed_config)
+    return config
+
+
+def load_run_config(path: Path | None = None, **overrides: Any) -> RunConfig:
+    """Read a TOML config (optional) plus command-line overrides into a RunConfig.
+
+    A ``deepspeed_config = "file.json"`` string is read relative to the TOML file.
+    """
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(f"{path}: {err.strerror}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from None
+        ds = raw.get("deepspeed_config")
+        if isinstance(ds, str):
+            raw["deepspeed_config"] = _read_json(Path(path).parent / ds)
+    return build_run_config(raw, **overrides)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"deepspeed_config: {path}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"deepspeed_config: {path}: not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"deepspeed_config: {path}: must hold a JSON object")
+    return value
+
+
+# ------------------------------------------------------------------------ telemetry
+
+
+class TelemetrySample(BaseModel):
+    """One optimizer step as the trainer saw it. Memory in bytes, times in seconds."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    step: int = Field(ge=0)
+    """Optimizer steps completed (DeepSpeed's global_steps) after this step."""
+    ts: float
+    """Unix time when the step finished."""
+    attempt: int = Field(1, ge=1)
+    """Trainer attempt (1 + restarts) that produced it."""
+    samples: int = Field(ge=0)
+    """Samples consumed so far over all ranks."""
+    tokens: int = Field(ge=0)
+    """Tokens (bytes) consumed so far over all ranks."""
+    loss: float
+    """Mean training loss of this step, nats per token; NaN/inf are reported as they are."""
+    lr: float
+    grad_norm: float | None = None
+    """Global gradient norm before clipping; None where DeepSpeed does not compute it."""
+    loss_scale: float | None = None
+    """fp16 dynamic loss scale; None for bf16/fp32."""
+    overflow: bool = False
+    """This step overflowed in fp16 and was skipped."""
+    overflow_count: int = Field(0, ge=0)
+    """fp16 overflows so far in this run."""
+    skipped_steps: int = Field(0, ge=0)
+    """Optimizer steps skipped so far (DeepSpeed's skipped_steps)."""
+    step_time_s: float = Field(ge=0.0)
+    """Wall time of this optimizer step (all micro-batches)."""
+    tokens_per_s: float = Field(ge=0.0)
+    """Tokens of this step over its step time, all ranks."""
+    mem_allocated: int = Field(0, ge=0)
+    mem_reserved: int = Field(0, ge=0)
+    mem_peak: int = Field(0, ge=0)
+    mem_capacity: int = Field(0, ge=0)
+    mem_kind: MemoryKind = "cpu-rss"
+    """What the memory numbers measure; see MemoryKind."""
+    micro_batch: int = Field(ge=1)
+    grad_accum: int = Field(ge=1)
+    world_size: int = Field(1, ge=1)
+
+
+class Event(BaseModel):
+    """A durable happening, numbered by the store before anyone is told of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int = Field(ge=1)
+    """Store-assigned, strictly increasing within a run; clients replay from it."""
+    ts: float
+    type: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.]*$")
+    """e.g. run_started, state_changed, trainer_started, checkpoint_saved, trainer_exited."""
+    severity: Severity = "info"
+    message: str = Field("", max_length=4096)
+    """One line a person reads."""
+    data: dict[str, Any] = Field(default_factory=dict)
+    attempt: int | None = None
+
+
+class RunStatus(BaseModel):
+    """What ``memtui status --json`` prints and the supervisor answers to ``status``."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    run_id: str
+    name: str
+    state: RunState
+    run_dir: str
+    step: int = 0
+    target_steps: int = 0
+    loss: float | None = None
+    tokens_per_s: float | None = None
+    loss_scale: float | None = None
+    mem_allocated: int | None = None
+    mem_reserved: int | None = None
+    mem_peak: int | None = None
+    mem_capacity: int | None = None
+    mem_kind: MemoryKind | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    world_size: int | None = None
+    restarts: int = 0
+    attempt: int = 0
+    started_at: float | None = None
+    updated_at: float | None = None
+    """ts of the newest step sample."""
+    supervisor_pid: int | None = None
+    trainer_pid: int | None = None
+    exit_reason: str | None = None
+    """How the run ended, in words, once it has."""
+    last_seq: int = 0

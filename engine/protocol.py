@@ -1,0 +1,263 @@
+"""The wire protocol between consoles, the supervisor and the trainer.
+
+NDJSON over a Unix socket: one JSON object per line, at most ``MAX_LINE_BYTES``. Each
+object has a ``kind`` that selects its model in a discriminated union; one module-level
+``TypeAdapter`` per direction validates what arrives.
+
+Conversation::
+
+    client -> Hello(protocol, role, replay_from)      server -> Welcome(run_id, state, last_seq)
+                                                      server -> EventMessage* (replay, in seq order)
+    client -> Status/Stop/Ping/Replay(id=...)         server -> Ok(id, result) | Error(id, reason)
+                                                      server -> Telemetry (coalesced, ~10 Hz)
+                                                      server -> EventMessage (live, seq-numbered)
+    trainer -> Hello(role="trainer")
+    trainer -> StepReport | TrainerEvent              server -> TrainerCommand
+
+Anything malformed (bad JSON, over-long line, unknown kind, wrong types, wrong version)
+gets an ``Error`` naming the reason; the server and its other clients go on.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from engine.domain import Event, RunState, TelemetrySample
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 1 << 20  # 1 MiB, newline included
+TELEMETRY_HZ = 10.0  # most telemetry messages per second to one console
+
+RequestId = Annotated[str, Field(min_length=1, max_length=64)]
+Role = Literal["console", "cli", "trainer"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+
+# ------------------------------------------------------------- client -> supervisor
+
+
+class Hello(_Message):
+    """First line of every connection."""
+
+    kind: Literal["hello"] = "hello"
+    protocol: int
+    role: Role = "console"
+    client: str = Field("", max_length=128)
+    """Free text for logs, e.g. "memtui 0.1.0 console"."""
+    replay_from: int | None = Field(None, ge=0)
+    """Send every event with seq > replay_from after the Welcome; None sends none."""
+    telemetry: bool = True
+    """Stream coalesced telemetry to this client."""
+
+
+class Status(_Message):
+    kind: Literal["status"] = "status"
+    id: RequestId
+
+
+class Stop(_Message):
+    """Graceful stop: the trainer finishes its step, checkpoints and exits."""
+
+    kind: Literal["stop"] = "stop"
+    id: RequestId
+    reason: str = Field("operator", max_length=256)
+
+
+class Ping(_Message):
+    kind: Literal["ping"] = "ping"
+    id: RequestId
+
+
+class Replay(_Message):
+    """Ask again for events with seq > since (e.g. after a gap)."""
+
+    kind: Literal["replay"] = "replay"
+    id: RequestId
+    since: int = Field(ge=0)
+
+
+class StepReport(_Message):
+    """Trainer -> supervisor: one optimizer step."""
+
+    kind: Literal["step"] = "step"
+    sample: TelemetrySample
+
+
+class TrainerEvent(_Message):
+    """Trainer -> supervisor: something to record; the supervisor numbers and stores it."""
+
+    kind: Literal["trainer_event"] = "trainer_event"
+    type: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.]*$")
+    severity: Literal["info", "warning", "critical"] = "info"
+    message: str = Field("", max_length=4096)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+ClientMessage = Annotated[
+    Union[Hello, Status, Stop, Ping, Replay, StepReport, TrainerEvent],
+    Field(discriminator="kind"),
+]
+CONSOLE_REQUESTS = (Status, Stop, Ping, Replay)
+
+# ------------------------------------------------------------- supervisor -> client
+
+
+class Welcome(_Message):
+    kind: Literal["welcome"] = "welcome"
+    protocol: int = PROTOCOL_VERSION
+    run_id: str
+    state: RunState
+    last_seq: int = Field(ge=0)
+    """Newest event seq in the store when the client joined."""
+
+
+class Ok(_Message):
+    kind: Literal["ok"] = "ok"
+    id: RequestId
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class Error(_Message):
+    kind: Literal["error"] = "error"
+    id: str | None = None
+    """The request's id when it could be read."""
+    reason: str
+
+
+class EventMessage(_Message):
+    kind: Literal["event"] = "event"
+    event: Event
+
+
+class Telemetry(_Message):
+    """Newest step sample; ``coalesced`` samples since the last one were not sent."""
+
+    kind: Literal["telemetry"] = "telemetry"
+    sample: TelemetrySample
+    state: RunState
+    coalesced: int = Field(0, ge=0)
+
+
+class TrainerCommand(_Message):
+    """Supervisor -> trainer."""
+
+    kind: Literal["trainer_command"] = "trainer_command"
+    command: Literal["stop"]
+    reason: str = ""
+
+
+ServerMessage = Annotated[
+    Union[Welcome, Ok, Error, EventMessage, Telemetry, TrainerCommand],
+    Field(discriminator="kind"),
+]
+
+CLIENT_ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(ClientMessage)
+SERVER_ADAPTER: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
+
+
+# ------------------------------------------------------------------------- framing
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message; ``request_id`` is set when it could be read."""
+
+    def __init__(self, reason: str, request_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.request_id = request_id
+
+
+class LineTooLong(ProtocolError):
+    """A line over MAX_LINE_BYTES; the rest of it has been discarded."""
+
+
+def encode(message: BaseModel) -> bytes:
+    """One message as one NDJSON line (UTF-8, newline-terminated)."""
+    return message.model_dump_json().encode("utf-8") + b"\n"
+
+
+def _validate(adapter: TypeAdapter[Any], line: bytes | str) -> Any:
+    if len(line) > MAX_LINE_BYTES:
+        raise LineTooLong(f"line of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit")
+    try:
+        raw = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ProtocolError(f"malformed JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"a message must be a JSON object, got {type(raw).__name__}")
+    request_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as err:
+        raise ProtocolError(_explain(err, raw), request_id) from None
+
+
+def _explain(err: ValidationError, raw: dict[str, Any]) -> str:
+    first = err.errors()[0]
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return f"unknown kind {raw.get('kind')!r}" if "kind" in raw else "missing field 'kind'"
+    where = ".".join(str(p) for p in first["loc"][1:]) or "(message)"
+    if first["type"] == "extra_forbidden":
+        return f"{raw.get('kind')}: unknown field {where!r}"
+    return f"{raw.get('kind')}: field {where!r}: {first['msg']}"
+
+
+def decode_client(line: bytes | str) -> ClientMessage:
+    """Parse a line sent to the supervisor; raises ProtocolError with a reason."""
+    return _validate(CLIENT_ADAPTER, line)
+
+
+def decode_server(line: bytes | str) -> ServerMessage:
+    """Parse a line sent by the supervisor; raises ProtocolError with a reason."""
+    return _validate(SERVER_ADAPTER, line)
+
+
+def check_hello(message: ClientMessage) -> Hello:
+    """The first message must be a Hello of our protocol version."""
+    if not isinstance(message, Hello):
+        raise ProtocolError(f"expected hello first, got {message.kind!r}")
+    if message.protocol != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"protocol version mismatch: client speaks {message.protocol}, "
+            f"supervisor speaks {PROTOCOL_VERSION}; upgrade the older side"
+        )
+    return message
+
+
+async def read_line(reader: asyncio.StreamReader) -> bytes | None:
+    """Next line without its newline, or None at EOF.
+
+    Raises LineTooLong after discarding the rest of an over-long line, so the caller can
+    answer with an Error and keep reading. The reader's ``limit`` must be MAX_LINE_BYTES
+    (see ``open_stream_limit``).
+    """
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as err:
+        return err.partial or None  # a last line without newline still counts
+    except asyncio.LimitOverrunError:
+        await _discard_line(reader)
+        raise LineTooLong(f"line exceeds the {MAX_LINE_BYTES}-byte limit") from None
+    return line[:-1]
+
+
+async def _discard_line(reader: asyncio.StreamReader) -> None:
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as err:
+            await reader.readexactly(err.consumed)
+        except asyncio.IncompleteReadError:
+            return
+
+
+STREAM_LIMIT = MAX_LINE_BYTES  # pass as ``limit=`` to asyncio.open_unix_connection / start_unix_server

@@ -1,0 +1,165 @@
+"""Where a run lives on disk: ``$MEMTUI_HOME/runs/<run-id>/``.
+
+::
+
+    run.json              the RunConfig as validated (plus run_id, created_at)
+    engine.sock           the supervisor's socket (0600; the run dir is 0700)
+    supervisor.pid        pid of the live supervisor (removed when it ends)
+    telemetry.sqlite      steps, events, run state (WAL)
+    checkpoints/          DeepSpeed tags
+    logs/supervisor.log   logs/trainer-<attempt>.log
+
+Torch-free: the console reads it to list runs that no supervisor serves any more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.domain import RunConfig
+
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included
+
+
+def memtui_home() -> Path:
+    """``$MEMTUI_HOME``, else the platform's user state dir (``~/.local/state/memtui``)."""
+    env = os.environ.get("MEMTUI_HOME")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("memtui"))
+
+
+def runs_root(home: Path | None = None) -> Path:
+    return (home or memtui_home()) / "runs"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run; creating it is ``RunDir.create``."""
+
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def socket(self) -> Path:
+        return self.path / "engine.sock"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.path / "supervisor.pid"
+
+    @property
+    def store(self) -> Path:
+        return self.path / "telemetry.sqlite"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.logs / "supervisor.log"
+
+    def trainer_log(self, attempt: int) -> Path:
+        return self.logs / f"trainer-{attempt}.log"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(cls, config: RunConfig, home: Path | None = None) -> RunDir:
+        """Make a fresh run directory (0700) and write ``run.json``."""
+        root = runs_root(home)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for _ in range(100):
+            run_id = f"{config.name}-{stamp}-{secrets.token_hex(2)}"
+            path = root / run_id
+            try:
+                path.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 100 collisions of 16 random bits in one second
+            raise RuntimeError("could not pick a unique run id")
+        run = cls(path)
+        if len(os.fsencode(run.socket)) > SOCKET_PATH_MAX:
+            raise ValueError(
+                f"socket path {run.socket} is longer than {SOCKET_PATH_MAX} bytes; "
+                "set MEMTUI_HOME to a shorter directory"
+            )
+        run.ensure_layout()
+        run.write_config(config)
+        return run
+
+    def ensure_layout(self) -> None:
+        """Create the subdirectories and tighten permissions (idempotent)."""
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.path, 0o700)
+        self.checkpoints.mkdir(exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+
+    def write_config(self, config: RunConfig) -> None:
+        doc = {"run_id": self.run_id, "created_at": time.time(), "config": config.model_dump(mode="json")}
+        tmp = self.config_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.config_file)
+
+    def read_config(self) -> RunConfig:
+        doc = json.loads(self.config_file.read_text(encoding="utf-8"))
+        return RunConfig.model_validate(doc["config"])
+
+    def created_at(self) -> float:
+        try:
+            return float(json.loads(self.config_file.read_text(encoding="utf-8"))["created_at"])
+        except (OSError, ValueError, KeyError):
+            return self.path.stat().st_mtime
+
+    def supervisor_pid(self) -> int | None:
+        """The pid in ``supervisor.pid`` if that process is alive, else None."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    # A zombie is not alive for us (our own exited child not yet reaped).
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def list_runs(home: Path | None = None) -> list[RunDir]:
+    """Every run directory, newest first."""
+    root = runs_root(home)
+    if not root.is_dir():
+        return []
+    runs = [RunDir(p) for p in root.iterdir() if (p / "run.json").is_file()]
+    return sorted(runs, key=lambda r: r.created_at(), reverse=True)
