@@ -1,0 +1,54 @@
+"""``python -m engine``: the engine's command line (``supervise RUN_DIR``).
+
+People use ``memtui run``; this is what it starts, detached. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine",
+        description="memtui engine: the supervisor daemon of one run (started by `memtui run`).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    supervise = commands.add_parser(
+        "supervise",
+        help="serve a run directory and launch its trainer until the run ends",
+        description=(
+            "Serve RUN_DIR/engine.sock, launch the trainer (or $MEMTUI_TRAINER_CMD, with the run "
+            "dir and --attempt N appended), record everything in RUN_DIR/telemetry.sqlite. "
+            "SIGTERM/SIGINT stop the run gracefully; SIGHUP is ignored."
+        ),
+    )
+    supervise.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory (holds run.json)")
+    supervise.add_argument(
+        "--stop-grace",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds a stopping trainer gets before SIGKILL (default: 60)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command != "supervise":
+        parser.print_help(sys.stderr)
+        return 2
+    if not (args.run_dir / "run.json").is_file():
+        parser.error(f"{args.run_dir}: not a run directory (no run.json)")
+    from engine import supervisor  # here, so `--help` stays instant
+
+    grace = supervisor.STOP_GRACE_S if args.stop_grace is None else args.stop_grace
+    return supervisor.main(args.run_dir, stop_grace_s=grace)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

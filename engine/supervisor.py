@@ -1,0 +1,881 @@
+"""The supervisor: the asyncio daemon that is the run (``python -m engine supervise RUN_DIR``).
+
+It owns the run directory: it opens the store, serves ``engine.sock`` to consoles and to
+the trainer, launches the trainer as a child process, records everything that happens as
+numbered events (stored first, then fanned out) and ends the run with a state and a
+reason. Torch-free, so it starts in a blink and survives whatever the trainer does.
+
+Per console, an outbox (``ConsoleClient``) decouples the supervisor from the socket: a
+bounded queue of events and replies plus a one-slot telemetry mailbox sent at most
+``TELEMETRY_HZ``. The supervisor only ever appends to outboxes; a console too slow to
+keep up is told so and dropped, never waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from engine import peer
+from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, Severity, TelemetrySample
+from engine.protocol import (
+    MAX_LINE_BYTES,
+    STREAM_LIMIT,
+    TELEMETRY_HZ,
+    Error,
+    EventMessage,
+    Hello,
+    LineTooLong,
+    Ok,
+    Ping,
+    ProtocolError,
+    Replay,
+    Status,
+    StepReport,
+    Stop,
+    Telemetry,
+    TrainerCommand,
+    TrainerEvent,
+    Welcome,
+    check_hello,
+    decode_client,
+    encode,
+    read_line,
+)
+from engine.rundir import RunDir
+from engine.runstatus import compose_status
+from engine.store import Store
+
+log = logging.getLogger("engine.supervisor")
+
+TRAINER_CMD_ENV = "MEMTUI_TRAINER_CMD"  # shlex string; run dir and --attempt N are appended
+STOP_GRACE_S = 60.0  # s from a stop request to SIGKILL of a trainer that did not exit
+FLUSH_INTERVAL_S = 0.5  # s between batched step writes (the store also flushes at 256 rows)
+HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
+TRAINER_DRAIN_S = 2.0  # s to read a dead trainer's last lines before judging its exit
+CLIENT_DRAIN_S = 2.0  # s consoles get at the end to receive the final events
+CLIENT_QUEUE_MAX = 1024  # lines (events, replies) waiting for one console before it is dropped
+REPLAY_PAGE = 256  # events read from the store per replay page
+TRAINER_WRITE_BUFFER_MAX = MAX_LINE_BYTES  # bytes unread by the trainer before we stop answering
+
+# Event types only the supervisor may write; a trainer claiming one is refused.
+SUPERVISOR_EVENTS = frozenset(
+    {"run_started", "run_ended", "state_changed", "trainer_launched", "trainer_exited", "stop_requested"}
+)
+
+
+def default_trainer_command(environ: dict[str, str] | None = None) -> list[str]:
+    """``$MEMTUI_TRAINER_CMD`` split like a shell would, else ``python -m engine.trainer``."""
+    env = os.environ if environ is None else environ
+    custom = env.get(TRAINER_CMD_ENV, "").strip()
+    return shlex.split(custom) if custom else [sys.executable, "-m", "engine.trainer"]
+
+
+# ---------------------------------------------------------------- trainer endings
+
+
+@dataclass(frozen=True)
+class TrainerExit:
+    """How one trainer attempt ended, as the restart decision and the run's ending see it."""
+
+    attempt: int
+    returncode: int | None
+    """Exit status; negative = killed by that signal; None = never started."""
+    finished_reason: str | None = None
+    """``reason`` of the trainer's trainer_finished event, if it sent one."""
+    last_error: str | None = None
+    """Message of its last trainer_error event."""
+    launch_error: str | None = None
+    """Why it could not be started at all."""
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"trainer killed by {name}"
+    return f"trainer exited with code {returncode}"
+
+
+def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str]:
+    """The run's final state and exit_reason after its last trainer attempt."""
+    if outcome.launch_error is not None:
+        return "failed", outcome.launch_error
+    if outcome.returncode is None:
+        return "stopped", f"stopped before the trainer started ({stop_reason or 'no reason given'})"
+    how = describe_exit(outcome.returncode)
+    if stop_reason is not None or outcome.finished_reason == "stopped":
+        why = f"on request ({stop_reason})" if stop_reason else "the trainer stopped by itself"
+        return "stopped", why if outcome.returncode == 0 else f"{why}; {how}"
+    if outcome.returncode == 0:
+        if outcome.finished_reason == "completed":
+            return "completed", "the trainer reached its target step"
+        return "failed", f"{how} without reporting trainer_finished"
+    if outcome.returncode > 0 and outcome.last_error:
+        how = f"{how}: {outcome.last_error}"
+    return "failed", how
+
+
+# ------------------------------------------------------------------ console outbox
+
+
+class ConsoleClient:
+    """One console connection's outbox, drained by its own task at the socket's pace."""
+
+    def __init__(self, writer: asyncio.StreamWriter, hello: Hello, *, queue_max: int | None = None) -> None:
+        self.writer = writer
+        self.hello = hello
+        self.queue_max = CLIENT_QUEUE_MAX if queue_max is None else queue_max
+        self.sent_seq = 0
+        """Highest event seq queued for this client: live events at or below it are duplicates."""
+        self.closed = False
+        self._queue: deque[bytes] = deque()
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._held: list[Event] | None = None  # live events that arrived during a replay
+        self._telemetry: tuple[TelemetrySample, RunState] | None = None
+        self._coalesced = 0  # samples replaced in the slot since the last one went out
+        self._next_telemetry = 0.0  # loop time when the next telemetry may go out
+        self._closer: asyncio.Task[None] | None = None
+        self._pump_task = asyncio.create_task(self._pump(), name="console-outbox")
+
+    # -------------------------------------------------------------- supervisor side
+
+    def send(self, message: BaseModel) -> None:
+        """Queue a reply or event; a console this far behind is dropped."""
+        if self.closed:
+            return
+        self._queue.append(encode(message))
+        if len(self._queue) > self.queue_max:
+            self._overflow()
+            return
+        if len(self._queue) >= self.queue_max // 2:
+            self._room.clear()
+        self._wake.set()
+
+    def push_event(self, event: Event) -> None:
+        """A live event: held during a replay, skipped if already sent."""
+        if self._held is not None:
+            self._held.append(event)
+            if len(self._held) > self.queue_max:
+                self._overflow()
+            return
+        if event.seq > self.sent_seq:
+            self.sent_seq = event.seq
+            self.send(EventMessage(event=event))
+
+    def offer_telemetry(self, sample: TelemetrySample, state: RunState) -> None:
+        """Newest sample wins; the ones it replaces are counted in ``coalesced``."""
+        if self.closed or not self.hello.telemetry:
+            return
+        if self._telemetry is not None:
+            self._coalesced += 1
+        self._telemetry = (sample, state)
+        self._wake.set()
+
+    def hold_live(self) -> None:
+        self._held = []
+
+    def release_live(self, replayed_to: int) -> None:
+        """End a replay that reached seq ``replayed_to``: send held events not yet sent."""
+        held, self._held = self._held or [], None
+        self.sent_seq = max(self.sent_seq, replayed_to)
+        for event in held:
+            self.push_event(event)
+
+    async def wait_room(self) -> None:
+        """Until the queue is at most half full (replays pace themselves with this)."""
+        await self._room.wait()
+
+    async def drain(self, timeout: float) -> None:
+        """Until everything queued has been written, or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self._queue and not self.closed and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        self.closed = True
+        self._room.set()
+        if self._pump_task is not asyncio.current_task():
+            self._pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._pump_task
+        self.writer.close()
+        try:
+            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
+        except (asyncio.TimeoutError, OSError):
+            self.writer.transport.abort()  # a console that reads nothing cannot hold us
+
+    # ------------------------------------------------------------------ socket side
+
+    async def _pump(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self.closed:
+                self._wake.clear()
+                if self._queue:
+                    await self._write(self._queue.popleft())
+                    if len(self._queue) < self.queue_max // 2:
+                        self._room.set()
+                    continue
+                wait: float | None = None
+                if self._telemetry is not None:
+                    wait = self._next_telemetry - loop.time()
+                    if wait <= 0:
+                        await self._send_telemetry(loop.time())
+                        continue
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+        except (ConnectionError, OSError):
+            self.closed = True  # the console went away; the reader side notices EOF
+            self._room.set()
+
+    async def _send_telemetry(self, now: float) -> None:
+        assert self._telemetry is not None
+        (sample, state), coalesced = self._telemetry, self._coalesced
+        self._telemetry, self._coalesced = None, 0
+        self._next_telemetry = now + 1.0 / TELEMETRY_HZ
+        await self._write(encode(Telemetry(sample=sample, state=state, coalesced=coalesced)))
+
+    async def _write(self, line: bytes) -> None:
+        self.writer.write(line)
+        await self.writer.drain()
+
+    def _overflow(self) -> None:
+        self._queue.clear()
+        self._held = None
+        reason = (
+            f"too slow: more than {self.queue_max} messages behind; "
+            f"reconnect with replay_from={self.sent_seq}"
+        )
+        log.warning("dropping a console: %s", reason)
+        with contextlib.suppress(Exception):
+            self.writer.write(encode(Error(reason=reason)))
+        self.closed = True
+        self._room.set()
+        self._closer = asyncio.ensure_future(self.close())
+
+
+# ----------------------------------------------------------------- trainer link
+
+
+class TrainerLink:
+    """The trainer's connection: commands go out, its lines come in."""
+
+    def __init__(self, writer: asyncio.StreamWriter, pid: int | None) -> None:
+        self.writer = writer
+        self.pid = pid
+        self.closed = asyncio.Event()
+
+    def send(self, message: BaseModel) -> None:
+        if self.writer.is_closing():
+            return
+        if self.writer.transport.get_write_buffer_size() > TRAINER_WRITE_BUFFER_MAX:
+            return  # a trainer that reads nothing gets no more answers, rather than our memory
+        self.writer.write(encode(message))
+
+
+# -------------------------------------------------------------------- supervisor
+
+
+class SupervisorError(RuntimeError):
+    """The supervisor cannot serve this run (e.g. another supervisor already does)."""
+
+
+class Supervisor:
+    """One run's daemon. ``await serve()`` runs the run to its end and returns 0."""
+
+    def __init__(
+        self,
+        run: RunDir,
+        trainer_cmd: list[str] | None = None,
+        *,
+        stop_grace_s: float = STOP_GRACE_S,
+        owner_uid: int | None = None,
+    ) -> None:
+        self.run = run
+        self.trainer_cmd = list(trainer_cmd) if trainer_cmd is not None else default_trainer_command()
+        """Command prefix; the run dir and ``--attempt N`` are appended."""
+        self.stop_grace_s = stop_grace_s
+        self.owner_uid = os.getuid() if owner_uid is None else owner_uid
+        """Only peers of this uid may connect."""
+        self.state: RunState = "starting"
+        self.attempt = 0
+        self.restarts = 0
+        self.latest: TelemetrySample | None = None
+        self.serving = asyncio.Event()
+        """Set once the socket accepts connections (for in-process users)."""
+        self._store: Store | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._clients: set[ConsoleClient] = set()
+        self._trainer: TrainerLink | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._stop_reason: str | None = None
+        self._finished_reason: str | None = None
+        self._last_error: str | None = None
+        self._kill_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "serve() opens the store"
+        return self._store
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def serve(self, *, handle_signals: bool = False) -> int:
+        """Run to the end: open, listen, launch and watch the trainer, record the ending."""
+        self._claim()
+        try:
+            self._open()
+            await self._listen()
+            if handle_signals:
+                self._install_signal_handlers()
+            self.serving.set()
+            outcome = await self._supervise_trainer()
+            await self._finish(*ending(outcome, self._stop_reason), outcome)
+            return 0
+        except Exception as err:
+            log.exception("supervisor failed")
+            self._record_crash(err)
+            return 1
+        finally:
+            await self._close()
+
+    def _claim(self) -> None:
+        """Take the run dir: refuse if another live supervisor holds it, else write our pid."""
+        self.run.ensure_layout()
+        other = self.run.supervisor_pid()
+        if other is not None and other != os.getpid():
+            raise SupervisorError(f"{self.run.path} is already served by supervisor pid {other}")
+        _write_atomically(self.run.pid_file, f"{os.getpid()}\n")
+
+    def _open(self) -> None:
+        self._store = Store(self.run.store)
+        meta = self.store.meta()
+        previous = meta.get("state")
+        self.attempt = int(meta.get("attempt") or 0)
+        self.restarts = int(meta.get("restarts") or 0)
+        self.store.update_meta(
+            {
+                "started_at": meta.get("started_at") or time.time(),
+                "supervisor_pid": os.getpid(),
+                "exit_reason": None,
+                "attempt": self.attempt,
+                "restarts": self.restarts,
+            }
+        )
+        log.info("supervising %s (pid %d)", self.run.path, os.getpid())
+        self._record(
+            "run_started",
+            message=f"supervisor pid {os.getpid()} serving {self.run.run_id}",
+            data={"supervisor_pid": os.getpid(), "run_dir": str(self.run.path), "previous_state": previous},
+        )
+        self.state = "starting"
+        self.store.set_meta("state", "starting")
+        if previous != "starting":  # previous is None for a fresh store
+            self._record(
+                "state_changed",
+                message=f"{previous or '(new run)'} -> starting",
+                data={"from": previous, "to": "starting"},
+            )
+
+    async def _listen(self) -> None:
+        path = self.run.socket
+        if path.exists() or path.is_symlink():
+            path.unlink()  # stale: we hold the pid file, so no live supervisor owns it
+        self._server = await asyncio.start_unix_server(self._on_connect, path=str(path), limit=STREAM_LIMIT)
+        os.chmod(path, 0o600)  # the 0700 run dir already covers the moment before this
+        self._spawn(self._flush_loop())
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop_signal, sig.name)
+        # SIGHUP must never end a run; a handler (unlike SIG_IGN) is not inherited by the trainer.
+        loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored")
+
+    def _on_stop_signal(self, name: str) -> None:
+        if self._stop_reason is None:
+            log.info("%s: stopping the run", name)
+            self.request_stop(f"{name} received")
+        else:
+            log.warning("%s again while stopping: killing the trainer now", name)
+            self._kill_trainer()
+
+    async def _finish(self, state: RunState, reason: str, outcome: TrainerExit) -> None:
+        if outcome.returncode is not None:
+            self._record(
+                "trainer_exited",
+                severity="info" if state != "failed" else "critical",
+                message=f"{describe_exit(outcome.returncode)} (attempt {outcome.attempt})",
+                data={
+                    "attempt": outcome.attempt,
+                    "returncode": outcome.returncode,
+                    "signal": _signal_name(outcome.returncode),
+                    "reason": reason,
+                },
+                attempt=outcome.attempt,
+            )
+        self._end(state, reason)
+        await asyncio.gather(*(c.drain(CLIENT_DRAIN_S) for c in list(self._clients)))
+
+    def _end(self, state: RunState, reason: str) -> None:
+        self.store.update_meta({"exit_reason": reason, "ended_at": time.time(), "trainer_pid": None})
+        self._set_state(state)
+        self._record(
+            "run_ended",
+            severity="critical" if state == "failed" else "info",
+            message=f"run ended {state}: {reason}",
+            data={"state": state, "reason": reason},
+        )
+        self.store.flush()
+        log.info("run %s: %s", state, reason)
+
+    def _record_crash(self, err: BaseException) -> None:
+        if self._store is None or self.state in TERMINAL_STATES:
+            return
+        with contextlib.suppress(Exception):
+            self._end("failed", f"supervisor error: {type(err).__name__}: {err}")
+
+    async def _close(self) -> None:
+        """Release everything; the run dir is left without socket and pid file."""
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        if self._proc is not None and self._proc.returncode is None:  # only on a crash or cancel
+            self._kill_trainer()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._proc.wait(), 5.0)
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.run.socket.unlink()
+        for client in list(self._clients):
+            await client.close()
+        if self._trainer is not None:
+            self._trainer.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._store is not None:
+            self._store.close()
+        with contextlib.suppress(OSError, ValueError):
+            if int(self.run.pid_file.read_text().strip()) == os.getpid():
+                self.run.pid_file.unlink()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            self.store.flush()
+
+    # -------------------------------------------------------------------- trainer
+
+    async def _supervise_trainer(self) -> TrainerExit:
+        """Run trainer attempts until one ends the run."""
+        while True:
+            outcome = await self._run_attempt()
+            if self._restart_decision(outcome) == "end":
+                return outcome
+            self.restarts += 1
+            self.store.set_meta("restarts", self.restarts)
+            self._set_state("restarting")
+
+    def _restart_decision(self, outcome: TrainerExit) -> Literal["end", "restart"]:
+        """The seam for restarts (Checkpoints issue): a trainer that died unasked
+        (SIGKILL, crash, preemption) will be restarted here from the newest valid
+        checkpoint, with backoff and a limit. Until then every exit ends the run."""
+        return "end"
+
+    async def _run_attempt(self) -> TrainerExit:
+        self.attempt += 1
+        attempt = self.attempt
+        self._finished_reason = self._last_error = None
+        if self._stop_reason is not None:
+            return TrainerExit(attempt, None)
+        command = [*self.trainer_cmd, str(self.run.path), "--attempt", str(attempt)]
+        try:
+            proc = await self._launch(command, attempt)
+        except OSError as err:
+            reason = f"could not launch the trainer ({shlex.join(command)}): {err.strerror or err}"
+            self._record("trainer_launch_failed", severity="critical", message=reason, attempt=attempt)
+            return TrainerExit(attempt, None, launch_error=reason)
+        self._proc = proc
+        self.store.update_meta({"attempt": attempt, "trainer_pid": proc.pid})
+        self._record(
+            "trainer_launched",
+            message=f"trainer attempt {attempt} started (pid {proc.pid})",
+            data={"attempt": attempt, "pid": proc.pid, "command": command},
+            attempt=attempt,
+        )
+        if self._stop_reason is not None:  # a stop arrived while it was being launched
+            self._signal_trainer_stop()
+        returncode = await proc.wait()
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        await self._await_trainer_disconnect()
+        self._proc = None
+        return TrainerExit(attempt, returncode, self._finished_reason, self._last_error)
+
+    async def _launch(self, command: list[str], attempt: int) -> asyncio.subprocess.Process:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.run.trainer_log(attempt), "ab") as out:
+            return await asyncio.create_subprocess_exec(
+                *command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.run.path,
+                env=env,
+                start_new_session=True,  # its own process group: a stop can kill torchrun's ranks too
+            )
+
+    async def _await_trainer_disconnect(self) -> None:
+        """The trainer's last lines (trainer_finished) may still be in the socket."""
+        link = self._trainer
+        if link is None:
+            return
+        try:
+            await asyncio.wait_for(link.closed.wait(), TRAINER_DRAIN_S)
+        except asyncio.TimeoutError:
+            log.warning("trainer exited but its connection stayed open; closing it")
+            link.writer.close()
+
+    def request_stop(self, reason: str = "operator") -> RunState:
+        """Begin a graceful stop; returns the state the run is now in."""
+        if self.state in TERMINAL_STATES or self._stop_reason is not None:
+            return self.state
+        self._stop_reason = reason
+        self._record("stop_requested", message=f"stop requested: {reason}", data={"reason": reason})
+        self._set_state("stopping")
+        self._signal_trainer_stop()
+        return self.state
+
+    def _signal_trainer_stop(self) -> None:
+        proc = self._proc
+        if self._trainer is not None:
+            self._trainer.send(TrainerCommand(command="stop", reason=self._stop_reason or ""))
+        elif proc is not None and proc.returncode is None:
+            _kill_group(proc.pid, signal.SIGTERM)  # it never connected: the classic way
+        if proc is not None and proc.returncode is None:
+            if self._kill_timer is not None:
+                self._kill_timer.cancel()
+            self._kill_timer = asyncio.get_running_loop().call_later(self.stop_grace_s, self._kill_trainer)
+
+    def _kill_trainer(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            log.warning("killing trainer pid %d (SIGKILL)", proc.pid)
+            _kill_group(proc.pid, signal.SIGKILL)
+
+    # ------------------------------------------------------------ state and events
+
+    def _set_state(self, to: RunState) -> None:
+        if to == self.state:
+            return
+        before, self.state = self.state, to
+        self.store.set_meta("state", to)
+        self._record("state_changed", message=f"{before} -> {to}", data={"from": before, "to": to})
+
+    def _record(
+        self,
+        type: str,
+        *,
+        severity: Severity = "info",
+        message: str = "",
+        data: dict[str, Any] | None = None,
+        attempt: int | None = None,
+    ) -> Event:
+        """Store an event (committed), then tell every console."""
+        event = self.store.append_event(type, severity=severity, message=message, data=data, attempt=attempt)
+        log.info("event %d %s %s", event.seq, event.type, event.message)
+        for client in list(self._clients):
+            if client.closed:
+                self._clients.discard(client)
+            else:
+                client.push_event(event)
+        return event
+
+    def status(self) -> RunStatus:
+        """The same answer ``offline_status`` gives, plus the newest in-memory sample."""
+        latest = self.latest or self.store.latest_step()
+        return compose_status(
+            self.run, self.store.meta(), latest, self.store.last_seq(), supervisor_alive=True
+        )
+
+    def _on_step(self, sample: TelemetrySample) -> None:
+        self.store.add_step(sample)
+        self.latest = sample
+        if self.state in ("starting", "restarting"):
+            self._set_state("running")
+        for client in list(self._clients):
+            client.offer_telemetry(sample, self.state)
+
+    def _on_trainer_event(self, message: TrainerEvent) -> None:
+        self._record(
+            message.type,
+            severity=message.severity,
+            message=message.message,
+            data=message.data,
+            attempt=self.attempt,
+        )
+        if message.type == "trainer_started" and self.state in ("starting", "restarting"):
+            self._set_state("running")
+        elif message.type == "trainer_finished":
+            self._finished_reason = str(message.data.get("reason") or "") or None
+        elif message.type == "trainer_error":
+            self._last_error = message.message or None
+
+    # ---------------------------------------------------------------- connections
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._converse(reader, writer)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        creds = peer.peer_credentials(writer.get_extra_info("socket"))
+        refused = peer.refusal(creds, self.owner_uid)
+        if refused is not None:
+            log.warning("connection %s", refused)
+            await _say_and_close(writer, Error(reason=refused))
+            return
+        hello = await self._read_hello(reader, writer)
+        if hello is None:
+            return
+        if hello.role == "trainer":
+            await self._serve_trainer(reader, writer, creds.pid if creds else None)
+        else:
+            await self._serve_console(hello, reader, writer)
+
+    async def _read_hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Hello | None:
+        try:
+            line = await asyncio.wait_for(read_line(reader), HELLO_TIMEOUT_S)
+            if line is None:
+                return None
+            return check_hello(decode_client(line))
+        except ProtocolError as err:
+            await _say_and_close(writer, Error(id=err.request_id, reason=err.reason))
+        except asyncio.TimeoutError:
+            await _say_and_close(writer, Error(reason=f"no hello within {HELLO_TIMEOUT_S:.0f} s"))
+        except (ConnectionError, OSError):
+            pass
+        return None
+
+    def _welcome(self) -> Welcome:
+        return Welcome(run_id=self.run.run_id, state=self.state, last_seq=self.store.last_seq())
+
+    async def _serve_console(
+        self, hello: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        client = ConsoleClient(writer, hello)
+        # No await between reading last_seq and joining the fan-out: nothing can slip between.
+        welcome = self._welcome()
+        client.send(welcome)
+        client.sent_seq = welcome.last_seq
+        self._clients.add(client)
+        if self.latest is not None:
+            client.offer_telemetry(self.latest, self.state)
+        try:
+            if hello.replay_from is not None:
+                await self._replay(client, hello.replay_from)
+            await self._console_requests(client, reader)
+        finally:
+            self._clients.discard(client)
+            await client.close()
+
+    async def _replay(self, client: ConsoleClient, since: int) -> int:
+        """Queue every stored event with seq > since, paced by the client; returns how many.
+
+        Live events arriving meanwhile are held and released after, de-duplicated by seq.
+        """
+        client.hold_live()
+        # A client that claims more than the store holds (a stale seq from elsewhere) gets
+        # live events from the store's newest on, not silence until it catches up.
+        cursor, count = min(since, self.store.last_seq()), 0
+        try:
+            while not client.closed:
+                page = self.store.events_since(cursor, REPLAY_PAGE)
+                if not page:
+                    break
+                for event in page:
+                    client.send(EventMessage(event=event))
+                cursor, count = page[-1].seq, count + len(page)
+                await client.wait_room()
+        finally:
+            client.release_live(cursor)
+        return count
+
+    async def _console_requests(self, client: ConsoleClient, reader: asyncio.StreamReader) -> None:
+        while not client.closed:
+            try:
+                line = await read_line(reader)
+            except LineTooLong as err:
+                client.send(Error(reason=err.reason))
+                continue
+            except (ConnectionError, OSError):
+                return
+            if line is None:
+                return
+            if not line.strip():
+                continue
+            try:
+                message = decode_client(line)
+            except ProtocolError as err:
+                client.send(Error(id=err.request_id, reason=err.reason))
+                continue
+            await self._answer(client, message)
+
+    async def _answer(self, client: ConsoleClient, message: Any) -> None:
+        if isinstance(message, Status):
+            client.send(Ok(id=message.id, result=self.status().model_dump(mode="json")))
+        elif isinstance(message, Ping):
+            client.send(Ok(id=message.id, result={"time": time.time()}))
+        elif isinstance(message, Stop):
+            state = self.request_stop(message.reason)
+            client.send(Ok(id=message.id, result={"state": state}))
+        elif isinstance(message, Replay):
+            count = await self._replay(client, message.since)
+            client.send(Ok(id=message.id, result={"replayed": count}))
+        elif isinstance(message, Hello):
+            client.send(Error(reason="hello already received on this connection"))
+        else:
+            client.send(Error(reason=f"{message.kind!r} is accepted only from the trainer"))
+
+    async def _serve_trainer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None
+    ) -> None:
+        if self._trainer is not None:
+            await _say_and_close(
+                writer, Error(reason=f"a trainer is already connected (pid {self._trainer.pid})")
+            )
+            return
+        link = self._trainer = TrainerLink(writer, pid)
+        log.info("trainer connected (pid %s)", pid)
+        link.send(self._welcome())
+        if self._stop_reason is not None:
+            link.send(TrainerCommand(command="stop", reason=self._stop_reason))
+        try:
+            await self._trainer_lines(link, reader)
+        finally:
+            link.closed.set()
+            if self._trainer is link:
+                self._trainer = None
+            log.info("trainer disconnected (pid %s)", pid)
+
+    async def _trainer_lines(self, link: TrainerLink, reader: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await read_line(reader)
+            except LineTooLong as err:
+                link.send(Error(reason=err.reason))
+                continue
+            except (ConnectionError, OSError):
+                return
+            if line is None:
+                return
+            if not line.strip():
+                continue
+            try:
+                message = decode_client(line)
+            except ProtocolError as err:
+                link.send(Error(id=err.request_id, reason=err.reason))
+                continue
+            if isinstance(message, StepReport):
+                self._on_step(message.sample)
+            elif isinstance(message, TrainerEvent):
+                if message.type in SUPERVISOR_EVENTS:
+                    link.send(Error(reason=f"event type {message.type!r} is the supervisor's to record"))
+                else:
+                    self._on_trainer_event(message)
+            elif isinstance(message, Ping):
+                link.send(Ok(id=message.id))
+            else:
+                link.send(Error(reason=f"{message.kind!r} is not a trainer message"))
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+async def _say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> None:
+    with contextlib.suppress(Exception):
+        writer.write(encode(message))
+        await asyncio.wait_for(writer.drain(), 1.0)
+    writer.close()
+
+
+def _kill_group(pid: int, sig: signal.Signals) -> None:
+    """Signal the trainer's process group (it leads its own session), else just it."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _signal_name(returncode: int) -> str | None:
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------- entry point
+
+
+def main(run_dir: Path, *, stop_grace_s: float = STOP_GRACE_S) -> int:
+    """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
+    logging.basicConfig(
+        stream=sys.stdout,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
+    run = RunDir(Path(run_dir).resolve())
+    supervisor = Supervisor(run, default_trainer_command(), stop_grace_s=stop_grace_s)
+    try:
+        return asyncio.run(supervisor.serve(handle_signals=True))
+    except SupervisorError as err:
+        log.error("%s", err)
+        return 2

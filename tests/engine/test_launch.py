@@ -1,0 +1,126 @@
+"""The detached supervisor: own session, survives SIGHUP, serves, stops on SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import launch
+from engine.rundir import RunDir, pid_alive
+from engine.runstatus import offline_status
+from engine.store import Store
+
+pytestmark = pytest.mark.timeout(60)
+
+FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fakes" / "fake_trainer.py"
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL the process group ``pid`` leads (the supervisor and the trainer lead their own)."""
+    if pid is None or not pid_alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _wait_gone(pid: int, timeout: float = 15.0) -> None:
+    proc = launch._spawned.get(pid)
+    if proc is not None:
+        proc.wait(timeout)
+        return
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still alive"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def spawned(run: RunDir) -> Iterator[list[int]]:
+    """Pids to kill (with their trainers) whatever the test did."""
+    pids: list[int] = []
+    yield pids
+    with contextlib.suppress(Exception), Store(run.store, readonly=True) as store:
+        _kill_group(store.get_meta("trainer_pid"))
+    for pid in pids:
+        _kill_group(pid)
+        with contextlib.suppress(Exception):
+            _wait_gone(pid, 5)
+
+
+def _env(**fake: object) -> dict[str, str]:
+    env = {"MEMTUI_TRAINER_CMD": f"{sys.executable} {FAKE_TRAINER}", "FAKE_TRAINER_STEPS": "100000"}
+    env.update({f"FAKE_TRAINER_{k.upper()}": str(v) for k, v in fake.items()})
+    return env
+
+
+def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, spawned: list[int]) -> None:
+    pid = launch.spawn_supervisor(run, extra_env=_env(rate_hz=50))
+    spawned.append(pid)
+    launch.wait_until_serving(run, pid, timeout=20)
+    assert os.getsid(pid) != os.getsid(0)  # its own session: no terminal, no SIGHUP
+    assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+    assert run.supervisor_pid() == pid
+
+    os.kill(pid, signal.SIGHUP)
+    time.sleep(0.3)
+    assert pid_alive(pid)
+    launch.wait_until_serving(run, pid, timeout=5)
+    assert offline_status(run).state in ("starting", "running")
+
+    os.kill(pid, signal.SIGTERM)
+    _wait_gone(pid)
+    status = offline_status(run)
+    assert status.state == "stopped" and "SIGTERM" in (status.exit_reason or "")
+    assert not run.socket.exists() and not run.pid_file.exists()
+    log = run.supervisor_log.read_text()
+    assert "SIGHUP ignored" in log and "run stopped" in log
+
+
+def test_wait_until_serving_reports_a_supervisor_that_died(home: Path, spawned: list[int]) -> None:
+    bogus = RunDir(home / "runs" / "nothing-here")  # no run.json: the supervisor refuses
+    pid = launch.spawn_supervisor(bogus)
+    spawned.append(pid)
+    with pytest.raises(launch.LaunchError, match="exited before serving") as err:
+        launch.wait_until_serving(bogus, pid, timeout=20)
+    assert "not a run directory" in str(err.value)
+
+
+def test_wait_until_serving_times_out(run: RunDir) -> None:
+    with pytest.raises(launch.LaunchError, match="not serving"):
+        launch.wait_until_serving(run, os.getpid(), timeout=0.3)
+
+
+def test_second_supervisor_on_a_served_run_is_refused(run: RunDir, spawned: list[int]) -> None:
+    pid = launch.spawn_supervisor(run, extra_env=_env())
+    spawned.append(pid)
+    launch.wait_until_serving(run, pid, timeout=20)
+    second = subprocess.run(
+        [sys.executable, "-m", "engine", "supervise", str(run.path)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, **_env()},
+    )
+    assert second.returncode == 2 and f"already served by supervisor pid {pid}" in second.stdout
+    launch.wait_until_serving(run, pid, timeout=5)  # the first one is untouched
+
+
+def test_engine_cli_help() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "engine", "--help"], capture_output=True, text=True, timeout=20
+    )
+    assert out.returncode == 0 and "supervise" in out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "engine", "supervise", "--help"], capture_output=True, text=True, timeout=20
+    )
+    assert out.returncode == 0 and "RUN_DIR" in out.stdout and "MEMTUI_TRAINER_CMD" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "engine"], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 2

@@ -1,0 +1,210 @@
+"""Every wire message survives encode -> decode; hostile input only ever raises ProtocolError."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import protocol
+from engine.domain import Event, TelemetrySample
+from engine.protocol import (
+    Error,
+    EventMessage,
+    Hello,
+    Ok,
+    Ping,
+    ProtocolError,
+    Replay,
+    Status,
+    StepReport,
+    Stop,
+    Telemetry,
+    TrainerCommand,
+    TrainerEvent,
+    Welcome,
+    decode_client,
+    decode_server,
+    encode,
+)
+
+
+def _sample(**over: object) -> TelemetrySample:
+    fields: dict[str, object] = dict(
+        step=7,
+        ts=time.time(),
+        attempt=2,
+        samples=56,
+        tokens=7168,
+        loss=2.5,
+        lr=1e-3,
+        grad_norm=0.7,
+        loss_scale=65536.0,
+        overflow=True,
+        overflow_count=1,
+        skipped_steps=1,
+        step_time_s=0.05,
+        tokens_per_s=20480.0,
+        mem_allocated=1,
+        mem_reserved=2,
+        mem_peak=3,
+        mem_capacity=4,
+        mem_kind="cuda",
+        micro_batch=8,
+        grad_accum=2,
+        world_size=2,
+    )
+    fields.update(over)
+    return TelemetrySample.model_validate(fields)
+
+
+_EVENT = Event(
+    seq=3, ts=1.5, type="checkpoint_saved", severity="warning", message="m", data={"a": [1, 2]}, attempt=1
+)
+
+CLIENT_MESSAGES = [
+    Hello(protocol=1, role="trainer", client="x", replay_from=5, telemetry=False),
+    Hello(protocol=1),
+    Status(id="s"),
+    Stop(id="t", reason="done"),
+    Ping(id="p"),
+    Replay(id="r", since=0),
+    StepReport(sample=_sample()),
+    TrainerEvent(type="trainer_started", severity="critical", message="hi", data={"pid": 1}),
+]
+SERVER_MESSAGES = [
+    Welcome(run_id="demo-1", state="running", last_seq=9),
+    Ok(id="s", result={"state": "stopping", "nested": {"x": [1.5]}}),
+    Error(id=None, reason="bad"),
+    Error(id="q", reason="bad"),
+    EventMessage(event=_EVENT),
+    Telemetry(sample=_sample(), state="stopping", coalesced=12),
+    TrainerCommand(command="stop", reason="operator"),
+]
+
+
+def test_every_message_type_is_covered() -> None:
+    client_kinds = {m.kind for m in CLIENT_MESSAGES}
+    server_kinds = {m.kind for m in SERVER_MESSAGES}
+    union_kinds = lambda adapter: set(adapter.json_schema()["discriminator"]["mapping"])  # noqa: E731
+    assert client_kinds == union_kinds(protocol.CLIENT_ADAPTER)
+    assert server_kinds == union_kinds(protocol.SERVER_ADAPTER)
+
+
+@pytest.mark.parametrize("message", CLIENT_MESSAGES, ids=lambda m: m.kind)
+def test_client_round_trip(message: object) -> None:
+    line = encode(message)  # type: ignore[arg-type]
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert decode_client(line[:-1]) == message
+
+
+@pytest.mark.parametrize("message", SERVER_MESSAGES, ids=lambda m: m.kind)
+def test_server_round_trip(message: object) -> None:
+    assert decode_server(encode(message)[:-1]) == message  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_loss_survives_the_wire(value: float) -> None:
+    decoded = decode_server(encode(Telemetry(sample=_sample(loss=value), state="running"))[:-1])
+    loss = decoded.sample.loss  # type: ignore[union-attr]
+    assert (math.isnan(loss) and math.isnan(value)) or loss == value
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b"{not json", "malformed JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'{"kind": "launch_missiles"}', "unknown kind"),
+        (b'{"id": "x"}', "missing field 'kind'"),
+        (b'{"kind": "status", "id": 5}', "status: field 'id'"),
+        (b'{"kind": "ping", "id": "p", "extra": 1}', "unknown field"),
+        (b"\xff\xfe", "malformed JSON"),
+    ],
+)
+def test_bad_lines_name_the_reason(line: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        decode_client(line)
+
+
+def test_request_id_is_kept_when_readable() -> None:
+    with pytest.raises(ProtocolError) as err:
+        decode_client(b'{"kind": "replay", "id": "r7", "since": "soon"}')
+    assert err.value.request_id == "r7"
+
+
+def test_oversized_line_is_refused() -> None:
+    with pytest.raises(protocol.LineTooLong):
+        decode_client(b" " * (protocol.MAX_LINE_BYTES + 1))
+
+
+def test_check_hello_names_the_versions() -> None:
+    with pytest.raises(ProtocolError, match="version mismatch"):
+        protocol.check_hello(Hello(protocol=protocol.PROTOCOL_VERSION + 1))
+    with pytest.raises(ProtocolError, match="expected hello"):
+        protocol.check_hello(Ping(id="p"))
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_kinds = st.sampled_from(
+    [
+        "hello",
+        "status",
+        "stop",
+        "ping",
+        "replay",
+        "step",
+        "trainer_event",
+        "welcome",
+        "ok",
+        "error",
+        "event",
+        "telemetry",
+        "trainer_command",
+        "nope",
+    ]
+)
+_messageish = st.fixed_dictionaries(
+    {"kind": _kinds},
+    optional={
+        "id": _json,
+        "protocol": _json,
+        "sample": _json,
+        "since": _json,
+        "event": _json,
+        "reason": _json,
+        "state": _json,
+        "command": _json,
+        "type": _json,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_only_raise_protocol_error(data: bytes) -> None:
+    for decode in (decode_client, decode_server):
+        with contextlib.suppress(ProtocolError):
+            decode(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_json, _messageish))
+def test_arbitrary_json_only_raises_protocol_error(value: object) -> None:
+    line = json.dumps(value)
+    for decode in (decode_client, decode_server):
+        try:
+            decode(line)
+        except ProtocolError as err:
+            assert err.reason

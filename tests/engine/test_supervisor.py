@@ -1,0 +1,396 @@
+"""The supervisor in-process, with the torch-free fake trainer as its child."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+from typing import Any
+
+import pytest
+
+from engine import peer
+from engine import supervisor as supervisor_module
+from engine.domain import RunStatus, TelemetrySample
+from engine.protocol import (
+    MAX_LINE_BYTES,
+    TELEMETRY_HZ,
+    Error,
+    Hello,
+    Ping,
+    Replay,
+    Status,
+    StepReport,
+    Stop,
+    TrainerEvent,
+)
+from engine.rundir import RunDir
+from engine.runstatus import offline_status
+from engine.store import Store
+from engine.supervisor import ConsoleClient, TrainerExit, ending
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def kind(name: str) -> Any:
+    return lambda m: m.kind == name
+
+
+def event(type_: str) -> Any:
+    return lambda m: m.kind == "event" and m.event.type == type_
+
+
+def stored(run: RunDir) -> tuple[dict[str, Any], list[Any]]:
+    with Store(run.store, readonly=True) as store:
+        return store.meta(), store.events_since(0)
+
+
+async def test_console_gets_welcome_history_telemetry(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(rate_hz=200)  # far above TELEMETRY_HZ: telemetry must coalesce
+    await start()
+    client = await connect(replay_from=0)
+    welcome = await client.recv()
+    assert welcome.kind == "welcome" and welcome.run_id == run.run_id and welcome.protocol == 1
+    _, before = await client.until(kind("telemetry"))
+    types = [m.event.type for m in before if m.kind == "event"]
+    assert types[:3] == ["run_started", "state_changed", "trainer_launched"]
+    # One second of telemetry: at most ~TELEMETRY_HZ messages, steps increasing, drops counted.
+    loop = asyncio.get_running_loop()
+    end, telemetry = loop.time() + 1.0, []
+    while loop.time() < end:
+        message = await client.recv()
+        if message.kind == "telemetry":
+            telemetry.append(message)
+    steps = [t.sample.step for t in telemetry]
+    assert steps == sorted(set(steps)) and len(steps) >= 2
+    assert len(telemetry) <= TELEMETRY_HZ * 1.5
+    assert any(t.coalesced > 0 for t in telemetry)
+    assert telemetry[-1].state == "running"
+
+
+async def test_telemetry_off_sends_none(start, connect, fake_env) -> None:
+    await start()
+    client = await connect(telemetry=False)
+    await client.recv()
+    ok, seen = await client.answer(Ping(id="p1"))
+    await asyncio.sleep(0.5)
+    ok2, seen2 = await client.answer(Ping(id="p2"))
+    assert ok.kind == ok2.kind == "ok"
+    assert not [m for m in seen + seen2 if m.kind == "telemetry"]
+
+
+async def test_bad_input_gets_errors_while_others_stream(start, connect, fake_env) -> None:
+    await start()
+    watcher = await connect()
+    await watcher.recv()
+    stuck = await connect(replay_from=0)  # never reads a byte: must not slow anyone down
+    steps: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            message = await watcher.recv()
+            if message is not None and message.kind == "telemetry":
+                steps.append(message.sample.step)
+
+    watching = asyncio.create_task(watch())
+    try:
+        await asyncio.sleep(0.3)
+        abuser = await connect()
+        await abuser.recv()
+
+        async def expect_error(line: bytes, reason: str, request_id: str | None = None) -> None:
+            await abuser.send(line)
+            error, _ = await abuser.until(kind("error"))
+            assert reason in error.reason and error.id == request_id
+            pong, _ = await abuser.answer(Ping(id="still-there"))  # the connection goes on
+            assert pong.kind == "ok"
+
+        await expect_error(b"x" * (MAX_LINE_BYTES + 10) + b"\n", "limit")
+        await expect_error(b'{"kind": "ping", "id": \n', "malformed JSON")
+        await expect_error(b'{"kind": "self_destruct", "id": "k"}\n', "unknown kind", "k")
+        await expect_error(b'{"kind": "status", "id": 5}\n', "status: field 'id'")
+        await expect_error(b'{"kind": "replay", "id": "r", "since": "yesterday"}\n', "since", "r")
+        await expect_error(b'{"kind": "stop", "id": "s", "why": 1}\n', "unknown field", "s")
+        await expect_error(b"[]\n", "JSON object")
+        step_report = StepReport(sample=_fake_sample(1))
+        await expect_error(step_report.model_dump_json().encode() + b"\n", "only from the trainer")
+        await expect_error(
+            TrainerEvent(type="trainer_finished").model_dump_json().encode() + b"\n", "only from"
+        )
+        await expect_error(Hello(protocol=1).model_dump_json().encode() + b"\n", "hello already")
+
+        for first_line, reason in [
+            (Hello(protocol=99).model_dump_json().encode() + b"\n", "version mismatch"),
+            (b'{"kind": "ping", "id": "p"}\n', "expected hello"),
+            (b"nonsense\n", "malformed JSON"),
+            (b"y" * (MAX_LINE_BYTES + 1) + b"\n", "limit"),
+        ]:
+            bad = await connect(hello=False)
+            await bad.send(first_line)
+            error = await bad.recv()
+            assert error.kind == "error" and reason in error.reason
+            assert await bad.recv() is None  # a bad hello closes the connection
+
+        at_abuse_end = len(steps)
+        await asyncio.sleep(0.5)
+        assert len(steps) > at_abuse_end + 1, "the watcher stopped receiving telemetry"
+        assert steps == sorted(set(steps))
+    finally:
+        watching.cancel()
+    assert stuck is not None
+
+
+def _fake_sample(step: int) -> TelemetrySample:
+    return TelemetrySample(
+        step=step,
+        ts=0.0,
+        samples=step,
+        tokens=step,
+        loss=1.0,
+        lr=1e-3,
+        step_time_s=0.1,
+        tokens_per_s=1.0,
+        micro_batch=1,
+        grad_accum=1,
+    )
+
+
+async def test_status_matches_offline_status(run: RunDir, start, connect, fake_env) -> None:
+    running = await start()
+    client = await connect()
+    await client.recv()
+    await client.until(kind("telemetry"))
+    ok, _ = await client.answer(Status(id="st"))
+    status = RunStatus.model_validate(ok.result)
+    assert status.state == "running" and status.step >= 1 and status.run_id == run.run_id
+    assert status.supervisor_pid == os.getpid() and status.trainer_pid and status.attempt == 1
+    assert status.target_steps == 100 and status.micro_batch == 8 and status.mem_kind == "cpu-rss"
+    sup = running.supervisor
+    sup.store.flush()
+    assert sup.status() == offline_status(run)
+
+
+async def test_replay_after_reconnect_is_exact(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(rate_hz=200, event_every=1)  # an event per step: replay races live events
+    await start()
+    first = await connect(replay_from=0)
+    await first.recv()
+    _, seen = await first.until(lambda m: m.kind == "event" and m.event.seq >= 30)
+    seqs = [m.event.seq for m in seen if m.kind == "event"]
+    assert seqs == list(range(1, 30))
+    await first.close()
+    await asyncio.sleep(0.3)  # events happen while nobody listens
+
+    second = await connect(replay_from=29)
+    welcome = await second.recv()
+    assert welcome.last_seq > 30
+    _, seen = await second.until(lambda m: m.kind == "event" and m.event.seq >= welcome.last_seq + 40)
+    events = [m.event for m in seen if m.kind == "event"]
+    assert [e.seq for e in events] == list(range(30, welcome.last_seq + 40))  # no gap, no duplicate
+    with Store(run.store, readonly=True) as store:
+        assert events[: welcome.last_seq - 29] == store.events_since(29, limit=welcome.last_seq - 29)
+
+    # Replay on request: the asked-for events again, then the Ok.
+    ok, seen = await second.answer(Replay(id="again", since=10))
+    replayed = [m.event.seq for m in seen if m.kind == "event"]
+    assert ok.kind == "ok" and ok.result["replayed"] >= 30
+    assert replayed[: ok.result["replayed"]] == list(range(11, 11 + ok.result["replayed"]))
+    # Live events go on after it without a gap.
+    _, after = await second.until(lambda m: m.kind == "event" and m.event.seq >= replayed[-1] + 20)
+    live = [m.event.seq for m in after if m.kind == "event"]
+    assert live == list(range(replayed[-1] + 1, replayed[-1] + 20))
+
+
+async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) -> None:
+    running = await start()
+    mode = stat.S_IMODE(os.stat(run.socket).st_mode)
+    assert mode == 0o600 and stat.S_IMODE(os.stat(run.path).st_mode) == 0o700
+    assert run.pid_file.read_text().strip() == str(os.getpid())
+    client = await connect()
+    await client.recv()
+    await client.until(kind("telemetry"))
+    ok, before_ok = await client.answer(Stop(id="stop", reason="test over"))
+    assert ok.result == {"state": "stopping"}
+    ended, seen = await client.until(event("run_ended"))
+    types = [m.event.type for m in before_ok + seen if m.kind == "event"]
+    assert types.index("stop_requested") < types.index("trainer_finished") < types.index("trainer_exited")
+    assert ended.event.data["state"] == "stopped"
+    assert await running.result() == 0
+    assert not run.socket.exists() and not run.pid_file.exists()
+    meta, events = stored(run)
+    assert meta["state"] == "stopped" and "test over" in meta["exit_reason"]
+    assert events[-1].type == "run_ended" and [e.seq for e in events] == list(range(1, len(events) + 1))
+    changes = [(e.data["from"], e.data["to"]) for e in events if e.type == "state_changed"]
+    assert changes == [
+        (None, "starting"),
+        ("starting", "running"),
+        ("running", "stopping"),
+        ("stopping", "stopped"),
+    ]
+    status = offline_status(run)
+    assert status.state == "stopped" and status.step >= 1
+
+
+async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(steps=5, exit_code=3)
+    running = await start()
+    assert await running.result() == 0
+    meta, events = stored(run)
+    assert meta["state"] == "failed"
+    assert meta["exit_reason"] == "trainer exited with code 3: fake trainer failing on purpose with code 3"
+    exited = next(e for e in events if e.type == "trainer_exited")
+    assert exited.data["returncode"] == 3 and exited.severity == "critical" and exited.attempt == 1
+    assert events[-1].type == "run_ended" and events[-1].data["state"] == "failed"
+    assert offline_status(run).state == "failed"
+
+
+async def test_trainer_reaching_its_steps_completes(run: RunDir, start, fake_env) -> None:
+    fake_env(steps=5, nan_at=3)
+    running = await start()
+    assert await running.result() == 0
+    meta, _ = stored(run)
+    assert meta["state"] == "completed"
+    with Store(run.store, readonly=True) as store:
+        steps = store.steps()
+    assert [s.step for s in steps] == [1, 2, 3, 4, 5]
+    assert steps[2].loss != steps[2].loss  # NaN stored as NaN
+
+
+async def test_stuck_trainer_is_killed_after_the_grace(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(ignore_stop=1)
+    running = await start(stop_grace_s=0.5)
+    client = await connect()
+    await client.recv()
+    await client.until(kind("telemetry"))
+    await client.answer(Stop(id="s"))
+    assert await running.result() == 0
+    meta, events = stored(run)
+    assert meta["state"] == "stopped" and "SIGKILL" in meta["exit_reason"]
+    assert next(e for e in events if e.type == "trainer_exited").data["signal"] == "SIGKILL"
+
+
+async def test_silent_trainer_gets_sigterm(run: RunDir, start, fake_env) -> None:
+    fake_env(no_connect=1)
+    running = await start()
+    await asyncio.sleep(0.3)
+    assert running.supervisor.request_stop("test") == "stopping"
+    assert await running.result() == 0
+    meta, _ = stored(run)
+    assert meta["state"] == "stopped" and meta["exit_reason"] == "on request (test)"
+
+
+async def test_trainer_that_cannot_start_fails_the_run(run: RunDir, start) -> None:
+    running = await start(trainer_cmd=[str(run.path / "no-such-trainer")])
+    assert await running.result() == 0
+    meta, events = stored(run)
+    assert meta["state"] == "failed" and "could not launch the trainer" in meta["exit_reason"]
+    assert any(e.type == "trainer_launch_failed" for e in events)
+
+
+async def test_trainer_cannot_forge_supervisor_events(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(no_connect=1)
+    running = await start()
+    trainer = await connect(role="trainer")
+    assert (await trainer.recv()).kind == "welcome"
+    await trainer.send(TrainerEvent(type="run_ended", data={"state": "completed"}))
+    error = await trainer.recv()
+    assert error.kind == "error" and "supervisor's" in error.reason
+    await trainer.send(Status(id="s"))
+    assert "not a trainer message" in (await trainer.recv()).reason
+    second = await connect(role="trainer")
+    assert "already connected" in (await second.recv()).reason
+    await trainer.send(TrainerEvent(type="trainer_started"))
+    await asyncio.sleep(0.2)
+    assert running.supervisor.state == "running"
+
+
+async def test_foreign_uid_is_refused(run: RunDir, start, connect, fake_env) -> None:
+    await start(owner_uid=os.getuid() + 4242)  # as if we were someone else
+    client = await connect(hello=False)
+    error = await client.recv()
+    assert isinstance(error, Error) and "refused" in error.reason and "not the run's owner" in error.reason
+    assert await client.recv() is None
+
+
+def test_refusal_decision() -> None:
+    me = peer.PeerCredentials(pid=1, uid=1000, gid=1000)
+    assert peer.refusal(me, owner_uid=1000) is None
+    assert "uid 1001" in (peer.refusal(peer.PeerCredentials(2, 1001, 1001), owner_uid=1000) or "")
+    assert peer.refusal(None, owner_uid=1000) is None
+
+
+def test_peer_credentials_of_a_real_socket() -> None:
+    import socket
+
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        creds = peer.peer_credentials(a)
+    assert creds == peer.PeerCredentials(os.getpid(), os.getuid(), os.getgid())
+
+
+class _StuckWriter:
+    """A console that never reads: drain never returns."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.closed = False
+        self.transport = self
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(data)
+
+    async def drain(self) -> None:
+        await asyncio.Event().wait()
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def wait_closed(self) -> None:
+        await asyncio.Event().wait()
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+async def test_a_console_too_far_behind_is_dropped_with_a_reason() -> None:
+    from engine.domain import Event
+
+    writer = _StuckWriter()
+    client = ConsoleClient(writer, Hello(protocol=1), queue_max=8)  # type: ignore[arg-type]
+    for seq in range(1, 30):  # the supervisor never waits for it
+        client.push_event(Event(seq=seq, ts=0.0, type="tick"))
+    await asyncio.sleep(1.2)
+    assert client.closed and writer.closed
+    assert b"too slow" in writer.lines[-1] and b"replay_from" in writer.lines[-1]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "stop", "state", "reason"),
+    [
+        (TrainerExit(1, 0, "completed"), None, "completed", "target step"),
+        (TrainerExit(1, 0, "stopped"), None, "stopped", "stopped by itself"),
+        (TrainerExit(1, 0, None), "operator", "stopped", "on request (operator)"),
+        (TrainerExit(1, -9, None), "operator", "stopped", "SIGKILL"),
+        (TrainerExit(1, -9, None), None, "failed", "trainer killed by SIGKILL"),
+        (TrainerExit(1, 1, None, "CUDA OOM"), None, "failed", "trainer exited with code 1: CUDA OOM"),
+        (TrainerExit(1, 0, None), None, "failed", "without reporting trainer_finished"),
+        (TrainerExit(1, None, launch_error="no such file"), None, "failed", "no such file"),
+        (TrainerExit(1, None), "operator", "stopped", "before the trainer started"),
+    ],
+)
+def test_ending(outcome: TrainerExit, stop: str | None, state: str, reason: str) -> None:
+    got_state, got_reason = ending(outcome, stop)
+    assert got_state == state and reason in got_reason
+
+
+def test_trainer_command_from_env() -> None:
+    assert supervisor_module.default_trainer_command({}) == [sys.executable, "-m", "engine.trainer"]
+    assert supervisor_module.default_trainer_command({"MEMTUI_TRAINER_CMD": "python 'a b.py' -x"}) == [
+        "python",
+        "a b.py",
+        "-x",
+    ]

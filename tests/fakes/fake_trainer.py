@@ -1,0 +1,159 @@
+"""A torch-free stand-in for ``python -m engine.trainer`` that speaks the real protocol.
+
+    python tests/fakes/fake_trainer.py RUN_DIR --attempt N
+
+Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
+StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
+trainer_finished {"reason": "completed"} and exit 0. A TrainerCommand stop or SIGTERM
+ends it early with trainer_finished {"reason": "stopped"}, exit 0.
+
+Environment (all optional):
+  FAKE_TRAINER_RATE_HZ     steps per second (default 50)
+  FAKE_TRAINER_STEPS       steps to run (default 1000)
+  FAKE_TRAINER_EXIT_CODE   after the steps, send trainer_error and exit with this code
+                           instead of completing (default 0 = complete)
+  FAKE_TRAINER_IGNORE_STOP "1": ignore stop commands and SIGTERM (tests SIGKILL escalation)
+  FAKE_TRAINER_NO_CONNECT  "1": never connect; just run until SIGTERM (exit 0) or the steps' time
+  FAKE_TRAINER_NAN_AT      step whose loss is NaN (default none)
+  FAKE_TRAINER_EVENT_EVERY send a "fake.tick" event every N steps (default 0 = never)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from engine.domain import TelemetrySample
+from engine.protocol import (
+    PROTOCOL_VERSION,
+    STREAM_LIMIT,
+    Hello,
+    ProtocolError,
+    StepReport,
+    TrainerCommand,
+    TrainerEvent,
+    decode_server,
+    encode,
+    read_line,
+)
+
+
+def _env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+def sample(step: int, attempt: int, nan_at: int | None) -> TelemetrySample:
+    tokens_per_step = 8 * 128  # micro_batch x seq_len of the tiny preset
+    loss = float("nan") if step == nan_at else 5.5 * math.exp(-step / 200) + 0.5
+    return TelemetrySample(
+        step=step,
+        ts=time.time(),
+        attempt=attempt,
+        samples=8 * step,
+        tokens=tokens_per_step * step,
+        loss=loss,
+        lr=3e-3,
+        grad_norm=1.0,
+        loss_scale=4096.0,
+        step_time_s=0.02,
+        tokens_per_s=tokens_per_step / 0.02,
+        mem_allocated=100 << 20,
+        mem_reserved=120 << 20,
+        mem_peak=110 << 20,
+        mem_capacity=1 << 30,
+        micro_batch=8,
+        grad_accum=1,
+    )
+
+
+class FakeTrainer:
+    def __init__(self, run_dir: Path, attempt: int) -> None:
+        self.run_dir = run_dir
+        self.attempt = attempt
+        self.rate_hz = _env_float("FAKE_TRAINER_RATE_HZ", 50.0)
+        self.steps = int(_env_float("FAKE_TRAINER_STEPS", 1000))
+        self.exit_code = int(_env_float("FAKE_TRAINER_EXIT_CODE", 0))
+        self.ignore_stop = os.environ.get("FAKE_TRAINER_IGNORE_STOP") == "1"
+        self.no_connect = os.environ.get("FAKE_TRAINER_NO_CONNECT") == "1"
+        nan_at = os.environ.get("FAKE_TRAINER_NAN_AT")
+        self.nan_at = int(nan_at) if nan_at else None
+        self.event_every = int(_env_float("FAKE_TRAINER_EVENT_EVERY", 0))
+        self.stop = asyncio.Event()
+
+    def request_stop(self, why: str) -> None:
+        print(f"fake trainer: stop ({why}){' ignored' if self.ignore_stop else ''}", flush=True)
+        if not self.ignore_stop:
+            self.stop.set()
+
+    async def run(self) -> int:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
+        if self.no_connect:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.steps / self.rate_hz)
+            return 0
+        reader, writer = await asyncio.open_unix_connection(
+            str(self.run_dir / "engine.sock"), limit=STREAM_LIMIT
+        )
+        writer.write(encode(Hello(protocol=PROTOCOL_VERSION, role="trainer", client="fake trainer")))
+        listener = asyncio.create_task(self.listen(reader))
+        code = await self.train(writer)
+        await writer.drain()
+        writer.close()
+        listener.cancel()
+        return code
+
+    async def listen(self, reader: asyncio.StreamReader) -> None:
+        while (line := await read_line(reader)) is not None:
+            try:
+                message = decode_server(line)
+            except ProtocolError as err:
+                print(f"fake trainer: bad line from supervisor: {err}", flush=True)
+                continue
+            if isinstance(message, TrainerCommand) and message.command == "stop":
+                self.request_stop(f"command: {message.reason}")
+            else:
+                print(f"fake trainer: got {message.kind}", flush=True)
+
+    async def train(self, writer: asyncio.StreamWriter) -> int:
+        def event(type_: str, message: str = "", severity: str = "info", **data: object) -> None:
+            writer.write(encode(TrainerEvent(type=type_, message=message, severity=severity, data=data)))
+
+        event("trainer_started", f"fake trainer attempt {self.attempt}", pid=os.getpid())
+        period = 1.0 / self.rate_hz
+        for step in range(1, self.steps + 1):
+            if self.stop.is_set():
+                event("trainer_finished", "stopped on request", reason="stopped", step=step - 1)
+                return 0
+            writer.write(encode(StepReport(sample=sample(step, self.attempt, self.nan_at))))
+            if self.event_every and step % self.event_every == 0:
+                event("fake.tick", f"step {step}", step=step)
+            await writer.drain()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), period)
+        if self.exit_code:
+            event("trainer_error", f"fake trainer failing on purpose with code {self.exit_code}", "critical")
+            return self.exit_code
+        if self.stop.is_set():
+            event("trainer_finished", "stopped on request", reason="stopped", step=self.steps)
+        else:
+            event("trainer_finished", f"reached step {self.steps}", reason="completed", step=self.steps)
+        return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--attempt", type=int, default=1)
+    args = parser.parse_args()
+    return asyncio.run(FakeTrainer(args.run_dir, args.attempt).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
