@@ -1,0 +1,418 @@
+"""The ``memtui`` command: start, watch, inspect and stop runs.
+
+::
+
+    memtui                      attach to the newest live run, or start the demo and attach
+    memtui run [CONFIG.toml]    start a run (detached supervisor), then attach
+    memtui attach [RUN]         open the console (read-only history for a finished run)
+    memtui ls | status | logs | stop
+
+Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.domain import RunConfig, RunStatus
+    from engine.rundir import RunDir
+
+STOP_TIMEOUT_S = 120.0
+STOP_POLL_S = 0.25
+STOP_GRACE_S = 5.0
+"""After a terminal state, how long to wait for the supervisor process to exit."""
+OK_ENDINGS = ("stopped", "completed")
+
+
+class CliError(Exception):
+    """A failure reported as one line ``memtui: <message>``; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _int_at_least(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _theme(text: str) -> str:
+    from memtui.theming import available_themes
+
+    if text not in available_themes():
+        raise argparse.ArgumentTypeError(
+            f"unknown theme {text!r} (choose from {', '.join(available_themes())})"
+        )
+    return text
+
+
+def _add_theme(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    # Subcommands leave the attribute alone when not given, so `memtui --theme X attach` works.
+    parser.add_argument(
+        "--theme",
+        type=_theme,
+        default=None if root else argparse.SUPPRESS,
+        metavar="NAME",
+        help="console theme: dark (default), light or ansi (the terminal's colours)",
+    )
+
+
+def _add_run(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "run",
+        nargs="?",
+        metavar="RUN",
+        help=f"run id, unique prefix of one, or run directory (default: {default})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from memtui import __version__
+
+    parser = _Parser(
+        prog="memtui",
+        description="An operator console for long PyTorch/DeepSpeed training runs.",
+        epilog="With no command: attach to the newest live run, or start the tiny demo run and attach.",
+    )
+    parser.add_argument("--version", action="version", version=f"memtui {__version__}")
+    _add_theme(parser, root=True)
+    parser.set_defaults(handler=cmd_default)
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="start a run (detached) and attach the console",
+        description="Validate a config, start its supervisor detached, then attach.",
+    )
+    run.add_argument(
+        "config", nargs="?", metavar="CONFIG.toml", help="run config (default: the preset alone)"
+    )
+    run.add_argument(
+        "--preset", choices=("tiny", "small"), help="starting point for model and train settings"
+    )
+    run.add_argument("--steps", type=_positive_int, metavar="N", help="target optimizer steps")
+    run.add_argument("--name", help="run name (the id is NAME-<timestamp>)")
+    run.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
+    run.add_argument("--json", action="store_true", help="print the started run as JSON")
+    _add_theme(run)
+    run.set_defaults(handler=cmd_run)
+
+    attach = sub.add_parser(
+        "attach",
+        help="open the console on a run",
+        description="Open the console; a finished run opens read-only on its history.",
+    )
+    _add_run(attach, "the newest live run")
+    _add_theme(attach)
+    attach.set_defaults(handler=cmd_attach)
+
+    ls = sub.add_parser("ls", help="list every run", description="List every run, newest first.")
+    ls.add_argument("--json", action="store_true", help="print a JSON list of run statuses")
+    ls.set_defaults(handler=cmd_ls)
+
+    status = sub.add_parser(
+        "status",
+        help="show one run's status",
+        description="Ask the live supervisor; for a run nobody serves, read its store.",
+    )
+    _add_run(status, "the newest run")
+    status.add_argument("--json", action="store_true", help="print the RunStatus as JSON")
+    status.set_defaults(handler=cmd_status)
+
+    logs = sub.add_parser(
+        "logs",
+        help="print a run's log",
+        description="Print the newest trainer log (or the supervisor log if there is none).",
+    )
+    _add_run(logs, "the newest run")
+    which = logs.add_mutually_exclusive_group()
+    which.add_argument(
+        "--trainer",
+        dest="log",
+        action="store_const",
+        const="trainer",
+        help="the newest attempt's trainer log",
+    )
+    which.add_argument(
+        "--supervisor", dest="log", action="store_const", const="supervisor", help="the supervisor log"
+    )
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run's supervisor exits"
+    )
+    logs.add_argument(
+        "-n",
+        "--lines",
+        type=_non_negative_int,
+        default=40,
+        metavar="N",
+        help="last lines to print first (default 40)",
+    )
+    logs.set_defaults(handler=cmd_logs, log="auto")
+
+    stop = sub.add_parser(
+        "stop",
+        help="stop a run gracefully and wait for it",
+        description="Ask the supervisor to stop (finish the step, checkpoint, exit) and wait.",
+    )
+    _add_run(stop, "the newest live run")
+    stop.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=STOP_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for the run to end (default {STOP_TIMEOUT_S:g})",
+    )
+    stop.set_defaults(handler=cmd_stop)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except CliError as err:
+        print(f"memtui: {err}", file=sys.stderr)
+        return err.code
+    except KeyboardInterrupt:
+        return 130
+
+
+# ------------------------------------------------------------------------- commands
+
+
+def _resolve(spec: str | None, *, live: bool) -> RunDir:
+    from memtui.resolver import RunNotFound, resolve_run
+
+    try:
+        return resolve_run(spec, live=live)
+    except RunNotFound as err:
+        raise CliError(str(err), code=2 if err.usage else 1) from None
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    from engine.rundir import list_runs
+
+    live = next((r for r in list_runs() if r.supervisor_pid() is not None), None)
+    if live is None:
+        from engine.domain import build_run_config
+
+        live = _start(build_run_config(preset="tiny"))
+        print(f"started the demo run {live.run_id}", file=sys.stderr)
+    return open_console(live, args.theme)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from engine.domain import ConfigError, load_run_config
+
+    try:
+        config = load_run_config(args.config, preset=args.preset, steps=args.steps, name=args.name)
+    except ConfigError as err:
+        raise CliError(f"config error: {err}", code=2) from None
+    run = _start(config)
+    _print_started(run, as_json=args.json)
+    return 0 if args.detach else open_console(run, args.theme)
+
+
+def _start(config: RunConfig) -> RunDir:
+    from engine.launch import LaunchError, spawn_supervisor, wait_until_serving
+    from engine.rundir import RunDir
+
+    try:
+        run = RunDir.create(config)
+    except (OSError, ValueError) as err:
+        raise CliError(f"cannot create the run directory: {err}") from None
+    pid = spawn_supervisor(run)
+    try:
+        wait_until_serving(run, pid)
+    except LaunchError as err:
+        raise CliError(f"the run did not start: {err}") from None
+    return run
+
+
+def _print_started(run: RunDir, *, as_json: bool) -> None:
+    pid = run.supervisor_pid()
+    if as_json:
+        import json
+
+        print(json.dumps({"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}))
+    else:
+        print(f"started {run.run_id} (supervisor pid {pid})\n  dir {run.path}")
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    return open_console(_resolve(args.run, live=args.run is None), args.theme)
+
+
+def open_console(run: RunDir, theme: str | None) -> int:
+    """Run the console on ``run`` until the operator detaches; the run goes on.
+
+    It opens on the stored history at once; a live run then replays only newer events.
+    """
+    import dataclasses
+
+    from memtui.app import MemtuiApp
+    from memtui.history import stored_view
+    from memtui.theming import DEFAULT_THEME
+
+    live = run.supervisor_pid() is not None
+    view = stored_view(run)
+    if live:
+        view = dataclasses.replace(view, connection="connecting")
+    app = MemtuiApp(run, live=live, view=view, theme_name=theme or DEFAULT_THEME)
+    app.run()
+    return app.return_code or 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    import time
+
+    from engine.rundir import list_runs
+    from engine.runstatus import offline_status
+
+    now = time.time()
+    entries = [_listing(offline_status(run), run, now) for run in list_runs()]
+    if args.json:
+        _print_json([{**status.model_dump(mode="json"), "age_s": age} for status, age in entries])
+        return 0
+    if not entries:
+        print("no runs yet; start one with 'memtui run'", file=sys.stderr)
+        return 0
+    from memtui.status_report import ls_row, render_table
+
+    print(render_table([ls_row(status, age) for status, age in entries]))
+    return 0
+
+
+def _listing(status: RunStatus, run: RunDir, now: float) -> tuple[RunStatus, float]:
+    """A run's status and the seconds since it last did something (newest step, else its start)."""
+    return status, max(0.0, now - (status.updated_at or status.started_at or run.created_at()))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import time
+
+    from memtui.live_status import fetch_status
+
+    status = fetch_status(_resolve(args.run, live=False))
+    if args.json:
+        print(status.model_dump_json())
+    else:
+        from memtui.status_report import render_status
+
+        print(render_status(status, time.time()))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from memtui.run_logs import follow, pick_log, tail_lines
+
+    run = _resolve(args.run, live=False)
+    try:
+        path = pick_log(run, args.log)
+        for line in tail_lines(path, args.lines):
+            print(line)
+    except OSError as err:
+        raise CliError(f"{run.run_id}: {getattr(err, 'strerror', None) or err}") from None
+    sys.stdout.flush()
+    if args.follow:
+        follow(path, sys.stdout, alive=lambda: run.supervisor_pid() is not None)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from engine.protocol import Stop
+    from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
+
+    run = _resolve(args.run, live=args.run is None)
+    if run.supervisor_pid() is None:
+        return _report_ending(run, _final_status(run), already=True)
+    try:
+        request_once(run.socket, Stop(id=new_request_id(), reason="memtui stop"), timeout=10.0)
+    except EngineRefused as err:
+        raise CliError(f"{run.run_id}: the supervisor refused to stop: {err.reason}") from None
+    except EngineUnavailable:
+        pass  # it may be exiting already; the wait below tells
+    print(f"stopping {run.run_id} ...", file=sys.stderr)
+    return _report_ending(run, _wait_for_ending(run, args.timeout))
+
+
+def _wait_for_ending(run: RunDir, timeout: float) -> RunStatus:
+    """Poll until the supervisor exits (or, once the state is terminal, a grace period passes)."""
+    import time
+
+    from engine.domain import TERMINAL_STATES
+    from memtui.live_status import fetch_status
+
+    deadline = time.monotonic() + timeout
+    ended_at: float | None = None
+    while True:
+        if run.supervisor_pid() is None:
+            return _final_status(run)
+        status = fetch_status(run)
+        now = time.monotonic()
+        if status.state in TERMINAL_STATES:
+            ended_at = ended_at or now
+            if now - ended_at >= STOP_GRACE_S:
+                return status
+        if now >= deadline:
+            raise CliError(f"{run.run_id}: still {status.state} after {timeout:g} s")
+        time.sleep(STOP_POLL_S)
+
+
+def _final_status(run: RunDir) -> RunStatus:
+    from engine.runstatus import offline_status
+
+    return offline_status(run)
+
+
+def _report_ending(run: RunDir, status: RunStatus, *, already: bool = False) -> int:
+    detail = f" ({status.exit_reason})" if status.exit_reason else ""
+    prefix = "was already " if already else ""
+    print(f"{run.run_id}: {prefix}{status.state} at step {status.step}{detail}")
+    return 0 if status.state in OK_ENDINGS else 1
+
+
+def _print_json(value: Any) -> None:
+    import json
+
+    print(json.dumps(value, indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

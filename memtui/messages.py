@@ -1,0 +1,38 @@
+"""What the engine connection tells the app, as Textual messages (small dataclasses).
+
+Telemetry arrives up to ~10 Hz and only the newest matters, so ``TelemetryReceived``
+coalesces: a queued one is replaced by the next (``can_replace``). Events never coalesce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from engine.domain import Event
+from engine.protocol import Telemetry, Welcome
+from memtui.client import ConnectionState
+
+
+@dataclass
+class TelemetryReceived(Message):
+    telemetry: Telemetry
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TelemetryReceived)
+
+
+@dataclass
+class EventReceived(Message):
+    event: Event
+
+
+@dataclass
+class WelcomeReceived(Message):
+    welcome: Welcome
+
+
+@dataclass
+class ConnectionChanged(Message):
+    state: ConnectionState

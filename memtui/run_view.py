@@ -1,0 +1,165 @@
+"""What the console shows about a run: a frozen snapshot folded from server messages.
+
+``RunView`` is pure data. Each ``with_*`` method returns a new view, so the panels draw
+from an immutable snapshot while the next one is being folded, and tests can drive it
+with plain messages and a fixed ``now``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
+
+from engine.domain import TERMINAL_STATES, Event, RunState, TelemetrySample
+from engine.protocol import EventMessage, ServerMessage, Telemetry, Welcome
+
+ViewConnection = Literal["connecting", "connected", "disconnected", "history"]
+"""The client's connection states, plus ``history``: a finished run read from its store."""
+
+MAX_EVENTS = 500
+"""Newest events kept for the log; the store keeps them all."""
+LOSS_EMA_ALPHA = 0.1
+"""Weight of the newest loss in the smoothed loss (about a 10-step window)."""
+_RUN_STATES = frozenset(get_args(RunState))
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the panels draw, as of one moment."""
+
+    run_id: str = ""
+    name: str = ""
+    state: RunState = "starting"
+    target_steps: int = 0
+    started_at: float | None = None
+    """Unix time the run was created (from run.json)."""
+    connection: ViewConnection = "connecting"
+    newest_data_at: float | None = None
+    """Unix time the newest telemetry or event arrived."""
+    sample: TelemetrySample | None = None
+    """Newest step sample."""
+    window_start: TelemetrySample | None = None
+    """First sample of the current attempt: averages are taken from it."""
+    loss_smoothed: float | None = None
+    loss_scale_min: float | None = None
+    events: tuple[Event, ...] = ()
+    last_seq: int = 0
+    coalesced: int = 0
+    """Telemetry samples the supervisor did not send us (the store has them)."""
+
+    # ------------------------------------------------------------------ folding
+
+    def apply(self, message: ServerMessage, now: float) -> RunView:
+        """Fold any server message; ones the view does not show return it unchanged."""
+        if isinstance(message, Telemetry):
+            return self.with_telemetry(message, now)
+        if isinstance(message, EventMessage):
+            return self.with_event(message.event, now)
+        if isinstance(message, Welcome):
+            return self.with_welcome(message)
+        return self
+
+    def with_welcome(self, welcome: Welcome) -> RunView:
+        return dataclasses.replace(self, run_id=welcome.run_id, state=welcome.state)
+
+    def with_connection(self, connection: ViewConnection) -> RunView:
+        return dataclasses.replace(self, connection=connection)
+
+    def with_telemetry(self, message: Telemetry, now: float) -> RunView:
+        view = self.with_sample(message.sample, now)
+        return dataclasses.replace(view, state=message.state, coalesced=self.coalesced + message.coalesced)
+
+    def with_sample(self, sample: TelemetrySample, now: float | None = None) -> RunView:
+        if (
+            self.sample is not None
+            and sample.step <= self.sample.step
+            and sample.attempt == self.sample.attempt
+        ):
+            return self  # stale or repeated
+        restarted = self.window_start is None or sample.attempt != self.window_start.attempt
+        return dataclasses.replace(
+            self,
+            sample=sample,
+            window_start=sample if restarted else self.window_start,
+            loss_smoothed=_ema(self.loss_smoothed, sample.loss),
+            loss_scale_min=_min(self.loss_scale_min, sample.loss_scale),
+            newest_data_at=now if now is not None else self.newest_data_at,
+        )
+
+    def with_event(self, event: Event, now: float | None = None) -> RunView:
+        if event.seq <= self.last_seq:
+            return self  # already folded
+        return dataclasses.replace(
+            self,
+            events=(*self.events, event)[-MAX_EVENTS:],
+            last_seq=event.seq,
+            state=_state_after(event, self.state),
+            newest_data_at=now if now is not None else self.newest_data_at,
+        )
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def step(self) -> int:
+        return self.sample.step if self.sample else 0
+
+    @property
+    def progress(self) -> float | None:
+        """Fraction of target steps done."""
+        return min(1.0, self.step / self.target_steps) if self.target_steps else None
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        """Mean wall time per step over the current attempt (newest step time until there are two)."""
+        s, first = self.sample, self.window_start
+        if s is None or first is None:
+            return None
+        if s.step > first.step and s.ts > first.ts:
+            return (s.ts - first.ts) / (s.step - first.step)
+        return s.step_time_s or None
+
+    @property
+    def tokens_per_s_avg(self) -> float | None:
+        s, first = self.sample, self.window_start
+        if s is None or first is None or s.ts <= first.ts:
+            return s.tokens_per_s if s else None
+        return (s.tokens - first.tokens) / (s.ts - first.ts)
+
+    def eta_s(self) -> float | None:
+        """Seconds to the target step at the current pace; None when unknown or ended."""
+        per_step = self.seconds_per_step
+        if self.finished or not self.target_steps or per_step is None:
+            return None
+        return max(0, self.target_steps - self.step) * per_step
+
+    def elapsed_s(self, now: float) -> float | None:
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def data_age_s(self, now: float) -> float | None:
+        return None if self.newest_data_at is None else max(0.0, now - self.newest_data_at)
+
+
+def _state_after(event: Event, state: RunState) -> RunState:
+    """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
+    new = event.data.get("to") if event.type == "state_changed" else None
+    return cast(RunState, new) if new in _RUN_STATES else state
+
+
+def _ema(previous: float | None, value: float) -> float | None:
+    if not math.isfinite(value):
+        return previous  # a NaN step should not poison the trend; the raw loss shows it
+    if previous is None:
+        return value
+    return previous + LOSS_EMA_ALPHA * (value - previous)
+
+
+def _min(previous: float | None, value: float | None) -> float | None:
+    if value is None:
+        return previous
+    return value if previous is None else min(previous, value)

@@ -1,0 +1,75 @@
+"""Human forms of ``memtui status`` and ``memtui ls``: short aligned tables with units."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.domain import RunStatus
+from memtui.formatting import (
+    PLACEHOLDER,
+    format_age,
+    format_bytes,
+    format_duration,
+    format_float,
+    format_rate,
+    format_scale,
+)
+
+
+def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
+    s = status
+    target = f" / {s.target_steps}" if s.target_steps else ""
+    memory = "cuda" if s.mem_kind == "cuda" else "process RSS, CPU stand-in" if s.mem_kind else None
+    rows = [
+        ("run", s.run_id),
+        ("state", s.state + (f" ({s.exit_reason})" if s.exit_reason else "")),
+        ("step", f"{s.step}{target}"),
+        ("loss", format_float(s.loss)),
+        ("throughput", format_rate(s.tokens_per_s)),
+        ("loss scale", format_scale(s.loss_scale)),
+        (
+            "memory",
+            f"{format_bytes(s.mem_allocated)} allocated, {format_bytes(s.mem_reserved)} reserved"
+            f" of {format_bytes(s.mem_capacity)}" + (f" ({memory})" if memory else ""),
+        ),
+        (
+            "batch",
+            f"micro {s.micro_batch or PLACEHOLDER} x accum {s.grad_accum or PLACEHOLDER}"
+            f" x world {s.world_size or PLACEHOLDER}",
+        ),
+        ("restarts", str(s.restarts)),
+        ("running for", format_duration(now - s.started_at) if s.started_at else PLACEHOLDER),
+        ("last step", format_age(now - s.updated_at) if s.updated_at else "never"),
+        ("pids", f"supervisor {s.supervisor_pid or PLACEHOLDER}, trainer {s.trainer_pid or PLACEHOLDER}"),
+        ("dir", s.run_dir),
+    ]
+    return rows
+
+
+def render_status(status: RunStatus, now: float) -> str:
+    rows = status_rows(status, now)
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+LS_HEADER = ("RUN", "STATE", "STEP", "LOSS", "AGE")
+
+
+def ls_row(status: RunStatus, age_s: float | None) -> tuple[str, ...]:
+    target = f"/{status.target_steps}" if status.target_steps else ""
+    return (
+        status.run_id,
+        status.state,
+        f"{status.step}{target}",
+        format_float(status.loss),
+        format_age(age_s),
+    )
+
+
+def render_table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = LS_HEADER) -> str:
+    """Left-aligned columns separated by two spaces."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table
+    )

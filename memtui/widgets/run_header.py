@@ -1,0 +1,70 @@
+"""The top bar: which run, its state, progress, time, and how fresh the data is."""
+
+from __future__ import annotations
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from memtui.formatting import format_age, format_duration, format_percent
+from memtui.run_view import RunView
+
+STATE_STYLES: dict[str, str] = {
+    "running": "$text-success",
+    "completed": "$text-success",
+    "starting": "$text-primary",
+    "paused": "$text-warning",
+    "restarting": "$text-warning",
+    "stopping": "$text-warning",
+    "stopped": "$text-muted",
+    "failed": "$text-error",
+    "interrupted": "$text-error",
+}
+CONNECTION_LABELS: dict[str, tuple[str, str]] = {
+    "connected": ("● live", "$text-success"),
+    "connecting": ("◌ connecting", "$text-warning"),
+    "disconnected": ("○ disconnected", "$text-error"),
+    "history": ("◆ history (read-only)", "$text-muted"),
+}
+STALE_AFTER_S = 10.0
+"""Data older than this while connected is flagged: the trainer may be stuck."""
+
+
+def render_header(view: RunView, now: float) -> str:
+    """Two lines of content markup."""
+    return f"{_identity_line(view)}\n{_progress_line(view, now)}"
+
+
+def _identity_line(view: RunView) -> str:
+    state_style = STATE_STYLES.get(view.state, "$text")
+    label, conn_style = CONNECTION_LABELS[view.connection]
+    return (
+        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]  [{conn_style}]{label}[/]"
+    )
+
+
+def _progress_line(view: RunView, now: float) -> str:
+    target = f"/{view.target_steps}" if view.target_steps else ""
+    age = view.data_age_s(now)
+    stale = view.connection == "connected" and age is not None and age > STALE_AFTER_S
+    age_style = "$text-warning" if stale else "$text-muted"
+    return (
+        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)})"
+        f"  elapsed {format_duration(view.elapsed_s(now))}"
+        f"  ETA {format_duration(view.eta_s())}"
+        f"  [{age_style}]data {format_age(age)}[/]"
+    )
+
+
+class RunHeader(Static):
+    """Run id, state, connection, step/target, elapsed, ETA, age of the newest data."""
+
+    DEFAULT_CSS = """
+    RunHeader {
+        height: 2;
+        padding: 0 1;
+        background: $panel;
+    }
+    """
+
+    def show(self, view: RunView, now: float) -> None:
+        self.update(render_header(view, now))

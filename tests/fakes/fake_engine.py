@@ -1,0 +1,302 @@
+"""A scripted fake supervisor that speaks the real wire protocol.
+
+Like httpx's mock transport: the console and CLI are tested against it without torch or a
+real engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello``
+with a ``Welcome`` and a replay of its scripted events, streams scripted telemetry at a
+rate, answers Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records
+every message it received so tests can assert on them::
+
+    async with FakeEngine(sock, events=[...], telemetry=[...]) as engine:
+        ...
+        assert [m.kind for m in engine.requests] == ["status"]
+
+``FakeEngine.in_thread(...)`` runs one on its own loop for synchronous callers (the CLI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, TelemetrySample
+from engine.protocol import (
+    STREAM_LIMIT,
+    ClientMessage,
+    Error,
+    EventMessage,
+    Hello,
+    Ok,
+    Ping,
+    ProtocolError,
+    Replay,
+    Status,
+    Stop,
+    Telemetry,
+    Welcome,
+    check_hello,
+    decode_client,
+    encode,
+    read_line,
+)
+
+
+def make_sample(step: int, **over: Any) -> TelemetrySample:
+    """A plausible CPU step sample; ``over`` replaces any field."""
+    fields: dict[str, Any] = dict(
+        step=step,
+        ts=1_700_000_000.0 + step * 0.05,
+        samples=step * 8,
+        tokens=step * 8 * 128,
+        loss=5.5 - step * 0.01,
+        lr=3e-3,
+        grad_norm=0.8,
+        loss_scale=4096.0,
+        step_time_s=0.05,
+        tokens_per_s=20_480.0,
+        mem_allocated=300 * 2**20,
+        mem_reserved=420 * 2**20,
+        mem_peak=450 * 2**20,
+        mem_capacity=2 * 2**30,
+        mem_kind="cpu-rss",
+        micro_batch=8,
+        grad_accum=1,
+    )
+    fields.update(over)
+    return TelemetrySample(**fields)
+
+
+def make_event(seq: int, type: str = "note", message: str | None = None, **over: Any) -> Event:
+    return Event(seq=seq, ts=1_700_000_000.0 + seq, type=type, message=message or f"event {seq}", **over)
+
+
+class _Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.hello: Hello | None = None
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def send(self, message: Any) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(encode(message))
+
+
+class FakeEngine:
+    """A scripted supervisor on ``socket_path``."""
+
+    def __init__(
+        self,
+        socket_path: Path | str,
+        *,
+        run_id: str = "fake-run",
+        state: RunState = "running",
+        events: Sequence[Event] = (),
+        telemetry: Sequence[TelemetrySample] = (),
+        telemetry_hz: float = 50.0,
+        status: RunStatus | None = None,
+        refuse: dict[str, str] | None = None,
+        stop_after_s: float = 0.05,
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.run_id = run_id
+        self.state: RunState = state
+        self.events: list[Event] = list(events)
+        """The store: every event ever, in seq order."""
+        self.telemetry = list(telemetry)
+        self.telemetry_hz = telemetry_hz
+        self.status = status or RunStatus(
+            run_id=run_id, name="fake", state=state, run_dir=str(self.socket_path.parent)
+        )
+        self.refuse = dict(refuse or {})
+        """kind -> reason: answer that request kind with an Error."""
+        self.stop_after_s = stop_after_s
+        self.requests: list[ClientMessage] = []
+        """Every message received after a Hello, in arrival order."""
+        self.hellos: list[Hello] = []
+        self.on_stopped: Callable[[], None] | None = None
+        """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
+        self._connections: list[_Connection] = []
+        self._server: asyncio.AbstractServer | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> FakeEngine:
+        self._server = await asyncio.start_unix_server(
+            self._serve, path=str(self.socket_path), limit=STREAM_LIMIT
+        )
+        return self
+
+    async def close(self) -> None:
+        await self.drop_connections()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    async def __aenter__(self) -> FakeEngine:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def drop_connections(self) -> None:
+        """Close every client connection; the server keeps listening."""
+        for conn in list(self._connections):
+            for task in conn.tasks:
+                task.cancel()
+            conn.writer.close()
+            with contextlib.suppress(Exception):
+                await conn.writer.wait_closed()
+        self._connections.clear()
+
+    # ------------------------------------------------------------------ scripting
+
+    def add_event(self, type: str = "note", message: str = "", **over: Any) -> Event:
+        """Store an event with the next seq and send it to every console."""
+        seq = (self.events[-1].seq if self.events else 0) + 1
+        event = Event(
+            seq=seq, ts=over.pop("ts", time.time()), type=type, message=message or f"event {seq}", **over
+        )
+        self.events.append(event)
+        for conn in self._connections:
+            if conn.hello is not None and conn.hello.role != "cli":
+                conn.send(EventMessage(event=event))
+        return event
+
+    def set_state(self, state: RunState) -> None:
+        """Change state and announce it as the supervisor does (``state_changed`` from/to)."""
+        previous, self.state = self.state, state
+        self.add_event("state_changed", f"{previous} -> {state}", data={"from": previous, "to": state})
+
+    def send_telemetry(self, sample: TelemetrySample) -> None:
+        for conn in self._connections:
+            if conn.hello is not None and conn.hello.telemetry:
+                conn.send(Telemetry(sample=sample, state=self.state))
+
+    @property
+    def clients(self) -> int:
+        return sum(1 for c in self._connections if c.hello is not None)
+
+    async def wait_for(self, predicate: Any, timeout: float = 5.0) -> None:
+        """Poll ``predicate()`` until it holds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("fake engine: condition not met in time")
+            await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------------ serving
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = _Connection(reader, writer)
+        self._connections.append(conn)
+        try:
+            while True:
+                try:
+                    line = await read_line(reader)
+                except ProtocolError as err:
+                    conn.send(Error(reason=err.reason))
+                    continue
+                if line is None:
+                    return
+                await self._handle_line(conn, line)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if conn in self._connections:
+                self._connections.remove(conn)
+            writer.close()
+
+    async def _handle_line(self, conn: _Connection, line: bytes) -> None:
+        try:
+            message = decode_client(line)
+            if conn.hello is None:
+                self._welcome(conn, check_hello(message))
+                return
+        except ProtocolError as err:
+            conn.send(Error(id=err.request_id, reason=err.reason))
+            if conn.hello is None:
+                conn.writer.close()
+            return
+        self.requests.append(message)
+        conn.send(self._answer(conn, message))
+
+    def _welcome(self, conn: _Connection, hello: Hello) -> None:
+        conn.hello = hello
+        self.hellos.append(hello)
+        last_seq = self.events[-1].seq if self.events else 0
+        conn.send(Welcome(run_id=self.run_id, state=self.state, last_seq=last_seq))
+        if hello.replay_from is not None:
+            for event in self.events:
+                if event.seq > hello.replay_from:
+                    conn.send(EventMessage(event=event))
+        if hello.telemetry and self.telemetry:
+            conn.tasks.append(asyncio.ensure_future(self._stream_telemetry(conn)))
+
+    async def _stream_telemetry(self, conn: _Connection) -> None:
+        for sample in self.telemetry:
+            conn.send(Telemetry(sample=sample, state=self.state))
+            await asyncio.sleep(1.0 / self.telemetry_hz)
+
+    def _answer(self, conn: _Connection, message: ClientMessage) -> Ok | Error:
+        request_id = getattr(message, "id", None)
+        if message.kind in self.refuse:
+            return Error(id=request_id, reason=self.refuse[message.kind])
+        if isinstance(message, Status):
+            status = self.status.model_copy(update={"state": self.state, "last_seq": len(self.events)})
+            return Ok(id=message.id, result=status.model_dump(mode="json"))
+        if isinstance(message, Stop):
+            self._begin_stop()
+            return Ok(id=message.id, result={"state": self.state})
+        if isinstance(message, Ping):
+            return Ok(id=message.id, result={"pong": True})
+        if isinstance(message, Replay):
+            replay = [e for e in self.events if e.seq > message.since]
+            for event in replay:
+                conn.send(EventMessage(event=event))
+            return Ok(id=message.id, result={"count": len(replay)})
+        return Error(id=request_id, reason=f"the fake does not handle {message.kind!r}")
+
+    def _begin_stop(self) -> None:
+        if self.state in TERMINAL_STATES or self.state == "stopping":
+            return
+        self.set_state("stopping")
+        asyncio.get_running_loop().call_later(self.stop_after_s, self._finish_stop)
+
+    def _finish_stop(self) -> None:
+        self.set_state("stopped")
+        if self.on_stopped is not None:
+            self.on_stopped()
+
+    # ------------------------------------------------------------------ threads
+
+    @classmethod
+    @contextlib.contextmanager
+    def in_thread(cls, socket_path: Path | str, **kwargs: Any) -> Iterator[FakeEngine]:
+        """Serve on a private event loop in a thread (for synchronous code like the CLI)."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        holder: dict[str, FakeEngine] = {}
+
+        async def main() -> None:
+            holder["engine"] = await cls(socket_path, **kwargs).start()
+            ready.set()
+
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        asyncio.run_coroutine_threadsafe(main(), loop).result(5)
+        ready.wait(5)
+        engine = holder["engine"]
+        try:
+            yield engine
+        finally:
+            asyncio.run_coroutine_threadsafe(engine.close(), loop).result(5)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+            loop.close()

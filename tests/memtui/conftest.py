@@ -1,0 +1,39 @@
+"""Fixtures for the console and CLI tests: a short MEMTUI_HOME, fabricated runs, a fake engine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
+
+from engine.domain import build_run_config  # noqa: E402
+from engine.rundir import RunDir  # noqa: E402
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short MEMTUI_HOME (Unix socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
+    monkeypatch.setenv("MEMTUI_HOME", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def run_dir(home: Path) -> RunDir:
+    """A fresh run directory with run.json (100 steps), no store, no supervisor."""
+    return RunDir.create(build_run_config(name="demo", steps=100), home)
+
+
+@pytest.fixture
+def live_run(run_dir: RunDir) -> RunDir:
+    """``run_dir`` whose supervisor.pid names this (live) test process."""
+    run_dir.pid_file.write_text(str(os.getpid()))
+    return run_dir

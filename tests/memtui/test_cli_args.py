@@ -1,0 +1,76 @@
+"""Argument and config errors: exit status 2 and one line naming the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtui import __version__
+from memtui.cli import main
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bogus"],
+        ["run", "--steps", "zero"],
+        ["run", "--steps", "0"],
+        ["run", "--preset", "huge"],
+        ["logs", "--trainer", "--supervisor"],
+        ["logs", "-n", "-3"],
+        ["stop", "--timeout", "-1"],
+        ["attach", "--theme", "neon"],
+        ["ls", "extra"],
+    ],
+)
+def test_argument_errors_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("memtui") and "error:" in err
+
+
+@pytest.mark.parametrize("argv", [[], ["run"], ["attach"], ["ls"], ["status"], ["logs"], ["stop"]])
+def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    assert "usage: memtui" in capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"memtui {__version__}"
+
+
+def test_config_error_names_the_key_and_starts_nothing(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text("[train]\nmicro_bach = 4\n")
+    assert main(["run", str(config), "--detach"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("memtui: config error:") and "train.micro_bach" in err
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_missing_config_file_is_a_config_error(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "/nonexistent/run.toml", "--detach"]) == 2
+    assert "config error" in capsys.readouterr().err
+
+
+def test_help_is_quick_and_lean() -> None:
+    code = (
+        "import sys, memtui.cli\n"
+        "try:\n    memtui.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('textual', 'pydantic', 'torch', 'engine.domain') if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in done.stderr, done.stderr

@@ -1,0 +1,133 @@
+"""ls / status / logs / stop on fabricated runs: offline (a store, no supervisor) and live (the fake)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import memtui.cli
+from engine.domain import RunStatus, build_run_config
+from engine.rundir import RunDir
+from engine.store import Store
+from memtui.cli import main
+from tests.fakes.fake_engine import FakeEngine, make_sample
+
+
+def fabricate_store(run: RunDir, state: str, steps: int = 5, **meta: object) -> None:
+    with Store(run.store) as store:
+        for step in range(1, steps + 1):
+            store.add_step(make_sample(step))
+        store.append_event("run_started", message="started")
+        store.update_meta(
+            {"state": state, "started_at": 1_700_000_000.0, "attempt": 1, "restarts": 0, **meta}
+        )
+
+
+def test_ls_and_status_json_on_offline_runs(
+    home: Path, run_dir: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fabricate_store(run_dir, "completed")
+    crashed = RunDir.create(build_run_config(name="crash", steps=50), home)
+    fabricate_store(crashed, "running", steps=3)  # never ended and no supervisor: interrupted
+
+    assert main(["ls", "--json"]) == 0
+    listed = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed[run_dir.run_id]["state"] == "completed"
+    assert listed[crashed.run_id]["state"] == "interrupted"
+    assert listed[run_dir.run_id]["step"] == 5 and listed[run_dir.run_id]["target_steps"] == 100
+    assert listed[crashed.run_id]["age_s"] >= 0
+
+    assert main(["status", run_dir.run_id, "--json"]) == 0
+    status = RunStatus.model_validate_json(capsys.readouterr().out)
+    assert (status.state, status.step, status.mem_kind, status.micro_batch) == ("completed", 5, "cpu-rss", 8)
+    assert status.loss == pytest.approx(5.45)
+
+
+def test_human_forms(home: Path, run_dir: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    fabricate_store(run_dir, "stopped")
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["RUN", "STATE", "STEP", "LOSS", "AGE"]
+    assert out[1].split()[:3] == [run_dir.run_id, "stopped", "5/100"]
+    assert main(["status"]) == 0  # default: the newest run
+    text = capsys.readouterr().out
+    assert "stopped" in text and "300 MiB allocated" in text and "CPU stand-in" in text
+
+
+def test_run_resolution_errors_name_the_choices(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status"]) == 1
+    assert "no runs in" in capsys.readouterr().err
+    a = RunDir.create(build_run_config(name="alpha", steps=10), home)
+    RunDir.create(build_run_config(name="alpine", steps=10), home)
+    assert main(["status", "al", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "matches 2 runs" in err and a.run_id in err
+    assert main(["status", "zzz"]) == 2
+    assert "no run matches 'zzz'" in capsys.readouterr().err
+    assert main(["status", "alph", "--json"]) == 0  # a unique prefix
+    assert json.loads(capsys.readouterr().out)["run_id"] == a.run_id
+    assert main(["status", str(a.path), "--json"]) == 0  # a path
+    assert main(["attach"]) == 1
+    assert "no live run" in capsys.readouterr().err
+
+
+def test_status_asks_the_live_supervisor(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    status = RunStatus(
+        run_id=live_run.run_id, name="demo", state="running", run_dir=str(live_run.path), step=77
+    )
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, status=status) as fake:
+        assert main(["status", "--json"]) == 0
+        assert [m.kind for m in fake.requests] == ["status"]
+    assert json.loads(capsys.readouterr().out)["step"] == 77
+
+
+def test_stop_waits_for_the_ending(
+    live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fabricate_store(live_run, "running")
+    monkeypatch.setattr(memtui.cli, "STOP_POLL_S", 0.02)
+
+    def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
+        with Store(live_run.store) as store:
+            store.update_meta({"state": "stopped"})
+        live_run.pid_file.unlink()
+
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
+        fake.on_stopped = supervisor_exits
+        assert main(["stop"]) == 0
+        assert fake.requests[0].kind == "stop"
+    out = capsys.readouterr().out
+    assert out.strip() == f"{live_run.run_id}: stopped at step 5"
+
+
+def test_stop_times_out_with_a_clear_message(
+    live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(memtui.cli, "STOP_POLL_S", 0.02)
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, stop_after_s=60):
+        assert main(["stop", "--timeout", "0.3"]) == 1
+    assert "still stopping after 0.3 s" in capsys.readouterr().err
+
+
+def test_stop_on_an_ended_run_reports_it(run_dir: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    fabricate_store(run_dir, "completed")
+    assert main(["stop", run_dir.run_id]) == 0
+    assert "was already completed" in capsys.readouterr().out
+
+
+def test_logs_tail_and_choice(run_dir: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir.supervisor_log.write_text("".join(f"sup {i}\n" for i in range(10)))
+    assert main(["logs", "-n", "2"]) == 0  # no trainer log yet: the supervisor's
+    assert capsys.readouterr().out.splitlines() == ["sup 8", "sup 9"]
+    run_dir.trainer_log(1).write_text("t1\n")
+    run_dir.trainer_log(2).write_text("a\nb\nc\n")
+    assert main(["logs", run_dir.run_id, "-n", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["b", "c"]
+    assert main(["logs", "--supervisor", "-n", "1", "-f"]) == 0  # no supervisor: follow ends at once
+    assert capsys.readouterr().out.splitlines() == ["sup 9"]
+    os.remove(run_dir.supervisor_log)
+    assert main(["logs", "--supervisor"]) == 1
+    assert "No such file" in capsys.readouterr().err

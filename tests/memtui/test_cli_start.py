@@ -1,0 +1,78 @@
+"""``memtui run`` and bare ``memtui``: the flow around the launcher (stubbed: no real supervisor)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import engine.launch
+import memtui.cli
+from engine.rundir import RunDir, list_runs
+from memtui.cli import main
+
+
+@pytest.fixture
+def launcher(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Stub spawn/wait: 'start' a supervisor by writing our own pid; record what was started."""
+    started: list[str] = []
+
+    def spawn(run: RunDir, *, extra_env: dict[str, str] | None = None) -> int:
+        run.pid_file.write_text(str(os.getpid()))
+        started.append(run.run_id)
+        return os.getpid()
+
+    monkeypatch.setattr(engine.launch, "spawn_supervisor", spawn)
+    monkeypatch.setattr(engine.launch, "wait_until_serving", lambda run, pid, timeout=30.0: None)
+    return started
+
+
+@pytest.fixture
+def consoles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    opened: list[tuple[str, str | None]] = []
+
+    def open_console(run: RunDir, theme: str | None) -> int:
+        opened.append((run.run_id, theme))
+        return 0
+
+    monkeypatch.setattr(memtui.cli, "open_console", open_console)
+    return opened
+
+
+def test_run_detach_prints_the_run(home: Path, launcher: list[str], consoles: list, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["run", "--preset", "tiny", "--steps", "40", "--name", "exp1", "--detach"]) == 0
+    (run,) = list_runs(home)
+    assert launcher == [run.run_id] and run.run_id.startswith("exp1-")
+    assert run.read_config().steps == 40
+    out = capsys.readouterr().out
+    assert run.run_id in out and str(run.path) in out
+    assert consoles == []
+
+
+def test_run_json_then_attach_with_theme(home: Path, launcher: list[str], consoles: list, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["--theme", "light", "run", "--json"]) == 0  # before or after the command
+    started = json.loads(capsys.readouterr().out)
+    assert started["run_id"] == launcher[0] and started["supervisor_pid"] == os.getpid()
+    assert consoles == [(launcher[0], "light")]
+
+
+def test_run_that_does_not_come_up(home: Path, launcher: list[str], monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    def dies(run: RunDir, pid: int, timeout: float = 30.0) -> None:
+        raise engine.launch.LaunchError("supervisor (pid 1) exited before serving\n--- log tail ---\nboom")
+
+    monkeypatch.setattr(engine.launch, "wait_until_serving", dies)
+    assert main(["run", "--detach"]) == 1
+    assert "the run did not start" in capsys.readouterr().err
+
+
+def test_bare_memtui_starts_the_demo_then_attaches_to_the_live_run(
+    home: Path, launcher: list[str], consoles: list
+) -> None:  # type: ignore[no-untyped-def]
+    assert main([]) == 0
+    assert len(launcher) == 1 and launcher[0].startswith("demo-")
+    assert RunDir(home / "runs" / launcher[0]).read_config().preset == "tiny"
+    assert main(["--theme", "ansi"]) == 0  # now one is live: attach, start nothing
+    assert len(launcher) == 1
+    assert consoles == [(launcher[0], None), (launcher[0], "ansi")]

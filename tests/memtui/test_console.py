@@ -1,0 +1,159 @@
+"""The console (Pilot) against the scripted fake engine: no torch, no real supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from textual.widget import Widget
+
+from engine.rundir import RunDir
+from memtui.app import MemtuiApp
+from memtui.history import stored_view
+from memtui.screens.keys_screen import KeysScreen
+from memtui.widgets.event_log import EventLog
+from memtui.widgets.loss_scale_panel import LossScalePanel
+from memtui.widgets.memory_panel import MemoryPanel
+from memtui.widgets.run_header import RunHeader
+from memtui.widgets.stats_panel import StatsPanel
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+
+
+def text_of(widget: Widget) -> str:
+    """What a panel shows, as plain text (markup resolved)."""
+    return str(widget.visual)
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
+    samples = [
+        make_sample(step, loss_scale=4096.0 / (2 if step == 3 else 1), overflow_count=1 if step >= 3 else 0)
+        for step in range(1, 6)
+    ]
+    events = [
+        make_event(1, "run_started", "run started"),
+        make_event(2, "trainer_started", "trainer attempt 1"),
+    ]
+    async with FakeEngine(
+        live_run.socket, run_id=live_run.run_id, events=events, telemetry=samples
+    ) as engine:
+        yield engine
+
+
+async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(lambda: app.view.step == 5 and app.view.last_seq == 2)
+        await pilot.pause(0.25)  # one redraw tick
+        stats = text_of(app.query_one(StatsPanel))
+        assert "5 / 100" in stats and "5.45" in stats
+        memory = app.query_one(MemoryPanel)
+        assert "process RSS (CPU stand-in)" in str(memory.border_title)
+        assert "300 MiB" in text_of(memory) and "not VRAM" in text_of(memory)
+        scale = text_of(app.query_one(LossScalePanel))
+        assert "4096 (2^12)" in scale and "2048 (2^11)" in scale and "overflows 1" in scale
+        header = text_of(app.query_one(RunHeader))
+        assert live_run.run_id in header and "running" in header and "live" in header
+        events = text_of(app.query_one(EventLog))
+        assert "run started" in events and "trainer attempt 1" in events
+
+        fake.add_event("checkpoint_saved", "checkpoint step 5")
+        await until(lambda: app.view.last_seq == 3)
+        await pilot.pause(0.25)
+        assert "checkpoint step 5" in text_of(app.query_one(EventLog))
+    assert fake.hellos[0].role == "console" and fake.hellos[0].replay_from == 0
+
+
+async def test_q_detaches_without_sending_stop(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test() as pilot:
+        await until(lambda: app.view.connection == "connected")
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert not any(m.kind == "stop" for m in fake.requests)
+    assert fake.state == "running"
+
+
+async def test_question_mark_lists_the_keys(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test() as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, KeysScreen)
+        await pilot.pause(0.3)  # redraw ticks go on underneath the keys box
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, KeysScreen)
+        assert app.is_running  # closing the keys box does not detach
+
+
+async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test() as pilot:
+        await until(lambda: app.view.last_seq == 2)
+        assert app.client is not None
+        app.client._backoff = (0.05, 0.1)
+        await fake.drop_connections()
+        await until(lambda: app.view.connection != "connected")
+        fake.add_event("note", "while you were away")
+        await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3)
+        await pilot.pause(0.25)
+        assert "while you were away" in text_of(app.query_one(EventLog))
+    assert fake.hellos[-1].replay_from == 2
+
+
+async def test_finished_run_opens_read_only_on_its_history(run_dir: RunDir) -> None:
+    from engine.store import Store
+
+    with Store(run_dir.store) as store:
+        for step in range(1, 4):
+            store.add_step(make_sample(step, mem_kind="cuda"))
+        store.append_event("run_ended", message="completed at step 3")
+        store.update_meta({"state": "completed"})
+    app = MemtuiApp(run_dir, live=False, view=stored_view(run_dir))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.15)
+        assert "completed" in text_of(app.query_one(RunHeader)) and "history" in text_of(
+            app.query_one(RunHeader)
+        )
+        assert "CUDA device memory" in str(app.query_one(MemoryPanel).border_title)
+        assert "completed at step 3" in text_of(app.query_one(EventLog))
+        assert app.client is None
+
+
+def test_no_color_is_honoured_by_textual(run_dir: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert MemtuiApp(run_dir, live=False).no_color
+
+
+async def test_live_console_opens_on_stored_history_then_replays_only_newer(
+    live_run: RunDir, fake: FakeEngine
+) -> None:
+    import dataclasses
+
+    from engine.store import Store
+
+    with Store(live_run.store) as store:  # what the supervisor stored before we attached
+        store.add_step(make_sample(3))
+        store.append_event("run_started", message="run started")
+        store.append_event("trainer_started", message="trainer attempt 1")
+        store.update_meta({"state": "running"})
+    view = dataclasses.replace(stored_view(live_run), connection="connecting")
+    assert view.step == 3 and view.last_seq == 2
+    app = MemtuiApp(live_run, view=view)
+    async with app.run_test():
+        await until(lambda: app.view.step == 5 and app.view.connection == "connected")
+        fake.add_event("note", "newer")
+        await until(lambda: app.view.last_seq == 3)
+    assert fake.hellos[0].replay_from == 2
+    assert [e.seq for e in app.view.events] == [1, 2, 3]

@@ -1,0 +1,168 @@
+"""EngineClient against the scripted fake supervisor (real protocol, no torch)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from engine.protocol import PROTOCOL_VERSION, EventMessage, Ping, ServerMessage, Status, Telemetry
+from memtui.client import (
+    EngineClient,
+    EngineRefused,
+    EngineUnavailable,
+    new_request_id,
+    request_once,
+)
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+
+
+@pytest.fixture
+def sock() -> AsyncIterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
+    yield path / "engine.sock"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[ServerMessage] = []
+
+    def __call__(self, message: ServerMessage) -> None:
+        self.messages.append(message)
+
+    @property
+    def seqs(self) -> list[int]:
+        return [m.event.seq for m in self.messages if isinstance(m, EventMessage)]
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_hello_welcome_replay_and_telemetry(sock: Path) -> None:
+    events = [make_event(i) for i in (1, 2, 3)]
+    async with FakeEngine(
+        sock, run_id="r1", events=events, telemetry=[make_sample(1), make_sample(2)]
+    ) as fake:
+        inbox, states = Inbox(), []
+        client = EngineClient(sock, on_message=inbox, on_state=states.append, clock=lambda: 42.0)
+        task = asyncio.create_task(client.run())
+        await until(
+            lambda: inbox.seqs == [1, 2, 3] and sum(isinstance(m, Telemetry) for m in inbox.messages) == 2
+        )
+        hello = fake.hellos[0]
+        assert (hello.protocol, hello.role, hello.replay_from, hello.telemetry) == (
+            PROTOCOL_VERSION,
+            "console",
+            0,
+            True,
+        )
+        assert hello.client.startswith("memtui ")
+        assert client.welcome is not None and client.welcome.run_id == "r1"
+        assert states[:2] == ["connecting", "connected"] and client.state == "connected"
+        assert client.last_seq == 3 and client.newest_data_at == 42.0
+        await client.close()
+        await task
+        assert client.state == "disconnected"
+
+
+async def test_requests_are_matched_by_id_and_errors_raise(sock: Path) -> None:
+    async with FakeEngine(sock, refuse={"stop": "stopping is not allowed in this test"}) as fake:
+        client = EngineClient(sock, telemetry=False)
+        task = asyncio.create_task(client.run())
+        ping, status = await asyncio.gather(client.ping(), client.status())
+        assert ping.result == {"pong": True} and status.result["state"] == "running"
+        with pytest.raises(EngineRefused, match="not allowed") as info:
+            await client.stop()
+        assert info.value.request_id == fake.requests[-1].id
+        assert [m.kind for m in fake.requests] == ["ping", "status", "stop"]
+        assert len({m.id for m in fake.requests}) == 3
+        await client.close()
+        await task
+
+
+async def test_reconnect_replays_from_last_seq_without_loss_or_duplicates(sock: Path) -> None:
+    async with FakeEngine(sock, events=[make_event(i) for i in range(1, 6)]) as fake:
+        inbox = Inbox()
+        client = EngineClient(sock, on_message=inbox, backoff_initial=0.05)
+        task = asyncio.create_task(client.run())
+        await until(lambda: inbox.seqs == [1, 2, 3, 4, 5])
+        await fake.drop_connections()
+        await until(lambda: client.state != "connected" or fake.clients == 0)
+        for _ in range(3):  # happen while the console is away
+            fake.add_event("note")
+        await until(lambda: len(fake.hellos) == 2 and client.state == "connected")
+        fake.add_event("note")
+        fake.add_event("note")
+        await until(lambda: len(inbox.seqs) >= 10)
+        await asyncio.sleep(0.05)
+        assert inbox.seqs == list(range(1, 11))
+        assert fake.hellos[1].replay_from == 5
+        await client.close()
+        await task
+
+
+async def test_backoff_keeps_trying_until_the_supervisor_appears(sock: Path) -> None:
+    inbox, states = Inbox(), []
+    client = EngineClient(
+        sock, on_message=inbox, on_state=states.append, backoff_initial=0.02, backoff_max=0.05
+    )
+    task = asyncio.create_task(client.run())
+    await asyncio.sleep(0.15)
+    assert client.state != "connected" and states.count("connecting") >= 2
+    async with FakeEngine(sock, events=[make_event(1)]):
+        await until(lambda: inbox.seqs == [1])
+        await client.close()
+        await task
+
+
+async def test_request_without_connection_is_unavailable(sock: Path) -> None:
+    client = EngineClient(sock)
+    with pytest.raises(EngineUnavailable):
+        await client.connect()
+    with pytest.raises(EngineUnavailable):
+        await client.request(Ping(id=new_request_id()), timeout=0.05)
+
+
+async def test_protocol_mismatch_is_a_clear_final_error(sock: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import memtui.client
+
+    monkeypatch.setattr(memtui.client, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+    async with FakeEngine(sock):
+        client = EngineClient(sock)
+        with pytest.raises(EngineRefused, match="protocol version mismatch"):
+            await client.run()
+
+
+async def test_messages_iterator_without_callback(sock: Path) -> None:
+    async with (
+        FakeEngine(sock, events=[make_event(1), make_event(2)]),
+        EngineClient(sock, telemetry=False) as client,
+    ):
+        reader = asyncio.create_task(client._pump())
+        seen = []
+        async for message in client.messages():
+            seen.append(message.kind)
+            if len(seen) == 3:
+                break
+        assert seen == ["welcome", "event", "event"]
+        reader.cancel()
+
+
+def test_request_once_is_synchronous(sock: Path) -> None:
+    with FakeEngine.in_thread(sock, run_id="r9") as fake:
+        ok = request_once(sock, Status(id=new_request_id()), timeout=5)
+        assert ok.result["run_id"] == "r9"
+        assert fake.hellos[0].role == "cli" and fake.hellos[0].telemetry is False
+        assert fake.hellos[0].replay_from is None
+    with pytest.raises(EngineUnavailable):
+        request_once(sock, Status(id=new_request_id()), timeout=1)
