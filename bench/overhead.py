@@ -1,0 +1,114 @@
+"""Orchestration overhead: our training loop vs a bare DeepSpeed loop, same engine.
+
+A = ``loop.run_steps`` as the trainer runs it: telemetry sample, memory probe and a
+StepReport per step, sent as NDJSON over a real socket (a socketpair drained by a thread).
+B = ``loop.train_step`` alone: forward, backward, step; nothing else.
+Both drive one engine (same model, batch, precision), alternated in short rounds
+(A B, B A, A B, ...) after a warm-up, so drift in the machine's speed hits both alike.
+Prints tokens/s by wall clock and by process CPU time (the latter is robust to other
+processes competing for the cores) and the ratio A/B.
+
+    python bench/overhead.py [--rounds 30] [--steps 20] [--precision fp16] [--preset tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+
+import torch
+
+from engine.domain import build_run_config
+from engine.trainer import loop
+from engine.trainer.link import SocketLink
+from engine.trainer.memory_probe import MemoryProbe
+from engine.trainer.process_group import ensure_single_process_env
+from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.workload import load_workload
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="tiny", choices=["tiny", "small"])
+    parser.add_argument("--precision", default="fp16", choices=["fp16", "bf16", "fp32"])
+    parser.add_argument("--zero-stage", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=30, help="A/B pairs (default 30)")
+    parser.add_argument(
+        "--steps", type=int, default=20, help="optimizer steps per side per round (default 20)"
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed steps first (default 50)")
+    return parser.parse_args()
+
+
+def draining_link() -> tuple[SocketLink, subprocess.Popen[bytes]]:
+    """A SocketLink whose peer, another process like the supervisor, reads and discards."""
+    ours, theirs = socket.socketpair()
+    drain = subprocess.Popen(["cat"], stdin=theirs, stdout=subprocess.DEVNULL)
+    theirs.close()
+    return SocketLink(ours), drain
+
+
+def timed(fn: Callable[[int], None], steps: int) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of ``fn(steps)``; CPU time shrugs off other load."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn(steps)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    args = parse_args()
+    config = build_run_config(
+        {
+            "preset": args.preset,
+            "steps": 10**9,  # a flat lr for the whole bench
+            "train": {"precision": args.precision, "zero_stage": args.zero_stage},
+            "checkpoint": {"every_steps": 0},
+        }
+    )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ensure_single_process_env()
+    loop.seed_everything(config.seed)
+    workload = load_workload(config)
+    engine = loop.build_engine(config, workload)
+    telemetry = StepTelemetry(engine, MemoryProbe(engine.device), workload.tokens_per_sample, 1, attempt=1)
+    link, drain = draining_link()
+    training = loop.Training(config, engine, workload, link, telemetry, run=None)
+
+    def ours(steps: int) -> None:
+        loop.run_steps(training, until=engine.global_steps + steps)
+
+    def bare(steps: int) -> None:
+        for _ in range(steps):
+            loop.train_step(engine, workload.batch, engine.global_steps)
+
+    ours(args.warmup)
+    bare(args.warmup)
+    tokens = args.steps * config.train.global_batch * workload.tokens_per_sample
+    seconds = {"ours": [0.0, 0.0], "bare": [0.0, 0.0]}  # name -> [wall, cpu]
+    for round_ in range(args.rounds):
+        order = (("ours", ours), ("bare", bare)) if round_ % 2 == 0 else (("bare", bare), ("ours", ours))
+        for name, fn in order:
+            wall, cpu = timed(fn, args.steps)
+            seconds[name][0] += wall
+            seconds[name][1] += cpu
+    total = tokens * args.rounds
+    for i, clock in enumerate(("wall", "cpu")):
+        ours_rate, bare_rate = total / seconds["ours"][i], total / seconds["bare"][i]
+        print(
+            f"{args.preset} {args.precision} zero {args.zero_stage}, {torch.get_num_threads()} threads, "
+            f"{args.rounds} x {args.steps} steps each, "
+            f"{clock} clock: ours {ours_rate:,.0f} tok/s, bare {bare_rate:,.0f} tok/s, "
+            f"ratio {ours_rate / bare_rate:.3f} (target >= 0.97)"
+        )
+    link.close()
+    drain.wait(timeout=5)
+    loop.leave_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""``python -m engine.trainer RUN_DIR [--attempt N]``: one trainer process of a run.
+
+The supervisor starts it with stdout/stderr redirected to ``logs/trainer-<attempt>.log``.
+It trains from the newest checkpoint in RUN_DIR towards the run's target step, reporting
+over the supervisor's socket. SIGTERM (or a stop command, or the supervisor going away)
+finishes the current optimizer step, checkpoints and exits 0; SIGHUP is ignored.
+Exit status: 0 completed or stopped, 1 error (after a ``trainer_error`` event), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+from types import FrameType
+
+from engine.rundir import RunDir
+from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
+
+log = logging.getLogger("engine.trainer")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.trainer",
+        description="Run one memtui trainer process (normally started by the engine supervisor).",
+    )
+    parser.add_argument("run_dir", type=Path, help="the run directory (holds run.json and engine.sock)")
+    parser.add_argument("--attempt", type=int, default=1, help="1 + restarts so far (default: 1)")
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for the supervisor's socket (default: {CONNECT_TIMEOUT_S:.0f})",
+    )
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="do not connect to a supervisor (telemetry goes nowhere; for debugging)",
+    )
+    return parser.parse_args(argv)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # DeepSpeed's own logger is already at WARNING; torch.distributed's is chatty at INFO.
+    for name in ("DeepSpeed", "torch.distributed"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def install_signal_handlers(stop: threading.Event) -> None:
+    def on_term(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal %d: finishing this step, then checkpointing", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an SSH hang-up never stops training
+
+
+def open_link(run: RunDir, args: argparse.Namespace) -> Link:
+    if args.standalone:
+        return NullLink()
+    client = f"memtui trainer pid {os.getpid()} attempt {args.attempt}"
+    return SocketLink.connect(run.socket, client=client, timeout_s=args.connect_timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging()
+    run = RunDir(args.run_dir)
+    try:
+        config = run.read_config()
+        link = open_link(run, args)
+    except (OSError, ValueError, LinkError) as err:
+        log.error("cannot start: %s", err)
+        return 1
+    install_signal_handlers(link.stop_requested)
+    try:
+        from engine.trainer.loop import train  # torch + deepspeed: imported after the link is up
+
+        outcome = train(config, run, args.attempt, link)
+        log.info("trainer %s", outcome)
+        return 0
+    except Exception as err:  # report anything, then exit non-zero
+        traceback.print_exc()
+        link.event(
+            "trainer_error",
+            f"{type(err).__name__}: {err}"[:4000],
+            severity="critical",
+            error=type(err).__name__,
+            traceback=traceback.format_exc()[-3000:],
+        )
+        return 1
+    finally:
+        link.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

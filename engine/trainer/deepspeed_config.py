@@ -1,0 +1,85 @@
+"""The DeepSpeed config dict, built from a RunConfig (a pure function: no DeepSpeed import).
+
+Ours are the batch geometry, precision, ZeRO stage and clipping (``domain.OWNED_DEEPSPEED_KEYS``):
+they come from the RunConfig whatever the user's ``deepspeed_config`` says. Everything else
+of the user's passes through and wins over our defaults (optimizer, logging...). The lr
+schedule is not here: see lr_schedule.py (a user's ``scheduler`` key still replaces it).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from engine.domain import RunConfig
+
+QUIET_STEPS_PER_PRINT = 10**12  # DeepSpeed prints a progress line every N steps: never
+
+
+def grad_accum_steps(global_batch: int, micro_batch: int, world_size: int) -> int:
+    """Micro-batches per optimizer step on one rank; the geometry must divide exactly."""
+    per_step = micro_batch * world_size
+    if global_batch % per_step:
+        raise ValueError(
+            f"global_batch {global_batch} is not a multiple of "
+            f"micro_batch {micro_batch} x world_size {world_size}"
+        )
+    return global_batch // per_step
+
+
+def precision_section(config: RunConfig) -> dict[str, Any]:
+    """fp16 with dynamic loss scaling (loss_scale 0), bf16, or neither (fp32)."""
+    precision = config.train.precision
+    return {
+        "fp16": {
+            "enabled": precision == "fp16",
+            "loss_scale": 0,  # 0 = dynamic
+            "initial_scale_power": config.train.initial_scale_power,
+        },
+        "bf16": {"enabled": precision == "bf16"},
+    }
+
+
+def defaults(config: RunConfig) -> dict[str, Any]:
+    """Our choices that a user's deepspeed_config may override."""
+    train = config.train
+    return {
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": train.lr, "weight_decay": train.weight_decay, "betas": [0.9, 0.95], "eps": 1e-8},
+        },
+        "steps_per_print": QUIET_STEPS_PER_PRINT,
+        "wall_clock_breakdown": False,
+    }
+
+
+def owned(config: RunConfig, world_size: int) -> dict[str, Any]:
+    """The keys memtui sets from the RunConfig (see domain.OWNED_DEEPSPEED_KEYS)."""
+    train = config.train
+    return {
+        "train_batch_size": train.global_batch,
+        "train_micro_batch_size_per_gpu": train.micro_batch,
+        "gradient_accumulation_steps": grad_accum_steps(train.global_batch, train.micro_batch, world_size),
+        **precision_section(config),
+        "zero_optimization": {"stage": train.zero_stage},
+        "gradient_clipping": train.grad_clip,
+    }
+
+
+def build_deepspeed_config(config: RunConfig, world_size: int = 1) -> dict[str, Any]:
+    """defaults <- user's deepspeed_config <- owned keys (later wins), deep-merged."""
+    merged = deep_merge(defaults(config), copy.deepcopy(config.deepspeed_config or {}))
+    # Owned keys last: a user's fp16 sub-keys (loss_scale_window, hysteresis) pass through,
+    # but "enabled", the batch geometry and the ZeRO stage are always ours.
+    return deep_merge(merged, owned(config, world_size))
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """A new dict: ``over``'s values win; nested dicts merge key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,204 @@
+"""The trainer's line to the supervisor: a blocking Unix-socket client speaking NDJSON.
+
+The supervisor is the run. The trainer says Hello, reads the Welcome, then sends a
+StepReport per logged step and a TrainerEvent per happening. A daemon thread reads what the
+supervisor says; a ``TrainerCommand(stop)`` or the socket closing (the supervisor is gone)
+sets ``stop_requested``, and the loop checkpoints and exits at the next step boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from engine.protocol import (
+    MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
+    Hello,
+    ProtocolError,
+    TrainerCommand,
+    TrainerEvent,
+    Welcome,
+    decode_server,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0  # the supervisor creates its socket before it starts us; be patient
+SEND_TIMEOUT_S = 5.0  # a send stuck this long means the supervisor is wedged: give up on it
+
+
+class LinkError(ConnectionError):
+    """The supervisor could not be reached or refused us."""
+
+
+class Link(Protocol):
+    """What the training loop needs from its connection."""
+
+    stop_requested: threading.Event
+
+    def send(self, message: BaseModel) -> None: ...
+
+    def event(self, type: str, message: str = "", severity: str = "info", **data: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _EventSender:
+    def send(self, message: BaseModel) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def event(self, type: str, message: str = "", severity: str = "info", **data: Any) -> None:
+        """Send a TrainerEvent; ``data`` must be JSON-serialisable."""
+        self.send(TrainerEvent(type=type, message=message, severity=severity, data=data))  # type: ignore[arg-type]
+
+
+class NullLink(_EventSender):
+    """No supervisor (bench, standalone runs): messages are dropped, or kept if ``record``."""
+
+    def __init__(self, record: bool = False) -> None:
+        self.stop_requested = threading.Event()
+        self.sent: list[BaseModel] | None = [] if record else None
+
+    def send(self, message: BaseModel) -> None:
+        if self.sent is not None:
+            self.sent.append(message)
+
+    def close(self) -> None:
+        pass
+
+
+class SocketLink(_EventSender):
+    """Connected to a supervisor over ``sock``; use ``SocketLink.connect`` to dial one."""
+
+    def __init__(self, sock: socket.socket, welcome: Welcome | None = None) -> None:
+        self.stop_requested = threading.Event()
+        self.stop_reason = ""
+        self.welcome = welcome
+        self._sock = sock
+        self._sock.settimeout(SEND_TIMEOUT_S)  # bounds sendall; the reader thread blocks in recv
+        self._send_lock = threading.Lock()
+        self._broken = False
+        self._closing = False
+        self._reader = threading.Thread(target=self._read_forever, name="memtui-link-reader", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def connect(cls, path: Path, client: str = "", timeout_s: float = CONNECT_TIMEOUT_S) -> SocketLink:
+        """Dial the supervisor at ``path`` (retrying until ``timeout_s``), Hello, read Welcome."""
+        sock = _dial(path, timeout_s)
+        try:
+            sock.settimeout(timeout_s)
+            sock.sendall(
+                encode(Hello(protocol=PROTOCOL_VERSION, role="trainer", client=client, replay_from=None))
+            )
+            welcome = _read_welcome(sock)
+        except Exception:
+            sock.close()
+            raise
+        return cls(sock, welcome)
+
+    def send(self, message: BaseModel) -> None:
+        """Write one NDJSON line; after the supervisor is gone, sends are dropped."""
+        if self._broken:
+            return
+        data = encode(message)
+        with self._send_lock:
+            try:
+                self._sock.sendall(data)
+            except OSError as err:  # includes socket.timeout
+                self._lost(f"send failed: {err}")
+
+    def close(self) -> None:
+        self._closing = True  # what the reader sees next is our own doing, not a lost supervisor
+        with contextlib.suppress(OSError):  # already shut down by the peer
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def _read_forever(self) -> None:
+        buffer = b""
+        while True:
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError:
+                continue  # quiet supervisor: keep listening
+            except OSError as err:
+                self._lost(f"read failed: {err}")
+                return
+            if not chunk:
+                self._lost("supervisor closed the connection")
+                return
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self._handle(line)
+            if len(buffer) > MAX_LINE_BYTES:
+                buffer = b""  # a runaway line: drop it, the next newline resynchronises
+
+    def _handle(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = decode_server(line)
+        except ProtocolError as err:
+            log.warning("ignoring a bad line from the supervisor: %s", err.reason)
+            return
+        if isinstance(message, TrainerCommand) and message.command == "stop":
+            self.stop_reason = message.reason or "stop requested"
+            self.stop_requested.set()
+
+    def _lost(self, why: str) -> None:
+        if not self._broken and not self._closing:
+            log.warning("supervisor link lost (%s): stopping after this step", why)
+        self._broken = True
+        self.stop_reason = self.stop_reason or "supervisor gone"
+        self.stop_requested.set()
+
+
+def _dial(path: Path, timeout_s: float) -> socket.socket:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(os.fspath(path))
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise LinkError(f"no supervisor at {path} after {timeout_s:.0f} s: {err}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _read_welcome(sock: socket.socket) -> Welcome:
+    """Read up to the first newline (byte by byte: nothing after it may be swallowed)."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = sock.recv(1)
+        if not byte:
+            raise LinkError("supervisor closed the connection before its welcome")
+        line += byte
+        if len(line) > MAX_LINE_BYTES:
+            raise LinkError("supervisor's welcome line is too long")
+    try:
+        message = decode_server(bytes(line))
+    except ProtocolError as err:
+        raise LinkError(f"supervisor's first line is not a welcome: {err.reason}") from None
+    if not isinstance(message, Welcome):
+        reason = getattr(message, "reason", message.kind)
+        raise LinkError(f"supervisor refused the trainer: {reason}")
+    if message.protocol != PROTOCOL_VERSION:
+        raise LinkError(f"protocol mismatch: supervisor {message.protocol}, trainer {PROTOCOL_VERSION}")
+    return message

@@ -1,0 +1,117 @@
+"""The workload contract: what the trainer trains.
+
+A workload is a model plus a deterministic source of batches::
+
+    from engine.domain import RunConfig
+    from engine.trainer.workload import Workload
+
+    def build(config: RunConfig) -> Workload:
+        model = MyModel(...)               # torch.nn.Module; forward(*batch) -> scalar loss
+        def batch(step: int, micro: int, micro_batch: int) -> tuple[torch.Tensor, ...]:
+            ...                            # the same (step, micro) always gives the same batch
+        return Workload(model=model, batch=batch, tokens_per_sample=seq_len)
+
+and in the run config ``workload = "my_package.my_module:build"``.
+
+Rules:
+
+- ``model(*batch(step, micro, micro_batch))`` returns a scalar loss tensor; DeepSpeed
+  calls exactly that as ``engine(*batch)``, then ``engine.backward(loss)``.
+- ``batch(step, micro, micro_batch)`` is a pure function of its arguments (and the run's
+  seed): the trainer asks for micro-batches ``0 .. grad_accum-1`` of optimizer step
+  ``step`` (0-based: the step about to run). A resumed run asks again for the steps after
+  the checkpoint and must get the data an uninterrupted run would have had. The batch's
+  leading dimension is ``micro_batch``, which the memory controller may change between
+  steps. Tensors may live on the CPU; the trainer moves them to the device.
+- ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
+  figures (use 1 if tokens mean nothing for your data).
+- ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
+- The function is imported in the trainer process (``module:function``, with the run's
+  working directory on ``sys.path``) and called once with the ``RunConfig``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from engine.domain import RunConfig
+
+BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
+"""(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""
+
+
+@dataclass
+class Workload:
+    model: torch.nn.Module
+    """forward(*batch) returns a scalar loss."""
+    batch: BatchFn
+    """Deterministic in (step, micro); leading dimension micro_batch."""
+    tokens_per_sample: int
+    """Tokens in one sample (sequence length for a language model)."""
+    eval_batch: Callable[[int, int], tuple[torch.Tensor, ...]] | None = None
+    """Optional (index, micro_batch) -> held-out batch."""
+
+
+class WorkloadError(RuntimeError):
+    """The configured workload could not be imported or broke the contract."""
+
+
+def builtin_workload(config: RunConfig) -> Workload:
+    """The byte-level transformer on the standard library's source."""
+    from engine.trainer.corpus import ByteCorpus
+    from engine.trainer.model import ByteTransformer
+
+    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed)
+    return Workload(
+        model=ByteTransformer(config.model),
+        batch=corpus.batch,
+        tokens_per_sample=config.model.seq_len,
+        eval_batch=corpus.heldout_batch,
+    )
+
+
+def load_workload(config: RunConfig) -> Workload:
+    """The built-in workload, or the user's ``module:function`` called with ``config``."""
+    if config.workload is None:
+        return builtin_workload(config)
+    factory = _import_factory(config.workload)
+    try:
+        workload = factory(config)
+    except Exception as err:
+        raise WorkloadError(f"workload {config.workload}: raised {type(err).__name__}: {err}") from err
+    return _checked(workload, config.workload)
+
+
+def _import_factory(spec: str) -> Callable[[RunConfig], object]:
+    module_name, _, attr = spec.partition(":")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # the run's working directory, like `python -m`
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:
+        raise WorkloadError(f"workload {spec}: cannot import {module_name!r}: {err}") from err
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise WorkloadError(f"workload {spec}: {module_name} has no callable {attr!r}")
+    return factory
+
+
+def _checked(workload: object, spec: str) -> Workload:
+    if not isinstance(workload, Workload):
+        raise WorkloadError(
+            f"workload {spec}: returned {type(workload).__name__}, expected engine.trainer.workload.Workload"
+        )
+    if not isinstance(workload.model, torch.nn.Module):
+        raise WorkloadError(
+            f"workload {spec}: model is {type(workload.model).__name__}, not a torch.nn.Module"
+        )
+    if not callable(workload.batch):
+        raise WorkloadError(f"workload {spec}: batch is not callable")
+    if not isinstance(workload.tokens_per_sample, int) or workload.tokens_per_sample < 1:
+        raise WorkloadError(f"workload {spec}: tokens_per_sample must be a positive int")
+    return workload

@@ -1,0 +1,161 @@
+"""End to end: the real `memtui` CLI starting a real engine (supervisor + DeepSpeed trainer).
+
+These are the slowest tests in the suite (DeepSpeed start-up is a few seconds per run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.rundir import RunDir, list_runs
+
+pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
+
+MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
+
+
+@pytest.fixture
+def home() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="mte", dir="/tmp"))
+    yield path
+    for run in list_runs(path):  # never leave a detached engine behind
+        pid = run.supervisor_pid()
+        if pid:
+            os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def memtui(home: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMTUI_HOME": str(home)}
+    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def status(home: Path, run_id: str) -> dict:
+    done = memtui(home, "status", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def start_detached(home: Path, *args: str) -> str:
+    """`memtui run --detach` in its own process group, as a shell would start it."""
+    env = {**os.environ, "MEMTUI_HOME": str(home)}
+    cli = subprocess.Popen(
+        [MEMTUI, "run", "--preset", "tiny", "--detach", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    runs = list_runs(home)
+    assert len(runs) == 1, out
+    # The CLI's process group is gone; killing it again (as a closed terminal would) is harmless.
+    with pytest.raises(ProcessLookupError):
+        os.killpg(cli.pid, signal.SIGHUP)
+    return runs[0].run_id
+
+
+def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
+    run_id = start_detached(home, "--steps", "100000")
+    first = wait_for(lambda: (s := status(home, run_id))["step"] > 0 and s, 120, "the first step")
+    assert first["state"] == "running"
+
+    run = RunDir(home / "runs" / run_id)
+    pid = run.supervisor_pid()
+    assert pid is not None and os.getsid(pid) != os.getsid(0)  # detached: its own session
+    os.kill(pid, signal.SIGHUP)  # what an SSH hang-up would send
+
+    second = wait_for(lambda: (s := status(home, run_id))["step"] > first["step"] and s, 60, "more steps")
+    assert second["state"] == "running"
+    for key in ("loss", "tokens_per_s", "loss_scale", "mem_allocated", "mem_reserved", "mem_capacity",
+                "micro_batch", "grad_accum", "restarts"):
+        assert second[key] is not None, key
+
+    stopped = memtui(home, "stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    final = status(home, run_id)
+    assert final["state"] == "stopped"
+    assert final["step"] >= second["step"]
+    assert run.supervisor_pid() is None and not run.socket.exists()
+
+
+def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
+    from engine.store import Store
+
+    run_id = start_detached(home, "--steps", "40")
+    run = RunDir(home / "runs" / run_id)
+    wait_for(lambda: status(home, run_id)["state"] in ("completed", "failed"), 180, "the run to end")
+    final = status(home, run_id)
+    assert final["state"] == "completed", final
+    store = Store(run.store, readonly=True)
+    try:
+        steps = [s.step for s in store.steps()]
+        assert steps == list(range(1, 41))
+        kinds = [e.type for e in store.events_since(0)]
+        assert "trainer_started" in kinds and "run_ended" in kinds
+    finally:
+        store.close()
+
+    listed = json.loads(memtui(home, "ls", "--json").stdout)
+    assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "completed")]
+
+
+def read_pty(fd: int, seconds: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+    return out
+
+
+def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> None:
+    run_id = start_detached(home, "--steps", "100000")
+    wait_for(lambda: status(home, run_id)["step"] > 0, 120, "the first step")
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the console in a 100x30 terminal
+        os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
+        os.execv(MEMTUI, [MEMTUI, "attach", run_id])
+    try:
+        screen = read_pty(fd, 8.0)
+        assert run_id.encode() in screen
+        os.write(fd, b"q")
+        read_pty(fd, 1.0)
+        wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "q to close the console")
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    assert status(home, run_id)["state"] == "running"  # detaching never stops the run
+    assert memtui(home, "stop", run_id).returncode == 0

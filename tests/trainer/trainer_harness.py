@@ -1,0 +1,102 @@
+"""A stand-in supervisor for trainer tests: a Unix-socket server that speaks the protocol.
+
+It accepts one trainer, answers its Hello with a Welcome, records every message, and can
+send ``TrainerCommand(stop)`` or hang up once a given step has been reported.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from engine.domain import RunConfig, TelemetrySample, build_run_config
+from engine.protocol import (
+    Hello,
+    StepReport,
+    TrainerCommand,
+    TrainerEvent,
+    Welcome,
+    check_hello,
+    decode_client,
+    encode,
+)
+from engine.rundir import RunDir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_run(raw: dict[str, Any] | None = None) -> RunDir:
+    """A run directory under a short /tmp path (Unix socket paths must stay < 108 bytes)."""
+    home = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
+    return RunDir.create(build_run_config(raw or {}), home=home)
+
+
+def rewrite_config(run: RunDir, config: RunConfig) -> None:
+    run.write_config(config)
+
+
+class SupervisorStub:
+    def __init__(
+        self, path: Path, stop_at_step: int | None = None, hang_up_at_step: int | None = None
+    ) -> None:
+        self.stop_at_step = stop_at_step
+        self.hang_up_at_step = hang_up_at_step
+        self.hello: Hello | None = None
+        self.messages: list[Any] = []
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(os.fspath(path))
+        self._server.listen(1)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self._server.accept()
+        with conn, conn.makefile("rb") as reader:
+            self.hello = check_hello(decode_client(reader.readline()))
+            conn.sendall(encode(Welcome(run_id="test-run", state="starting", last_seq=0)))
+            for line in reader:
+                message = decode_client(line)
+                self.messages.append(message)
+                if isinstance(message, StepReport) and message.sample.step == self.stop_at_step:
+                    conn.sendall(encode(TrainerCommand(command="stop", reason="test")))
+                if isinstance(message, StepReport) and message.sample.step == self.hang_up_at_step:
+                    return
+
+    def close(self) -> None:
+        self._server.close()
+
+    @property
+    def samples(self) -> list[TelemetrySample]:
+        return [m.sample for m in self.messages if isinstance(m, StepReport)]
+
+    def events(self, type: str | None = None) -> list[TrainerEvent]:
+        return [m for m in self.messages if isinstance(m, TrainerEvent) and (type is None or m.type == type)]
+
+
+def run_trainer(
+    run: RunDir, attempt: int = 1, timeout_s: float = 120.0, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m engine.trainer RUN_DIR --attempt N`` to the end; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine.trainer", os.fspath(run.path), "--attempt", str(attempt), *extra],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def start_trainer(run: RunDir, attempt: int = 1) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine.trainer", os.fspath(run.path), "--attempt", str(attempt)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
