@@ -72,6 +72,7 @@ def train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
 
 
 def _train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
+    share_cpu_cores()
     seed_everything(config.seed)
     workload = load_workload(config)
     engine = build_engine(config, workload)
@@ -196,6 +197,18 @@ def client_state(training: Training) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------- set-up
+
+
+def share_cpu_cores() -> None:
+    """On a CPU-only host, leave one core to the supervisor and the console.
+
+    Two intra-op threads on a 2-core machine that also runs the console stall each other:
+    measured with bench/tiny_speed.py, tiny ran a steady ~58 steps/s on 1 thread but
+    swung between ~10 and ~100 steps/s on 2 under other load. OMP_NUM_THREADS wins.
+    """
+    if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
+        return
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
 
 
 def seed_everything(seed: int) -> None:
