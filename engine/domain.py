@@ -7,6 +7,7 @@ or on the wire is an error that names the field instead of a silently ignored va
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -128,6 +129,9 @@ class RunConfig(_Strict):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     """Optional ``module:function`` that builds a user's model and data (see README)."""
+    workload_dir: str | None = None
+    """Directory put first on ``sys.path`` to import ``workload``; defaults to the directory
+    of the config file, or where ``memtui run`` was started."""
     deepspeed_config: dict[str, Any] | None = None
     """A user's DeepSpeed JSON config: passed through, except keys memtui owns."""
 
@@ -151,8 +155,9 @@ OWNED_DEEPSPEED_KEYS: dict[str, str] = {
     "train_batch_size": "train.global_batch",
     "train_micro_batch_size_per_gpu": "train.micro_batch",
     "gradient_accumulation_steps": "train.global_batch / train.micro_batch",
-    "fp16": "train.precision",
-    "bf16": "train.precision",
+    "fp16.enabled": "train.precision",
+    "bf16.enabled": "train.precision",
+    "fp16.initial_scale_power": "train.initial_scale_power",
     "zero_optimization.stage": "train.zero_stage",
     "gradient_clipping": "train.grad_clip",
 }
@@ -162,11 +167,12 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names every offending key."""
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """A new dict: ``over``'s values win; nested dicts merge key by key."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -203,7 +209,9 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
     preset = raw.get("preset", "tiny")
     if preset not in PRESETS:
         raise ConfigError(f"preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
-    merged = _deep_merge(PRESETS[preset], raw)
+    if raw.get("workload") and not raw.get("workload_dir"):
+        raw["workload_dir"] = os.getcwd()  # the trainer runs elsewhere: remember where we were
+    merged = deep_merge(PRESETS[preset], raw)
     try:
         config = RunConfig.model_validate(merged)
     except ValidationError as err:
@@ -226,6 +234,11 @@ def load_run_config(path: Path | None = None, **overrides: Any) -> RunConfig:
             raise ConfigError(f"{path}: {err.strerror}") from None
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: not valid TOML: {err}") from None
+        here = Path(path).resolve().parent
+        if raw.get("workload") and not raw.get("workload_dir"):
+            raw["workload_dir"] = str(here)
+        elif isinstance(raw.get("workload_dir"), str):
+            raw["workload_dir"] = str(here / raw["workload_dir"])
         ds = raw.get("deepspeed_config")
         if isinstance(ds, str):
             raw["deepspeed_config"] = _read_json(Path(path).parent / ds)

@@ -159,3 +159,20 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
             pass
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
     assert memtui(home, "stop", run_id).returncode == 0
+
+
+def test_readme_example_trains_a_user_workload(home: Path) -> None:
+    """README's "Training your own model": examples/sine.toml with examples/sine_workload.py."""
+    from engine.store import Store
+
+    config = Path(__file__).resolve().parents[1] / "examples" / "sine.toml"
+    started = memtui(home, "run", str(config), "--steps", "120", "--detach")
+    assert started.returncode == 0, started.stderr
+    (run,) = list_runs(home)
+    wait_for(lambda: status(home, run.run_id)["state"] in ("completed", "failed"), 180, "the run to end")
+    assert status(home, run.run_id)["state"] == "completed"
+    with Store(run.store, readonly=True) as store:
+        losses = [s.loss for s in store.steps()]
+        geometry = {(s.micro_batch, s.grad_accum) for s in store.steps()}
+    assert len(losses) == 120 and geometry == {(32, 2)}
+    assert sum(losses[-20:]) / 20 < 0.25 * sum(losses[:20]) / 20  # the MLP really fits sin(x)

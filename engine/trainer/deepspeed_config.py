@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from engine.domain import RunConfig
+from engine.domain import RunConfig, deep_merge
 
 QUIET_STEPS_PER_PRINT = 10**12  # DeepSpeed prints a progress line every N steps: never
 
@@ -73,13 +73,3 @@ def build_deepspeed_config(config: RunConfig, world_size: int = 1) -> dict[str, 
     # but "enabled", the batch geometry and the ZeRO stage are always ours.
     return deep_merge(merged, owned(config, world_size))
 
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """A new dict: ``over``'s values win; nested dicts merge key by key."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out

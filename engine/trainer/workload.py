@@ -26,8 +26,9 @@ Rules:
 - ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
   figures (use 1 if tokens mean nothing for your data).
 - ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
-- The function is imported in the trainer process (``module:function``, with the run's
-  working directory on ``sys.path``) and called once with the ``RunConfig``.
+- The function is imported in the trainer process (``module:function``, with
+  ``workload_dir`` first on ``sys.path``: by default the config file's directory, or
+  where ``memtui run`` was started) and called once with the ``RunConfig``.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def load_workload(config: RunConfig) -> Workload:
     """The built-in workload, or the user's ``module:function`` called with ``config``."""
     if config.workload is None:
         return builtin_workload(config)
-    factory = _import_factory(config.workload)
+    factory = _import_factory(config.workload, config.workload_dir)
     try:
         workload = factory(config)
     except Exception as err:
@@ -87,10 +88,10 @@ def load_workload(config: RunConfig) -> Workload:
     return _checked(workload, config.workload)
 
 
-def _import_factory(spec: str) -> Callable[[RunConfig], object]:
+def _import_factory(spec: str, workdir: str | None) -> Callable[[RunConfig], object]:
     module_name, _, attr = spec.partition(":")
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # the run's working directory, like `python -m`
+    if workdir and workdir not in sys.path:
+        sys.path.insert(0, workdir)  # the trainer's cwd is the run dir, not the user's project
     try:
         module = importlib.import_module(module_name)
     except Exception as err:

@@ -1,0 +1,83 @@
+"""RunConfig at the edge: presets, overrides, and errors that name the key."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.domain import ConfigError, build_run_config, load_run_config
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_no_config_is_the_tiny_demo() -> None:
+    config = build_run_config()
+    assert (config.preset, config.train.precision, config.train.zero_stage) == ("tiny", "fp16", 0)
+    assert config.train.global_batch % config.train.micro_batch == 0
+
+
+def test_preset_then_file_then_command_line() -> None:
+    config = build_run_config({"preset": "small", "model": {"n_layer": 3}, "steps": 10}, steps=99)
+    assert config.model.n_layer == 3  # the file's key beats the preset
+    assert config.model.d_model == 256  # the rest of the small preset stays
+    assert config.steps == 99  # the command line beats the file
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        ({"train": {"micro_bach": 4}}, "train.micro_bach: unknown key"),
+        ({"stepz": 4}, "stepz: unknown key"),
+        ({"train": {"precision": "fp8"}}, "train.precision"),
+        ({"train": {"zero_stage": 4}}, "train.zero_stage"),
+        ({"train": {"lr": float("nan")}}, "train.lr"),
+        ({"train": {"micro_batch": 3}}, "global_batch (8) must be a multiple of micro_batch (3)"),
+        ({"model": {"d_model": 66, "n_head": 4}}, "d_model (66) must be a multiple of n_head (4)"),
+        ({"preset": "huge"}, "preset: unknown preset 'huge'"),
+        ({"name": "../escape"}, "name"),
+        ({"workload": "not a spec"}, "workload"),
+    ],
+)
+def test_bad_config_is_refused_naming_the_key(raw: dict, names: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(names)):
+        build_run_config(raw)
+
+
+def test_deepspeed_keys_memtui_owns_are_refused_the_rest_pass() -> None:
+    with pytest.raises(ConfigError, match=r"deepspeed_config.train_batch_size: set by memtui, use train.global_batch"):
+        build_run_config({"deepspeed_config": {"train_batch_size": 64}})
+    with pytest.raises(ConfigError, match=r"deepspeed_config.zero_optimization.stage"):
+        build_run_config({"deepspeed_config": {"zero_optimization": {"stage": 2}}})
+    config = build_run_config(
+        {"deepspeed_config": {"fp16": {"loss_scale_window": 100}, "zero_optimization": {"overlap_comm": False}}}
+    )
+    assert config.deepspeed_config == {"fp16": {"loss_scale_window": 100}, "zero_optimization": {"overlap_comm": False}}
+
+
+def test_toml_file_with_deepspeed_json_and_workload_dir(tmp_path: Path) -> None:
+    (tmp_path / "ds.json").write_text(json.dumps({"steps_per_print": 7}))
+    (tmp_path / "run.toml").write_text('steps = 5\nworkload = "mine:build"\ndeepspeed_config = "ds.json"\n')
+    config = load_run_config(tmp_path / "run.toml")
+    assert config.deepspeed_config == {"steps_per_print": 7}
+    assert config.workload_dir == str(tmp_path.resolve())  # the trainer imports from here
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("steps = [", "not valid TOML"), ('deepspeed_config = "missing.json"', "missing.json")],
+)
+def test_unreadable_files_are_named(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "run.toml").write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_run_config(tmp_path / "run.toml")
+
+
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert blocks, "README lost its config example"
+    for block in blocks:
+        (tmp_path / "readme.toml").write_text(block)
+        load_run_config(tmp_path / "readme.toml")
