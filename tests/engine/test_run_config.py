@@ -47,14 +47,24 @@ def test_bad_config_is_refused_naming_the_key(raw: dict, names: str) -> None:
 
 
 def test_deepspeed_keys_memtui_owns_are_refused_the_rest_pass() -> None:
-    with pytest.raises(ConfigError, match=r"deepspeed_config.train_batch_size: set by memtui, use train.global_batch"):
+    with pytest.raises(
+        ConfigError, match=r"deepspeed_config.train_batch_size: set by memtui, use train.global_batch"
+    ):
         build_run_config({"deepspeed_config": {"train_batch_size": 64}})
     with pytest.raises(ConfigError, match=r"deepspeed_config.zero_optimization.stage"):
         build_run_config({"deepspeed_config": {"zero_optimization": {"stage": 2}}})
     config = build_run_config(
-        {"deepspeed_config": {"fp16": {"loss_scale_window": 100}, "zero_optimization": {"overlap_comm": False}}}
+        {
+            "deepspeed_config": {
+                "fp16": {"loss_scale_window": 100},
+                "zero_optimization": {"overlap_comm": False},
+            }
+        }
     )
-    assert config.deepspeed_config == {"fp16": {"loss_scale_window": 100}, "zero_optimization": {"overlap_comm": False}}
+    assert config.deepspeed_config == {
+        "fp16": {"loss_scale_window": 100},
+        "zero_optimization": {"overlap_comm": False},
+    }
 
 
 def test_toml_file_with_deepspeed_json_and_workload_dir(tmp_path: Path) -> None:
