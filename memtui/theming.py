@@ -1,7 +1,7 @@
 """Themes as data: a TOML file -> validated ``ThemeSpec`` -> ``textual.theme.Theme``.
 
-Theme files live in the top-level ``themes/`` directory, installed as the package
-``memtui.themes`` and read through ``importlib.resources`` so a wheel install finds them.
+Theme files live in ``memtui/themes/`` (package data) and are read through
+``importlib.resources``, so a wheel, an editable install and a source checkout all find them.
 On the command line a theme is named by its file stem (``dark``, ``light``, ``ansi``).
 ``NO_COLOR`` needs nothing here: Textual reads it and renders in monochrome.
 """
