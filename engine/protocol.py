@@ -101,11 +101,90 @@ class TrainerEvent(_Message):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+# ------------------------------------------------- directives and chaos (console)
+# The console's side of the Directives issue: what a pending directive looks like on the
+# wire (``DirectiveView``, carried in ``directive_proposed`` / ``directive_decided`` event
+# data under ``"directive"``) and the operator's answers to it. The supervisor refuses them
+# until that issue lands; the fake engine in tests/fakes handles them.
+
+DirectiveField = Literal[
+    "lr_multiplier", "gradient_clip_norm", "loss_scale_initial_power", "micro_batch_size"
+]
+DIRECTIVE_FIELDS: tuple[str, ...] = (
+    "lr_multiplier",
+    "gradient_clip_norm",
+    "loss_scale_initial_power",
+    "micro_batch_size",
+)
+DirectiveState = Literal["pending", "approved", "clamped", "rejected", "expired", "applied"]
+DirectiveValue = int | float
+
+
+class DirectiveView(_Message):
+    """A directive as an operator sees it: what was asked, what the policy allows, why."""
+
+    id: str = Field(min_length=1, max_length=64)
+    source: str = Field("", max_length=128)
+    """Who proposed it: ``rules``, ``command:...``, ``http:...``, ``operator``."""
+    created_at: float
+    expires_at: float | None = None
+    step: int = Field(0, ge=0)
+    """The step whose telemetry it was based on."""
+    requested: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
+    """What the planner asked for."""
+    allowed: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
+    """What the policy would apply (clamped values differ from ``requested``)."""
+    bounds: dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]] = Field(default_factory=dict)
+    """Policy bounds per field, ``(low, high)``: the clamp dialog shows them."""
+    reasons: list[str] = Field(default_factory=list)
+    """The planner's rationale and the policy's reasons, one line each."""
+    state: DirectiveState = "pending"
+
+
+class Approve(_Message):
+    """Operator: apply a pending directive as the policy allows it."""
+
+    kind: Literal["approve"] = "approve"
+    id: RequestId
+    directive_id: str = Field(min_length=1, max_length=64)
+
+
+class Clamp(_Message):
+    """Operator: apply a pending directive with edited values (the policy re-checks them)."""
+
+    kind: Literal["clamp"] = "clamp"
+    id: RequestId
+    directive_id: str = Field(min_length=1, max_length=64)
+    values: dict[DirectiveField, DirectiveValue]
+
+
+class Reject(_Message):
+    """Operator: refuse a pending directive, with a reason for the record."""
+
+    kind: Literal["reject"] = "reject"
+    id: RequestId
+    directive_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field("operator", max_length=1024)
+
+
+ChaosAction = Literal["kill_trainer", "oom", "ballast", "nan_loss", "slow_step"]
+CHAOS_ACTIONS: tuple[str, ...] = ("kill_trainer", "oom", "ballast", "nan_loss", "slow_step")
+
+
+class Chaos(_Message):
+    """Operator: inject a failure to rehearse recovery (``kill_trainer`` SIGKILLs the trainer)."""
+
+    kind: Literal["chaos"] = "chaos"
+    id: RequestId
+    action: ChaosAction
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 ClientMessage = Annotated[
-    Union[Hello, Status, Stop, Ping, Replay, StepReport, TrainerEvent],
+    Union[Hello, Status, Stop, Ping, Replay, StepReport, TrainerEvent, Approve, Clamp, Reject, Chaos],
     Field(discriminator="kind"),
 ]
-CONSOLE_REQUESTS = (Status, Stop, Ping, Replay)
+CONSOLE_REQUESTS = (Status, Stop, Ping, Replay, Approve, Clamp, Reject, Chaos)
 
 # ------------------------------------------------------------- supervisor -> client
 

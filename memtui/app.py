@@ -1,38 +1,88 @@
-"""The console: ``MemtuiApp`` follows one run and draws it.
+"""The console: ``MemtuiApp`` follows one run, draws it and carries the operator's commands.
 
 Data flow: ``EngineClient`` (a worker on the app's loop) -> Textual messages
 (``TelemetryReceived`` coalesces) -> folded into a frozen ``RunView`` -> a 10 Hz timer hands
-the newest view to every panel if it changed. Nothing here blocks the event loop, and
-``q`` only closes the console: it never sends Stop, the run goes on.
+the newest view to every panel if it changed. Longer chart windows are read from the store
+in a worker thread. Nothing here blocks the event loop.
+
+Operator commands (approve, clamp, reject, stop, chaos) go to the supervisor as requests;
+each destructive one asks first, and ``--readonly`` hides and refuses all of them. ``q``
+only closes the console: it never sends Stop, the run goes on.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from pydantic import BaseModel
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container
+from textual.events import Resize
 from textual.widgets import Footer
 
-from engine.protocol import TELEMETRY_HZ, Error, EventMessage, ServerMessage, Telemetry, Welcome
+from engine.protocol import (
+    CHAOS_ACTIONS,
+    TELEMETRY_HZ,
+    Approve,
+    Chaos,
+    Clamp,
+    Error,
+    EventMessage,
+    Reject,
+    ServerMessage,
+    Stop,
+    Telemetry,
+    Welcome,
+)
 from engine.rundir import RunDir
-from memtui.client import ConnectionState, EngineClient, EngineRefused
+from memtui.client import (
+    ConnectionState,
+    EngineClient,
+    EngineRefused,
+    EngineUnavailable,
+    Request,
+    new_request_id,
+)
+from memtui.console_commands import ConsoleCommands
+from memtui.directive_text import render_changes
 from memtui.history import initial_view
-from memtui.messages import ConnectionChanged, EventReceived, TelemetryReceived, WelcomeReceived
+from memtui.messages import ConnectionChanged, EventReceived, TelemetryReceived, WelcomeReceived, WindowRead
 from memtui.run_view import RunView
+from memtui.screens.clamp_screen import ClampScreen, ClampValues
+from memtui.screens.confirm_screen import ConfirmScreen
+from memtui.screens.directive_screen import DirectiveScreen
 from memtui.screens.keys_screen import KeysScreen
-from memtui.theming import DEFAULT_THEME, load_theme
+from memtui.screens.reject_screen import RejectScreen
+from memtui.screens.too_small_screen import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
+from memtui.series import WINDOWS, ChartWindow
+from memtui.theming import DEFAULT_THEME, available_themes, load_theme
+from memtui.widgets.directives_panel import DirectivesPanel
 from memtui.widgets.event_log import EventLog
-from memtui.widgets.loss_scale_panel import LossScalePanel
 from memtui.widgets.memory_panel import MemoryPanel
+from memtui.widgets.numerics_panel import NumericsPanel
 from memtui.widgets.panel import Panel
 from memtui.widgets.run_header import RunHeader
-from memtui.widgets.stats_panel import StatsPanel
+from memtui.widgets.throughput_panel import ThroughputPanel
 
-REDRAW_INTERVAL_S = 1.0 / TELEMETRY_HZ
-"""At most this often the panels redraw (telemetry arrives at most ~10 Hz anyway)."""
+REDRAW_INTERVAL_S = 2.0 / TELEMETRY_HZ
+"""At most this often (5 Hz) the panels redraw: half the telemetry rate keeps an attached
+console near 5% of a core while a step still reaches the screen in ~150 ms (bench/console_live.py)."""
+WINDOW_REFRESH_S = 10.0
+"""How often a longer chart window is read again from the store."""
+COMPACT_BELOW = (120, 36)
+"""Width or height under which the panels stack in the compact layout."""
+PANEL_KEYS: dict[str, str] = {
+    "1": "memory",
+    "2": "throughput",
+    "3": "numerics",
+    "4": "directives",
+    "5": "events",
+}
+OPERATOR_ACTIONS = frozenset({"approve", "clamp", "reject", "stop", "kill_trainer", "chaos"})
+"""Actions that change the run: hidden and refused in a read-only console."""
 
 
 class MemtuiApp(App[None]):
@@ -40,10 +90,26 @@ class MemtuiApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "memtui"
-    ENABLE_COMMAND_PALETTE = False
+    COMMANDS = {ConsoleCommands}
     BINDINGS = [
         Binding("q", "detach", "Detach"),
-        Binding("question_mark", "keys", "Keys"),
+        Binding("question_mark,f1", "keys", "Keys", key_display="?"),
+        Binding("a", "approve", "Approve"),
+        Binding("c", "clamp", "Clamp"),
+        Binding("r", "reject", "Reject"),
+        Binding("enter", "details", "Details", show=False),
+        Binding("s", "stop", "Stop run"),
+        Binding("k", "kill_trainer", "Kill trainer", show=False),
+        Binding("f", "freeze", "Freeze"),
+        Binding("w", "window", "Window"),
+        Binding("e", "event_filter", "Filter", show=False),
+        Binding("z", "maximize", "Maximise", show=False),
+        Binding("p", "screenshot", "Screenshot", show=False),
+        Binding("t", "next_theme", "Theme", show=False),
+        *(
+            Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
+            for key, name in PANEL_KEYS.items()
+        ),
     ]
 
     def __init__(
@@ -54,41 +120,66 @@ class MemtuiApp(App[None]):
         view: RunView | None = None,
         theme_name: str = DEFAULT_THEME,
         clock: Callable[[], float] = time.time,
+        readonly: bool = False,
     ) -> None:
         """``live=False`` shows ``view`` (e.g. a finished run's history) without connecting."""
         super().__init__()
         self.run_dir = run
         self.live = live
+        self.readonly = readonly
+        """Hide and refuse every action that changes the run."""
         self.view: RunView = view or initial_view(run)
         """The newest folded snapshot; panels draw from it."""
         self.client: EngineClient | None = None
+        self.frozen = False
+        """The display is paused; data still folds into ``view``."""
+        self.sent: list[BaseModel] = []
+        """Every request this console sent, in order (for the record and for tests)."""
         self._header: RunHeader | None = None
         self._panels: list[Panel] = []
         self._clock = clock
         self._dirty = True
-        theme = load_theme(theme_name)
-        self.register_theme(theme)
-        self.theme = theme.name
+        self._window_read_at = 0.0
+        for stem in available_themes():
+            self.register_theme(load_theme(stem))
+        self.theme = load_theme(theme_name).name
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
-        with Horizontal(id="top"):
-            yield StatsPanel(id="stats")
-            with Vertical(id="right"):
-                yield MemoryPanel(id="memory")
-                yield LossScalePanel(id="loss-scale")
-        yield EventLog(id="events")
+        with Container(id="grid"):
+            yield MemoryPanel(id="memory")
+            yield ThroughputPanel(id="throughput")
+            yield NumericsPanel(id="numerics")
+            yield DirectivesPanel(id="directives")
+            yield EventLog(id="events")
         yield Footer()
 
     def on_mount(self) -> None:
         # Held here: the timer must reach them while another screen (keys) is on top,
         # and after shutdown has begun.
         self._header = self.query_one(RunHeader)
+        self._header.readonly = self.readonly
         self._panels = list(self.query(Panel))
+        self._fit(self.size.width, self.size.height)
         self.redraw()
         self.set_interval(REDRAW_INTERVAL_S, self._tick)
         if self.live:
             self.run_worker(self._follow_engine(), name="engine", group="engine", exclusive=True)
+
+    # ------------------------------------------------------------------ layout
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Compact layout on small terminals; below the minimum, the "too small" screen."""
+        self.query_one("#grid").set_class(width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1], "-compact")
+        too_small = width < MIN_WIDTH or height < MIN_HEIGHT
+        showing = isinstance(self.screen, TooSmallScreen)
+        if too_small and not showing:
+            self.push_screen(TooSmallScreen())
+        elif showing and not too_small:
+            self.pop_screen()
 
     # ------------------------------------------------------------------ drawing
 
@@ -96,12 +187,18 @@ class MemtuiApp(App[None]):
         """Hand the current snapshot to the header and every panel."""
         now = self._clock()
         if self._header is not None:
+            self._header.frozen = self.frozen
             self._header.show(self.view, now)
         for panel in self._panels:
-            panel.show(self.view, now)
+            if panel.display:
+                panel.show(self.view, now)
         self._dirty = False
 
     def _tick(self) -> None:
+        if self.view.window != "live" and self._clock() - self._window_read_at >= WINDOW_REFRESH_S:
+            self._read_window(self.view.window)
+        if self.frozen:
+            return
         if self._dirty:
             self.redraw()
         elif self._header is not None:  # ages and elapsed time move on without new data
@@ -156,12 +253,227 @@ class MemtuiApp(App[None]):
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         self._fold(self.view.with_connection(message.state))
 
-    # ------------------------------------------------------------------ actions
+    def on_window_read(self, message: WindowRead) -> None:
+        if message.window == self.view.window:
+            self._fold(self.view.with_window(message.window, message.points))
+
+    # ------------------------------------------------------------------ requests
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only console neither shows nor runs the operator's actions."""
+        return not (self.readonly and action in OPERATOR_ACTIONS)
+
+    def send_request(self, request: Request, done: str) -> None:
+        """Send ``request`` in a worker; ``done`` is the notification on success."""
+        if self.readonly:
+            self.notify("read-only console: commands are refused", severity="warning")
+            return
+        if self.client is None:
+            self.notify("not connected to a live run", severity="error")
+            return
+        self.sent.append(request)
+        self.run_worker(self._request(self.client, request, done), group="requests")
+
+    async def _request(self, client: EngineClient, request: Request, done: str) -> None:
+        try:
+            await client.request(request)
+        except EngineRefused as err:
+            self.notify(err.reason, title=f"{request.kind} refused", severity="error", timeout=10)
+        except EngineUnavailable as err:
+            self.notify(str(err), title=f"{request.kind} not delivered", severity="error", timeout=10)
+        else:
+            self.notify(done, title=request.kind)
+
+    def _confirm(self, title: str, body: str, then: Callable[[], None], *, yes: str = "Yes") -> None:
+        def answered(ok: bool | None) -> None:
+            if ok:
+                then()
+
+        self.push_screen(ConfirmScreen(title, body, yes=yes), answered)
+
+    # ------------------------------------------------------------------ actions: run
 
     def action_detach(self) -> None:
         """Close the console only; the run goes on."""
         self.exit()
 
+    def action_stop(self) -> None:
+        body = f"Stop {self.view.run_id}? The trainer finishes its step, checkpoints and exits."
+        self._confirm(
+            "Stop the run",
+            body,
+            lambda: self.send_request(Stop(id=new_request_id(), reason="operator (console)"), "stopping"),
+            yes="Stop",
+        )
+
+    def action_kill_trainer(self) -> None:
+        self.action_chaos("kill_trainer")
+
+    def action_chaos(self, action: str) -> None:
+        if action not in CHAOS_ACTIONS:
+            self.notify(f"unknown chaos action {action!r}", severity="error")
+            return
+        body = (
+            f"Inject chaos [b]{action}[/b] into {self.view.run_id}? This rehearses a failure on the live run."
+        )
+        self._confirm(
+            f"Chaos: {action}",
+            body,
+            lambda: self.send_request(Chaos(id=new_request_id(), action=action), f"{action} sent"),  # type: ignore[arg-type]
+            yes="Inject",
+        )
+
+    # ------------------------------------------------------------------ actions: directives
+
+    def _directive(self):  # type: ignore[no-untyped-def]
+        directive = self.query_one(DirectivesPanel).current()
+        if directive is None:
+            self.notify("no pending directive", severity="warning")
+        return directive
+
+    def action_approve(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+        self._confirm(
+            f"Approve {d.id}",
+            f"Apply as the policy allows it:\n{render_changes(d.requested, d.allowed)}",
+            lambda: self.send_request(Approve(id=new_request_id(), directive_id=d.id), f"{d.id} approved"),
+            yes="Approve",
+        )
+
+    def action_clamp(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+
+        def clamped(values: ClampValues | None) -> None:
+            if values:
+                self.send_request(
+                    Clamp(id=new_request_id(), directive_id=d.id, values=values),  # type: ignore[arg-type]
+                    f"{d.id} clamped",
+                )
+
+        self.push_screen(ClampScreen(d), clamped)
+
+    def action_reject(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+
+        def rejected(reason: str | None) -> None:
+            if reason:
+                self.send_request(
+                    Reject(id=new_request_id(), directive_id=d.id, reason=reason), f"{d.id} rejected"
+                )
+
+        self.push_screen(RejectScreen(d), rejected)
+
+    def action_details(self) -> None:
+        d = self._directive()
+        if d is not None:
+            self.push_screen(DirectiveScreen(d, self._clock()))
+
+    # ------------------------------------------------------------------ actions: display
+
     def action_keys(self) -> None:
-        keys = [(b.key, b.description) for b in self.BINDINGS if isinstance(b, Binding)]
-        self.push_screen(KeysScreen(keys))
+        keys = [
+            (b.key.split(",")[0], b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding) and self.check_action(b.action.split("(")[0], ())
+        ]
+        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette"), ("↑/↓", "Directive cursor")]))
+
+    def action_freeze(self) -> None:
+        self.frozen = not self.frozen
+        self.redraw()  # the header's FROZEN mark; unfreezing catches up at once
+
+    def action_window(self) -> None:
+        window = WINDOWS[(WINDOWS.index(self.view.window) + 1) % len(WINDOWS)]
+        self._fold(self.view.with_window(window))
+        if window != "live":
+            self._read_window(window)
+        self.notify(f"charts: {window}", timeout=2)
+
+    def _read_window(self, window: ChartWindow) -> None:
+        self._window_read_at = self._clock()
+        self.run_worker(
+            lambda: self._window_points(window),
+            thread=True,
+            group="window",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    def _window_points(self, window: ChartWindow) -> None:
+        """Worker thread: read and downsample the store, then hand the points to the app."""
+        from memtui.window_reader import read_window
+
+        try:
+            points = tuple(read_window(self.run_dir.store, window, self._clock()))
+        except Exception as err:  # a store being written can be briefly unreadable
+            self.call_from_thread(self.notify, f"cannot read the history: {err}", severity="warning")
+            return
+        self.post_message(WindowRead(window, points))
+
+    def action_event_filter(self) -> None:
+        kind = self.query_one(EventLog).cycle_filter()
+        self.notify(f"events: {kind}", timeout=2)
+
+    def action_toggle_panel(self, name: str) -> None:
+        panel = self.query_one(f"#{name}", Panel)
+        panel.display = not panel.display
+        if panel.display:
+            panel.show(self.view, self._clock())
+
+    def action_maximize(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        focused = screen.focused if isinstance(screen.focused, Panel) else self.query_one(MemoryPanel)
+        screen.maximize(focused)
+
+    def action_screenshot(self) -> None:
+        folder = self.run_dir.path / "screenshots"
+        try:
+            folder.mkdir(exist_ok=True)
+            path = self.save_screenshot(path=str(folder))
+        except OSError as err:
+            self.notify(f"cannot save the screenshot: {err}", severity="error")
+            return
+        self.notify(str(Path(path)), title="screenshot saved (SVG)")
+
+    def action_next_theme(self) -> None:
+        names = [load_theme(stem).name for stem in available_themes()]
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_set_theme(self, stem: str) -> None:
+        self.theme = load_theme(stem).name
+
+    # ------------------------------------------------------------------ palette
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) of every command; a read-only console lists no operator action."""
+        commands = [
+            ("Directive: approve", "apply the selected directive as the policy allows", "approve"),
+            ("Directive: clamp", "edit the selected directive's values", "clamp"),
+            ("Directive: reject", "refuse the selected directive with a reason", "reject"),
+            ("Directive: details", "everything about the selected directive", "details"),
+            *(
+                (f"Chaos: {a}", "inject a failure into the live run (asks first)", f"chaos('{a}')")
+                for a in CHAOS_ACTIONS
+            ),
+            ("Run: stop", "stop the run gracefully (asks first)", "stop"),
+            *((f"Panel: toggle {n}", f"key {k}", f"toggle_panel('{n}')") for k, n in PANEL_KEYS.items()),
+            ("Panel: maximise / restore", "the focused panel fills the screen", "maximize"),
+            ("Display: freeze / unfreeze", "pause drawing; data keeps arriving", "freeze"),
+            ("Charts: next window", "last 5 min / last hour / whole run", "window"),
+            ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
+            ("Export: screenshot (SVG)", "into the run directory's screenshots/", "screenshot"),
+            *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),
+            ("Detach", "close the console; the run goes on", "detach"),
+        ]
+        return [c for c in commands if self.check_action(c[2].split("(")[0], ())]

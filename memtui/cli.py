@@ -93,6 +93,15 @@ def _add_theme(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
     )
 
 
+def _add_readonly(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        default=False if root else argparse.SUPPRESS,
+        help="watch only: the console hides and refuses every command that changes the run",
+    )
+
+
 def _add_run(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "run",
@@ -112,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
     _add_theme(parser, root=True)
+    _add_readonly(parser, root=True)
     parser.set_defaults(handler=cmd_default)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
@@ -131,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
     run.add_argument("--json", action="store_true", help="print the started run as JSON")
     _add_theme(run)
+    _add_readonly(run)
     run.set_defaults(handler=cmd_run)
 
     attach = sub.add_parser(
@@ -140,7 +151,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run(attach, "the newest live run")
     _add_theme(attach)
+    _add_readonly(attach)
     attach.set_defaults(handler=cmd_attach)
+
+    export = sub.add_parser(
+        "export",
+        help="write a run's steps or events as CSV or JSON lines",
+        description="Read the run's store (read-only; a live run goes on) and write its step "
+        "telemetry and/or events.",
+    )
+    _add_run(export, "the newest run")
+    export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
+    export.add_argument(
+        "--what", choices=("steps", "events", "all"), default="steps", help="default steps"
+    )
+    export.add_argument(
+        "--out", metavar="PATH", help="file to write (default stdout); a directory for csv --what all"
+    )
+    export.set_defaults(handler=cmd_export)
 
     ls = sub.add_parser("ls", help="list every run", description="List every run, newest first.")
     ls.add_argument("--json", action="store_true", help="print a JSON list of run statuses")
@@ -234,7 +262,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
         live = _start(build_run_config(preset="tiny"))
         print(f"started the demo run {live.run_id}", file=sys.stderr)
-    return open_console(live, args.theme)
+    return open_console(live, args.theme, readonly=args.readonly)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -246,7 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(f"config error: {err}", code=2) from None
     run = _start(config)
     _print_started(run, as_json=args.json)
-    return 0 if args.detach else open_console(run, args.theme)
+    return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly)
 
 
 def _start(config: RunConfig) -> RunDir:
@@ -276,10 +304,29 @@ def _print_started(run: RunDir, *, as_json: bool) -> None:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    return open_console(_resolve(args.run, live=args.run is None), args.theme)
+    return open_console(_resolve(args.run, live=args.run is None), args.theme, readonly=args.readonly)
 
 
-def open_console(run: RunDir, theme: str | None) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from engine.store import StoreError
+    from memtui.export import export
+
+    run = _resolve(args.run, live=False)
+    if not run.store.exists():
+        raise CliError(f"{run.run_id}: no telemetry stored yet")
+    out = Path(args.out) if args.out else sys.stdout
+    try:
+        rows = export(run.store, args.format, args.what, out)
+    except (ValueError, StoreError, OSError) as err:
+        raise CliError(f"export: {err}", code=2 if isinstance(err, ValueError) else 1) from None
+    if args.out:
+        print(f"{rows} rows written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def open_console(run: RunDir, theme: str | None, *, readonly: bool = False) -> int:
     """Run the console on ``run`` until the operator detaches; the run goes on.
 
     It opens on the stored history at once; a live run then replays only newer events.
@@ -294,7 +341,7 @@ def open_console(run: RunDir, theme: str | None) -> int:
     view = stored_view(run)
     if live:
         view = dataclasses.replace(view, connection="connecting")
-    app = MemtuiApp(run, live=live, view=view, theme_name=theme or DEFAULT_THEME)
+    app = MemtuiApp(run, live=live, view=view, theme_name=theme or DEFAULT_THEME, readonly=readonly)
     app.run()
     return app.return_code or 0
 

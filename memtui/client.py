@@ -22,12 +22,16 @@ from typing import Literal
 from engine.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
+    Approve,
+    Chaos,
+    Clamp,
     Error,
     EventMessage,
     Hello,
     Ok,
     Ping,
     ProtocolError,
+    Reject,
     Replay,
     Role,
     ServerMessage,
@@ -41,7 +45,7 @@ from engine.protocol import (
 )
 
 ConnectionState = Literal["connecting", "connected", "disconnected"]
-Request = Status | Stop | Ping | Replay
+Request = Status | Stop | Ping | Replay | Approve | Clamp | Reject | Chaos
 MessageCallback = Callable[[ServerMessage], None]
 StateCallback = Callable[[ConnectionState], None]
 

@@ -13,6 +13,7 @@ from textual.message import Message
 from engine.domain import Event
 from engine.protocol import Telemetry, Welcome
 from memtui.client import ConnectionState
+from memtui.series import ChartWindow, Point
 
 
 @dataclass
@@ -36,3 +37,11 @@ class WelcomeReceived(Message):
 @dataclass
 class ConnectionChanged(Message):
     state: ConnectionState
+
+
+@dataclass
+class WindowRead(Message):
+    """A longer chart window, read from the store by a worker thread."""
+
+    window: ChartWindow
+    points: tuple[Point, ...]

@@ -12,8 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
+from pydantic import ValidationError
+
 from engine.domain import TERMINAL_STATES, Event, RunState, TelemetrySample
-from engine.protocol import EventMessage, ServerMessage, Telemetry, Welcome
+from engine.protocol import DirectiveView, EventMessage, ServerMessage, Telemetry, Welcome
+from memtui.series import LIVE_POINTS, WINDOW_SECONDS, ChartWindow, Point, point_of, within
 
 ViewConnection = Literal["connecting", "connected", "disconnected", "history"]
 """The client's connection states, plus ``history``: a finished run read from its store."""
@@ -22,6 +25,12 @@ MAX_EVENTS = 500
 """Newest events kept for the log; the store keeps them all."""
 LOSS_EMA_ALPHA = 0.1
 """Weight of the newest loss in the smoothed loss (about a 10-step window)."""
+LOSS_SCALE_FLOOR = 1.0
+"""DeepSpeed's default min_loss_scale: a scale sitting here cannot absorb another overflow."""
+OVERFLOW_ALERT_WINDOW = 50
+OVERFLOW_ALERT_COUNT = 3
+"""This many overflows within the newest OVERFLOW_ALERT_WINDOW points raise an alert."""
+DIRECTIVE_EVENTS = frozenset({"directive_proposed", "directive_decided"})
 _RUN_STATES = frozenset(get_args(RunState))
 
 
@@ -48,6 +57,15 @@ class RunView:
     last_seq: int = 0
     coalesced: int = 0
     """Telemetry samples the supervisor did not send us (the store has them)."""
+    points: tuple[Point, ...] = ()
+    """Newest samples as chart points (the live window), oldest first."""
+    tokens_per_s_peak: float | None = None
+    directives: tuple[DirectiveView, ...] = ()
+    """Pending directives, oldest first."""
+    window: ChartWindow = "live"
+    """The throughput and memory charts' window."""
+    window_points: tuple[Point, ...] | None = None
+    """Downsampled store points for the hour/run windows; None until read."""
 
     # ------------------------------------------------------------------ folding
 
@@ -86,7 +104,13 @@ class RunView:
             loss_smoothed=_ema(self.loss_smoothed, sample.loss),
             loss_scale_min=_min(self.loss_scale_min, sample.loss_scale),
             newest_data_at=now if now is not None else self.newest_data_at,
+            points=(*self.points, point_of(sample))[-LIVE_POINTS:],
+            tokens_per_s_peak=_max(self.tokens_per_s_peak, sample.tokens_per_s),
         )
+
+    def with_window(self, window: ChartWindow, points: tuple[Point, ...] | None = None) -> RunView:
+        """Switch the chart window; ``points`` are the store's, read off the event loop."""
+        return dataclasses.replace(self, window=window, window_points=points)
 
     def with_event(self, event: Event, now: float | None = None) -> RunView:
         if event.seq <= self.last_seq:
@@ -97,6 +121,7 @@ class RunView:
             last_seq=event.seq,
             state=_state_after(event, self.state),
             newest_data_at=now if now is not None else self.newest_data_at,
+            directives=_directives_after(event, self.directives),
         )
 
     # ------------------------------------------------------------------ derived
@@ -144,11 +169,50 @@ class RunView:
     def data_age_s(self, now: float) -> float | None:
         return None if self.newest_data_at is None else max(0.0, now - self.newest_data_at)
 
+    def chart_points(self, now: float, limit: int = LIVE_POINTS) -> tuple[Point, ...]:
+        """The newest ``limit`` points the charts draw: live ones, or the store's for a longer window."""
+        if self.window == "live" or self.window_points is None:
+            newest = self.points[-1].ts if self.points else now
+            recent = self.points[-limit:] if limit > 0 else ()
+            return tuple(within(recent, max(now, newest), WINDOW_SECONDS["live"]))
+        return self.window_points[-limit:] if limit > 0 else ()
+
+    def numerics_alerts(self) -> list[str]:
+        """What an operator must look at now: scale at its floor, repeating overflows, NaN loss."""
+        s = self.sample
+        if s is None:
+            return []
+        alerts = []
+        if not math.isfinite(s.loss):
+            alerts.append(f"loss is {s.loss}")
+        if s.loss_scale is not None and s.loss_scale <= LOSS_SCALE_FLOOR:
+            alerts.append("loss scale at its floor")
+        recent = sum(p.overflow for p in self.points[-OVERFLOW_ALERT_WINDOW:])
+        if recent >= OVERFLOW_ALERT_COUNT:
+            alerts.append(f"{recent} overflows in the last {OVERFLOW_ALERT_WINDOW} steps")
+        return alerts
+
 
 def _state_after(event: Event, state: RunState) -> RunState:
     """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
     new = event.data.get("to") if event.type == "state_changed" else None
     return cast(RunState, new) if new in _RUN_STATES else state
+
+
+def _directives_after(event: Event, pending: tuple[DirectiveView, ...]) -> tuple[DirectiveView, ...]:
+    """Pending directives after a ``directive_*`` event (``data: {"directive": DirectiveView}``)."""
+    if event.type not in DIRECTIVE_EVENTS:
+        return pending
+    try:
+        directive = DirectiveView.model_validate(event.data.get("directive"))
+    except ValidationError:
+        return pending  # a directive we cannot read is still in the event log
+    others = tuple(d for d in pending if d.id != directive.id)
+    return (*others, directive) if directive.state == "pending" else others
+
+
+def _max(previous: float | None, value: float) -> float | None:
+    return value if previous is None else max(previous, value)
 
 
 def _ema(previous: float | None, value: float) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -137,6 +138,15 @@ def read_pty(fd: int, seconds: float) -> bytes:
     return out
 
 
+ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+
+
+def steps_on_screen(output: bytes) -> list[int]:
+    """Step numbers the header drew (``step N/TARGET``), in the order they were drawn."""
+    text = ANSI_ESCAPE.sub(b"", output).decode("utf-8", "replace")
+    return [int(n) for n in re.findall(r"step (\d+)/\d+", text)]
+
+
 def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> None:
     run_id = start_detached(home, "--steps", "100000")
     wait_for(lambda: status(home, run_id)["step"] > 0, 120, "the first step")
@@ -146,7 +156,10 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
         os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
         os.execv(MEMTUI, [MEMTUI, "attach", run_id])
     try:
-        screen = read_pty(fd, 8.0)
+        screen, deadline = b"", time.monotonic() + 60
+        while len(set(steps_on_screen(screen))) < 2:  # the step advances on screen
+            assert time.monotonic() < deadline, f"saw steps {steps_on_screen(screen)}"
+            screen += read_pty(fd, 0.5)
         assert run_id.encode() in screen
         os.write(fd, b"q")
         read_pty(fd, 1.0)
@@ -158,6 +171,8 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
         except (ProcessLookupError, ChildProcessError):
             pass
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
+    seen = max(steps_on_screen(screen))
+    wait_for(lambda: status(home, run_id)["step"] > seen, 60, "steps after the console detached")
     assert memtui(home, "stop", run_id).returncode == 0
 
 

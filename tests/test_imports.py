@@ -43,6 +43,8 @@ def test_console_loads_no_torch_or_deepspeed() -> None:
         "memtui.resolver",
         "memtui.run_logs",
         "memtui.status_report",
+        "memtui.export",
+        "memtui.window_reader",
     )
     # What the CLI imports lazily on its way (launching, offline status) must be clean too.
     engine_side = existing("engine.launch", "engine.runstatus", "engine.store")

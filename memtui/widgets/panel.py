@@ -19,19 +19,30 @@ class Panel(Static):
         border: round $panel-lighten-2;
         border-title-color: $text-primary;
         padding: 0 1;
+        width: 100%;
+        height: 100%;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
+    Panel:focus { border: round $primary; }
     """
+    can_focus = True
+    """Focus picks the panel to maximise (and the directives list's cursor)."""
 
     def __init__(self, *, title: str = "", id: str | None = None) -> None:
         super().__init__(id=id, markup=True)
         self.border_title = title
         self._view: RunView | None = None
         self._now = 0.0
+        self._content = ""
 
     def show(self, view: RunView, now: float) -> None:
-        """Redraw from ``view`` as of ``now`` (Unix time)."""
+        """Redraw from ``view`` as of ``now`` (Unix time); nothing to do if the text is unchanged."""
         self._view, self._now = view, now
-        self.update(self.draw(view, now))
+        content = self.draw(view, now)
+        if content != self._content:
+            self._content = content
+            self.update(content, layout=False)  # the grid fixes our size: no layout pass
 
     def draw(self, view: RunView, now: float) -> str:
         """Content markup for ``view``; subclasses call their module's pure renderer."""

@@ -29,16 +29,20 @@ STALE_AFTER_S = 10.0
 """Data older than this while connected is flagged: the trainer may be stuck."""
 
 
-def render_header(view: RunView, now: float) -> str:
+def render_header(view: RunView, now: float, *, frozen: bool = False, readonly: bool = False) -> str:
     """Two lines of content markup."""
-    return f"{_identity_line(view)}\n{_progress_line(view, now)}"
+    return f"{_identity_line(view, frozen, readonly)}\n{_progress_line(view, now)}"
 
 
-def _identity_line(view: RunView) -> str:
+def _identity_line(view: RunView, frozen: bool, readonly: bool) -> str:
     state_style = STATE_STYLES.get(view.state, "$text")
     label, conn_style = CONNECTION_LABELS[view.connection]
+    flags = ("  [reverse $text-warning] FROZEN [/]" if frozen else "") + (
+        "  [$text-muted]read-only[/]" if readonly and view.connection != "history" else ""
+    )
     return (
-        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]  [{conn_style}]{label}[/]"
+        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]"
+        f"  [{conn_style}]{label}[/]{flags}"
     )
 
 
@@ -66,5 +70,13 @@ class RunHeader(Static):
     }
     """
 
+    frozen = False
+    """The display is paused (data still arrives)."""
+    readonly = False
+    _shown = ""
+
     def show(self, view: RunView, now: float) -> None:
-        self.update(render_header(view, now))
+        content = render_header(view, now, frozen=self.frozen, readonly=self.readonly)
+        if content != self._shown:
+            self._shown = content
+            self.update(content, layout=False)

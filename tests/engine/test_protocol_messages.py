@@ -76,6 +76,10 @@ CLIENT_MESSAGES = [
     Replay(id="r", since=0),
     StepReport(sample=_sample()),
     TrainerEvent(type="trainer_started", severity="critical", message="hi", data={"pid": 1}),
+    protocol.Approve(id="a", directive_id="d-1"),
+    protocol.Clamp(id="c", directive_id="d-1", values={"lr_multiplier": 0.5, "micro_batch_size": 4}),
+    protocol.Reject(id="j", directive_id="d-1", reason="no"),
+    protocol.Chaos(id="k", action="kill_trainer"),
 ]
 SERVER_MESSAGES = [
     Welcome(run_id="demo-1", state="running", last_seq=9),

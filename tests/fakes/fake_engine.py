@@ -4,7 +4,10 @@ Like httpx's mock transport: the console and CLI are tested against it without t
 real engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello``
 with a ``Welcome`` and a replay of its scripted events, streams scripted telemetry at a
 rate, answers Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records
-every message it received so tests can assert on them::
+every message it received so tests can assert on them. Directives: ``propose`` announces one
+(``directive_proposed``); Approve/Clamp/Reject decide it (``directive_decided``), a clamp
+outside the directive's bounds is refused as the policy would. Chaos is recorded as a
+``chaos`` event and answered Ok::
 
     async with FakeEngine(sock, events=[...], telemetry=[...]) as engine:
         ...
@@ -26,13 +29,18 @@ from typing import Any
 from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, TelemetrySample
 from engine.protocol import (
     STREAM_LIMIT,
+    Approve,
+    Chaos,
+    Clamp,
     ClientMessage,
+    DirectiveView,
     Error,
     EventMessage,
     Hello,
     Ok,
     Ping,
     ProtocolError,
+    Reject,
     Replay,
     Status,
     Stop,
@@ -68,6 +76,23 @@ def make_sample(step: int, **over: Any) -> TelemetrySample:
     )
     fields.update(over)
     return TelemetrySample(**fields)
+
+
+def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
+    """A pending rule-planner directive: lower the LR, clamped by the policy to its bound."""
+    fields: dict[str, Any] = dict(
+        id=directive_id,
+        source="rules",
+        created_at=1_700_000_000.0,
+        expires_at=1_700_000_000.0 + 300,
+        step=200,
+        requested={"lr_multiplier": 0.5, "gradient_clip_norm": 2.0},
+        allowed={"lr_multiplier": 0.5, "gradient_clip_norm": 1.25},
+        bounds={"lr_multiplier": (0.1, 0.85), "gradient_clip_norm": (0.1, 1.25)},
+        reasons=["loss spiked 3x over its 50-step mean", "gradient_clip_norm clamped to 1.25"],
+    )
+    fields.update(over)
+    return DirectiveView(**fields)
 
 
 def make_event(seq: int, type: str = "note", message: str | None = None, **over: Any) -> Event:
@@ -117,6 +142,8 @@ class FakeEngine:
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
+        self.directives: dict[str, DirectiveView] = {}
+        """id -> the newest version of each proposed directive."""
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
         self._connections: list[_Connection] = []
@@ -167,6 +194,36 @@ class FakeEngine:
             if conn.hello is not None and conn.hello.role != "cli":
                 conn.send(EventMessage(event=event))
         return event
+
+    def propose(self, directive: DirectiveView) -> Event:
+        """Announce a pending directive as the supervisor will (``directive_proposed``)."""
+        self.directives[directive.id] = directive
+        return self.add_event(
+            "directive_proposed",
+            f"directive {directive.id} from {directive.source}",
+            data={"directive": directive.model_dump(mode="json")},
+        )
+
+    def _decide(self, directive_id: str, state: str, reason: str, **update: Any) -> Error | None:
+        directive = self.directives.get(directive_id)
+        if directive is None or directive.state != "pending":
+            return Error(reason=f"no pending directive {directive_id!r}")
+        decided = directive.model_copy(update={"state": state, **update})
+        self.directives[directive_id] = decided
+        self.add_event(
+            "directive_decided",
+            f"directive {directive_id} {state}: {reason}",
+            data={"directive": decided.model_dump(mode="json")},
+        )
+        return None
+
+    def _clamp(self, message: Clamp) -> Error | None:
+        directive = self.directives.get(message.directive_id)
+        for field, value in message.values.items():
+            low, high = (directive.bounds.get(field) if directive else None) or (value, value)
+            if not low <= value <= high:
+                return Error(reason=f"policy: {field} {value} outside [{low}, {high}]")
+        return self._decide(message.directive_id, "clamped", "by the operator", allowed=dict(message.values))
 
     def set_state(self, state: RunState) -> None:
         """Change state and announce it as the supervisor does (``state_changed`` from/to)."""
@@ -256,12 +313,35 @@ class FakeEngine:
             return Ok(id=message.id, result={"state": self.state})
         if isinstance(message, Ping):
             return Ok(id=message.id, result={"pong": True})
+        if isinstance(message, (Approve, Clamp, Reject)):
+            return self._answer_directive(message)
+        if isinstance(message, Chaos):
+            self.add_event(
+                "chaos",
+                f"chaos: {message.action}",
+                severity="warning",
+                data={"action": message.action, "params": message.params},
+            )
+            return Ok(id=message.id, result={"action": message.action})
         if isinstance(message, Replay):
             replay = [e for e in self.events if e.seq > message.since]
             for event in replay:
                 conn.send(EventMessage(event=event))
             return Ok(id=message.id, result={"count": len(replay)})
         return Error(id=request_id, reason=f"the fake does not handle {message.kind!r}")
+
+    def _answer_directive(self, message: Approve | Clamp | Reject) -> Ok | Error:
+        if isinstance(message, Approve):
+            refused = self._decide(message.directive_id, "approved", "by the operator")
+        elif isinstance(message, Clamp):
+            refused = self._clamp(message)
+        else:
+            refused = self._decide(message.directive_id, "rejected", message.reason)
+        if refused is not None:
+            return refused.model_copy(update={"id": message.id})
+        return Ok(
+            id=message.id, result={"directive": self.directives[message.directive_id].model_dump(mode="json")}
+        )
 
     def _begin_stop(self) -> None:
         if self.state in TERMINAL_STATES or self.state == "stopping":

@@ -13,10 +13,10 @@ from memtui.app import MemtuiApp
 from memtui.history import stored_view
 from memtui.screens.keys_screen import KeysScreen
 from memtui.widgets.event_log import EventLog
-from memtui.widgets.loss_scale_panel import LossScalePanel
 from memtui.widgets.memory_panel import MemoryPanel
+from memtui.widgets.numerics_panel import NumericsPanel
 from memtui.widgets.run_header import RunHeader
-from memtui.widgets.stats_panel import StatsPanel
+from memtui.widgets.throughput_panel import ThroughputPanel
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 
 
@@ -53,22 +53,23 @@ async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEng
     app = MemtuiApp(live_run)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(lambda: app.view.step == 5 and app.view.last_seq == 2)
-        await pilot.pause(0.25)  # one redraw tick
-        stats = text_of(app.query_one(StatsPanel))
-        assert "5 / 100" in stats and "5.45" in stats
+        await pilot.pause(0.45)  # one redraw tick
+        numerics = text_of(app.query_one(NumericsPanel))
+        assert "5.45" in numerics
+        assert "20.5k tok/s" in text_of(app.query_one(ThroughputPanel))
         memory = app.query_one(MemoryPanel)
         assert "process RSS (CPU stand-in)" in str(memory.border_title)
         assert "300 MiB" in text_of(memory) and "not VRAM" in text_of(memory)
-        scale = text_of(app.query_one(LossScalePanel))
-        assert "4096 (2^12)" in scale and "2048 (2^11)" in scale and "overflows 1" in scale
+        assert "4096 (2^12)" in numerics and "2048 (2^11)" in numerics and "overflows 1" in numerics
         header = text_of(app.query_one(RunHeader))
         assert live_run.run_id in header and "running" in header and "live" in header
+        assert "step 5/100" in header
         events = text_of(app.query_one(EventLog))
         assert "run started" in events and "trainer attempt 1" in events
 
         fake.add_event("checkpoint_saved", "checkpoint step 5")
         await until(lambda: app.view.last_seq == 3)
-        await pilot.pause(0.25)
+        await pilot.pause(0.45)
         assert "checkpoint step 5" in text_of(app.query_one(EventLog))
     assert fake.hellos[0].role == "console" and fake.hellos[0].replay_from == 0
 
@@ -107,7 +108,7 @@ async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fa
         await until(lambda: app.view.connection != "connected")
         fake.add_event("note", "while you were away")
         await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3)
-        await pilot.pause(0.25)
+        await pilot.pause(0.45)
         assert "while you were away" in text_of(app.query_one(EventLog))
     assert fake.hellos[-1].replay_from == 2
 
@@ -157,3 +158,26 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
         await until(lambda: app.view.last_seq == 3)
     assert fake.hellos[0].replay_from == 2
     assert [e.seq for e in app.view.events] == [1, 2, 3]
+
+
+async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake: FakeEngine) -> None:
+    """The supervisor goes away (socket gone) and a new one comes up: the header says so, then recovers."""
+    from memtui.widgets.run_header import RunHeader
+
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(lambda: app.view.last_seq == 2)
+        assert app.client is not None
+        app.client._backoff = (0.05, 0.2)
+        events = list(fake.events)
+        await fake.close()  # the old supervisor exits
+        await until(lambda: app.view.connection == "disconnected")
+        await pilot.pause(0.45)
+        assert "disconnected" in text_of(app.query_one(RunHeader))
+        async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=events) as restarted:
+            restarted.add_event("supervisor_restarted", "supervisor back")
+            await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3, timeout=10)
+            await pilot.pause(0.45)
+            assert "live" in text_of(app.query_one(RunHeader))
+            assert "supervisor back" in text_of(app.query_one(EventLog))
+        assert restarted.hellos[-1].replay_from == 2

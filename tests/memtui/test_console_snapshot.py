@@ -1,11 +1,15 @@
-"""The main screen at 80x24, pixel for pixel, against the fake engine with fixed data and a fixed clock.
+"""The main screen, cell for cell, against the fake engine with fixed data and a fixed clock:
+80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme; and the "terminal too
+small" screen below the minimum.
 
 Update after an intended change: ``pytest tests/memtui/test_console_snapshot.py --snapshot-update``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +18,14 @@ import pytest
 
 from engine.domain import build_run_config
 from engine.rundir import RunDir
+from engine.store import Store
 from memtui.app import MemtuiApp
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from memtui.history import stored_view
+from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_sample
 
 CREATED_AT = 1_700_000_000.0
 NOW = CREATED_AT + 754.0  # 12m34s into the run
+LAST_STEP = 240
 
 
 @pytest.fixture
@@ -30,42 +37,77 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
+def sample(step: int):  # type: ignore[no-untyped-def]
+    return make_sample(
+        step,
+        ts=NOW - 0.4 - (LAST_STEP - step) * 0.5,
+        loss=2.3456 + (LAST_STEP - step) * 0.01,
+        grad_norm=0.734,
+        loss_scale=2048.0 if step > 200 else 4096.0,
+        overflow=step == 201,
+        overflow_count=2 if step > 200 else 1,
+        skipped_steps=2 if step > 200 else 1,
+        tokens_per_s=20_000.0 + 2_000.0 * math.sin(step / 9),
+        mem_allocated=1536 * 2**20,
+        mem_reserved=(1600 + (step % 50)) * 2**20,
+        mem_peak=1900 * 2**20,
+    )
+
+
 def fixed_run(home: Path) -> RunDir:
     run = RunDir(home / "runs" / "demo-20231114-221320-ab12")
     run.ensure_layout()
     config = build_run_config(name="demo", steps=2000).model_dump(mode="json")
     doc = {"run_id": run.run_id, "created_at": CREATED_AT, "config": config}
     run.config_file.write_text(json.dumps(doc))
+    with Store(run.store) as store:
+        for step in range(1, LAST_STEP + 1):
+            store.add_step(sample(step))
     return run
 
 
-def test_main_screen(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
-    run = fixed_run(home)
-    sample = make_sample(
-        240,
-        ts=NOW - 0.4,
-        loss=2.3456,
-        grad_norm=0.734,
-        loss_scale=2048.0,
-        overflow_count=2,
-        mem_allocated=1536 * 2**20,
-        mem_reserved=1700 * 2**20,
-        mem_peak=1900 * 2**20,
-    )
-    events = [
+def scripted_events() -> list:  # type: ignore[type-arg]
+    directive = make_directive("d-7", created_at=NOW - 62, expires_at=NOW + 238, step=238)
+    return [
         make_event(1, "run_started", "run started: preset tiny, 2000 steps"),
         make_event(2, "trainer_started", "trainer attempt 1 (pid 4242)"),
         make_event(3, "loss_scale_dropped", "fp16 overflow: loss scale 4096 -> 2048", severity="warning"),
         make_event(4, "checkpoint_saved", "checkpoint step 200 (12.1 MiB, verified)"),
+        make_event(
+            5,
+            "directive_proposed",
+            "directive d-7 from rules",
+            data={"directive": directive.model_dump(mode="json")},
+        ),
     ]
-    with FakeEngine.in_thread(run.socket, run_id=run.run_id, events=events, telemetry=[sample]):
-        app = MemtuiApp(run, clock=lambda: NOW)
 
-        async def until_drawn(pilot) -> None:  # type: ignore[no-untyped-def]
-            deadline = time.monotonic() + 5
-            while not (app.view.step == 240 and app.view.last_seq == 4):
-                assert time.monotonic() < deadline
-                await pilot.pause(0.02)
-            await pilot.pause(0.25)
 
-        assert snap_compare(app, terminal_size=(80, 24), run_before=until_drawn)
+def console(run: RunDir, theme: str) -> MemtuiApp:
+    view = dataclasses.replace(stored_view(run), connection="connecting", newest_data_at=None)
+    return MemtuiApp(run, view=view, clock=lambda: NOW, theme_name=theme)
+
+
+async def until_drawn(pilot) -> None:  # type: ignore[no-untyped-def]
+    app = pilot.app
+    deadline = time.monotonic() + 10
+    while not (app.view.connection == "connected" and app.view.last_seq == 5 and app.view.newest_data_at):
+        assert time.monotonic() < deadline, "the console never caught up with the fake engine"
+        await pilot.pause(0.02)
+    await pilot.pause(0.45)
+
+
+@pytest.mark.parametrize("theme", ["dark", "ansi"])
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_main_screen(home: Path, utc: None, snap_compare, theme: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    run = fixed_run(home)
+    # The last sample again, live: the clock says it arrived just now.
+    with FakeEngine.in_thread(
+        run.socket, run_id=run.run_id, events=scripted_events(), telemetry=[sample(LAST_STEP + 1)]
+    ):
+        assert snap_compare(console(run, theme), terminal_size=size, run_before=until_drawn)
+
+
+def test_too_small_terminal(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    run = fixed_run(home)
+    app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
+    assert snap_compare(app, terminal_size=(60, 20))

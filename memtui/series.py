@@ -1,0 +1,113 @@
+"""Chart series: the few numbers per step a chart needs, windowed and downsampled.
+
+``Point`` is what a chart draws from (a full ``TelemetrySample`` is ~30 fields; a chart
+needs six). ``downsample`` folds any number of points into at most ``buckets`` by step,
+streaming, so a whole multi-day run read back from the store costs one pass and a few
+hundred points of memory. Pure functions of their inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.domain import TelemetrySample
+
+ChartWindow = Literal["live", "hour", "run"]
+"""live: the newest minutes, from telemetry as it arrives; hour and run: read from the store."""
+WINDOWS: tuple[ChartWindow, ...] = ("live", "hour", "run")
+WINDOW_SECONDS: dict[ChartWindow, float | None] = {"live": 300.0, "hour": 3600.0, "run": None}
+WINDOW_LABELS: dict[ChartWindow, str] = {"live": "last 5 min", "hour": "last hour", "run": "whole run"}
+LIVE_POINTS = 3000
+"""Newest points kept in memory for the live window (5 min at the ~10 Hz telemetry rate)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One step (or a bucket of steps) as a chart sees it. Bytes, seconds, tokens/s."""
+
+    step: int
+    ts: float
+    tokens_per_s: float
+    step_time_s: float
+    loss: float
+    mem_allocated: int
+    mem_reserved: int
+    overflow: bool = False
+
+
+def point_of(sample: TelemetrySample) -> Point:
+    return Point(
+        step=sample.step,
+        ts=sample.ts,
+        tokens_per_s=sample.tokens_per_s,
+        step_time_s=sample.step_time_s,
+        loss=sample.loss,
+        mem_allocated=sample.mem_allocated,
+        mem_reserved=sample.mem_reserved,
+        overflow=sample.overflow,
+    )
+
+
+def within(points: Sequence[Point], now: float, seconds: float | None) -> list[Point]:
+    """The points no older than ``seconds`` before ``now`` (all of them for None)."""
+    if seconds is None:
+        return list(points)
+    return [p for p in points if p.ts >= now - seconds]
+
+
+def downsample(points: Iterable[Point], buckets: int, first_step: int, last_step: int) -> list[Point]:
+    """At most ``buckets`` points over steps ``first_step..last_step``, in step order.
+
+    Each bucket holds the mean rate, step time and loss of its steps (NaN losses skipped),
+    the highest memory (a spike must survive downsampling) and whether any step
+    overflowed; it is stamped with its last step. Points outside the range are ignored.
+    """
+    if buckets < 1 or last_step < first_step:
+        return []
+    span = last_step - first_step + 1
+    acc: dict[int, _Bucket] = {}
+    for p in points:
+        if first_step <= p.step <= last_step:
+            index = (p.step - first_step) * buckets // span
+            acc.setdefault(index, _Bucket()).add(p)
+    return [acc[i].point() for i in sorted(acc)]
+
+
+class _Bucket:
+    __slots__ = ("n", "rate", "time", "loss", "losses", "alloc", "reserved", "overflow", "last")
+
+    def __init__(self) -> None:
+        self.n = self.losses = 0
+        self.rate = self.time = self.loss = 0.0
+        self.alloc = self.reserved = 0
+        self.overflow = False
+        self.last: Point | None = None
+
+    def add(self, p: Point) -> None:
+        self.n += 1
+        self.rate += p.tokens_per_s
+        self.time += p.step_time_s
+        if math.isfinite(p.loss):
+            self.loss += p.loss
+            self.losses += 1
+        self.alloc = max(self.alloc, p.mem_allocated)
+        self.reserved = max(self.reserved, p.mem_reserved)
+        self.overflow = self.overflow or p.overflow
+        if self.last is None or (p.step, p.ts) >= (self.last.step, self.last.ts):
+            self.last = p
+
+    def point(self) -> Point:
+        assert self.last is not None
+        return Point(
+            step=self.last.step,
+            ts=self.last.ts,
+            tokens_per_s=self.rate / self.n,
+            step_time_s=self.time / self.n,
+            loss=self.loss / self.losses if self.losses else math.nan,
+            mem_allocated=self.alloc,
+            mem_reserved=self.reserved,
+            overflow=self.overflow,
+        )

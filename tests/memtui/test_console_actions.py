@@ -1,0 +1,248 @@
+"""Every operator key sends the right command to the fake engine (after asking where it
+must), and ``--readonly`` hides and refuses them all. Display keys change only the display."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from engine.rundir import RunDir
+from memtui.app import OPERATOR_ACTIONS, MemtuiApp
+from memtui.screens.clamp_screen import ClampScreen
+from memtui.screens.confirm_screen import ConfirmScreen
+from memtui.screens.directive_screen import DirectiveScreen
+from memtui.screens.keys_screen import KeysScreen
+from memtui.screens.reject_screen import RejectScreen
+from memtui.widgets.directives_panel import DirectivesPanel
+from memtui.widgets.event_log import EventLog
+from memtui.widgets.memory_panel import MemoryPanel
+from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_sample
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
+    events = [make_event(1, "run_started", "run started")]
+    async with FakeEngine(
+        live_run.socket, run_id=live_run.run_id, events=events, telemetry=[make_sample(1), make_sample(2)]
+    ) as engine:
+        engine.propose(make_directive("d-1"))
+        engine.propose(
+            make_directive(
+                "d-2",
+                requested={"micro_batch_size": 16},
+                allowed={"micro_batch_size": 12},
+                bounds={"micro_batch_size": (1, 12)},
+            )
+        )
+        yield engine
+
+
+async def ready(app: MemtuiApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    await until(lambda: app.view.connection == "connected" and len(app.view.directives) == 2)
+    await pilot.pause(0.2)
+
+
+def kinds(fake: FakeEngine) -> list[str]:
+    return [m.kind for m in fake.requests]
+
+
+async def test_approve_asks_then_sends_approve(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # backing out sends nothing
+        await pilot.pause(0.1)
+        assert "approve" not in kinds(fake)
+        await pilot.press("a", "y")
+        await until(lambda: "approve" in kinds(fake))
+        assert fake.requests[-1].directive_id == "d-1"
+        await until(lambda: [d.id for d in app.view.directives] == ["d-2"])  # decided: no longer pending
+
+
+async def test_cursor_picks_the_directive_and_enter_shows_details(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        app.query_one(DirectivesPanel).focus()
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DirectiveScreen) and app.screen.directive.id == "d-2"
+        await pilot.press("escape", "r")
+        await pilot.pause()
+        assert isinstance(app.screen, RejectScreen)
+        await pilot.press(*"too big", "enter")
+        await until(lambda: "reject" in kinds(fake))
+        reject = fake.requests[-1]
+        assert reject.directive_id == "d-2" and reject.reason == "too big"
+
+
+async def test_clamp_edits_values_and_the_policy_rechecks(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ClampScreen)
+        await pilot.press("ctrl+a", "ctrl+k", *"0.3", "enter")  # lr multiplier; clip norm stays 1.25
+        await until(lambda: "clamp" in kinds(fake))
+        clamp = fake.requests[-1]
+        assert clamp.directive_id == "d-1" and clamp.values == {
+            "lr_multiplier": 0.3,
+            "gradient_clip_norm": 1.25,
+        }
+        await until(lambda: [d.id for d in app.view.directives] == ["d-2"])
+
+
+async def test_clamp_outside_the_bounds_is_refused_and_stays_pending(
+    live_run: RunDir, fake: FakeEngine
+) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        await pilot.press("ctrl+a", "ctrl+k", *"0.95", "enter")
+        await until(lambda: "clamp" in kinds(fake))
+        await pilot.pause(0.2)
+        assert len(app.view.directives) == 2
+        assert fake.directives["d-1"].state == "pending"
+
+
+async def test_stop_needs_a_yes(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert "stop" not in kinds(fake)
+        await pilot.press("s", "y")
+        await until(lambda: "stop" in kinds(fake))
+        await until(lambda: app.view.state == "stopped")
+        assert app.is_running  # stopping the run does not close the console
+
+
+async def test_kill_trainer_is_chaos_behind_a_confirmation(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(lambda: "chaos" in kinds(fake))
+        assert fake.requests[-1].action == "kill_trainer"
+        await until(lambda: any(e.type == "chaos" for e in app.view.events))
+
+
+async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        titles = [t for t, _, _ in app.palette_commands()]
+        assert "Chaos: nan_loss" in titles and "Directive: approve" in titles and "Theme: ansi" in titles
+        await app.run_action("chaos('nan_loss')")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(lambda: "chaos" in kinds(fake))
+        assert fake.requests[-1].action == "nan_loss"
+
+
+async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        for key in ("a", "c", "r", "s", "k"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+            assert not isinstance(app.screen, (ConfirmScreen, ClampScreen, RejectScreen)), key
+        for action in ("approve", "stop", "chaos('kill_trainer')"):
+            await app.run_action(action)
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)
+        shown = {b.binding.action.split("(")[0] for b in app.active_bindings.values() if b.enabled}
+        assert not shown & OPERATOR_ACTIONS, shown
+        assert not any(c[2].split("(")[0] in OPERATOR_ACTIONS for c in app.palette_commands())
+        from engine.protocol import Stop
+
+        app.send_request(Stop(id="x"), "stopping")  # even a direct call is refused
+        await pilot.pause(0.2)
+    assert kinds(fake) == [] and app.sent == []
+
+
+async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("1")
+        assert not app.query_one(MemoryPanel).display
+        await pilot.press("1")
+        assert app.query_one(MemoryPanel).display
+        app.query_one(MemoryPanel).focus()
+        await pilot.press("z")
+        assert app.screen.maximized is app.query_one(MemoryPanel)
+        await pilot.press("z")
+        assert app.screen.maximized is None
+        await pilot.press("e")
+        assert app.query_one(EventLog).kind == "alerts"
+        await pilot.press("f")
+        assert app.frozen
+        step = app.query_one(MemoryPanel)._view
+        fake.send_telemetry(make_sample(9))
+        await until(lambda: app.view.step == 9)  # data still arrives ...
+        await pilot.pause(0.45)
+        assert app.query_one(MemoryPanel)._view is step  # ... but the panels hold still
+        await pilot.press("f")
+        assert app.query_one(MemoryPanel)._view is app.view
+        theme = app.theme
+        await pilot.press("t")
+        assert app.theme != theme
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, KeysScreen)
+        await pilot.press("escape")
+    assert kinds(fake) == []
+
+
+async def test_window_key_reads_the_store_in_a_thread(live_run: RunDir, fake: FakeEngine) -> None:
+    from engine.store import Store
+
+    with Store(live_run.store) as store:
+        for step in range(1, 501):
+            store.add_step(make_sample(step, ts=1_700_000_000.0 + step))
+    app = MemtuiApp(live_run, clock=lambda: 1_700_000_000.0 + 500)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("w")
+        assert app.view.window == "hour"
+        await until(lambda: app.view.window_points is not None)
+        points = app.view.window_points
+        assert points and len(points) <= 240 and points[-1].step == 500
+        await pilot.press("w")
+        await until(lambda: app.view.window == "run" and app.view.window_points is not None)
+        await pilot.press("w")
+        assert app.view.window == "live"
+
+
+async def test_screenshot_key_saves_an_svg(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        await pilot.press("p")
+        await until(lambda: any((live_run.path / "screenshots").glob("*.svg")))
