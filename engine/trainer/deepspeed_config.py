@@ -46,7 +46,16 @@ def defaults(config: RunConfig) -> dict[str, Any]:
     return {
         "optimizer": {
             "type": "AdamW",
-            "params": {"lr": train.lr, "weight_decay": train.weight_decay, "betas": [0.9, 0.95], "eps": 1e-8},
+            # torch_adam: torch.optim.AdamW instead of DeepSpeed's FusedAdam, which is built
+            # with ninja on first use (minutes on 2 cores, and a killed build leaves a lock
+            # in ~/.cache/torch_extensions that hangs every later start).
+            "params": {
+                "lr": train.lr,
+                "weight_decay": train.weight_decay,
+                "betas": [0.9, 0.95],
+                "eps": 1e-8,
+                "torch_adam": True,
+            },
         },
         "steps_per_print": QUIET_STEPS_PER_PRINT,
         "wall_clock_breakdown": False,
