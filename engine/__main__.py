@@ -31,7 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds a stopping trainer gets before SIGKILL (default: 60)",
+        help="seconds a stopping trainer gets before SIGKILL (default: the run's checkpoint.stop_grace_s)",
+    )
+    supervise.add_argument(
+        "--fresh",
+        action="store_true",
+        help="let the first trainer start at step 0 if checkpoints exist but none verifies",
     )
     return parser
 
@@ -46,8 +51,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.run_dir}: not a run directory (no run.json)")
     from engine import supervisor  # here, so `--help` stays instant
 
-    grace = supervisor.STOP_GRACE_S if args.stop_grace is None else args.stop_grace
-    return supervisor.main(args.run_dir, stop_grace_s=grace)
+    grace = _config_grace(args.run_dir) if args.stop_grace is None else args.stop_grace
+    return supervisor.main(args.run_dir, stop_grace_s=grace, fresh_start=args.fresh)
+
+
+def _config_grace(run_dir: Path) -> float:
+    """The run's ``checkpoint.stop_grace_s``; the built-in default if run.json cannot say."""
+    from engine.domain import CheckpointConfig
+    from engine.rundir import RunDir
+
+    try:
+        return RunDir(run_dir).read_config().checkpoint.stop_grace_s
+    except Exception:
+        return CheckpointConfig().stop_grace_s
 
 
 if __name__ == "__main__":

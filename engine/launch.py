@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import engine
@@ -31,12 +32,14 @@ class LaunchError(RuntimeError):
     """The supervisor did not come up; the message carries the tail of its log."""
 
 
-def supervisor_command(run: RunDir) -> list[str]:
-    return [sys.executable, "-m", "engine", "supervise", str(run.path)]
+def supervisor_command(run: RunDir, extra_args: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "engine", "supervise", str(run.path), *extra_args]
 
 
-def spawn_supervisor(run: RunDir, *, extra_env: dict[str, str] | None = None) -> int:
-    """Start ``python -m engine supervise RUN_DIR`` detached; returns its pid at once."""
+def spawn_supervisor(
+    run: RunDir, *, extra_env: dict[str, str] | None = None, extra_args: Sequence[str] = ()
+) -> int:
+    """Start ``python -m engine supervise RUN_DIR [extra_args]`` detached; returns its pid at once."""
     run.ensure_layout()
     env = dict(os.environ)
     env.update(extra_env or {})
@@ -46,7 +49,7 @@ def spawn_supervisor(run: RunDir, *, extra_env: dict[str, str] | None = None) ->
     env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach supervisor.log as they happen
     with open(os.devnull, "rb") as devnull, open(run.supervisor_log, "ab") as log:
         proc = subprocess.Popen(
-            supervisor_command(run),
+            supervisor_command(run, extra_args),
             stdin=devnull,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,21 +1,42 @@
-"""Saving, pruning and resuming DeepSpeed checkpoints under ``run.checkpoints``.
+"""DeepSpeed checkpoints made durable, and resuming from the newest one that verifies.
 
-Basic on purpose (the Checkpoints issue makes it durable): DeepSpeed writes tag
-``global_step{N}`` and the ``latest`` pointer; we keep the newest ``keep`` tags, deleting the
-older ones only after the new save returned. ``client_state`` carries what DeepSpeed does not
-restore: the data position, the seed, the batch geometry and running counts.
+DeepSpeed's own save is not atomic (plain ``torch.save`` to the final path, no fsync,
+``latest`` rewritten in place) and ``load_checkpoint`` with no ``latest`` silently returns
+``(None, None)``. So DeepSpeed only ever writes a staging tag; ``engine.checkpoint_store``
+seals it (fsync, manifest with sha256 of every file, rename, ``latest`` by ``os.replace``)
+and picks the tag to resume from. This module is the torch side: the writer, the RNG
+states, and restoring what DeepSpeed does not.
+
+DeepSpeed's ``client_state`` keeps carrying the data position, geometry and counters (it
+sits inside the hashed model-states file); the manifest repeats what a resume needs to
+know before it loads anything.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
-import time
+import base64
+import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TAG_PATTERN = re.compile(r"^global_step(\d+)$")
+import torch
+
+from engine.checkpoint_catalog import committed_tags, tag_for  # noqa: F401  (re-exported for callers)
+from engine.checkpoint_manifest import Manifest, config_hash
+from engine.checkpoint_policy import to_prune
+from engine.checkpoint_store import CheckpointStore, SaveOutcome
+from engine.domain import RunConfig
+from engine.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+BYTES_PER_PARAM_ESTIMATE = 16  # fp16 weights 2 + fp32 master 4 + Adam moments 8, rounded up
+
+
+class NoVerifiedCheckpoint(RuntimeError):
+    """Checkpoints existed but none verifies, and no fresh start was asked for."""
 
 
 @dataclass(frozen=True)
@@ -26,60 +47,170 @@ class Resumed:
     tag: str
     step: int
     client_state: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Saved:
-    tag: str
-    step: int
-    seconds: float
-    pruned: list[str]
-
-
-def tag_for(step: int) -> str:
-    return f"global_step{step}"
+    skipped: list[str]
+    """Newer tags passed over, each ``"<tag>: <problem>"``."""
 
 
 def tags_on_disk(directory: Path) -> list[tuple[int, str]]:
-    """(step, tag) of every ``global_step{N}`` directory, oldest first."""
-    if not directory.is_dir():
-        return []
-    found = [
-        (int(m.group(1)), p.name)
-        for p in directory.iterdir()
-        if p.is_dir() and (m := TAG_PATTERN.match(p.name))
-    ]
-    return sorted(found)
+    """(step, tag) of every committed ``global_step{N}`` directory, oldest first."""
+    return committed_tags(directory)
 
 
 def tags_to_prune(steps_and_tags: list[tuple[int, str]], keep: int, newest: str) -> list[str]:
-    """Tags beyond the newest ``keep`` (by step); never the one just written."""
-    ordered = sorted(steps_and_tags, reverse=True)
-    return [tag for _, tag in ordered[keep:] if tag != newest]
+    """Tags beyond the newest ``keep`` (by step), newest first; never ``newest`` itself."""
+    steps = {step: tag for step, tag in steps_and_tags}
+    newest_step = next((s for s, t in steps_and_tags if t == newest), max(steps, default=0))
+    return [steps[s] for s in sorted(to_prune(steps, keep, 0, newest_step), reverse=True)]
 
 
-def save(engine: Any, directory: Path, keep: int, client_state: dict[str, Any]) -> Saved:
-    """Save tag ``global_step{N}`` (N = engine.global_steps), then prune to ``keep`` tags."""
+def store_for(config: RunConfig, run: RunDir) -> CheckpointStore:
+    ck = config.checkpoint
+    return CheckpointStore(
+        run.checkpoints, keep=ck.keep, milestone_every=ck.milestone_every, min_free_bytes=ck.min_free_mb << 20
+    )
+
+
+# --------------------------------------------------------------------------- save
+
+
+def save(
+    engine: Any,
+    store: CheckpointStore,
+    config: RunConfig,
+    client_state: dict[str, Any],
+    directives: list[dict[str, Any]] | None = None,
+) -> SaveOutcome:
+    """Checkpoint ``engine`` at its current step through ``store``; never raises for a
+    failed or skipped save (the outcome says which, and the older checkpoints stay)."""
     step = int(engine.global_steps)
-    tag = tag_for(step)
-    started = time.perf_counter()
-    engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
-    seconds = time.perf_counter() - started
-    pruned = tags_to_prune(tags_on_disk(directory), keep, newest=tag)
-    for old in pruned:
-        shutil.rmtree(directory / old, ignore_errors=True)
-    return Saved(tag=tag, step=step, seconds=seconds, pruned=pruned)
+    samples = int(engine.global_samples)
+
+    def write(staging_tag: str) -> None:
+        engine.save_checkpoint(
+            str(store.directory), tag=staging_tag, client_state=client_state, save_latest=False
+        )
+
+    fields = {
+        "samples": samples,
+        "config_hash": config_hash(config.model_dump(mode="json")),
+        "data_position": {"step": step, "samples": samples},
+        "rng": capture_rng(),
+        "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
+        "grad_accum": int(engine.gradient_accumulation_steps()),
+        "world_size": int(client_state.get("world_size", 1)),
+        "directives": list(directives or []),
+    }
+    estimate = sum(p.numel() for p in engine.module.parameters()) * BYTES_PER_PARAM_ESTIMATE
+    return store.save(step, write, fields, estimate)
 
 
-def load_latest(engine: Any, directory: Path) -> Resumed | None:
-    """Load the tag named by ``latest``; None when there is none (a fresh start)."""
-    latest = directory / "latest"
-    if not latest.is_file():
-        return None  # checked here: DeepSpeed would only warn and return (None, None)
-    tag = latest.read_text().strip()
-    path, client_state = engine.load_checkpoint(str(directory), tag=tag)
+# ------------------------------------------------------------------------- resume
+
+
+def resume(engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any) -> Resumed | None:
+    """Load the newest checkpoint that verifies; None for a fresh start at step 0.
+
+    Every tag passed over gets a ``checkpoint_rejected`` event naming its problem and is
+    moved to ``quarantine/``. Raises NoVerifiedCheckpoint when checkpoints existed but none
+    verifies and ``allow_fresh`` is False: a silent fresh start would throw the run away.
+    """
+    for name in store.clear_staging():
+        link.event(
+            "checkpoint_rejected",
+            f"{name}: half-written (a save cut short); removed",
+            severity="warning",
+            tag=name,
+            problem="half-written: a save cut short",
+        )
+    plan, rejected = store.plan_resume(allow_fresh)
+    for verdict in rejected:
+        link.event(
+            "checkpoint_rejected",
+            f"{verdict.tag}: {verdict.problem}; skipped",
+            severity="warning",
+            tag=verdict.tag,
+            step=verdict.step,
+            problem=verdict.problem,
+        )
+    if plan.action == "refuse":
+        raise NoVerifiedCheckpoint(plan.reason)
+    store.set_aside(rejected, plan)
+    if plan.action == "fresh" or plan.chosen is None:
+        if rejected or allow_fresh:
+            link.event("fresh_start", plan.reason, severity="warning")
+        return None
+    chosen, manifest = plan.chosen, plan.chosen.manifest
+    assert manifest is not None  # a verified tag has one
+    path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
     if path is None:
-        raise RuntimeError(f"checkpoint {directory / tag} named by 'latest' could not be loaded")
-    client_state = dict(client_state or {})
-    step = int(client_state.get("step", engine.global_steps))
-    return Resumed(path=str(path), tag=tag, step=step, client_state=client_state)
+        raise RuntimeError(f"DeepSpeed could not load {store.directory / chosen.tag}, which verified")
+    restore_after_load(engine, manifest)
+    return Resumed(
+        path=str(path),
+        tag=chosen.tag,
+        step=manifest.step,
+        client_state=dict(client_state or {}),
+        skipped=[f"{v.tag}: {v.problem}" for v in rejected],
+    )
+
+
+def restore_after_load(engine: Any, manifest: Manifest) -> None:
+    """What ``load_checkpoint`` leaves out: RNG, batch geometry, directive values."""
+    restore_rng(manifest.rng)
+    restore_geometry(engine, manifest.micro_batch, manifest.grad_accum, manifest.world_size)
+    reapply_directives(engine, manifest.directives)
+
+
+def restore_geometry(engine: Any, micro_batch: int, grad_accum: int, world_size: int) -> None:
+    """DeepSpeed restores no batch sizes: set the checkpoint's micro-batch, then the global
+    batch (which recomputes GAS), as DEEPSPEED-NOTES says. A fresh engine's micro_steps is 0,
+    aligned to any GAS."""
+    if (int(engine.train_micro_batch_size_per_gpu()), int(engine.gradient_accumulation_steps())) == (
+        micro_batch,
+        grad_accum,
+    ):
+        return
+    engine.set_train_micro_batch_size(micro_batch)
+    engine.set_train_batch_size(micro_batch * grad_accum * world_size)
+
+
+def reapply_directives(engine: Any, directives: list[dict[str, Any]]) -> None:
+    """A ZeRO load restores the pickled clip norm and loss scaler: put the applied directive
+    values back. Directives come with their own issue; the clip norm is the one known now."""
+    for directive in directives:
+        clip = directive.get("gradient_clip_norm")
+        if clip is not None and hasattr(engine.optimizer, "clip_grad"):
+            engine.optimizer.clip_grad = float(clip)
+
+
+# --------------------------------------------------------------------------- RNG
+
+
+def capture_rng() -> dict[str, Any]:
+    """Python's and torch's RNG states as JSON-safe values (torch states as base64)."""
+    version, state, gauss = random.getstate()
+    rng: dict[str, Any] = {
+        "python": [version, list(state), gauss],
+        "torch_cpu": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        rng["torch_cuda"] = [
+            base64.b64encode(s.numpy().tobytes()).decode() for s in torch.cuda.get_rng_state_all()
+        ]
+    return rng
+
+
+def restore_rng(rng: dict[str, Any]) -> None:
+    if "python" in rng:
+        version, state, gauss = rng["python"]
+        random.setstate((version, tuple(state), gauss))
+    if "torch_cpu" in rng:
+        torch.set_rng_state(_byte_tensor(rng["torch_cpu"]))
+    if "torch_cuda" in rng and torch.cuda.is_available():
+        states = [_byte_tensor(s) for s in rng["torch_cuda"]]
+        if len(states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(states)
+
+
+def _byte_tensor(text: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8).clone()

@@ -1,0 +1,89 @@
+"""When the supervisor restarts a trainer, and after how long. Pure and torch-free.
+
+A trainer that ended unasked (a signal, a crash, a non-zero exit) is restarted from the
+newest verified checkpoint. Restarts that keep failing before a new checkpoint is written
+form a *streak*: each one waits twice as long as the one before (exponential backoff), and
+a streak longer than ``max_restarts`` fails the run. A new checkpoint ends the streak.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.domain import RestartConfig
+
+EXIT_NO_CHECKPOINT = 66  # EX_NOINPUT: the trainer refused to start, no checkpoint verifies
+"""Trainer exit status for "checkpoints exist but none verifies": restarting cannot help."""
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """What the restart decision needs to know about one finished trainer attempt."""
+
+    returncode: int | None
+    """Exit status; negative = killed by that signal; None = never started."""
+    stop_requested: bool = False
+    """The run was asked to stop (operator, SIGTERM to the supervisor)."""
+    finished_reason: str | None = None
+    """``reason`` of the trainer's trainer_finished event (completed | stopped), if any."""
+    launch_error: str | None = None
+    restartable: bool = True
+    """False when the trainer said a restart cannot help (its trainer_error's ``restartable``)."""
+
+
+@dataclass(frozen=True)
+class RestartDecision:
+    action: Literal["end", "restart"]
+    cause: str
+    """Why the attempt ended, in words (for the restart event)."""
+    delay_s: float = 0.0
+    streak: int = 0
+    """Restarts in a row without a new checkpoint, this one included."""
+
+
+def cause_of(end: AttemptEnd) -> str:
+    if end.launch_error is not None:
+        return end.launch_error
+    if end.returncode is None:
+        return "never started"
+    if end.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-end.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-end.returncode}"
+    if end.returncode == 0:
+        return f"exited 0 ({end.finished_reason or 'without trainer_finished'})"
+    if end.returncode == EXIT_NO_CHECKPOINT:
+        return "refused to start: no checkpoint verifies"
+    return f"exited with code {end.returncode}"
+
+
+def backoff_s(streak: int, config: RestartConfig) -> float:
+    """Seconds before restart number ``streak`` (1-based) of a streak."""
+    return min(config.backoff_initial_s * 2.0 ** max(0, streak - 1), config.backoff_max_s)
+
+
+def decide(end: AttemptEnd, streak_before: int, progressed: bool, config: RestartConfig) -> RestartDecision:
+    """Restart or end after ``end``.
+
+    ``streak_before``: restarts in a row so far; ``progressed``: a checkpoint newer than
+    the one the streak began at was committed since (it resets the streak).
+    """
+    cause = cause_of(end)
+    if end.stop_requested or end.returncode is None or end.launch_error is not None:
+        return RestartDecision("end", cause)
+    if end.returncode == 0:
+        preempted = end.finished_reason == "stopped" and config.on_preemption
+        if not preempted:
+            return RestartDecision("end", cause)
+        cause = "preempted: stopped itself on a signal"
+    if end.returncode == EXIT_NO_CHECKPOINT or not end.restartable:
+        return RestartDecision(
+            "end", cause if end.restartable else f"{cause}; the trainer said a restart cannot help"
+        )
+    streak = 1 if progressed else streak_before + 1
+    if streak > config.max_restarts:
+        return RestartDecision("end", cause, streak=streak)
+    return RestartDecision("restart", cause, backoff_s(streak, config), streak)

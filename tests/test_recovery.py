@@ -1,0 +1,175 @@
+"""Recovery end to end: a real supervisor restarting a real DeepSpeed trainer after SIGKILLs,
+and ``memtui resume`` after the whole process tree was killed.
+
+Tiny model, a checkpoint every 5 steps, short backoff; a chaos pause inside each save
+(MEMTUI_CHAOS_SLOW_SAVE_S) widens the window so that some kills land mid-save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.checkpoint_catalog import staging_tags
+from engine.checkpoint_store import SLOW_SAVE_ENV, newest_verified_step
+from engine.rundir import RunDir, list_runs, pid_alive
+from engine.store import Store
+
+pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
+
+MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
+CONFIG = {
+    "name": "crash",
+    "checkpoint": {"every_steps": 5, "keep": 3},
+    "restart": {"max_restarts": 20, "backoff_initial_s": 0.1, "backoff_max_s": 0.5},
+}
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="mtr", dir="/tmp"))
+    yield path
+    for run in list_runs(path):  # never leave an engine behind
+        for pid in (run.supervisor_pid(), meta(run).get("trainer_pid")):
+            if pid and pid_alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start(home: Path, steps: int, slow_save_s: float = 0.0) -> RunDir:
+    """``memtui run CONFIG --detach`` with the chaos pause in its environment."""
+    ck, rs = CONFIG["checkpoint"], CONFIG["restart"]
+    config = home / "crash.toml"
+    config.write_text(
+        f'name = "crash"\nsteps = {steps}\n'
+        f"[checkpoint]\nevery_steps = {ck['every_steps']}\nkeep = {ck['keep']}\n"
+        f"[restart]\nmax_restarts = {rs['max_restarts']}\nbackoff_initial_s = {rs['backoff_initial_s']}\n"
+        f"backoff_max_s = {rs['backoff_max_s']}\n"
+    )
+    done = memtui(home, "run", str(config), "--detach", "--json", env={SLOW_SAVE_ENV: str(slow_save_s)})
+    assert done.returncode == 0, done.stderr
+    return RunDir(Path(json.loads(done.stdout)["run_dir"]))
+
+
+def memtui(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMTUI_HOME": str(home), **(env or {})}
+    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def meta(run: RunDir) -> dict[str, Any]:
+    try:
+        with Store(run.store, readonly=True) as store:
+            return store.meta()
+    except Exception:
+        return {}
+
+
+def events(run: RunDir, type: str | None = None) -> list[Any]:
+    with Store(run.store, readonly=True) as store:
+        return [e for e in store.events_since(0) if type is None or e.type == type]
+
+
+def steps(run: RunDir) -> list[tuple[int, int]]:
+    """(attempt, step) of every stored sample, in arrival order."""
+    with Store(run.store, readonly=True) as store:
+        return [(s.attempt, s.step) for s in store.steps()]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every_s: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def trainer_running(run: RunDir, attempt: int) -> int | None:
+    """The trainer pid once attempt ``attempt`` has started training."""
+    started = [e for e in events(run, "trainer_started") if e.attempt == attempt]
+    pid = meta(run).get("trainer_pid")
+    return pid if started and pid and meta(run).get("attempt") == attempt else None
+
+
+def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(home: Path) -> None:
+    rng = random.Random(5)
+    run = start(home, steps=60, slow_save_s=0.2)
+    kills = []
+    for attempt in range(1, 6):
+        pid = wait_for(lambda a=attempt: trainer_running(run, a), 60, f"attempt {attempt} to train")
+        if attempt % 2:  # mid-save: the staging dir exists
+            wait_for(lambda: staging_tags(run.checkpoints), 30, "a save in progress", every_s=0.01)
+        else:
+            time.sleep(rng.uniform(0.1, 0.8))
+        os.killpg(pid, signal.SIGKILL)
+        wait_for(lambda p=pid: not pid_alive(p), 10, "the trainer to die")
+        expected = newest_verified_step(run.checkpoints, "full") or 0
+        kills.append((attempt, expected, bool(staging_tags(run.checkpoints))))
+    wait_for(lambda: meta(run).get("state") in ("completed", "failed"), 120, "the run to end")
+
+    assert meta(run)["state"] == "completed" and meta(run)["restarts"] == 5
+    assert any(mid_save for _, _, mid_save in kills), kills
+    loaded = {e.attempt: e.data["step"] for e in events(run, "checkpoint_loaded")}
+    first_step = {}
+    for attempt, step in steps(run):
+        first_step.setdefault(attempt, step)
+    for attempt, expected, _ in kills:
+        # The next attempt resumed from the newest checkpoint that verified after the kill...
+        assert loaded.get(attempt + 1, 0) == expected, (attempt, kills, loaded)
+        # ...and its steps went on from there: never further back, never a gap.
+        assert first_step[attempt + 1] == expected + 1, (attempt, first_step)
+    restarted = events(run, "trainer_restarted")
+    assert len(restarted) == 5 and all(e.data["cause"] == "killed by SIGKILL" for e in restarted)
+    assert all(e.data["steps_lost"] == e.data["last_step"] - e.data["resume_step"] >= 0 for e in restarted)
+    assert [e.data["resume_step"] for e in restarted] == [expected for _, expected, _ in kills]
+    # Only the saves a kill cut short were passed over; no committed tag ever failed to verify.
+    rejected = events(run, "checkpoint_rejected")
+    assert all(e.data["tag"].endswith(".staging") for e in rejected)
+    assert len(rejected) == sum(mid_save for _, _, mid_save in kills)
+    final = [s for a, s in steps(run) if a == 6]
+    assert final[-1] == 60 and final == list(range(first_step[6], 61))
+
+
+def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
+    run = start(home, steps=100_000)
+    pid = wait_for(lambda: trainer_running(run, 1), 60, "the trainer")
+    wait_for(lambda: (newest_verified_step(run.checkpoints) or 0) >= 10, 60, "two checkpoints")
+    supervisor = run.supervisor_pid()
+    assert supervisor is not None
+    os.killpg(supervisor, signal.SIGKILL)  # power loss: both at once, no ending recorded
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid) and not pid_alive(supervisor), 10, "both to die")
+    before = steps(run)
+    newest = newest_verified_step(run.checkpoints, "full")
+    assert newest is not None and before
+
+    listed = json.loads(memtui(home, "ls", "--json").stdout)
+    assert [(r["run_id"], r["state"]) for r in listed] == [(run.run_id, "interrupted")]
+    rows = json.loads(memtui(home, "checkpoints", run.run_id, "--json").stdout)
+    # (``latest`` may still name the one before: a kill can land between the rename and it.)
+    assert rows[0]["step"] == newest and rows[0]["state"] == "verified"
+
+    resumed = memtui(home, "resume", run.run_id, "--detach", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["from_step"] == newest
+    wait_for(lambda: any(a == 2 for a, _ in steps(run)), 60, "the resumed trainer's first step")
+    after = steps(run)
+    assert after[: len(before)] == before  # the earlier telemetry is all still there
+    assert [s for a, s in after if a == 2][0] == newest + 1
+    assert events(run, "checkpoint_loaded")[-1].data["step"] == newest
+    assert memtui(home, "resume", run.run_id).returncode == 1  # live: nothing to resume
+    stopped = memtui(home, "stop", run.run_id)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
