@@ -1,0 +1,153 @@
+"""The predictive memory model: peak bytes per rank for a (micro-batch, sequence length).
+
+Torch-free and pure. ``peak = baseline + activations(micro_batch, seq_len)``:
+
+- ``model_states``: parameters, gradients and Adam's states by precision and ZeRO stage,
+  the same accounting as DeepSpeed's ``estimate_zero2/3_model_states_mem_needs`` (checked
+  against them in tests); the baseline before anything is measured.
+- activations: bytes per sample from the transformer's shape (a prior; 0 for a workload we
+  know nothing of), linear in the micro-batch.
+- calibration from measured peaks: the baseline becomes ``measured - activations`` at the
+  micro-batch measured (so outside pressure, a fragmenting allocator or the CPU's whole
+  process RSS is in it at once), and two steps at different micro-batches give the measured
+  slope, which scales the activation prior (smoothed, clamped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Precision = Literal["fp16", "bf16", "fp32"]
+
+ELEMENT_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4}
+SCALE_BOUNDS = (0.1, 10.0)  # calibration may scale the activation prior by this much at most
+SCALE_SMOOTHING = 0.5  # weight of a new slope observation in the activation scale
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Per-rank bytes of the model states (no activations, no allocator slack)."""
+
+    params: int
+    grads: int
+    optimizer: int
+    """fp32 master weights (mixed precision) and Adam's two moments."""
+    gathered: int = 0
+    """ZeRO-3: the largest layer's parameters gathered for compute."""
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads + self.optimizer + self.gathered
+
+
+def model_state_bytes(
+    params: int, precision: str, zero_stage: int, world_size: int = 1, largest_layer_params: int = 0
+) -> ModelStates:
+    """Adam model states per rank, DeepSpeed's accounting (bytes; ``params`` counted once).
+
+    Mixed precision (fp16/bf16) per parameter: 2 (16-bit weights) + 2 (16-bit grads) +
+    4 (fp32 grads) + 4 (fp32 master weights) + 8 (Adam m and v) = 20 bytes. ZeRO-1 splits
+    the 16 optimizer bytes over the ranks, ZeRO-2 also the grads (DeepSpeed: 2P + 18P/N),
+    ZeRO-3 everything (18P/N) plus the largest layer gathered (4 bytes per parameter).
+    fp32: 4 (weights) + 4 (grads) + 8 (Adam) = 16 bytes, split the same way.
+    """
+    n = max(1, world_size)
+    if precision == "fp32":
+        weights, grads, optimizer = 4 * params, 4 * params, 8 * params
+    else:
+        weights, grads, optimizer = 2 * params, 2 * params, 16 * params  # fp32 grads with the states
+    if zero_stage == 0:
+        return ModelStates(weights, grads, optimizer)
+    if zero_stage == 1:
+        return ModelStates(weights, grads, optimizer // n)
+    if zero_stage == 2:
+        return ModelStates(weights, grads // n, optimizer // n)
+    gathered = (4 if precision != "fp32" else 8) * largest_layer_params
+    if precision == "fp32":
+        return ModelStates(weights // n, grads // n, optimizer // n, gathered)
+    # DeepSpeed's ZeRO-3 figure is 18P/N (its 16-bit grads are reduced into the fp32 ones).
+    return ModelStates(weights // n, 0, optimizer // n, gathered)
+
+
+def transformer_activation_bytes(
+    seq_len: int, d_model: int, n_layer: int, n_head: int, vocab: int, precision: str
+) -> float:
+    """Activation bytes one sample keeps for backward in a GPT-style decoder.
+
+    Per layer and token about 34 * d_model bytes at 16 bits (Korthikanti et al. 2022, no
+    dropout masks), times 2 at fp32; no attention-score matrix (SDPA's fused kernels keep
+    none; ``n_head`` is kept for a math-path variant); plus the logits at the head and
+    their fp32 copy for the loss (vocab x (element + 8) bytes per token).
+    """
+    element = ELEMENT_BYTES.get(precision, 4)
+    per_token_layer = 17 * d_model * element
+    logits = vocab * (element + 8)
+    return float(seq_len * (n_layer * per_token_layer + logits))
+
+
+@dataclass
+class MemoryModel:
+    """Predicts the per-step peak; calibrated by ``observe`` after each measured step."""
+
+    model_states: int
+    """Bytes of the model states (see model_state_bytes)."""
+    per_sample: float
+    """Prior activation bytes per sample at ``seq_len``; 0 when unknown (then learned)."""
+    seq_len: int
+    """Sequence length the prior was computed for (tokens)."""
+    scale: float = 1.0
+    """Calibration: measured activation slope / prior."""
+    baseline: int | None = None
+    """Calibrated bytes that do not grow with the micro-batch; None until measured."""
+    _last: tuple[int, int] | None = field(default=None, repr=False)
+    """(micro_batch, measured peak) of the previous observation."""
+    _resident: int | None = field(default=None, repr=False)
+    """Bytes resident at the step boundary when the baseline was last set."""
+
+    def slope(self, seq_len: int | None = None) -> float:
+        """Bytes per sample at ``seq_len`` (activations taken as linear in it: a bound for
+        shorter sequences, an under-estimate for longer ones with quadratic attention)."""
+        ratio = 1.0 if seq_len is None else seq_len / self.seq_len
+        return self.per_sample * self.scale * ratio
+
+    def predict(self, micro_batch: int, seq_len: int | None = None) -> int:
+        """Peak bytes per rank for one forward+backward of ``micro_batch`` samples."""
+        base = self.model_states if self.baseline is None else self.baseline
+        return int(base + self.slope(seq_len) * micro_batch)
+
+    def observe(self, micro_batch: int, measured_peak: int, resident: int | None = None) -> None:
+        """Calibrate from one step's measured peak (bytes) at ``micro_batch``; ``resident``
+        is what stayed allocated at the step's end (see ``drift``)."""
+        last, self._last = self._last, (micro_batch, measured_peak)
+        if last is not None and last[0] != micro_batch:
+            observed = (measured_peak - last[1]) / (micro_batch - last[0])
+            self._fit_slope(observed)
+        self.baseline = max(0, int(measured_peak - self.slope() * micro_batch))
+        self._resident = resident
+
+    def seed(self, resident: int) -> None:
+        """Before any step is measured: what is resident now (the process's RSS on the CPU,
+        the allocator's bytes on CUDA) is a floor for the baseline."""
+        if self.baseline is None:
+            self.baseline = max(self.model_states, resident)
+            self._resident = resident
+
+    def drift(self, resident: int) -> None:
+        """Memory resident now at a step boundary: what came or went since the last step
+        (another tenant, a cache, injected ballast) moves the baseline by as much."""
+        if self.baseline is None or self._resident is None:
+            return
+        self.baseline = max(0, self.baseline + resident - self._resident)
+        self._resident = resident
+
+    def _fit_slope(self, observed: float) -> None:
+        if observed <= 0:
+            return  # noise (or outside memory freed at the same time): keep what we have
+        if self.per_sample <= 0:
+            self.per_sample, self.scale = observed, 1.0  # nothing known: learn it
+            return
+        target = observed / self.per_sample
+        lo, hi = SCALE_BOUNDS
+        blended = (1 - SCALE_SMOOTHING) * self.scale + SCALE_SMOOTHING * target
+        self.scale = min(hi, max(lo, blended))

@@ -1,0 +1,328 @@
+"""Adaptive memory in the trainer: budget, predictive model, controller, OOM recovery.
+
+The loop calls, per optimizer step::
+
+    memory.before_step(step)       ballast (tests), drift, controller -> maybe a new geometry
+    memory.run_step(train_step...) the step; an OOM throws the window away, shrinks, redoes it
+    memory.after_step(...)         measured peak -> calibration; fp16 loss-scale floor watch
+
+Geometry changes happen only here, at optimizer-step boundaries (or after a window was
+thrown away), and keep ``micro_batch x grad_accum x world_size == train.global_batch``.
+Batches come through a ``SampleWindow``, so a step's samples do not depend on the geometry.
+Every change is a ``memory_adapted`` event (from -> to, reason, memory before/after).
+
+When the memory path cannot go on (an OOM at the smallest micro-batch, the fp16 loss-scale
+floor), ``run_step`` returns None, the loop checkpoints and ``raise_if_halted`` ends the
+trainer with a ``MemoryHalt`` naming the reason. At ZeRO-3 an OOM is not redone in place:
+the micro-batch to use is written to ``RUN_DIR/memory.json`` (read by the next attempt
+at start) and ``MemoryHalt`` is raised at once, without a checkpoint, so the supervisor's
+restart resumes from the newest checkpoint with the smaller micro-batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.domain import RunConfig
+from engine.memory_budget import budget_bytes
+from engine.memory_controller import (
+    Change,
+    ControllerState,
+    Geometry,
+    Policy,
+    Reading,
+    Verdict,
+    after_oom,
+    decide,
+    review_request,
+)
+from engine.memory_model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.trainer.ballast import Ballast
+from engine.trainer.geometry import apply_geometry, current_geometry
+from engine.trainer.link import Link
+from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
+from engine.trainer.memory_probe import MemoryProbe, enforce_budget
+from engine.trainer.oom_injection import OomInjector
+from engine.trainer.oom_recovery import discard_window, is_oom, recoverable_in_place, release_memory
+from engine.trainer.sample_window import SampleWindow
+from engine.trainer.workload import BatchFn
+
+log = logging.getLogger(__name__)
+
+GEOMETRY_FILE = "memory.json"
+"""In the run directory: {"micro_batch": m, ...} for the next attempt to start with."""
+VOCAB_SIZE = 256  # the built-in byte-level model's vocabulary
+
+
+class MemoryHalt(RuntimeError):
+    """The memory path cannot go on; the message is the run's reason."""
+
+    def __init__(self, reason: str, restartable: bool) -> None:
+        super().__init__(reason)
+        self.restartable = restartable
+        """True when a restart (with the micro-batch in memory.json) is the way on."""
+
+
+def build_memory_model(config: RunConfig, module: torch.nn.Module, world_size: int) -> MemoryModel:
+    """Model states from the parameters; activations from the shape for the built-in model."""
+    params = sum({p.data_ptr(): p.numel() for p in module.parameters()}.values())
+    largest = max((sum(p.numel() for p in m.parameters(recurse=False)) for m in module.modules()), default=0)
+    train, shape = config.train, config.model
+    states = model_state_bytes(params, train.precision, train.zero_stage, world_size, largest)
+    per_sample = 0.0  # a user's workload: learned from measured peaks
+    if config.workload is None:
+        per_sample = transformer_activation_bytes(
+            shape.seq_len, shape.d_model, shape.n_layer, shape.n_head, VOCAB_SIZE, train.precision
+        )
+    return MemoryModel(model_states=states.total, per_sample=per_sample, seq_len=shape.seq_len)
+
+
+class AdaptiveMemory:
+    def __init__(
+        self,
+        config: RunConfig,
+        engine: Any,
+        module: torch.nn.Module,
+        probe: MemoryProbe,
+        link: Link,
+        run_path: Path | None = None,
+        world_size: int = 1,
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.probe = probe
+        self.link = link
+        self.policy = Policy.from_config(config.memory, config.train, world_size)
+        self.budget = budget_bytes(config.memory.budget, probe.capacity)
+        """Bytes the controller steers by."""
+        self.enforced = enforce_budget(probe, self.budget)
+        self.model = build_memory_model(config, module, world_size)
+        self.state = ControllerState()
+        self.ballast = Ballast.from_env(probe.device)
+        self.injector = OomInjector.from_env()
+        self.floor = FloorWatch(config.memory.floor_skips)
+        self.geometry_file = run_path / GEOMETRY_FILE if run_path is not None else None
+        self.requested: Geometry | None = None
+        """A planner's or operator's accepted micro-batch, applied at the next boundary."""
+        self.halted: MemoryHalt | None = None
+        self.predicted: int | None = None
+        """Predicted peak of the running step (bytes)."""
+        self.step_peak: int | None = None
+        """Measured peak of the last step (bytes)."""
+        self.injector.attach(module)
+        module.register_forward_hook(self._after_forward)
+
+    # ----------------------------------------------------------------- the step
+
+    def batches(self, batch: BatchFn) -> BatchFn:
+        """``batch`` through a SampleWindow at the configured micro-batch."""
+        window = SampleWindow(batch, self.config.train.micro_batch)
+
+        def draw(step: int, micro: int, micro_batch: int) -> tuple[torch.Tensor, ...]:
+            self.injector.position = (step, micro, micro_batch)
+            return window(step, micro, micro_batch)
+
+        return draw
+
+    def before_step(self, step: int) -> None:
+        """At the boundary before optimizer step ``step`` (0-based): maybe a new geometry."""
+        self.ballast.at_step(step)
+        resident = self.probe.resident()
+        self.model.seed(resident)
+        self.model.drift(resident)
+        geometry = current_geometry(self.engine)
+        change, expected = self._decide(step, geometry)
+        if change is not None:
+            self._apply(change, step, mem_before=expected)
+        self.predicted = self.model.predict(current_geometry(self.engine).micro_batch)
+        self.probe.begin_step()
+
+    def run_step(
+        self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
+    ) -> torch.Tensor | None:
+        """``train_step(engine, batch, step)``, redone at a smaller micro-batch after an OOM.
+
+        None when the memory path halted (see ``halted``): the loop checkpoints and stops.
+        """
+        while True:
+            try:
+                return train_step(engine, batch, step)
+            except Exception as err:
+                if is_oom(err):
+                    if self._recover(err, step):
+                        continue
+                    return None
+                if is_floor_error(err):
+                    discard_window(engine)
+                    self._halt_for_floor(step, str(err))
+                    return None
+                raise
+
+    def after_step(self, overflow: bool, scale: float | None) -> None:
+        """After a completed optimizer step: calibrate, watch the loss-scale floor."""
+        micro_batch = current_geometry(self.engine).micro_batch
+        self.step_peak = self.probe.step_peak()
+        self.model.observe(micro_batch, self.step_peak, self.probe.resident())
+        if self.floor.note(overflow, scale, min_loss_scale(self.engine)):
+            self._halt_for_floor(int(self.engine.global_steps), f"{self.floor.run} steps skipped in a row")
+
+    def figures(self) -> dict[str, int | None]:
+        """The memory fields of this step's TelemetrySample."""
+        return {"mem_step_peak": self.step_peak, "mem_predicted": self.predicted, "mem_budget": self.budget}
+
+    def raise_if_halted(self) -> None:
+        if self.halted is not None:
+            raise self.halted
+
+    # ----------------------------------------------------- planner / operator
+
+    def request_micro_batch(self, micro_batch: int) -> Verdict:
+        """Ask for ``micro_batch`` from the next step on; refused if predicted not to fit."""
+        verdict = review_request(micro_batch, self.model.predict(micro_batch), self.budget, self.policy)
+        if verdict.accepted:
+            self.requested = verdict.geometry
+        return verdict
+
+    def resume_geometry(self) -> None:
+        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid."""
+        if self.geometry_file is None or not self.geometry_file.is_file():
+            return
+        try:
+            wanted = int(json.loads(self.geometry_file.read_text())["micro_batch"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("ignoring %s: %s", self.geometry_file, err)
+            return
+        geometry = current_geometry(self.engine)
+        if wanted in self.policy.micro_batches() and wanted != geometry.micro_batch:
+            change = Change(
+                geometry, self.policy.geometry(wanted), "resume", f"{GEOMETRY_FILE} from an earlier attempt"
+            )
+            self._apply(change, int(self.engine.global_steps), mem_before=None)
+
+    # --------------------------------------------------------------- internals
+
+    def _decide(self, step: int, geometry: Geometry) -> tuple[Change | None, int]:
+        expected = self.model.predict(geometry.micro_batch)
+        if self.requested is not None:
+            wanted, self.requested = self.requested, None
+            if wanted != geometry:
+                return Change(geometry, wanted, "request", "asked for by the planner or operator"), expected
+            return None, expected
+        if not self.config.memory.adaptive:
+            return None, expected
+        predicted = {m: self.model.predict(m) for m in self.policy.micro_batches()}
+        previous = self.state.level
+        self.state, change = decide(
+            self.state, geometry, Reading(step, expected, self.budget, predicted), self.policy
+        )
+        if self.state.level != previous:
+            self._level_event(previous, step, expected)
+        return change, expected
+
+    def _apply(self, change: Change, step: int, mem_before: int | None, **extra: Any) -> None:
+        apply_geometry(self.engine, change.after)
+        if change.after.micro_batch < change.before.micro_batch:
+            release_memory()  # what the larger micro-batch's activations left cached
+        self.state = ControllerState(self.state.level, last_change_step=step, steady=0)
+        before, after = change.before, change.after
+        mem_after = self.model.predict(after.micro_batch)
+        severity = "warning" if change.kind in ("shrink", "oom") else "info"
+        self.link.event(
+            "memory_adapted",
+            f"micro-batch {before.micro_batch}x{before.grad_accum} -> {after.micro_batch}x{after.grad_accum} "
+            f"at step {step} ({change.kind}: {change.reason})",
+            severity=severity,
+            kind=change.kind,
+            reason=change.reason,
+            step=step,
+            from_micro_batch=before.micro_batch,
+            to_micro_batch=after.micro_batch,
+            from_grad_accum=before.grad_accum,
+            to_grad_accum=after.grad_accum,
+            mem_before=mem_before,
+            mem_after_predicted=mem_after,
+            mem_budget=self.budget,
+            mem_kind=self.probe.kind,
+            **extra,
+        )
+
+    def _recover(self, err: BaseException, step: int) -> bool:
+        """After an OOM in step ``step``: True when the window can be redone."""
+        before = current_geometry(self.engine)
+        peak = self.probe.step_peak()
+        smaller = after_oom(before, self.policy)
+        if not recoverable_in_place(self.engine):
+            self._write_geometry(smaller or before, f"OOM at ZeRO-3 in step {step}: {err}")
+            raise MemoryHalt(
+                f"out of memory at ZeRO-3 in step {step} at micro-batch {before.micro_batch} ({err}); "
+                f"restart from the newest checkpoint with micro-batch {(smaller or before).micro_batch} "
+                f"({GEOMETRY_FILE})",
+                restartable=smaller is not None,
+            ) from err
+        discard_window(self.engine)
+        if smaller is None:
+            self._write_geometry(before, f"OOM at the smallest micro-batch in step {step}")
+            self._halt(
+                f"out of memory at micro-batch {before.micro_batch}, the smallest allowed, "
+                f"in step {step} ({err})",
+                restartable=False,
+                step=step,
+            )
+            return False
+        change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
+        self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
+        self._write_geometry(smaller, f"OOM in step {step}")
+        self.predicted = self.model.predict(smaller.micro_batch)
+        self.probe.begin_step()
+        return True
+
+    def _halt_for_floor(self, step: int, detail: str) -> None:
+        self._halt(
+            f"fp16 loss scale at its minimum and still overflowing at step {step} ({detail}); "
+            "the run diverged: lower the learning rate or use bf16",
+            restartable=False,
+            step=step,
+            alert="loss_scale_floor",
+        )
+
+    def _halt(self, reason: str, restartable: bool, step: int, alert: str = "memory_exhausted") -> None:
+        if self.halted is not None:
+            return
+        self.halted = MemoryHalt(reason, restartable)
+        self.link.event(alert, reason, severity="critical", step=step, restartable=restartable)
+
+    def _level_event(self, previous: str, step: int, expected: int) -> None:
+        level = self.state.level
+        severity = {"ok": "info", "warn": "warning", "critical": "critical"}[level]
+        self.link.event(
+            "memory_level",
+            f"memory {previous} -> {level} at step {step}: "
+            f"expected peak {expected / self.budget:.0%} of the budget",
+            severity=severity,
+            step=step,
+            level=level,
+            previous=previous,
+            expected_peak=expected,
+            mem_budget=self.budget,
+        )
+
+    def _write_geometry(self, geometry: Geometry, reason: str) -> None:
+        if self.geometry_file is None:
+            return
+        data = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum, "reason": reason}
+        tmp = self.geometry_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data) + "\n")
+        os.replace(tmp, self.geometry_file)
+
+    def _after_forward(self, _module: torch.nn.Module, _inputs: Any, _output: Any) -> None:
+        """Forward hook: all of a micro-batch's activations are alive now."""
+        rss = self.probe.note()
+        if self.config.memory.cpu_enforce and rss > self.budget:
+            raise MemoryError(f"cpu-rss {rss} bytes over the budget of {self.budget} bytes")

@@ -1,0 +1,68 @@
+"""Injected memory pressure for tests and rehearsals: ballast tensors on a step schedule.
+
+``MEMTUI_BALLAST="STEP:SIZE[,STEP:SIZE...]"`` in the trainer's environment (the supervisor
+passes its environment on): from optimizer step STEP (0-based, the step about to run) on,
+hold SIZE bytes of ballast on the training device; SIZE takes K, M or G (powers of 1024);
+0 releases it. The ballast is written to, so on the CPU it is resident (it shows in RSS).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+BALLAST_ENV = "MEMTUI_BALLAST"
+_SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'64M' -> 67108864 bytes."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 512M)")
+    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def parse_schedule(text: str) -> list[tuple[int, int]]:
+    """'10:256M,40:0' -> [(10, 268435456), (40, 0)], ordered by step."""
+    schedule = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        step, _, size = item.partition(":")
+        if not size:
+            raise ValueError(f"{BALLAST_ENV}: {item!r} is not STEP:SIZE")
+        schedule.append((int(step), parse_size(size)))
+    return sorted(schedule)
+
+
+class Ballast:
+    """Holds the scheduled bytes on ``device``; ``at_step`` returns the bytes held."""
+
+    def __init__(self, schedule: list[tuple[int, int]], device: torch.device) -> None:
+        self.schedule = schedule
+        self.device = device
+        self.held = 0
+        self._tensor: torch.Tensor | None = None
+
+    @classmethod
+    def from_env(cls, device: torch.device) -> Ballast:
+        return cls(parse_schedule(os.environ.get(BALLAST_ENV, "")), device)
+
+    def wanted(self, step: int) -> int:
+        """Bytes the schedule asks for at ``step``."""
+        size = 0
+        for start, bytes_ in self.schedule:
+            if start <= step:
+                size = bytes_
+        return size
+
+    def at_step(self, step: int) -> int:
+        size = self.wanted(step)
+        if size != self.held:
+            self._tensor = None  # free first: the old and the new never coexist
+            if size:
+                self._tensor = torch.ones(size, dtype=torch.uint8, device=self.device)  # touched: resident
+            self.held = size
+        return self.held

@@ -1,0 +1,92 @@
+"""Throwing away an accumulation window that ran out of memory, so it can be redone.
+
+An out-of-memory error (``torch.cuda.OutOfMemoryError``; on the CPU ``MemoryError`` or an
+allocator's RuntimeError) inside forward or backward leaves a window half done: some
+micro-batches' gradients accumulated, ``micro_steps`` advanced, no optimizer step taken
+(``global_steps`` and ``global_samples`` only move at the boundary). ``discard_window``
+puts the engine back where the window began: gradients zeroed, ZeRO's reduction
+bookkeeping reset, ``micro_steps`` realigned (see geometry.py), memory released. The
+caller then shrinks the micro-batch and redoes the window from its first sample.
+
+DeepSpeed 0.19.8 (shared/DEEPSPEED-NOTES.md): stage 0/1 need only ``zero_grad``; stage 2
+fails on the next backward ("has already been reduced") unless its bookkeeping is reset
+too; at stage 3 ``zero_grad`` itself fails on the CPU, so a stage-3 window is not
+redone in place (``recoverable_in_place`` is False) and the trainer restarts instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+from typing import Any
+
+import torch
+
+from engine.trainer.geometry import realign_micro_steps
+
+_ALLOCATOR_MESSAGES = ("out of memory", "cannot allocate memory", "failed to allocate", "defaultcpuallocator")
+
+
+def is_oom(err: BaseException) -> bool:
+    """True for an out-of-memory error from any allocator torch uses."""
+    if isinstance(err, MemoryError):
+        return True
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(err, oom_type):
+        return True
+    return isinstance(err, RuntimeError) and any(m in str(err).lower() for m in _ALLOCATOR_MESSAGES)
+
+
+def recoverable_in_place(engine: Any) -> bool:
+    """False at ZeRO stage 3 (its zero_grad cannot run after a broken backward on the CPU)."""
+    return int(engine.zero_optimization_stage()) < 3
+
+
+def discard_window(engine: Any) -> None:
+    """Undo a partial accumulation window: no optimizer step, no sample counted."""
+    optimizer = engine.optimizer
+    if hasattr(optimizer, "ipg_buckets"):  # ZeRO 1/2 (DeepSpeedZeroOptimizer)
+        reset_zero_reduction(optimizer)
+    if hasattr(optimizer, "zero_grad"):
+        optimizer.zero_grad()
+    engine.zero_grad()  # param.grad = None on the module's parameters
+    engine.losses = None  # the engine's running loss for monitors
+    realign_micro_steps(engine)
+    release_memory()
+
+
+def reset_zero_reduction(optimizer: Any) -> None:
+    """ZeRO-1/2's per-window reduction state, as at the start of a window."""
+    from deepspeed.runtime.zero.stage_1_and_2 import INITIAL_MICRO_STEP_ID
+
+    if hasattr(optimizer, "params_already_reduced"):
+        optimizer.params_already_reduced = [False] * len(optimizer.params_already_reduced)
+    for bucket in optimizer.ipg_buckets.values():
+        bucket.clear()
+    if getattr(optimizer, "partition_gradients", False):
+        optimizer.reset_partition_gradient_structures()
+    averaged = getattr(optimizer, "averaged_gradients", None)
+    if isinstance(averaged, dict):
+        averaged.clear()
+    if hasattr(optimizer, "extra_large_param_to_reduce"):
+        optimizer.extra_large_param_to_reduce.clear()
+    if hasattr(optimizer, "_release_ipg_buffers"):
+        optimizer._release_ipg_buffers()  # partial sums in grads_in_partition go too
+    optimizer.micro_step_id = INITIAL_MICRO_STEP_ID  # the next backward is a window's first
+
+
+def release_memory() -> None:
+    """Free what the failed window held: Python cycles, then the CUDA cache; on the CPU
+    hand glibc's free heap back to the OS, or the RSS (our CPU stand-in) stays high."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    else:
+        trim_heap()
+
+
+def trim_heap() -> None:
+    """glibc ``malloc_trim(0)``; a no-op where there is no glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -1,0 +1,54 @@
+"""The samples of one optimizer step, the same whatever the micro-batch.
+
+A workload's ``batch(step, micro, micro_batch)`` draws micro-batch ``micro`` of ``step``;
+its samples depend on the micro-batch size. When the memory controller changes the
+geometry, the optimizer must still see the same samples in that step (the configured run's),
+so the trainer asks for them through a ``SampleWindow``: the step's ``global_batch / world``
+samples are numbered 0..n-1 and drawn in blocks of the configured (base) micro-batch;
+micro-batch ``k`` of size ``m`` is samples ``k*m .. k*m+m-1``, cut from (or joined across)
+those blocks. At the base micro-batch the workload is called directly (no copy).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.trainer.workload import BatchFn
+
+Batch = tuple[torch.Tensor, ...]
+
+
+class SampleWindow:
+    """A ``BatchFn`` with the same signature, geometry-invariant in its samples.
+
+    Keeps the last base block drawn (micro-batches arrive in order, so each block of a step
+    is drawn once).
+    """
+
+    def __init__(self, batch: BatchFn, base_micro_batch: int) -> None:
+        self.batch = batch
+        self.base = base_micro_batch
+        self._cached: tuple[int, int, Batch] | None = None  # (step, block, tensors)
+
+    def __call__(self, step: int, micro: int, micro_batch: int) -> Batch:
+        if micro_batch == self.base:
+            return self.batch(step, micro, micro_batch)
+        first = micro * micro_batch  # index of the first sample within the step
+        last = first + micro_batch  # one past the last
+        pieces: list[Batch] = []
+        for block in range(first // self.base, (last - 1) // self.base + 1):
+            tensors = self._block(step, block)
+            lo = max(first - block * self.base, 0)
+            hi = min(last - block * self.base, self.base)
+            pieces.append(tuple(t[lo:hi] for t in tensors))
+        if len(pieces) == 1:
+            return pieces[0]
+        return tuple(torch.cat(parts, dim=0) for parts in zip(*pieces, strict=True))
+
+    def _block(self, step: int, block: int) -> Batch:
+        cached = self._cached
+        if cached is not None and cached[0] == step and cached[1] == block:
+            return cached[2]
+        tensors = self.batch(step, block, self.base)
+        self._cached = (step, block, tensors)
+        return tensors
