@@ -109,6 +109,78 @@ class CheckpointConfig(_Strict):
     """Save every N optimizer steps; 0 saves only when the run stops."""
     keep: int = Field(3, ge=1, le=1000)
     """Newest checkpoints kept."""
+    every_minutes: float = Field(0.0, ge=0.0)
+    """Also save when this many wall-clock minutes passed since the last save; 0 = off."""
+    milestone_every: int = Field(0, ge=0)
+    """Keep every checkpoint whose step is a multiple of N for good (beyond ``keep``); 0 = none."""
+    min_free_mb: int = Field(0, ge=0)
+    """MiB that must stay free on the disk after a save; a save that would cut into it is
+    skipped with an alert (the older checkpoints are kept)."""
+    stop_grace_s: float = Field(60.0, gt=0.0)
+    """Seconds from a stop request or SIGTERM to SIGKILL: the trainer finishes its step and
+    writes an emergency checkpoint in this time (a kill mid-save leaves the previous one)."""
+
+
+class RestartConfig(_Strict):
+    """How the supervisor restarts a trainer that died unasked (signal, crash, non-zero exit)."""
+
+    max_restarts: int = Field(5, ge=0, le=10_000)
+    """Restarts in a row without a new checkpoint before the run is failed; 0 never restarts."""
+    backoff_initial_s: float = Field(1.0, ge=0.0)
+    """Delay before the first restart of such a row; doubled for each further one."""
+    backoff_max_s: float = Field(60.0, ge=0.0)
+    """The delay never grows beyond this."""
+    on_preemption: bool = False
+    """Also restart a trainer that stopped itself on SIGTERM without the run being asked to
+    stop (a preempted node); False ends the run as stopped."""
+
+
+class MemoryConfig(_Strict):
+    """Adaptive memory: the budget the controller steers by and how it reacts (issue 4).
+
+    Fractions are of the budget. The controller shrinks the micro-batch (and raises the
+    gradient accumulation, so samples per optimizer step stay ``train.global_batch``)
+    before memory reaches ``critical``, and grows it back when headroom is steady.
+    """
+
+    budget: int | float | None = None
+    """Bytes (an int > 1) or a fraction of the device's capacity (0 < x <= 1); None: the
+    whole device (host RAM on the CPU). On CUDA made real with
+    ``torch.cuda.set_per_process_memory_fraction``; on the CPU the capacity steered by."""
+    adaptive: bool = True
+    """Let the controller change the micro-batch; False keeps the configured geometry
+    (OOMs are still recovered)."""
+    warn: float = Field(0.85, gt=0.0, le=1.0)
+    """Measured peak / budget at which the controller starts shrinking (with cool-down)."""
+    critical: float = Field(0.95, gt=0.0, le=1.0)
+    """Measured peak / budget at which it shrinks at once, cool-down or not."""
+    hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
+    """A level is left only below its threshold minus this; shrinks aim below warn minus this."""
+    grow_below: float = Field(0.70, gt=0.0, le=1.0)
+    """Grow only while the predicted peak at the next larger micro-batch is below this."""
+    steady_steps: int = Field(10, ge=1)
+    """Optimizer steps of steady headroom before a growth."""
+    cooldown_steps: int = Field(20, ge=0)
+    """Optimizer steps from any geometry change to a growth or a warn-level shrink."""
+    min_micro_batch: int = Field(1, ge=1)
+    """Never shrink below this."""
+    max_micro_batch: int | None = Field(None, ge=1)
+    """Never grow above this; None: ``train.micro_batch``."""
+    cpu_enforce: bool = False
+    """CPU only: a forward that leaves the process's RSS over the budget raises MemoryError,
+    standing in for the CUDA allocator's limit (so OOM recovery runs on the CPU)."""
+    floor_skips: int = Field(10, ge=1)
+    """fp16 at stage 0: consecutive skipped steps at the minimum loss scale that count as
+    the loss-scale floor (an alert, then a stop with a checkpoint)."""
+
+    @model_validator(mode="after")
+    def _budget_and_levels(self) -> MemoryConfig:
+        fraction_over_one = isinstance(self.budget, float) and self.budget > 1
+        if self.budget is not None and (self.budget <= 0 or fraction_over_one):
+            raise ValueError(f"budget must be bytes (int > 1) or a fraction in (0, 1], got {self.budget!r}")
+        if self.warn > self.critical:
+            raise ValueError(f"warn ({self.warn}) must not exceed critical ({self.critical})")
+        return self
 
 
 class RunConfig(_Strict):
@@ -127,6 +199,8 @@ class RunConfig(_Strict):
     model: ModelConfig = Field(default_factory=ModelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    restart: RestartConfig = Field(default_factory=RestartConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     """Optional ``module:function`` that builds a user's model and data (see README)."""
     workload_dir: str | None = None
@@ -300,6 +374,13 @@ class TelemetrySample(BaseModel):
     mem_capacity: int = Field(0, ge=0)
     mem_kind: MemoryKind = "cpu-rss"
     """What the memory numbers measure; see MemoryKind."""
+    mem_step_peak: int | None = Field(None, ge=0)
+    """Peak of this step alone (CUDA: max_memory_allocated since the step began; CPU: the
+    largest RSS seen after a forward); what the predictive model is calibrated against."""
+    mem_predicted: int | None = Field(None, ge=0)
+    """The memory model's predicted peak for this step's micro-batch."""
+    mem_budget: int | None = Field(None, ge=0)
+    """The budget the memory controller steers by (memory.budget resolved to bytes)."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)

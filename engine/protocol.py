@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -110,7 +110,7 @@ class TrainerEvent(_Message):
 DirectiveField = Literal[
     "lr_multiplier", "gradient_clip_norm", "loss_scale_initial_power", "micro_batch_size"
 ]
-DIRECTIVE_FIELDS: tuple[str, ...] = (
+DIRECTIVE_FIELDS: tuple[DirectiveField, ...] = (
     "lr_multiplier",
     "gradient_clip_norm",
     "loss_scale_initial_power",
@@ -181,7 +181,7 @@ class Chaos(_Message):
 
 
 ClientMessage = Annotated[
-    Union[Hello, Status, Stop, Ping, Replay, StepReport, TrainerEvent, Approve, Clamp, Reject, Chaos],
+    Hello | Status | Stop | Ping | Replay | StepReport | TrainerEvent | Approve | Clamp | Reject | Chaos,
     Field(discriminator="kind"),
 ]
 CONSOLE_REQUESTS = (Status, Stop, Ping, Replay, Approve, Clamp, Reject, Chaos)
@@ -234,7 +234,7 @@ class TrainerCommand(_Message):
 
 
 ServerMessage = Annotated[
-    Union[Welcome, Ok, Error, EventMessage, Telemetry, TrainerCommand],
+    Welcome | Ok | Error | EventMessage | Telemetry | TrainerCommand,
     Field(discriminator="kind"),
 ]
 

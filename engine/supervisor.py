@@ -25,16 +25,28 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
 from engine import peer
-from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, Severity, TelemetrySample
+from engine.checkpoint_store import newest_verified_step
+from engine.domain import (
+    TERMINAL_STATES,
+    Event,
+    RestartConfig,
+    RunState,
+    RunStatus,
+    Severity,
+    TelemetrySample,
+)
 from engine.protocol import (
     MAX_LINE_BYTES,
     STREAM_LIMIT,
     TELEMETRY_HZ,
+    Approve,
+    Chaos,
+    Clamp,
     Error,
     EventMessage,
     Hello,
@@ -42,6 +54,7 @@ from engine.protocol import (
     Ok,
     Ping,
     ProtocolError,
+    Reject,
     Replay,
     Status,
     StepReport,
@@ -55,6 +68,7 @@ from engine.protocol import (
     encode,
     read_line,
 )
+from engine.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.rundir import RunDir
 from engine.runstatus import compose_status
 from engine.store import Store
@@ -74,7 +88,10 @@ TRAINER_WRITE_BUFFER_MAX = MAX_LINE_BYTES  # bytes unread by the trainer before 
 # Event types only the supervisor may write; a trainer claiming one is refused.
 SUPERVISOR_EVENTS = frozenset(
     {"run_started", "run_ended", "state_changed", "trainer_launched", "trainer_exited", "stop_requested"}
+    | {"chaos"}
+    | {"trainer_restarted", "restarts_exhausted"}
 )
+DIRECTIVES_UNAVAILABLE = "directives are not available until the Directives issue lands"
 
 
 def default_trainer_command(environ: dict[str, str] | None = None) -> list[str]:
@@ -308,8 +325,14 @@ class Supervisor:
         *,
         stop_grace_s: float = STOP_GRACE_S,
         owner_uid: int | None = None,
+        fresh_start: bool = False,
     ) -> None:
         self.run = run
+        self._fresh_pending = fresh_start
+        """Pass ``--fresh`` to the next trainer: start over if no checkpoint verifies."""
+        self._restart_streak = 0  # restarts in a row without a new checkpoint
+        self._error_restartable: bool | None = None  # the last trainer_error's "restartable"
+        self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
         self.trainer_cmd = list(trainer_cmd) if trainer_cmd is not None else default_trainer_command()
         """Command prefix; the run dir and ``--attempt N`` are appended."""
         self.stop_grace_s = stop_grace_s
@@ -496,17 +519,96 @@ class Supervisor:
         """Run trainer attempts until one ends the run."""
         while True:
             outcome = await self._run_attempt()
-            if self._restart_decision(outcome) == "end":
+            decision, resume_step = await self._restart_decision(outcome)
+            if decision.action == "end":
+                if decision.streak > 1:  # restarts were tried and ran out
+                    self._record(
+                        "restarts_exhausted",
+                        severity="critical",
+                        message=f"gave up: {decision.streak - 1} restarts in a row without a new checkpoint",
+                        data={"streak": decision.streak, "cause": decision.cause},
+                        attempt=outcome.attempt,
+                    )
                 return outcome
             self.restarts += 1
             self.store.set_meta("restarts", self.restarts)
             self._set_state("restarting")
+            self._announce_restart(outcome, decision, resume_step)
+            await self._sleep_unless_stopped(decision.delay_s)
 
-    def _restart_decision(self, outcome: TrainerExit) -> Literal["end", "restart"]:
-        """The seam for restarts (Checkpoints issue): a trainer that died unasked
-        (SIGKILL, crash, preemption) will be restarted here from the newest valid
-        checkpoint, with backoff and a limit. Until then every exit ends the run."""
-        return "end"
+    async def _restart_decision(self, outcome: TrainerExit) -> tuple[RestartDecision, int | None]:
+        """Restart a trainer that died unasked (signal, crash, non-zero exit) from the newest
+        verified checkpoint, with backoff and a limit (engine.restart_policy decides).
+        Returns the decision and the step a restart would resume from (None: step 0)."""
+        newest = await asyncio.to_thread(newest_verified_step, self.run.checkpoints)
+        progressed = newest is not None and newest > self._streak_checkpoint
+        end = AttemptEnd(
+            outcome.returncode,
+            self._stop_reason is not None,
+            outcome.finished_reason,
+            outcome.launch_error,
+            restartable=self._error_restartable is not False,
+        )
+        self._error_restartable = None
+        decision = decide(end, self._restart_streak, progressed, self._restart_config())
+        if progressed:
+            self._streak_checkpoint = newest if newest is not None else -1
+        self._restart_streak = decision.streak
+        return decision, newest
+
+    def _restart_config(self) -> RestartConfig:
+        try:
+            return self.run.read_config().restart
+        except Exception:  # a damaged run.json must not stop a restart: the defaults apply
+            return RestartConfig()
+
+    def _announce_restart(
+        self, outcome: TrainerExit, decision: RestartDecision, resume_step: int | None
+    ) -> None:
+        """trainer_exited for the attempt that died, then trainer_restarted with the cost."""
+        returncode = outcome.returncode if outcome.returncode is not None else 0
+        self._record(
+            "trainer_exited",
+            severity="warning",
+            message=f"{describe_exit(returncode)} (attempt {outcome.attempt})",
+            data={
+                "attempt": outcome.attempt,
+                "returncode": returncode,
+                "signal": _signal_name(returncode),
+                "reason": decision.cause,
+            },
+            attempt=outcome.attempt,
+        )
+        last_step = self.latest.step if self.latest is not None else 0
+        resume = resume_step or 0
+        steps_lost = max(0, last_step - resume)
+        self._record(
+            "trainer_restarted",
+            severity="warning",
+            message=(
+                f"trainer {decision.cause}; restarting from step {resume} in {decision.delay_s:.1f} s "
+                f"({steps_lost} steps lost; restart {self.restarts})"
+            ),
+            data={
+                "cause": decision.cause,
+                "returncode": returncode,
+                "signal": _signal_name(returncode),
+                "last_step": last_step,
+                "resume_step": resume,
+                "steps_lost": steps_lost,
+                "delay_s": decision.delay_s,
+                "restarts": self.restarts,
+                "streak": decision.streak,
+                "next_attempt": self.attempt + 1,
+            },
+            attempt=outcome.attempt,
+        )
+
+    async def _sleep_unless_stopped(self, seconds: float) -> None:
+        """The restart backoff; a stop request cuts it short (polled: s resolution 0.05)."""
+        deadline = time.monotonic() + seconds
+        while self._stop_reason is None and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(0.05, left))
 
     async def _run_attempt(self) -> TrainerExit:
         self.attempt += 1
@@ -515,6 +617,9 @@ class Supervisor:
         if self._stop_reason is not None:
             return TrainerExit(attempt, None)
         command = [*self.trainer_cmd, str(self.run.path), "--attempt", str(attempt)]
+        if self._fresh_pending:  # memtui resume --fresh: once, for the first attempt
+            command.append("--fresh")
+            self._fresh_pending = False
         try:
             proc = await self._launch(command, attempt)
         except OSError as err:
@@ -646,6 +751,7 @@ class Supervisor:
             self._finished_reason = str(message.data.get("reason") or "") or None
         elif message.type == "trainer_error":
             self._last_error = message.message or None
+            self._error_restartable = message.data.get("restartable")  # False: a restart cannot help
 
     # ---------------------------------------------------------------- connections
 
@@ -768,10 +874,31 @@ class Supervisor:
         elif isinstance(message, Replay):
             count = await self._replay(client, message.since)
             client.send(Ok(id=message.id, result={"replayed": count}))
+        elif isinstance(message, Chaos):
+            client.send(self._chaos(message))
+        elif isinstance(message, (Approve, Clamp, Reject)):
+            client.send(Error(id=message.id, reason=DIRECTIVES_UNAVAILABLE))
         elif isinstance(message, Hello):
             client.send(Error(reason="hello already received on this connection"))
         else:
             client.send(Error(reason=f"{message.kind!r} is accepted only from the trainer"))
+
+    def _chaos(self, message: Chaos) -> Ok | Error:
+        """An operator's failure injection: record it, then do it (only kill_trainer for now)."""
+        if message.action != "kill_trainer":
+            return Error(id=message.id, reason=f"chaos {message.action!r} is not available yet")
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return Error(id=message.id, reason="no trainer is running to kill")
+        self._record(
+            "chaos",
+            severity="warning",
+            message=f"chaos: kill_trainer (SIGKILL pid {proc.pid})",
+            data={"action": message.action, "params": message.params, "pid": proc.pid},
+            attempt=self.attempt,
+        )
+        _kill_group(proc.pid, signal.SIGKILL)
+        return Ok(id=message.id, result={"action": message.action, "pid": proc.pid})
 
     async def _serve_trainer(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None
@@ -864,7 +991,7 @@ def _write_atomically(path: Path, text: str) -> None:
 # --------------------------------------------------------------------- entry point
 
 
-def main(run_dir: Path, *, stop_grace_s: float = STOP_GRACE_S) -> int:
+def main(run_dir: Path, *, stop_grace_s: float = STOP_GRACE_S, fresh_start: bool = False) -> int:
     """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
     logging.basicConfig(
         stream=sys.stdout,
@@ -873,7 +1000,9 @@ def main(run_dir: Path, *, stop_grace_s: float = STOP_GRACE_S) -> int:
     )
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
     run = RunDir(Path(run_dir).resolve())
-    supervisor = Supervisor(run, default_trainer_command(), stop_grace_s=stop_grace_s)
+    supervisor = Supervisor(
+        run, default_trainer_command(), stop_grace_s=stop_grace_s, fresh_start=fresh_start
+    )
     try:
         return asyncio.run(supervisor.serve(handle_signals=True))
     except SupervisorError as err:

@@ -104,7 +104,7 @@ class MemtuiApp(App[None]):
         Binding("w", "window", "Window"),
         Binding("e", "event_filter", "Filter", show=False),
         Binding("z", "maximize", "Maximise", show=False),
-        Binding("p", "screenshot", "Screenshot", show=False),
+        Binding("p", "save_svg", "Screenshot", show=False),
         Binding("t", "next_theme", "Theme", show=False),
         *(
             Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
@@ -434,7 +434,7 @@ class MemtuiApp(App[None]):
         focused = screen.focused if isinstance(screen.focused, Panel) else self.query_one(MemoryPanel)
         screen.maximize(focused)
 
-    def action_screenshot(self) -> None:
+    def action_save_svg(self) -> None:
         folder = self.run_dir.path / "screenshots"
         try:
             folder.mkdir(exist_ok=True)
@@ -472,7 +472,7 @@ class MemtuiApp(App[None]):
             ("Display: freeze / unfreeze", "pause drawing; data keeps arriving", "freeze"),
             ("Charts: next window", "last 5 min / last hour / whole run", "window"),
             ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
-            ("Export: screenshot (SVG)", "into the run directory's screenshots/", "screenshot"),
+            ("Export: screenshot (SVG)", "into the run directory's screenshots/", "save_svg"),
             *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),
             ("Detach", "close the console; the run goes on", "detach"),
         ]

@@ -6,6 +6,8 @@
     memtui run [CONFIG.toml]    start a run (detached supervisor), then attach
     memtui attach [RUN]         open the console (read-only history for a finished run)
     memtui ls | status | logs | stop
+    memtui resume [RUN]         start an interrupted run again from its newest verified checkpoint
+    memtui checkpoints [RUN]    list checkpoints: step, size, age, verification
 
 Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the engine.
 """
@@ -227,7 +229,43 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds to wait for the run to end (default {STOP_TIMEOUT_S:g})",
     )
     stop.set_defaults(handler=cmd_stop)
+    _add_checkpoint_commands(sub)
     return parser
+
+
+def _add_checkpoint_commands(sub: Any) -> None:
+    """``resume`` and ``checkpoints`` (the Checkpoints issue)."""
+    resume = sub.add_parser(
+        "resume",
+        help="start a run again whose processes are gone, from its newest verified checkpoint",
+        description=(
+            "Start an interrupted (or stopped, or failed) run again in the same run directory, "
+            "with its history, from its newest checkpoint that verifies. Refuses if checkpoints "
+            "exist but none verifies, unless --fresh."
+        ),
+    )
+    _add_run(resume, "the newest run")
+    resume.add_argument(
+        "--fresh",
+        action="store_true",
+        help="if no checkpoint verifies, start over at step 0 (bad tags are moved to quarantine/)",
+    )
+    resume.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
+    resume.add_argument("--json", action="store_true", help="print the resumed run as JSON")
+    _add_theme(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    checkpoints = sub.add_parser(
+        "checkpoints",
+        help="list a run's checkpoints and whether each verifies",
+        description="List checkpoints newest first: step, size, age, and the check against the manifest.",
+    )
+    _add_run(checkpoints, "the newest run")
+    checkpoints.add_argument("--json", action="store_true", help="print a JSON list")
+    checkpoints.add_argument(
+        "--quick", action="store_true", help="check sizes only, do not hash (fast for big checkpoints)"
+    )
+    checkpoints.set_defaults(handler=cmd_checkpoints)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,6 +491,47 @@ def _report_ending(run: RunDir, status: RunStatus, *, already: bool = False) -> 
     prefix = "was already " if already else ""
     print(f"{run.run_id}: {prefix}{status.state} at step {status.step}{detail}")
     return 0 if status.state in OK_ENDINGS else 1
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from engine.launch import LaunchError, spawn_supervisor, wait_until_serving
+    from memtui.resumption import ResumeRefused, check_resumable
+
+    run = _resolve(args.run, live=False)
+    try:
+        plan = check_resumable(run, fresh=args.fresh)
+    except ResumeRefused as err:
+        raise CliError(f"{run.run_id}: cannot resume: {err}") from None
+    for skipped in plan.skipped:
+        print(f"skipping {skipped}", file=sys.stderr)
+    where = f"step {plan.from_step}" if plan.from_step is not None else "step 0 (fresh start)"
+    pid = spawn_supervisor(run, extra_args=["--fresh"] if args.fresh else [])
+    try:
+        wait_until_serving(run, pid)
+    except LaunchError as err:
+        raise CliError(f"the run did not start: {err}") from None
+    if args.json:
+        started = {"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}
+        _print_json({**started, "from_step": plan.from_step})
+    else:
+        print(f"resumed {run.run_id} from {where} (supervisor pid {pid})")
+    return 0 if args.detach else open_console(run, args.theme)
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    import time
+
+    from memtui.checkpoint_report import checkpoint_rows, render_checkpoints
+
+    run = _resolve(args.run, live=False)
+    rows = checkpoint_rows(run, time.time(), "quick" if args.quick else "full")
+    if args.json:
+        _print_json(rows)
+    elif not rows:
+        print(f"{run.run_id}: no checkpoints yet", file=sys.stderr)
+    else:
+        print(render_checkpoints(rows))
+    return 0
 
 
 def _print_json(value: Any) -> None:

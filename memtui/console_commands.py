@@ -8,7 +8,7 @@ confirmation exactly as its key does.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -24,7 +24,7 @@ class ConsoleCommands(Provider):
     """Directives, chaos, panels, export and theme commands."""
 
     def _commands(self) -> list[tuple[str, str, str]]:
-        app: App[None] | CommandSource = self.app
+        app: Any = self.app  # MemtuiApp; typed loosely to keep this module free of app imports
         return app.palette_commands() if hasattr(app, "palette_commands") else []
 
     async def discover(self) -> Hits:

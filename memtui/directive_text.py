@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveView
+from collections.abc import Mapping
+
+from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveView
 from memtui.formatting import format_duration, format_float
 
 FIELD_LABELS: dict[str, str] = {
@@ -18,7 +20,9 @@ def format_value(value: float | int | None) -> str:
     return format_float(value, 4) if isinstance(value, float) else "—" if value is None else str(value)
 
 
-def render_changes(requested: dict[str, float | int], allowed: dict[str, float | int]) -> str:
+def render_changes(
+    requested: Mapping[DirectiveField, float | int], allowed: Mapping[DirectiveField, float | int]
+) -> str:
     """``lr × 0.5→0.5  clip norm 2→1.25``: requested -> what the policy allows (highlighted if cut)."""
     parts = []
     for field in DIRECTIVE_FIELDS:

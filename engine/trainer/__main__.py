@@ -4,7 +4,8 @@ The supervisor starts it with stdout/stderr redirected to ``logs/trainer-<attemp
 It trains from the newest checkpoint in RUN_DIR towards the run's target step, reporting
 over the supervisor's socket. SIGTERM (or a stop command, or the supervisor going away)
 finishes the current optimizer step, checkpoints and exits 0; SIGHUP is ignored.
-Exit status: 0 completed or stopped, 1 error (after a ``trainer_error`` event), 2 bad usage.
+Exit status: 0 completed or stopped, 1 error (after a ``trainer_error`` event), 2 bad usage,
+66 no checkpoint verifies and ``--fresh`` was not given (restarting cannot help).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
+from engine.restart_policy import EXIT_NO_CHECKPOINT
 from engine.rundir import RunDir
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 
@@ -38,6 +40,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=CONNECT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"how long to wait for the supervisor's socket (default: {CONNECT_TIMEOUT_S:.0f})",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start at step 0 if checkpoints exist but none verifies (default: refuse, exit 66)",
     )
     parser.add_argument(
         "--standalone",
@@ -83,9 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     install_signal_handlers(link.stop_requested)
     try:
-        from engine.trainer.loop import train  # torch + deepspeed: imported after the link is up
+        # torch + deepspeed: imported after the link is up
+        from engine.trainer.checkpoint import NoVerifiedCheckpoint
+        from engine.trainer.loop import train
 
-        outcome = train(config, run, args.attempt, link)
+        try:
+            outcome = train(config, run, args.attempt, link, allow_fresh=args.fresh)
+        except NoVerifiedCheckpoint as err:
+            log.error("cannot resume: %s", err)
+            message = f"cannot resume: {err}"
+            link.event("trainer_error", message, severity="critical", error="NoVerifiedCheckpoint")
+            return EXIT_NO_CHECKPOINT
         log.info("trainer %s", outcome)
         return 0
     except Exception as err:  # report anything, then exit non-zero
@@ -96,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             severity="critical",
             error=type(err).__name__,
             traceback=traceback.format_exc()[-3000:],
+            # MemoryHalt (adaptive memory): False = a restart cannot help (OOM at micro-batch 1,
+            # fp16 loss-scale floor); True = restart with RUN_DIR/memory.json's micro-batch.
+            restartable=getattr(err, "restartable", None),
         )
         return 1
     finally:

@@ -21,15 +21,17 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
+from engine import checkpoint_policy
 from engine.domain import RunConfig
 from engine.protocol import StepReport
 from engine.rundir import RunDir
 from engine.trainer import checkpoint
+from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.deepspeed_config import build_deepspeed_config
 from engine.trainer.link import Link
@@ -57,26 +59,33 @@ class Training:
     run: RunDir | None = None
     """Where checkpoints go; None (bench) saves none."""
     last_saved_step: int = -1
+    last_saved_at: float = field(default_factory=time.monotonic)
+    """time.monotonic() of the last save (or the start): the wall-clock cadence counts from it."""
+    memory: AdaptiveMemory | None = None
+    """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
 
 
 # ------------------------------------------------------------------------- the loop
 
 
-def train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
-    """Train to ``config.steps`` or until asked to stop; checkpoint either way."""
+def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool = False) -> Outcome:
+    """Train to ``config.steps`` or until asked to stop; checkpoint either way.
+
+    ``allow_fresh``: start at step 0 if checkpoints exist but none verifies (else refuse).
+    """
     ensure_single_process_env()
     try:
-        return _train(config, run, attempt, link)
+        return _train(config, run, attempt, link, allow_fresh)
     finally:
         leave_process_group()
 
 
-def _train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
+def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool) -> Outcome:
     share_cpu_cores()
     seed_everything(config.seed)
     workload = load_workload(config)
     engine = build_engine(config, workload)
-    resumed = checkpoint.load_latest(engine, run.checkpoints)
+    resumed = checkpoint.resume(engine, checkpoint.store_for(config, run), allow_fresh, link)
     training = Training(
         config=config,
         engine=engine,
@@ -94,12 +103,15 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
         last_saved_step=resumed.step if resumed else -1,
     )
     announce_start(training, attempt, resumed)
+    training.memory = attach_memory(training)
+    training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
 
     run_steps(training, until=config.steps)
 
     outcome: Outcome = "completed" if engine.global_steps >= config.steps else "stopped"
     if training.last_saved_step != engine.global_steps:
         save_checkpoint(training)
+    training.memory.raise_if_halted()  # OOM at the smallest micro-batch, loss-scale floor
     link.event(
         "trainer_finished",
         f"training {outcome} at step {engine.global_steps}",
@@ -110,19 +122,25 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link) -> Outcome:
 
 
 def run_steps(training: Training, until: int) -> None:
-    """Optimizer steps until ``engine.global_steps == until`` or a stop request."""
+    """Optimizer steps until ``engine.global_steps == until``, a stop request or a memory halt."""
     engine, config = training.engine, training.config
     stop = training.link.stop_requested
-    while engine.global_steps < until and not stop.is_set():
+    memory = training.memory = training.memory or attach_memory(training)
+    batch = memory.batches(training.workload.batch)  # a step's samples whatever the geometry
+    while engine.global_steps < until and not stop.is_set() and memory.halted is None:
         step = engine.global_steps  # 0-based index of the step about to run = data position
+        memory.before_step(step)  # the controller may change the geometry here, and only here
         lr = engine.get_lr()[0]  # the scheduler set it for this step
         scale = loss_scale(engine)  # the scale this step's backward uses
         started = time.perf_counter()
 
-        loss = train_step(engine, training.workload.batch, step)
+        loss = memory.run_step(train_step, engine, batch, step)  # an OOM: shrink, redo the window
+        if loss is None:
+            break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
         overflow = training.telemetry.note_step()
+        memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if engine.global_steps % config.log_every == 0:
             report_step(training, loss, lr, scale, overflow, step_time_s)
         maybe_checkpoint(training)
@@ -155,28 +173,56 @@ def report_step(
         scale_during_step=scale,
         overflow=overflow,
         step_time_s=step_time_s,
+        memory_figures=training.memory.figures() if training.memory else None,
     )
     training.link.send(StepReport(sample=sample))
 
 
 def maybe_checkpoint(training: Training) -> None:
-    every = training.config.checkpoint.every_steps
-    if training.run is not None and every and training.engine.global_steps % every == 0:
+    """Save every ``checkpoint.every_steps`` steps and/or ``checkpoint.every_minutes``."""
+    ck = training.config.checkpoint
+    due = checkpoint_policy.save_due(
+        int(training.engine.global_steps),
+        training.last_saved_step,
+        time.monotonic() - training.last_saved_at,
+        ck.every_steps,
+        ck.every_minutes,
+    )
+    if training.run is not None and due:
         save_checkpoint(training)
 
 
 def save_checkpoint(training: Training) -> None:
+    """A durable save (see engine.checkpoint_store); a skipped or failed one is an alert
+    event and the run goes on with its older checkpoints. ``seconds`` is the stall."""
     if training.run is None:
         return
     engine, config = training.engine, training.config
-    saved = checkpoint.save(engine, training.run.checkpoints, config.checkpoint.keep, client_state(training))
+    store = checkpoint.store_for(config, training.run)
+    saved = checkpoint.save(engine, store, config, client_state(training))
+    training.last_saved_at = time.monotonic()
+    if saved.status != "saved":
+        training.link.event(
+            f"checkpoint_{saved.status}",  # checkpoint_skipped (no room) | checkpoint_failed
+            f"checkpoint {saved.tag} {saved.status}: {saved.reason}",
+            severity="critical",
+            step=saved.step,
+            tag=saved.tag,
+            reason=saved.reason,
+            free_bytes=saved.free_bytes,
+            needed_bytes=saved.needed_bytes,
+        )
+        return
     training.last_saved_step = saved.step
     training.link.event(
         "checkpoint_saved",
-        f"checkpoint {saved.tag} saved in {saved.seconds:.2f} s",
+        f"checkpoint {saved.tag} saved in {saved.seconds:.2f} s ({saved.size_bytes / 1e6:.1f} MB)",
         step=saved.step,
         tag=saved.tag,
-        seconds=round(saved.seconds, 4),
+        seconds=round(saved.seconds, 4),  # the training stall: saving is synchronous
+        write_s=round(saved.write_s, 4),
+        seal_s=round(saved.seal_s, 4),
+        size_bytes=saved.size_bytes,
         pruned=saved.pruned,
     )
 
@@ -233,6 +279,19 @@ def build_engine(config: RunConfig, workload: Workload) -> Any:
     return engine
 
 
+def attach_memory(training: Training) -> AdaptiveMemory:
+    """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
+    return AdaptiveMemory(
+        training.config,
+        training.engine,
+        training.workload.model,
+        training.telemetry.probe,
+        training.link,
+        run_path=training.run.path if training.run is not None else None,
+        world_size=training.telemetry.world_size,
+    )
+
+
 def leave_process_group() -> None:
     """Tear down torch.distributed so the process exits cleanly (and can train again)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -245,7 +304,12 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         if resumed.step != engine.global_steps:
             log.warning("checkpoint says step %d, DeepSpeed restored %d", resumed.step, engine.global_steps)
         training.link.event(
-            "checkpoint_loaded", f"resumed from {resumed.tag}", step=resumed.step, tag=resumed.tag
+            "checkpoint_loaded",
+            f"resumed from {resumed.tag}"
+            + (f", skipped {len(resumed.skipped)} newer" if resumed.skipped else ""),
+            step=resumed.step,
+            tag=resumed.tag,
+            skipped=resumed.skipped,
         )
     device = engine.device.type if isinstance(engine.device, torch.device) else str(engine.device)
     training.link.event(

@@ -73,8 +73,15 @@ class StepTelemetry:
         return overflow
 
     def sample(
-        self, loss: float, lr: float, scale_during_step: float | None, overflow: bool, step_time_s: float
+        self,
+        loss: float,
+        lr: float,
+        scale_during_step: float | None,
+        overflow: bool,
+        step_time_s: float,
+        memory_figures: dict[str, int | None] | None = None,
     ) -> TelemetrySample:
+        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget (adaptive memory)."""
         engine = self.engine
         samples = engine.global_samples  # over all ranks, restored on resume
         step_tokens = engine.train_batch_size() * self.tokens_per_sample
@@ -102,6 +109,7 @@ class StepTelemetry:
             micro_batch=engine.train_micro_batch_size_per_gpu(),
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,
+            **(memory_figures or {}),
         )
 
 

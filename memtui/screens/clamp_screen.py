@@ -14,17 +14,17 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveView
+from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveView
 from memtui.directive_text import FIELD_LABELS, INTEGER_FIELDS, format_value
 
-ClampValues = dict[str, float | int]
+ClampValues = dict[DirectiveField, float | int]
 
 
-def editable_fields(directive: DirectiveView) -> list[str]:
+def editable_fields(directive: DirectiveView) -> list[DirectiveField]:
     return [f for f in DIRECTIVE_FIELDS if f in directive.requested or f in directive.allowed]
 
 
-def parse_clamp(texts: dict[str, str]) -> tuple[ClampValues, list[str]]:
+def parse_clamp(texts: dict[DirectiveField, str]) -> tuple[ClampValues, list[str]]:
     """Field -> typed value, and one error per field that is not a finite number (or integer)."""
     values: ClampValues = {}
     errors = []
@@ -93,7 +93,7 @@ class ClampScreen(ModalScreen[ClampValues | None]):
     def on_mount(self) -> None:
         self._refresh_diff()
 
-    def _texts(self) -> dict[str, str]:
+    def _texts(self) -> dict[DirectiveField, str]:
         return {f: self.query_one(f"#field-{f}", Input).value for f in editable_fields(self.directive)}
 
     def _refresh_diff(self) -> tuple[ClampValues, list[str]]:

@@ -12,7 +12,7 @@ import pytest
 
 from engine import peer
 from engine import supervisor as supervisor_module
-from engine.domain import RunStatus, TelemetrySample
+from engine.domain import RunStatus, TelemetrySample, build_run_config
 from engine.protocol import (
     MAX_LINE_BYTES,
     TELEMETRY_HZ,
@@ -233,6 +233,7 @@ async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) 
 
 
 async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake_env) -> None:
+    run.write_config(build_run_config(steps=100, restart={"max_restarts": 0}))  # restarts: test_recovery
     fake_env(steps=5, exit_code=3)
     running = await start()
     assert await running.result() == 0

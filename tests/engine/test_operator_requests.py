@@ -1,0 +1,60 @@
+"""The supervisor's answers to the console's operator requests: chaos and directives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
+from engine.rundir import RunDir
+from engine.store import Store
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def kind(name: str) -> Any:
+    return lambda m: m.kind == name
+
+
+def test_operator_requests_round_trip() -> None:
+    for message in (
+        Approve(id="a", directive_id="d1"),
+        Clamp(id="c", directive_id="d1", values={"lr_multiplier": 0.5, "micro_batch_size": 4}),
+        Reject(id="r", directive_id="d1", reason="too eager"),
+        Chaos(id="k", action="kill_trainer"),
+    ):
+        assert decode_client(encode(message)) == message
+    clamp = decode_client(encode(Clamp(id="c", directive_id="d", values={"micro_batch_size": 4})))
+    assert isinstance(clamp.values["micro_batch_size"], int)
+
+
+async def test_kill_trainer_records_chaos_and_sigkills_it(run: RunDir, start, connect, fake_env) -> None:
+    await start()
+    client = await connect()
+    await client.recv()
+    await client.until(kind("telemetry"))
+    ok, before = await client.answer(Chaos(id="k1", action="kill_trainer"))
+    assert ok.kind == "ok" and ok.result["action"] == "kill_trainer"
+    exited, seen = await client.until(lambda m: m.kind == "event" and m.event.type == "trainer_exited")
+    chaos = [m.event for m in before + seen if m.kind == "event" and m.event.type == "chaos"]
+    assert chaos and chaos[0].data["pid"] == ok.result["pid"]
+    assert exited.event.data["returncode"] == -9
+    with Store(run.store, readonly=True) as store:
+        assert "chaos" in [e.type for e in store.events_since(0)]
+
+
+async def test_reserved_chaos_and_directives_are_refused_clearly(start, connect, fake_env) -> None:
+    await start()
+    client = await connect()
+    await client.recv()
+    for action in ("oom", "ballast", "nan_loss", "slow_step"):
+        error, _ = await client.answer(Chaos(id=f"c-{action}", action=action))
+        assert error.kind == "error" and "not available yet" in error.reason
+    for request in (
+        Approve(id="a", directive_id="d1"),
+        Clamp(id="c", directive_id="d1", values={"lr_multiplier": 0.5}),
+        Reject(id="r", directive_id="d1"),
+    ):
+        error, _ = await client.answer(request)
+        assert error.kind == "error" and "Directives issue" in error.reason
