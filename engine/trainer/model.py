@@ -131,5 +131,8 @@ class ByteTransformer(nn.Module):
 
 
 def parameter_count(model: nn.Module) -> int:
-    """Distinct parameters (the tied head is counted once)."""
-    return sum(p.numel() for p in model.parameters())
+    """Distinct parameters (the tied head is counted once).
+
+    Under ZeRO-3 a parameter's local tensor is an empty shard; ``ds_numel`` keeps its size.
+    """
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
