@@ -66,7 +66,9 @@ def _latest_step(store_path: Path) -> int:
     return latest.step if latest else 0
 
 
-def watch(home: Path, run_id: str, seconds: float) -> tuple[dict[int, float], float, list[float]]:
+def watch(
+    home: Path, run_id: str, seconds: float, profile: Path | None = None
+) -> tuple[dict[int, float], float, list[float]]:
     """Drive the console; returns step -> first time drawn, CPU percent, RSS samples (MB)."""
     pid, fd = pty.fork()
     if pid == 0:
@@ -78,6 +80,7 @@ def watch(home: Path, run_id: str, seconds: float) -> tuple[dict[int, float], fl
     tail = b""
     try:
         _read_for(fd, 5.0)  # start-up is not the steady state
+        spy = _profiler(pid, seconds, profile) if profile else None
         cpu0, t0, next_rss = proc.cpu_times(), time.monotonic(), 0.0
         while time.monotonic() - t0 < seconds:
             ready, _, _ = select.select([fd], [], [], 0.05)
@@ -93,6 +96,8 @@ def watch(home: Path, run_id: str, seconds: float) -> tuple[dict[int, float], fl
                 next_rss = time.monotonic() + 1.0
         cpu1, t1 = proc.cpu_times(), time.monotonic()
         cpu = 100.0 * ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) / (t1 - t0)
+        if spy is not None:
+            spy.wait(timeout=30)
         os.write(fd, b"q")
         _read_for(fd, 1.0)
     finally:
@@ -101,6 +106,13 @@ def watch(home: Path, run_id: str, seconds: float) -> tuple[dict[int, float], fl
         os.waitpid(pid, 0)
         os.close(fd)
     return drawn, cpu, rss
+
+
+def _profiler(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy (beside this Python) sampling the console for the measured window."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    command = [spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200", "-o", str(out)]
+    return subprocess.Popen([*command, "--format", "raw"], stdout=subprocess.DEVNULL)
 
 
 def _read_for(fd: int, seconds: float) -> None:
@@ -122,12 +134,13 @@ def latencies(store_path: Path, drawn: dict[int, float]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--profile", type=Path, help="write py-spy's collapsed stacks of the console here")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="mtb", dir="/tmp"))
     env = {**os.environ, "MEMTUI_HOME": str(home)}
     try:
         run_id = start_run(home)
-        drawn, cpu, rss = watch(home, run_id, args.seconds)
+        drawn, cpu, rss = watch(home, run_id, args.seconds, args.profile)
         run = list_runs(home)[0]
         lat = sorted(latencies(run.store, drawn))
         print(f"console CPU           {cpu:5.1f} % of one core over {args.seconds:g} s (target < 5 %)")

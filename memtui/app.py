@@ -51,6 +51,7 @@ from memtui.directive_text import render_changes
 from memtui.history import initial_view
 from memtui.messages import ConnectionChanged, EventReceived, TelemetryReceived, WelcomeReceived, WindowRead
 from memtui.run_view import RunView
+from memtui.screens.checkpoints_screen import CheckpointsScreen
 from memtui.screens.clamp_screen import ClampScreen, ClampValues
 from memtui.screens.confirm_screen import ConfirmScreen
 from memtui.screens.directive_screen import DirectiveScreen
@@ -67,9 +68,12 @@ from memtui.widgets.panel import Panel
 from memtui.widgets.run_header import RunHeader
 from memtui.widgets.throughput_panel import ThroughputPanel
 
-REDRAW_INTERVAL_S = 2.0 / TELEMETRY_HZ
-"""At most this often (5 Hz) the panels redraw: half the telemetry rate keeps an attached
-console near 5% of a core while a step still reaches the screen in ~150 ms (bench/console_live.py)."""
+REDRAW_INTERVAL_S = 2.5 / TELEMETRY_HZ
+"""At most this often (4 Hz) the figures redraw: each redraw costs a compositor pass whatever it
+repaints, so this rate sets an attached console's CPU (under 5% of a core) while a step still
+reaches the screen in ~100 ms (bench/console_live.py)."""
+CHART_INTERVAL_S = 1.0
+"""At most this often the charts (most of the panels' cells) repaint; the figures follow REDRAW_INTERVAL_S."""
 WINDOW_REFRESH_S = 10.0
 """How often a longer chart window is read again from the store."""
 COMPACT_BELOW = (120, 36)
@@ -106,6 +110,7 @@ class MemtuiApp(App[None]):
         Binding("z", "maximize", "Maximise", show=False),
         Binding("p", "save_svg", "Screenshot", show=False),
         Binding("t", "next_theme", "Theme", show=False),
+        Binding("C", "checkpoints", "Checkpoints", show=False),
         *(
             Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
             for key, name in PANEL_KEYS.items()
@@ -139,6 +144,8 @@ class MemtuiApp(App[None]):
         self._panels: list[Panel] = []
         self._clock = clock
         self._dirty = True
+        self._charts_dirty = True
+        self._charts_at = 0.0
         self._window_read_at = 0.0
         for stem in available_themes():
             self.register_theme(load_theme(stem))
@@ -183,31 +190,34 @@ class MemtuiApp(App[None]):
 
     # ------------------------------------------------------------------ drawing
 
-    def redraw(self) -> None:
-        """Hand the current snapshot to the header and every panel."""
+    def redraw(self, *, charts: bool = True) -> None:
+        """Hand the current snapshot to the header and every panel (and their charts if ``charts``)."""
         now = self._clock()
         if self._header is not None:
             self._header.frozen = self.frozen
             self._header.show(self.view, now)
         for panel in self._panels:
             if panel.display:
-                panel.show(self.view, now)
+                panel.show(self.view, now, charts=charts)
         self._dirty = False
+        if charts:
+            self._charts_dirty, self._charts_at = False, time.monotonic()
 
     def _tick(self) -> None:
         if self.view.window != "live" and self._clock() - self._window_read_at >= WINDOW_REFRESH_S:
             self._read_window(self.view.window)
         if self.frozen:
             return
-        if self._dirty:
-            self.redraw()
+        charts = self._charts_dirty and time.monotonic() - self._charts_at >= CHART_INTERVAL_S
+        if self._dirty or charts:
+            self.redraw(charts=charts)
         elif self._header is not None:  # ages and elapsed time move on without new data
             self._header.show(self.view, self._clock())
 
     def _fold(self, view: RunView) -> None:
         if view is not self.view:
             self.view = view
-            self._dirty = True
+            self._dirty = self._charts_dirty = True
 
     # ------------------------------------------------------------------ engine
 
@@ -416,6 +426,13 @@ class MemtuiApp(App[None]):
             return
         self.post_message(WindowRead(window, points))
 
+    def action_checkpoints(self) -> None:
+        """The run's checkpoints, verified in a worker thread, re-read on checkpoint events."""
+        if isinstance(self.screen, CheckpointsScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(CheckpointsScreen(self.run_dir, lambda: self.view, self._clock))
+
     def action_event_filter(self) -> None:
         kind = self.query_one(EventLog).cycle_filter()
         self.notify(f"events: {kind}", timeout=2)
@@ -472,6 +489,7 @@ class MemtuiApp(App[None]):
             ("Display: freeze / unfreeze", "pause drawing; data keeps arriving", "freeze"),
             ("Charts: next window", "last 5 min / last hour / whole run", "window"),
             ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
+            ("Checkpoints: list", "tag, step, size, age, verified (key C)", "checkpoints"),
             ("Export: screenshot (SVG)", "into the run directory's screenshots/", "save_svg"),
             *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),
             ("Detach", "close the console; the run goes on", "detach"),

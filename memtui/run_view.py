@@ -31,6 +31,12 @@ OVERFLOW_ALERT_WINDOW = 50
 OVERFLOW_ALERT_COUNT = 3
 """This many overflows within the newest OVERFLOW_ALERT_WINDOW points raise an alert."""
 DIRECTIVE_EVENTS = frozenset({"directive_proposed", "directive_decided"})
+ADAPTATION_EVENT = "memory_adapted"
+"""The memory controller changed the batch geometry (``data``: from/to micro-batch, reason)."""
+RESTART_EVENT = "trainer_restarted"
+"""The supervisor restarts a dead trainer (``data``: cause, resume_step, restarts, ...)."""
+CHECKPOINT_EVENTS = frozenset({"checkpoint_saved", "checkpoint_rejected"})
+"""Events after which the run's checkpoint list has changed."""
 _RUN_STATES = frozenset(get_args(RunState))
 
 
@@ -66,6 +72,14 @@ class RunView:
     """The throughput and memory charts' window."""
     window_points: tuple[Point, ...] | None = None
     """Downsampled store points for the hour/run windows; None until read."""
+    last_adaptation: Event | None = None
+    """The newest ``memory_adapted`` event."""
+    last_restart: Event | None = None
+    """The newest ``trainer_restarted`` event."""
+    restarts: int = 0
+    """Trainer restarts so far (as the newest restart event counts them)."""
+    checkpoint_seq: int = 0
+    """Seq of the newest checkpoint event: the checkpoint list changes with it."""
 
     # ------------------------------------------------------------------ folding
 
@@ -122,6 +136,10 @@ class RunView:
             state=_state_after(event, self.state),
             newest_data_at=now if now is not None else self.newest_data_at,
             directives=_directives_after(event, self.directives),
+            last_adaptation=event if event.type == ADAPTATION_EVENT else self.last_adaptation,
+            last_restart=event if event.type == RESTART_EVENT else self.last_restart,
+            restarts=_restarts_after(event, self.restarts),
+            checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
         )
 
     # ------------------------------------------------------------------ derived
@@ -197,6 +215,14 @@ def _state_after(event: Event, state: RunState) -> RunState:
     """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
     new = event.data.get("to") if event.type == "state_changed" else None
     return cast(RunState, new) if new in _RUN_STATES else state
+
+
+def _restarts_after(event: Event, restarts: int) -> int:
+    """The restart count a ``trainer_restarted`` event gives (``data.restarts``), else one more."""
+    if event.type != RESTART_EVENT:
+        return restarts
+    count = event.data.get("restarts")
+    return count if isinstance(count, int) else restarts + 1
 
 
 def _directives_after(event: Event, pending: tuple[DirectiveView, ...]) -> tuple[DirectiveView, ...]:

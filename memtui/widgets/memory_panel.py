@@ -1,11 +1,16 @@
-"""Memory against capacity: bars, the allocator's gap, headroom, prediction and a history chart.
+"""Memory against capacity: bars, the allocator's gap, headroom, the step's measured peak
+beside the memory model's prediction, the batch geometry and its newest adaptation, and a
+history chart.
 
-Says plainly when the numbers are a CPU stand-in. Fields a sample does not carry yet
-(the device's own NVML "used", the memory model's prediction) show as a placeholder.
+Says plainly when the numbers are a CPU stand-in. Fields a sample does not carry
+(the device's own NVML "used", a prediction when adaptive memory is off) show as a placeholder.
 """
 
 from __future__ import annotations
 
+from textual.markup import escape
+
+from engine.domain import Event
 from memtui.chart import render_chart
 from memtui.formatting import PLACEHOLDER, format_bytes, format_percent
 from memtui.run_view import RunView
@@ -23,8 +28,10 @@ LABEL_WIDTH = 10
 FIGURES_WIDTH = 17  # " 1023.9 MiB  100%"
 WIDE_AT = 60
 """Content width from which the longer explanations fit."""
-TEXT_LINES = 5
-"""Lines above the chart: three bars, gap/headroom, capacity/prediction."""
+TEXT_LINES = 7
+"""Lines of figures: three bars, gap, capacity, prediction, geometry."""
+PREDICTION_OFF_AT = 0.15
+"""A measured peak this far (as a fraction) from the prediction is flagged."""
 
 
 SHORT_KIND_LABELS: dict[str, str] = {"cuda": "CUDA", "cpu-rss": "RSS, CPU stand-in"}
@@ -36,8 +43,9 @@ def memory_title(view: RunView, width: int = WIDE_AT) -> str:
     return f"Memory · {labels[kind]}" if kind else "Memory"
 
 
-def render_memory(view: RunView, width: int, height: int = TEXT_LINES, now: float = 0.0) -> str:
-    """Bars ``width`` cells wide in all; a reserved-memory chart fills lines beyond the text."""
+def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:
+    """Bars ``width`` cells wide in all, then the gap, capacity, prediction and geometry lines;
+    under ``TEXT_LINES`` lines high (the compact layout) the geometry joins the prediction line."""
     s = view.sample
     if s is None:
         return "[$text-muted]waiting for the first step…[/]"
@@ -51,16 +59,58 @@ def render_memory(view: RunView, width: int, height: int = TEXT_LINES, now: floa
             s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
         ),
         _capacity_line(view, capacity),
+        _prediction_line(s.mem_step_peak, s.mem_predicted),
     ]
-    chart_rows = height - len(lines) - 1
-    if chart_rows >= 1:
-        points = view.chart_points(now, width)
-        label = f"reserved, {WINDOW_LABELS[view.window]}"
-        lines.append(f"[$text-muted]{label[:width]:─<{width}}[/]")
-        values = [float(p.mem_reserved) for p in points]
-        rows = render_chart(values, width, chart_rows, top=float(capacity) if capacity else None)
-        lines.extend(f"[$accent]{row}[/]" for row in rows)
+    if height < TEXT_LINES:
+        lines[-1] += f"  [$text-muted]batch[/] {s.micro_batch}×{s.grad_accum}"
+    else:
+        lines.append(_geometry_line(view))
     return "\n".join(lines)
+
+
+def render_memory_chart(view: RunView, width: int, height: int, now: float) -> str:
+    """A labelled chart of reserved memory over the chosen window, ``height`` lines in all."""
+    s = view.sample
+    if s is None or height < 2 or width < 1:
+        return ""
+    label = f"reserved, {WINDOW_LABELS[view.window]}"
+    values = [float(p.mem_reserved) for p in view.chart_points(now, width)]
+    rows = render_chart(values, width, height - 1, top=float(s.mem_capacity) if s.mem_capacity else None)
+    return "\n".join([f"[$text-muted]{label[:width]:─<{width}}[/]", *(f"[$accent]{row}[/]" for row in rows)])
+
+
+def _prediction_line(measured: int | None, predicted: int | None) -> str:
+    """The step's measured peak beside the memory model's prediction for this geometry."""
+    error = ""
+    if measured and predicted:
+        off = (measured - predicted) / predicted
+        style = "$text-warning" if abs(off) >= PREDICTION_OFF_AT else "$text-muted"
+        error = f" [{style}]({off:+.0%})[/]"
+    return (
+        f"[$text-muted]{'step peak':<{LABEL_WIDTH}}[/]{format_bytes(measured) if measured else PLACEHOLDER}"
+        f"  [$text-muted]predicted[/] {format_bytes(predicted) if predicted else PLACEHOLDER}{error}"
+    )
+
+
+def _geometry_line(view: RunView) -> str:
+    """Micro-batch x grad-accum (x ranks), and the memory controller's newest change."""
+    s = view.sample
+    assert s is not None
+    ranks = f" × {s.world_size} ranks" if s.world_size > 1 else ""
+    line = f"[$text-muted]{'batch':<{LABEL_WIDTH}}[/]{s.micro_batch} × {s.grad_accum} accum{ranks}"
+    adapted = view.last_adaptation
+    if adapted is not None:
+        line += f"  [$text-muted]adapted[/] {escape(render_adaptation(adapted))}"
+    return line
+
+
+def render_adaptation(event: Event) -> str:
+    """``16→8 at step 120 (shrink: reason)`` from a ``memory_adapted`` event."""
+    d = event.data
+    change = f"{d.get('from_micro_batch', '?')}→{d.get('to_micro_batch', '?')}"
+    step = f" at step {d['step']}" if "step" in d else ""
+    why = ": ".join(str(d[k]) for k in ("kind", "reason") if d.get(k))
+    return f"{change}{step}" + (f" ({why})" if why else "")
 
 
 def _gap_line(gap: int, headroom: int | None, width: int) -> str:
@@ -74,19 +124,22 @@ def _gap_line(gap: int, headroom: int | None, width: int) -> str:
 
 
 def _capacity_line(view: RunView, capacity: int | None) -> str:
+    """Capacity (a CPU stand-in says so), the controller's budget when set, NVML's "used"."""
     s = view.sample
     assert s is not None
-    predicted = getattr(s, "mem_predicted", None)  # the Adaptive memory issue adds it
     device_used = getattr(s, "mem_device_used", None)  # NVML, CUDA only
+    budget = (
+        f"  [$text-muted]budget[/] {format_bytes(s.mem_budget)}"
+        if s.mem_budget and (s.mem_kind != "cpu-rss" or s.mem_budget != capacity)
+        else ""
+    )
     extra = (
         "  [$text-warning](not VRAM)[/]"
         if s.mem_kind == "cpu-rss"
         else f"  [$text-muted]device used[/] {format_bytes(device_used)}"
     )
-    return (
-        f"[$text-muted]{CAPACITY_LABELS[s.mem_kind]:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{extra}"
-        f"  [$text-muted]predicted[/] {format_bytes(predicted) if predicted else PLACEHOLDER}"
-    )
+    label = CAPACITY_LABELS[s.mem_kind]
+    return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{budget}{extra}"
 
 
 def _bar_line(label: str, used: int, capacity: int | None, width: int) -> str:
@@ -107,10 +160,15 @@ def render_bar(fraction: float | None, width: int) -> str:
 class MemoryPanel(Panel):
     """Allocated, reserved and peak memory of the newest step, and reserved over time."""
 
+    HAS_CHART = True
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(title="Memory", id=id)
 
     def draw(self, view: RunView, now: float) -> str:
         size = self.content_size
         self.border_title = memory_title(view, size.width)
-        return render_memory(view, size.width, size.height, now)
+        return render_memory(view, size.width, size.height)
+
+    def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
+        return render_memory_chart(view, width, height, now)

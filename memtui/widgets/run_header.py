@@ -41,9 +41,23 @@ def _identity_line(view: RunView, frozen: bool, readonly: bool) -> str:
         "  [$text-muted]read-only[/]" if readonly and view.connection != "history" else ""
     )
     return (
-        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]"
+        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]{_restart_note(view)}"
         f"  [{conn_style}]{label}[/]{flags}"
     )
+
+
+def _restart_note(view: RunView) -> str:
+    """While restarting: why and from which step; afterwards: how many restarts so far."""
+    event = view.last_restart
+    if event is None:
+        return ""
+    if view.state == "restarting":
+        cause = escape(str(event.data.get("cause", "trainer exited")))
+        resume = event.data.get("resume_step")
+        where = f"; resuming from step {resume}" if resume is not None else ""
+        return f" [$text-warning]({cause}{where})[/]"
+    count = view.restarts
+    return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}[/]"
 
 
 def _progress_line(view: RunView, now: float) -> str:

@@ -15,13 +15,17 @@ from memtui.screens.keys_screen import KeysScreen
 from memtui.widgets.event_log import EventLog
 from memtui.widgets.memory_panel import MemoryPanel
 from memtui.widgets.numerics_panel import NumericsPanel
+from memtui.widgets.panel import Panel
 from memtui.widgets.run_header import RunHeader
 from memtui.widgets.throughput_panel import ThroughputPanel
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 
 
 def text_of(widget: Widget) -> str:
-    """What a panel shows, as plain text (markup resolved)."""
+    """What a panel shows, as plain text (markup resolved): its figures, then its chart."""
+    if isinstance(widget, Panel):
+        parts = [widget.body] + ([widget.chart] if widget.chart is not None else [])
+        return "\n".join(str(part.visual) for part in parts)
     return str(widget.visual)
 
 

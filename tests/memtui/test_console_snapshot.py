@@ -94,6 +94,8 @@ async def until_drawn(pilot) -> None:  # type: ignore[no-untyped-def]
         assert time.monotonic() < deadline, "the console never caught up with the fake engine"
         await pilot.pause(0.02)
     await pilot.pause(0.45)
+    app.redraw()  # the charts too, which otherwise follow at their slower rate
+    await pilot.pause(0.1)
 
 
 @pytest.mark.parametrize("theme", ["dark", "ansi"])

@@ -88,3 +88,14 @@ def test_times_and_ended_runs() -> None:
     assert RunView().elapsed_s(1.0) is None and RunView().data_age_s(1.0) is None
     done = view.apply(telemetry(6, state="completed"), 0)
     assert done.finished and done.eta_s() is None
+
+
+def test_folds_adaptation_restart_and_checkpoint_events() -> None:
+    adapted = make_event(1, "memory_adapted", data={"from_micro_batch": 16, "to_micro_batch": 8})
+    restarted = make_event(2, "trainer_restarted", data={"cause": "killed", "resume_step": 40, "restarts": 1})
+    saved = make_event(3, "checkpoint_saved")
+    view = RunView()
+    for event in (adapted, restarted, saved, make_event(4, "note")):
+        view = view.apply(EventMessage(event=event), now=1.0)
+    assert view.last_adaptation == adapted and view.last_restart == restarted
+    assert view.restarts == 1 and view.checkpoint_seq == 3

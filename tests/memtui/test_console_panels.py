@@ -1,0 +1,120 @@
+"""The memory panel, the header's restart note and the checkpoints screen (renderers and Pilot)."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from engine.rundir import RunDir
+from memtui.app import MemtuiApp
+from memtui.formatting import PLACEHOLDER, format_bytes
+from memtui.run_view import RunView
+from memtui.screens.checkpoints_screen import CheckpointsScreen, render_checkpoint_list
+from memtui.widgets.memory_panel import render_adaptation, render_memory
+from memtui.widgets.run_header import render_header
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.memtui.test_console import until
+
+MIB = 2**20
+
+
+def plain(markup: str) -> str:
+    return Content.from_markup(markup).plain
+
+
+def test_memory_shows_predicted_beside_measured_budget_and_geometry() -> None:
+    sample = make_sample(
+        5,
+        mem_kind="cuda",
+        mem_step_peak=1200 * MIB,
+        mem_predicted=1000 * MIB,
+        mem_budget=1800 * MIB,
+        micro_batch=4,
+        grad_accum=2,
+    )
+    adapted = make_event(
+        3,
+        "memory_adapted",
+        data={
+            "from_micro_batch": 8,
+            "to_micro_batch": 4,
+            "step": 3,
+            "kind": "shrink",
+            "reason": "over budget",
+        },
+    )
+    view = RunView().with_sample(sample).with_event(adapted)
+    text = plain(render_memory(view, 100))
+    assert f"step peak {format_bytes(1200 * MIB)}" in text
+    assert "predicted" in text and "(+20%)" in text
+    assert "budget" in text and "4 × 2 accum" in text
+    assert "8→4 at step 3 (shrink: over budget)" in text
+    assert render_adaptation(adapted) == "8→4 at step 3 (shrink: over budget)"
+
+
+def test_memory_without_a_prediction_shows_placeholders() -> None:
+    text = plain(render_memory(RunView().with_sample(make_sample(1)), 80))
+    assert f"step peak {PLACEHOLDER}" in text and f"predicted {PLACEHOLDER}" in text
+    assert "8 × 1 accum" in text and "adapted" not in text
+
+
+def test_header_shows_a_restart_in_progress_then_the_count() -> None:
+    event = make_event(
+        7, "trainer_restarted", data={"cause": "killed by SIGKILL", "resume_step": 40, "restarts": 2}
+    )
+    view = RunView(run_id="r", state="running").with_event(event)
+    restarting = plain(render_header(RunView(run_id="r", state="restarting").with_event(event), 0.0))
+    assert "restarting (killed by SIGKILL; resuming from step 40)" in restarting
+    assert "↻ 2 restarts" in plain(render_header(view, 0.0))
+
+
+def test_checkpoint_list_marks_states_and_latest() -> None:
+    rows = [
+        {
+            "tag": "global_step20",
+            "step": 20,
+            "state": "verified",
+            "problem": None,
+            "size_bytes": 4 * MIB,
+            "age_s": 5.0,
+            "latest": True,
+        },
+        {
+            "tag": "global_step10",
+            "step": 10,
+            "state": "corrupt",
+            "problem": "sha256 mismatch",
+            "size_bytes": MIB,
+            "age_s": 65.0,
+            "latest": False,
+        },
+    ]
+    text = plain(render_checkpoint_list(rows, "full"))
+    assert "global_step20" in text and "verified" in text and "latest" in text
+    assert "corrupt: sha256 mismatch" in text and "verifying" not in text
+    assert "verifying checksums" in plain(render_checkpoint_list(rows, "quick"))
+    assert "no checkpoints yet" in plain(render_checkpoint_list([], "full"))
+
+
+async def test_checkpoints_screen_lists_and_rereads_on_checkpoint_events(live_run: RunDir) -> None:
+    (live_run.checkpoints / "global_step10").mkdir(parents=True)
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("C")
+            screen = app.screen
+            assert isinstance(screen, CheckpointsScreen)
+            await until(lambda: screen.check == "full")
+            listing = str(screen.query_one("#checkpoint-list", Static).visual)
+            assert "global_step10" in listing and "global_step20" not in listing
+            (live_run.checkpoints / "global_step20.staging").mkdir()
+            fake.add_event("checkpoint_saved", "checkpoint step 20")
+            await until(lambda: "global_step20" in str(screen.query_one("#checkpoint-list", Static).visual))
+            await pilot.press("escape")
+            assert not isinstance(app.screen, CheckpointsScreen)
+            assert any(c[2] == "checkpoints" for c in app.palette_commands())
+
+
+def test_compact_memory_keeps_the_geometry_on_the_prediction_line() -> None:
+    text = plain(render_memory(RunView().with_sample(make_sample(1, micro_batch=4, grad_accum=2)), 40, 6))
+    assert len(text.splitlines()) == 6 and text.splitlines()[-1].endswith("batch 4×2")
