@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 from engine.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
+    ApplyDirective,
     Hello,
     ProtocolError,
     TrainerCommand,
@@ -67,6 +69,8 @@ class NullLink(_EventSender):
 
     def __init__(self, record: bool = False) -> None:
         self.stop_requested = threading.Event()
+        self.directives: deque[ApplyDirective] = deque()
+        """Directives to apply at the next step boundary (issue 6); none arrive here."""
         self.sent: list[BaseModel] | None = [] if record else None
 
     def send(self, message: BaseModel) -> None:
@@ -83,6 +87,9 @@ class SocketLink(_EventSender):
     def __init__(self, sock: socket.socket, welcome: Welcome | None = None) -> None:
         self.stop_requested = threading.Event()
         self.stop_reason = ""
+        self.directives: deque[ApplyDirective] = deque()
+        """Admitted directives from the supervisor, applied by the loop at the next step
+        boundary (deque: appended by the reader thread, popped by the loop, thread-safe)."""
         self.welcome = welcome
         self._sock = sock
         self._sock.settimeout(SEND_TIMEOUT_S)  # bounds sendall; the reader thread blocks in recv
@@ -154,7 +161,9 @@ class SocketLink(_EventSender):
         except ProtocolError as err:
             log.warning("ignoring a bad line from the supervisor: %s", err.reason)
             return
-        if isinstance(message, TrainerCommand) and message.command == "stop":
+        if isinstance(message, ApplyDirective):
+            self.directives.append(message)
+        elif isinstance(message, TrainerCommand) and message.command == "stop":
             self.stop_reason = message.reason or "stop requested"
             self.stop_requested.set()
 

@@ -34,6 +34,7 @@ from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.deepspeed_config import build_deepspeed_config
+from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.link import Link
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
@@ -63,6 +64,10 @@ class Training:
     """time.monotonic() of the last save (or the start): the wall-clock cadence counts from it."""
     memory: AdaptiveMemory | None = None
     """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
+    directives: DirectiveApplier | None = None
+    """Applies admitted directives at step boundaries (issue 6); built by ``run_steps``."""
+    resumed_directives: dict[str, Any] = field(default_factory=dict)
+    """Directive values the resumed checkpoint recorded, re-applied before the first step."""
 
 
 # ------------------------------------------------------------------------- the loop
@@ -101,6 +106,7 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
+        resumed_directives=dict(resumed.client_state.get("directives") or {}) if resumed else {},
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -127,8 +133,10 @@ def run_steps(training: Training, until: int) -> None:
     stop = training.link.stop_requested
     memory = training.memory = training.memory or attach_memory(training)
     batch = memory.batches(training.workload.batch)  # a step's samples whatever the geometry
+    directives = training.directives = training.directives or attach_directives(training)
     while engine.global_steps < until and not stop.is_set() and memory.halted is None:
         step = engine.global_steps  # 0-based index of the step about to run = data position
+        directives.at_boundary(step)  # admitted directives; a micro-batch one takes effect below
         memory.before_step(step)  # the controller may change the geometry here, and only here
         lr = engine.get_lr()[0]  # the scheduler set it for this step
         scale = loss_scale(engine)  # the scale this step's backward uses
@@ -199,7 +207,9 @@ def save_checkpoint(training: Training) -> None:
         return
     engine, config = training.engine, training.config
     store = checkpoint.store_for(config, training.run)
-    saved = checkpoint.save(engine, store, config, client_state(training))
+    effective = training.directives.effective if training.directives else {}
+    applied = [dict(effective)] if effective else []  # the manifest's "applied directives"
+    saved = checkpoint.save(engine, store, config, client_state(training), directives=applied)
     training.last_saved_at = time.monotonic()
     if saved.status != "saved":
         training.link.event(
@@ -239,6 +249,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "world_size": training.telemetry.world_size,
         "overflow_count": training.telemetry.overflow_count,
         "attempt": training.telemetry.attempt,
+        "directives": dict(training.directives.effective) if training.directives else {},
     }
 
 
@@ -290,6 +301,13 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         run_path=training.run.path if training.run is not None else None,
         world_size=training.telemetry.world_size,
     )
+
+
+def attach_directives(training: Training) -> DirectiveApplier:
+    """The directive applier on the link's inbox, with the resumed checkpoint's values."""
+    applier = DirectiveApplier(training.config, training.engine, training.memory, training.link)
+    applier.restore(training.resumed_directives)
+    return applier
 
 
 def leave_process_group() -> None:

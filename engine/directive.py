@@ -1,0 +1,133 @@
+"""A planner's suggestion, as refused or admitted at the edge (issue 6).
+
+A ``Directive`` is strict: unknown fields, wrong types (a string for a number, a bool, a
+nested object), NaN/inf, negative or absurd values are refused with a reason naming the
+field, before any policy looks at them. The edge limits here are the widest anything may
+ever ask for; the run's ``PolicyConfig`` bounds are tighter and decide what is applied.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.protocol import DIRECTIVE_FIELDS, DirectiveField
+
+MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
+MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
+
+# The widest value each field may carry at the edge, inclusive. Absurd beyond these.
+EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
+    "lr_multiplier": (1e-6, 10.0),  # a factor on the schedule
+    "gradient_clip_norm": (1e-6, 1e6),  # a global L2 norm
+    "loss_scale_initial_power": (0, 40),  # 2**40 already overflows fp16 maths
+    "micro_batch_size": (1, 65536),  # samples
+}
+INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
+
+
+class DirectiveRefused(ValueError):
+    """A directive that cannot even be evaluated; ``field`` names the offending key."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class Directive(BaseModel):
+    """A suggested change to the run's hyperparameters; any subset of the four fields."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    source: str = Field(min_length=1, max_length=128)
+    """``rules``, ``operator``, ``command:...``, ``http:...``."""
+    created_at: float = Field(allow_inf_nan=False, ge=0.0)
+    """Unix time it was made."""
+    step: int = Field(0, ge=0, le=10**12)
+    """The optimizer step whose telemetry it was based on."""
+    expires_at: float = Field(allow_inf_nan=False, ge=0.0)
+    """Unix time after which it may no longer be applied."""
+    rationale: str = Field("", max_length=MAX_RATIONALE_CHARS)
+    lr_multiplier: float | None = Field(None, allow_inf_nan=False, ge=1e-6, le=10.0)
+    gradient_clip_norm: float | None = Field(None, allow_inf_nan=False, ge=1e-6, le=1e6)
+    loss_scale_initial_power: int | None = Field(None, ge=0, le=40)
+    micro_batch_size: int | None = Field(None, ge=1, le=65536)
+
+    def values(self) -> dict[DirectiveField, int | float]:
+        """The fields it asks to change, in DIRECTIVE_FIELDS order."""
+        out: dict[DirectiveField, int | float] = {}
+        for name in DIRECTIVE_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+def new_directive_id() -> str:
+    return f"d-{uuid.uuid4().hex[:10]}"
+
+
+def parse_directive(raw: Any) -> Directive:
+    """``raw`` (parsed JSON from anywhere) as a Directive; DirectiveRefused names the field."""
+    if not isinstance(raw, dict):
+        raise DirectiveRefused("(directive)", f"must be a JSON object, got {type(raw).__name__}")
+    if len(raw) > MAX_RAW_ITEMS:
+        raise DirectiveRefused("(directive)", f"{len(raw)} keys; at most {MAX_RAW_ITEMS}")
+    raw = dict(raw)  # normalised below; the caller's object stays as it was
+    _refuse_hostile_numbers(raw)
+    try:
+        return Directive.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(directive)"
+        if first["type"] == "extra_forbidden":
+            raise DirectiveRefused(field, "unknown field") from None
+        raise DirectiveRefused(field, first["msg"]) from None
+
+
+def _refuse_hostile_numbers(raw: dict[str, Any]) -> None:
+    """Name the field for NaN/inf and bools before pydantic's generic messages."""
+    for name in DIRECTIVE_FIELDS:
+        value = raw.get(name)
+        if isinstance(value, bool):
+            raise DirectiveRefused(name, "a boolean is not a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DirectiveRefused(name, f"{value!r} is not a finite number")
+        if name in INTEGER_FIELDS and isinstance(value, float):
+            if not value.is_integer():
+                raise DirectiveRefused(name, f"{value!r} is not a whole number")
+            raw[name] = int(value)  # JSON has one number type: 4.0 means 4
+
+
+def draft(
+    values: dict[str, Any],
+    *,
+    source: str,
+    step: int,
+    rationale: str = "",
+    ttl_s: float,
+    now: float | None = None,
+    directive_id: str | None = None,
+) -> Directive:
+    """A Directive from bare values (a planner's or an operator's), validated like any other."""
+    created = time.time() if now is None else now
+    raw: dict[str, Any] = {
+        "id": directive_id or new_directive_id(),
+        "source": source,
+        "created_at": created,
+        "step": step,
+        "expires_at": created + ttl_s,
+        "rationale": rationale,
+    }
+    for name, value in values.items():
+        if name in raw:
+            raise DirectiveRefused(name, "not a directive field")
+        raw[name] = value
+    return parse_directive(raw)

@@ -1,0 +1,72 @@
+"""Directive requests against the real supervisor (with the fake trainer): propose, approve,
+hostile input and a flood of 10,000 proposals, while the supervisor keeps serving."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.protocol import ApplyDirective, Approve, Ping, Propose
+from engine.rundir import RunDir
+from engine.store import Store
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_propose_approve_and_hostile_values(run: RunDir, start, connect, fake_env) -> None:
+    running = await start()
+    client = await connect()
+    await client.recv()
+    await client.until(lambda m: m.kind == "telemetry")
+    ok, _ = await client.answer(Propose(id="p1", values={"lr_multiplier": 2.0}, rationale="hot"))
+    assert ok.kind == "ok"
+    view = ok.result["directive"]
+    assert view["state"] == "pending" and view["allowed"] == {"lr_multiplier": 0.85}
+    assert ok.result["verdict"]["decision"] == "clamp"
+    for values, field in (
+        ({"lr_multiplier": float("nan")}, "lr_multiplier"),
+        ({"lr_multiplier": "0.5"}, "lr_multiplier"),
+        ({"micro_batch_size": {"n": 4}}, "micro_batch_size"),
+        ({"temperature": 1}, "temperature"),
+    ):
+        error, _ = await client.answer(Propose(id="h", values=values))
+        assert error.kind == "error" and field in error.reason
+    sent: list[object] = []
+    supervisor = running.supervisor
+    original = supervisor._send_to_trainer
+    supervisor.directives.send = lambda m: sent.append(m) or original(m)
+    ok, _ = await client.answer(Approve(id="a1", directive_id=view["id"]))
+    assert ok.kind == "ok" and ok.result["directive"]["state"] == "approved"
+    assert isinstance(sent[-1], ApplyDirective) and sent[-1].values == {"lr_multiplier": 0.85}
+    with Store(run.store, readonly=True) as store:
+        types = [e.type for e in store.events_since(0)]
+    assert "directive_proposed" in types and "directive_decided" in types
+
+
+async def test_flood_of_ten_thousand_is_rate_limited_and_the_supervisor_keeps_serving(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    await start()
+    flooder = await connect(telemetry=False)
+    watcher = await connect()
+    await flooder.recv()
+    await watcher.recv()
+    await watcher.until(lambda m: m.kind == "telemetry")
+    answers: list[object] = []
+    for batch in range(20):  # 500 at a time: a flooder that never reads is dropped as too slow
+        for i in range(500):
+            await flooder.send(Propose(id=f"f{batch}-{i}", values={"lr_multiplier": 0.5}, source="flood"))
+        started = time.monotonic()
+        pong, _ = await watcher.answer(Ping(id=f"still-there-{batch}"), timeout=20)
+        assert pong.kind == "ok" and time.monotonic() - started < 5
+        while len(answers) < 500 * (batch + 1):
+            message = await flooder.recv(timeout=20)
+            if message.kind in ("ok", "error"):
+                answers.append(message)
+    states = [a.result["directive"]["state"] for a in answers if a.kind == "ok"]
+    assert states.count("pending") <= 6 and states.count("rejected") >= 10_000 - 32
+    _, seen = await watcher.until(lambda m: m.kind == "telemetry")  # telemetry still flows
+    with Store(run.store, readonly=True) as store:
+        events = store.events_since(0)
+    assert len([e for e in events if e.type.startswith("directive")]) < 100  # not 10,000 rows

@@ -1,0 +1,124 @@
+"""End to end: directives on a real run (supervisor + DeepSpeed trainer) through the CLI.
+
+The rule planner proposes a larger micro-batch once memory headroom has been steady; an
+operator approves it with ``memtui approve``; an operator proposes a lower learning rate
+with ``memtui propose`` and approves it too. The trainer's telemetry shows the new values
+from the step each was applied at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.rundir import list_runs
+from engine.store import Store
+
+pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(240)]
+
+MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
+CONFIG = """
+steps = 5000
+[train]
+micro_batch = 4
+global_batch = 16
+warmup_steps = 0
+precision = "fp32"
+[memory]
+max_micro_batch = 16
+adaptive = false  # the controller would grow it first: leave that to the planner here
+[policy]
+planner = "rules"
+approval = "manual"
+"""
+
+
+@pytest.fixture
+def home() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="mtd", dir="/tmp"))
+    yield path
+    for run in list_runs(path):  # never leave a detached engine behind
+        pid = run.supervisor_pid()
+        if pid:
+            os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def memtui(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEMTUI_HOME": str(home)}
+    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def directives(home: Path, run_id: str) -> list[dict]:
+    done = memtui(home, "directives", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def applied_events(store_path: Path) -> list[dict]:
+    with Store(store_path, readonly=True) as store:
+        return [e.data for e in store.events_since(0) if e.type == "directive_applied"]
+
+
+def test_planner_and_operator_directives_reach_the_trainer_via_the_cli(home: Path) -> None:
+    config = home / "run.toml"
+    config.write_text(CONFIG)
+    started = memtui(home, "run", str(config), "--detach", "--json")
+    assert started.returncode == 0, started.stderr
+    run = list_runs(home)[0]
+
+    # The rule planner: steady headroom for 50 steps -> micro_batch_size 8, pending.
+    pending = wait_for(
+        lambda: [d for d in directives(home, run.run_id) if d["state"] == "pending"], 90, "a planner proposal"
+    )
+    assert pending[0]["source"] == "rules" and pending[0]["requested"] == {"micro_batch_size": 8}
+    approved = memtui(home, "approve", pending[0]["id"], "--run", run.run_id)
+    assert approved.returncode == 0, approved.stderr
+
+    # The operator: a lower learning rate, proposed and approved from the shell.
+    proposed = memtui(home, "propose", run.run_id, "--set", "lr_multiplier=0.5", "--rationale", "e2e")
+    assert proposed.returncode == 0, proposed.stderr
+    mine = [d for d in directives(home, run.run_id) if d["source"] == "operator"][0]
+    assert mine["state"] == "pending" and mine["allowed"] == {"lr_multiplier": 0.5}
+    assert memtui(home, "approve", mine["id"], "--run", run.run_id).returncode == 0
+    hostile = memtui(home, "propose", run.run_id, "--set", "lr_multiplier=NaN")
+    assert hostile.returncode != 0 and "lr_multiplier" in hostile.stderr
+
+    events = wait_for(
+        lambda: len(applied_events(run.store)) >= 2 and applied_events(run.store), 60, "applied"
+    )
+    by_field = {next(iter(e["applied"])): e for e in events if e["applied"]}
+    lr_step, mb_step = by_field["lr_multiplier"]["step"], by_field["micro_batch_size"]["step"]
+    wait_for(lambda: Store(run.store, readonly=True).latest_step() or None, 10, "telemetry")
+    time.sleep(1.0)  # a few more steps reach the store (it flushes every 0.5 s)
+    memtui(home, "stop", run.run_id)
+
+    with Store(run.store, readonly=True) as store:
+        lrs = {s.step: s.lr for s in store.steps()}
+        micro = {s.step: s.micro_batch for s in store.steps()}
+    # sample.step N reports the step with 0-based index N-1, the one the boundary preceded
+    before, after = lrs[lr_step], lrs[lr_step + 1]
+    assert after / before == pytest.approx(0.5, rel=0.01)
+    assert all(lrs[s] < 0.51 * lrs[lr_step] for s in lrs if s > lr_step)
+    assert micro[mb_step] == 4 and all(micro[s] == 8 for s in micro if s > mb_step)
+    final = {d["id"]: d for d in directives(home, run.run_id)}
+    assert final[mine["id"]]["state"] == "applied"
