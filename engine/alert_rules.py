@@ -1,0 +1,300 @@
+"""Alert rules: thresholds with hysteresis and throttling, as a pure state machine.
+
+``AlertRules`` is fed what the supervisor sees (step samples, hardware snapshots, clock
+ticks, restarts) with the time passed in, and answers the alerts to record. Nothing here
+does I/O or reads a clock, so every rule is tested with made-up numbers and times.
+
+Each condition has a ``Latch``: it fires when its value crosses the threshold, and clears
+only once the value is back beyond the threshold by the hysteresis margin, so a value
+hovering at the threshold raises one alert, not a storm. A latch that fires again within
+``throttle_s`` of its last alert stays quiet; one that stays firing is repeated every
+``repeat_s`` as a reminder.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.domain import AlertConfig, Severity, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
+
+Transition = Literal["fire", "resolve"]
+SLOWING_THROTTLES = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
+"""Throttle reasons that mean heat or power trouble (a software power cap at full load is normal)."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    rule: str
+    """e.g. ``heartbeat``, ``memory_headroom``, ``gpu_temperature.0``."""
+    severity: Severity
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+    resolved: bool = False
+    """True for the "back to normal" alert after one that fired."""
+
+    def event_data(self) -> dict[str, Any]:
+        return {"rule": self.rule, "state": "resolved" if self.resolved else "firing", **self.data}
+
+
+@dataclass
+class Latch:
+    """Hysteresis and throttling for one condition."""
+
+    active: bool = False
+    announced: bool = False
+    """The current activation was alerted (so its end is too)."""
+    last_alert: float = -math.inf
+
+    def update(
+        self, firing: bool, clear: bool, now: float, throttle_s: float, repeat_s: float
+    ) -> Transition | None:
+        """``firing``: over the threshold; ``clear``: back beyond it by the margin."""
+        if not self.active and firing:
+            self.active = True
+            self.announced = now - self.last_alert >= throttle_s
+        elif self.active and clear:
+            self.active = False
+            return "resolve" if self.announced else None
+        elif self.active and firing and now - self.last_alert >= repeat_s:
+            self.announced = True
+        else:
+            return None
+        if self.announced and now - self.last_alert >= min(throttle_s, repeat_s):
+            self.last_alert = now
+            return "fire"
+        return None
+
+
+@dataclass
+class _Baseline:
+    """Exponential moving average; None until it has seen ``warmup`` values."""
+
+    alpha: float
+    warmup: int
+    value: float | None = None
+    seen: int = 0
+
+    def add(self, x: float) -> None:
+        self.seen += 1
+        self.value = x if self.value is None else self.value + self.alpha * (x - self.value)
+
+    @property
+    def ready(self) -> bool:
+        return self.value is not None and self.seen >= self.warmup
+
+
+class AlertRules:
+    """The alert rules of one run. Feed it; it answers alerts to record."""
+
+    def __init__(self, config: AlertConfig) -> None:
+        self.config = config
+        self._latches: dict[str, Latch] = {}
+        self._tokens = _Baseline(
+            2.0 / (config.throughput_baseline_steps + 1), config.throughput_baseline_steps
+        )
+        self._dropped_steps = 0
+        self._loss = _Baseline(2.0 / (config.loss_smoothing_steps + 1), config.loss_smoothing_steps)
+        self._best_loss = math.inf
+        self._geometry: tuple[int, int] | None = None
+        self._last_beat: float | None = None
+
+    # --------------------------------------------------------------------- inputs
+
+    def beat(self, now: float) -> None:
+        """A sign of life that starts the heartbeat clock (a trainer launched)."""
+        self._last_beat = now
+
+    def on_step(self, sample: TelemetrySample, now: float) -> list[Alert]:
+        out = self._heartbeat_back(now)
+        self._last_beat = now
+        out += self._memory(sample, now)
+        out += self._throughput(sample, now)
+        out += self._loss_rules(sample, now)
+        out += self._loss_scale(sample, now)
+        return out
+
+    def on_tick(self, now: float, expecting_steps: bool) -> list[Alert]:
+        """The heartbeat: no step for ``no_step_s`` while the run should be stepping."""
+        if not expecting_steps or self._last_beat is None:
+            return []
+        quiet = now - self._last_beat
+        return self._judge(
+            "heartbeat",
+            quiet >= self.config.no_step_s,
+            False,  # only a step clears it (on_step)
+            now,
+            "critical",
+            f"no step for {quiet:.0f} s (limit {self.config.no_step_s:g} s): the run may be stuck",
+            {"quiet_s": round(quiet, 1), "limit_s": self.config.no_step_s},
+        )
+
+    def on_hardware(
+        self, snapshot: HardwareSnapshot, now: float, next_checkpoint_bytes: int = 0
+    ) -> list[Alert]:
+        out: list[Alert] = []
+        cfg = self.config
+        for gpu in snapshot.gpus:
+            if gpu.temperature_c is not None:
+                limit = cfg.temperature_c
+                if gpu.temperature_slowdown_c is not None:
+                    limit = min(limit, gpu.temperature_slowdown_c - cfg.temperature_margin_c)
+                out += self._judge(
+                    f"gpu_temperature.{gpu.index}",
+                    gpu.temperature_c >= limit,
+                    gpu.temperature_c < limit - cfg.temperature_hysteresis_c,
+                    now,
+                    "warning",
+                    f"GPU {gpu.index} at {gpu.temperature_c} C (alert at {limit} C)",
+                    {"gpu": gpu.index, "temperature_c": gpu.temperature_c, "limit_c": limit},
+                )
+            slowing = sorted(SLOWING_THROTTLES.intersection(gpu.throttle_reasons))
+            out += self._judge(
+                f"gpu_throttle.{gpu.index}",
+                bool(slowing),
+                not slowing,
+                now,
+                "warning",
+                f"GPU {gpu.index} clocks throttled: {', '.join(slowing)}",
+                {"gpu": gpu.index, "reasons": slowing},
+            )
+        for disk in snapshot.host.disks:
+            if disk.label != "checkpoints" or disk.free_bytes is None:
+                continue
+            need = next_checkpoint_bytes * cfg.disk_checkpoint_factor + cfg.disk_min_free_mb * (1 << 20)
+            out += self._judge(
+                "disk_low",
+                disk.free_bytes < need,
+                disk.free_bytes >= need * (1 + cfg.hysteresis),
+                now,
+                "critical",
+                f"checkpoint disk low: {disk.free_bytes / (1 << 30):.1f} GiB free, the next checkpoint needs "
+                f"about {need / (1 << 30):.1f} GiB",
+                {"free_bytes": disk.free_bytes, "need_bytes": int(need), "path": disk.path},
+            )
+        return out
+
+    def on_restart(self, now: float, message: str, data: dict[str, Any]) -> list[Alert]:
+        """Every restart is worth a look; throttled so a crash loop is one alert per window."""
+        fired = self._judge("restart", True, False, now, "warning", f"trainer restarted: {message}", data)
+        self._latch("restart").active = False  # a restart is an instant, not a state
+        return fired
+
+    # ---------------------------------------------------------------------- rules
+
+    def _heartbeat_back(self, now: float) -> list[Alert]:
+        latch = self._latches.get("heartbeat")
+        if latch is None or not latch.active:
+            return []
+        return self._judge("heartbeat", False, True, now, "info", "steps resumed", {})
+
+    def _memory(self, s: TelemetrySample, now: float) -> list[Alert]:
+        limit = s.mem_budget or s.mem_capacity
+        used = s.mem_step_peak if s.mem_step_peak is not None else s.mem_reserved
+        if not limit or not used:
+            return []
+        fraction, cfg = used / limit, self.config
+        return self._judge(
+            "memory_headroom",
+            fraction >= cfg.memory_fraction,
+            fraction < cfg.memory_fraction - cfg.hysteresis,
+            now,
+            "warning",
+            f"memory {fraction:.0%} of {'budget' if s.mem_budget else 'capacity'} ({s.mem_kind}); "
+            f"alert at {cfg.memory_fraction:.0%}",
+            {"fraction": round(fraction, 4), "used": used, "limit": limit, "step": s.step},
+        )
+
+    def _throughput(self, s: TelemetrySample, now: float) -> list[Alert]:
+        geometry = (s.micro_batch, s.grad_accum)
+        if geometry != self._geometry:  # a new batch geometry runs at a new speed: start over
+            self._geometry = geometry
+            self._tokens = _Baseline(self._tokens.alpha, self._tokens.warmup)
+            self._dropped_steps = 0
+        base, cfg = self._tokens, self.config
+        if not base.ready or base.value is None or base.value <= 0:
+            base.add(s.tokens_per_s)
+            return []
+        ratio = s.tokens_per_s / base.value
+        self._dropped_steps = self._dropped_steps + 1 if ratio < 1 - cfg.throughput_drop else 0
+        alerts = self._judge(
+            "throughput_drop",
+            self._dropped_steps >= cfg.throughput_sustain_steps,
+            ratio >= 1 - cfg.throughput_drop + cfg.hysteresis,
+            now,
+            "warning",
+            f"tokens/s {s.tokens_per_s:,.0f} is {1 - ratio:.0%} below its baseline {base.value:,.0f}",
+            {"tokens_per_s": s.tokens_per_s, "baseline": base.value, "step": s.step},
+        )
+        if not self._latch("throughput_drop").active and self._dropped_steps == 0:
+            base.add(s.tokens_per_s)  # the baseline does not learn the drop it alerts on
+        return alerts
+
+    def _loss_rules(self, s: TelemetrySample, now: float) -> list[Alert]:
+        finite = math.isfinite(s.loss)
+        out = self._judge(
+            "loss_nan",
+            not finite,
+            finite,
+            now,
+            "critical",
+            f"loss is {s.loss} at step {s.step}",
+            {"step": s.step},
+        )
+        if not finite:
+            return out
+        self._loss.add(s.loss)
+        if not self._loss.ready or self._loss.value is None:
+            return out
+        smooth = self._loss.value
+        self._best_loss = min(self._best_loss, smooth)
+        ratio, cfg = smooth / self._best_loss if self._best_loss > 0 else 1.0, self.config
+        out += self._judge(
+            "loss_diverging",
+            ratio >= cfg.loss_diverge_ratio,
+            ratio < cfg.loss_diverge_ratio - cfg.hysteresis,
+            now,
+            "critical",
+            f"loss diverging: smoothed {smooth:.3f} is {ratio:.2f}x its best {self._best_loss:.3f}",
+            {"loss": smooth, "best": self._best_loss, "step": s.step},
+        )
+        return out
+
+    def _loss_scale(self, s: TelemetrySample, now: float) -> list[Alert]:
+        if s.loss_scale is None:
+            return []
+        floor = self.config.loss_scale_floor
+        return self._judge(
+            "loss_scale_floor",
+            s.loss_scale <= floor,
+            s.loss_scale >= 2 * floor,  # one doubling above the floor
+            now,
+            "critical",
+            f"fp16 loss scale at its floor ({s.loss_scale:g}) at step {s.step}",
+            {"loss_scale": s.loss_scale, "step": s.step},
+        )
+
+    # -------------------------------------------------------------------- latches
+
+    def _latch(self, rule: str) -> Latch:
+        return self._latches.setdefault(rule, Latch())
+
+    def _judge(
+        self,
+        rule: str,
+        firing: bool,
+        clear: bool,
+        now: float,
+        severity: Severity,
+        message: str,
+        data: dict[str, Any],
+    ) -> list[Alert]:
+        cfg = self.config
+        transition = self._latch(rule).update(firing, clear, now, cfg.throttle_s, cfg.repeat_s)
+        if transition == "fire":
+            return [Alert(rule, severity, message, data)]
+        if transition == "resolve":
+            return [Alert(rule, "info", f"resolved: {rule.replace('_', ' ')}", data, resolved=True)]
+        return []

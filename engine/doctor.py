@@ -1,0 +1,329 @@
+"""EnvironmentDoctor: is this machine fit to train, and if not, why.
+
+It surveys the software (Python, torch and the CUDA it was built for, the driver and the
+CUDA it supports, DeepSpeed and its pre-built ops, the accelerator) and the hardware
+(``HardwareProbe``: NVML per GPU, psutil for the host, free disk at the run and checkpoint
+directories), then ``judge`` turns the readings into a verdict with reasons.
+
+Torch-free at import and by default: torch's and DeepSpeed's versions and build facts are
+read from their installed files (``torch/version.py``, ``deepspeed/git_version_info_installed.py``)
+without importing them, so the supervisor and the console can run it in a blink.
+``import_torch=True`` (``python -m engine doctor --deep``) also asks torch itself whether
+CUDA works. No GPU, no driver, NVML raising: never an exit, each gap is a reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.hardware_probe import HardwareProbe
+from engine.hardware_report import DoctorReport, Finding, HardwareSnapshot, SoftwareReport, Verdict
+from engine.nvml_probe import NvmlLibrary, default_library, driver_versions
+
+GiB = 1 << 30
+MIN_FREE_DISK = 2 * GiB
+"""Bytes free at the run or checkpoint directory below which the run is unhealthy."""
+LOW_FREE_DISK = 10 * GiB
+"""Bytes free below which it is degraded (a few checkpoints of a small model)."""
+LOW_RAM_FRACTION = 0.10
+"""Available host RAM below this fraction of the total: degraded (the CPU path swaps)."""
+TEMPERATURE_MARGIN_C = 5
+"""Degraded within this many degrees of the slowdown threshold."""
+FOREIGN_MEMORY_FRACTION = 0.10
+"""Another process holding more than this fraction of a GPU's memory: degraded."""
+NO_GPU = "no GPU: training runs on DeepSpeed's CPU accelerator"
+_SEVERITY = {"info": 0, "degraded": 1, "unhealthy": 2}
+
+
+class EnvironmentDoctor:
+    """``examine()`` -> DoctorReport. Blocking (NVML, disks): use ``asyncio.to_thread`` on a loop."""
+
+    def __init__(
+        self,
+        nvml: NvmlLibrary | None | str = "default",
+        *,
+        run_dir: Path | None = None,
+        checkpoint_dir: Path | None = None,
+        import_torch: bool = False,
+        probe: HardwareProbe | None = None,
+    ) -> None:
+        self.nvml: NvmlLibrary | None = default_library() if nvml == "default" else nvml  # type: ignore[assignment]
+        disks = {"run": run_dir or Path.cwd()}
+        if checkpoint_dir is not None:
+            disks["checkpoints"] = checkpoint_dir
+        self.probe = probe or HardwareProbe(self.nvml, disks)
+        self.import_torch = import_torch
+
+    def examine(self) -> DoctorReport:
+        software = self.software()
+        hardware = self.probe.read()
+        if hardware.gpus:
+            software.accelerator, software.accelerator_count = "cuda", len(hardware.gpus)
+        findings = judge(software, hardware)
+        return DoctorReport(
+            ts=time.time(),
+            verdict=verdict_of(findings),
+            findings=findings,
+            software=software,
+            hardware=hardware,
+        )
+
+    def software(self) -> SoftwareReport:
+        gone: dict[str, str] = {}
+        fields: dict[str, Any] = {"python": platform.python_version()}
+        torch_facts = read_module_constants("torch", "version.py")
+        if torch_facts is None:
+            gone["torch"] = "torch is not installed"
+        else:
+            fields["torch"] = torch_facts.get("__version__")
+            fields["torch_cuda"] = torch_facts.get("cuda")
+        ds_facts = read_module_constants("deepspeed", "git_version_info_installed.py")
+        if ds_facts is None:
+            gone["deepspeed"] = "deepspeed is not installed"
+        else:
+            fields["deepspeed"] = ds_facts.get("version") or _dist_version("deepspeed")
+            fields["deepspeed_accelerator"] = ds_facts.get("accelerator_name")
+            fields["deepspeed_ops"] = {
+                str(k): bool(v) for k, v in (ds_facts.get("installed_ops") or {}).items()
+            }
+        driver, driver_cuda, why = driver_versions(self.nvml)
+        fields["driver"], fields["driver_cuda"] = driver, driver_cuda
+        gone.update(why)
+        if self.import_torch and torch_facts is not None:
+            fields.update(_ask_torch(gone))
+        return SoftwareReport(**fields, unavailable=gone)
+
+
+def _ask_torch(gone: dict[str, str]) -> dict[str, Any]:
+    """torch's own answer on CUDA; imported here only (slow, and never in the console)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return {"accelerator": "cuda", "accelerator_count": torch.cuda.device_count()}
+        return {}
+    except Exception as err:
+        gone["torch_cuda_runtime"] = f"{type(err).__name__}: {err}"
+        return {}
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def read_module_constants(package: str, filename: str) -> dict[str, Any] | None:
+    """Top-level literal assignments of ``package/filename``, without importing the package.
+
+    None when the package is not installed; {} when the file is missing or unreadable.
+    """
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / filename
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return {}
+    found: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and value is not None:
+            try:
+                found[target.id] = ast.literal_eval(value)
+            except ValueError:
+                pass
+    return found
+
+
+# ------------------------------------------------------------------------ verdict
+
+
+def verdict_of(findings: list[Finding]) -> Verdict:
+    worst = max((_SEVERITY[f.level] for f in findings), default=0)
+    return ("healthy", "degraded", "unhealthy")[worst]  # type: ignore[return-value]
+
+
+def judge(software: SoftwareReport, hardware: HardwareSnapshot) -> list[Finding]:
+    """The findings, worst first. Pure: a function of the readings only."""
+    findings = _software_findings(software, hardware) + _gpu_findings(hardware) + _host_findings(hardware)
+    return sorted(findings, key=lambda f: -_SEVERITY[f.level])
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+
+
+def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding]:
+    out: list[Finding] = []
+    if sw.torch is None:
+        out.append(Finding(level="unhealthy", message="torch is not installed: the trainer cannot run"))
+    if sw.deepspeed is None:
+        out.append(Finding(level="unhealthy", message="deepspeed is not installed: the trainer cannot run"))
+    if not hw.gpus:
+        why = f" ({hw.nvml})" if hw.nvml else ""
+        out.append(Finding(level="degraded", message=f"{NO_GPU}{why}"))
+        if sw.torch_cuda is not None:
+            out.append(
+                Finding(level="info", message=f"torch is built for CUDA {sw.torch_cuda} but no GPU answers")
+            )
+        return out
+    if sw.torch_cuda is None and sw.torch is not None:
+        out.append(
+            Finding(
+                level="unhealthy",
+                message=f"{len(hw.gpus)} GPU(s) present but torch {sw.torch} is a CPU build",
+            )
+        )
+    elif sw.torch_cuda and sw.driver_cuda and _version_tuple(sw.driver_cuda) < _version_tuple(sw.torch_cuda):
+        out.append(
+            Finding(
+                level="unhealthy",
+                message=(
+                    f"driver {sw.driver} supports CUDA up to {sw.driver_cuda}, "
+                    f"but torch is built for CUDA {sw.torch_cuda}: upgrade the driver"
+                ),
+            )
+        )
+    missing = sorted(op for op, built in sw.deepspeed_ops.items() if not built)
+    if missing:
+        out.append(
+            Finding(
+                level="info", message=f"DeepSpeed ops not pre-built (JIT on first use): {', '.join(missing)}"
+            )
+        )
+    return out
+
+
+def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
+    out: list[Finding] = []
+    for gpu in hw.gpus:
+        tag = f"GPU {gpu.index}"
+        if gpu.ecc_uncorrected:
+            out.append(
+                Finding(level="unhealthy", message=f"{tag}: {gpu.ecc_uncorrected} uncorrected ECC errors")
+            )
+        if gpu.temperature_c is not None:
+            if (
+                gpu.temperature_shutdown_c is not None
+                and gpu.temperature_c >= gpu.temperature_shutdown_c - TEMPERATURE_MARGIN_C
+            ):
+                out.append(
+                    Finding(
+                        level="unhealthy",
+                        message=f"{tag}: {gpu.temperature_c} C, near shutdown ({gpu.temperature_shutdown_c} C)",
+                    )
+                )
+            elif (
+                gpu.temperature_slowdown_c is not None
+                and gpu.temperature_c >= gpu.temperature_slowdown_c - TEMPERATURE_MARGIN_C
+            ):
+                out.append(
+                    Finding(
+                        level="degraded",
+                        message=f"{tag}: {gpu.temperature_c} C, near slowdown ({gpu.temperature_slowdown_c} C)",
+                    )
+                )
+        if gpu.throttle_reasons:
+            out.append(
+                Finding(
+                    level="degraded", message=f"{tag}: clocks throttled ({', '.join(gpu.throttle_reasons)})"
+                )
+            )
+        if gpu.pcie_width and gpu.pcie_max_width and gpu.pcie_width < gpu.pcie_max_width:
+            out.append(
+                Finding(
+                    level="degraded", message=f"{tag}: PCIe link x{gpu.pcie_width} of x{gpu.pcie_max_width}"
+                )
+            )
+        foreign = sum(p.used_bytes or 0 for p in gpu.processes if not p.ours)
+        if gpu.memory_total and foreign > FOREIGN_MEMORY_FRACTION * gpu.memory_total:
+            out.append(
+                Finding(level="degraded", message=f"{tag}: other processes hold {foreign / GiB:.1f} GiB")
+            )
+        for name, reason in sorted(gpu.unavailable.items()):
+            out.append(Finding(level="info", message=f"{tag}: {name} unavailable ({reason})"))
+    return out
+
+
+def _host_findings(hw: HardwareSnapshot) -> list[Finding]:
+    out: list[Finding] = []
+    host = hw.host
+    if (
+        host.ram_total
+        and host.ram_available is not None
+        and host.ram_available < LOW_RAM_FRACTION * host.ram_total
+    ):
+        out.append(
+            Finding(level="degraded", message=f"host RAM low: {host.ram_available / GiB:.1f} GiB available")
+        )
+    for disk in host.disks:
+        if disk.free_bytes is None:
+            out.append(
+                Finding(level="info", message=f"free disk at {disk.label} unavailable ({disk.unavailable})")
+            )
+        elif disk.free_bytes < MIN_FREE_DISK:
+            out.append(
+                Finding(
+                    level="unhealthy",
+                    message=f"{disk.label} disk nearly full: {disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
+                )
+            )
+        elif disk.free_bytes < LOW_FREE_DISK:
+            out.append(
+                Finding(
+                    level="degraded",
+                    message=f"{disk.label} disk low: {disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
+                )
+            )
+    for name, reason in sorted(host.unavailable.items()):
+        out.append(Finding(level="info", message=f"host {name} unavailable ({reason})"))
+    return out
+
+
+def render_report(report: DoctorReport) -> str:
+    """The human form of ``memtui doctor``."""
+    sw, hw = report.software, report.hardware
+    lines = [f"verdict: {report.verdict}"]
+    lines += [f"  - [{f.level}] {f.message}" for f in report.findings]
+    lines.append(
+        f"python {sw.python}; torch {sw.torch or '-'} (CUDA build {sw.torch_cuda or 'none'}); "
+        f"deepspeed {sw.deepspeed or '-'} (accelerator {sw.deepspeed_accelerator or '-'})"
+    )
+    lines.append(
+        f"driver {sw.driver or '-'} (CUDA {sw.driver_cuda or '-'}); accelerator {sw.accelerator} x{sw.accelerator_count}"
+    )
+    if hw.nvml:
+        lines.append(f"GPUs: none ({hw.nvml})")
+    for gpu in hw.gpus:
+        used = f"{(gpu.memory_used or 0) / GiB:.1f}/{(gpu.memory_total or 0) / GiB:.1f} GiB"
+        lines.append(
+            f"GPU {gpu.index} {gpu.name or '?'}: {used}, util {gpu.utilization_pct if gpu.utilization_pct is not None else '-'}%, "
+            f"{gpu.temperature_c if gpu.temperature_c is not None else '-'} C, "
+            f"{gpu.power_w if gpu.power_w is not None else '-'}/{gpu.power_limit_w if gpu.power_limit_w is not None else '-'} W"
+        )
+    host = hw.host
+    ram = f"{(host.ram_available or 0) / GiB:.1f}/{(host.ram_total or 0) / GiB:.1f} GiB available"
+    lines.append(
+        f"host: {host.cpu_count or '?'} CPUs, load {host.load_1m if host.load_1m is not None else '-'}, RAM {ram}"
+    )
+    for disk in host.disks:
+        free = (
+            f"{disk.free_bytes / GiB:.1f} GiB free"
+            if disk.free_bytes is not None
+            else f"unavailable ({disk.unavailable})"
+        )
+        lines.append(f"disk {disk.label} ({disk.path}): {free}")
+    return "\n".join(lines)

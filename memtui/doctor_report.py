@@ -1,0 +1,60 @@
+"""``memtui doctor [--json] [--deep]``: the environment doctor's verdict before any run.
+
+The default runs ``engine.doctor`` in this process: it is torch-free (torch's and
+DeepSpeed's build facts are read from their files). ``--deep`` also asks torch whether
+CUDA works, which imports torch, so it runs ``python -m engine doctor --deep`` in a child
+process: the console never loads torch. Exit 0 unless the verdict is unhealthy (1).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DEEP_TIMEOUT_S = 120.0
+"""Seconds for the child doctor (importing torch and DeepSpeed can take tens of seconds)."""
+
+
+def doctor_exit_code(verdict: str) -> int:
+    """0 for healthy or degraded (a CPU-only machine trains), 1 for unhealthy."""
+    return 1 if verdict == "unhealthy" else 0
+
+
+def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int:
+    """Print the report; the exit status follows the verdict."""
+    if deep:
+        return _run_child(as_json=as_json, run_dir=run_dir)
+    from engine.doctor import EnvironmentDoctor, render_report
+    from engine.rundir import memtui_home
+
+    home = run_dir or memtui_home()
+    report = EnvironmentDoctor(
+        run_dir=home, checkpoint_dir=run_dir / "checkpoints" if run_dir else None
+    ).examine()
+    print(report.model_dump_json(indent=2) if as_json else render_report(report))
+    return doctor_exit_code(report.verdict)
+
+
+def _run_child(*, as_json: bool, run_dir: Path | None) -> int:
+    command = [sys.executable, "-m", "engine", "doctor", "--deep", "--json"]
+    if run_dir is not None:
+        command += ["--run-dir", str(run_dir)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DEEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        print(f"memtui: the deep doctor did not answer within {DEEP_TIMEOUT_S:g} s", file=sys.stderr)
+        return 1
+    try:
+        raw = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        sys.stderr.write(done.stderr)
+        print("memtui: the deep doctor printed no report", file=sys.stderr)
+        return 1
+    from engine.doctor import render_report
+    from engine.hardware_report import DoctorReport
+
+    report = DoctorReport.model_validate(raw)
+    print(json.dumps(raw, indent=2) if as_json else render_report(report))
+    return doctor_exit_code(report.verdict)

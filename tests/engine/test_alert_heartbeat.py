@@ -1,0 +1,62 @@
+"""A stuck run: a trainer stopped with SIGSTOP raises the heartbeat alert in time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.domain import build_run_config
+from engine.rundir import RunDir
+
+pytestmark = pytest.mark.timeout(60)
+NO_STEP_S = 1.0
+
+
+@pytest.fixture
+def run(home: Path) -> RunDir:
+    config = build_run_config({"alerts": {"no_step_s": NO_STEP_S, "hardware_interval_s": 0.5}}, steps=100)
+    return RunDir.create(config, home=home)
+
+
+async def test_sigstopped_trainer_raises_heartbeat_alert(run: RunDir, start, connect, fake_env) -> None:
+    fake_env(rate_hz=50)
+    running = await start()
+    client = await connect()
+    await client.until(lambda m: m.kind == "telemetry")
+    pid = running.supervisor._proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        stopped_at = time.monotonic()
+        alert, _ = await client.until(
+            lambda m: (
+                m.kind == "event" and m.event.type == "alert" and m.event.data.get("rule") == "heartbeat"
+            ),
+            timeout=NO_STEP_S + 5,
+        )
+        waited = time.monotonic() - stopped_at
+        assert alert.event.severity == "critical" and "no step" in alert.event.message
+        assert waited < NO_STEP_S + 3
+        os.kill(pid, signal.SIGCONT)
+        resolved, _ = await client.until(
+            lambda m: (
+                m.kind == "event" and m.event.type == "alert" and m.event.data.get("state") == "resolved"
+            ),
+            timeout=5,
+        )
+        assert resolved.event.data["rule"] == "heartbeat"
+    finally:
+        os.kill(pid, signal.SIGCONT)  # the fixture's teardown kills it; a stopped one would linger
+
+
+async def test_doctor_report_recorded_at_start(run: RunDir, start, connect, fake_env) -> None:
+    await start()
+    client = await connect(replay_from=0)
+    report, _ = await client.until(lambda m: m.kind == "event" and m.event.type == "doctor_report")
+    assert report.event.data["verdict"] in ("healthy", "degraded", "unhealthy")
+    assert report.event.data["hardware"]["host"]["processes"]
+    await asyncio.sleep(0)

@@ -1,0 +1,145 @@
+"""The alert rules: each fires, clears with hysteresis, and never storms at a threshold."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
+
+from engine.alert_rules import AlertRules, Latch
+from engine.domain import AlertConfig, TelemetrySample
+from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport
+from engine.nvml_probe import probe_gpus
+from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
+
+CFG = AlertConfig(throttle_s=60.0, repeat_s=3600.0, throughput_baseline_steps=5, loss_smoothing_steps=1)
+
+
+def sample(step: int, **over: Any) -> TelemetrySample:
+    fields: dict[str, Any] = dict(
+        step=step,
+        ts=0.0,
+        samples=step,
+        tokens=step,
+        loss=2.0,
+        lr=1e-3,
+        step_time_s=0.1,
+        tokens_per_s=1000.0,
+        mem_reserved=50,
+        mem_capacity=100,
+        micro_batch=8,
+        grad_accum=1,
+    )
+    fields.update(over)
+    return TelemetrySample(**fields)
+
+
+def rules_of(alerts: list[Any]) -> list[str]:
+    return [f"{a.rule}:{'resolved' if a.resolved else 'firing'}" for a in alerts]
+
+
+def gpus(temperature: int, throttle: int = 0) -> HardwareSnapshot:
+    found, why = probe_gpus(FakeNvml([healthy_gpu(temperature=temperature, throttle=throttle)]))
+    return HardwareSnapshot(ts=0.0, nvml=why, gpus=found)
+
+
+def test_latch_hovering_at_threshold_alerts_once() -> None:
+    latch, fired = Latch(), []
+    for t, value in enumerate([0.91, 0.92, 0.919, 0.92, 0.921, 0.90, 0.93] * 20):
+        fired.append(latch.update(value >= 0.92, value < 0.87, float(t), 60.0, 3600.0))
+    assert [f for f in fired if f] == ["fire"]
+
+
+def test_memory_headroom_fires_clears_and_does_not_storm() -> None:
+    rules, out = AlertRules(CFG), []
+    for t, used in enumerate([50, 92, 91, 92, 93, 91, 92, 86, 85]):
+        out += rules.on_step(sample(t + 1, mem_reserved=used), float(t))
+    assert rules_of(out) == ["memory_headroom:firing", "memory_headroom:resolved"]
+
+
+def test_throttling_keeps_a_quick_refire_quiet() -> None:
+    rules, out = AlertRules(CFG), []
+    for t, used in [(0, 95), (1, 80), (2, 95), (3, 80), (100, 95)]:
+        out += rules.on_step(sample(t + 1, mem_reserved=used), float(t))
+    assert rules_of(out) == ["memory_headroom:firing", "memory_headroom:resolved", "memory_headroom:firing"]
+
+
+def test_throughput_drop_against_moving_baseline() -> None:
+    rules, out = AlertRules(CFG), []
+    speeds = [1000.0] * 10 + [400.0] * 8 + [1000.0] * 3
+    for t, speed in enumerate(speeds):
+        out += rules.on_step(sample(t + 1, tokens_per_s=speed), float(t))
+    assert rules_of(out) == ["throughput_drop:firing", "throughput_drop:resolved"]
+
+
+def test_one_slow_step_and_a_geometry_change_are_not_drops() -> None:
+    rules, out = AlertRules(CFG), []
+    speeds = [1000.0] * 10 + [100.0] + [1000.0] * 5
+    for t, speed in enumerate(speeds):
+        out += rules.on_step(sample(t + 1, tokens_per_s=speed), float(t))
+    for t in range(10):  # smaller micro-batch, slower: a new baseline
+        out += rules.on_step(sample(100 + t, tokens_per_s=300.0, micro_batch=2, grad_accum=4), 100.0 + t)
+    assert out == []
+
+
+def test_loss_nan_and_divergence() -> None:
+    rules = AlertRules(CFG)
+    assert rules_of(rules.on_step(sample(1, loss=math.nan), 0.0)) == ["loss_nan:firing"]
+    assert rules_of(rules.on_step(sample(2, loss=2.0), 1.0)) == ["loss_nan:resolved"]
+    out = []
+    for t, loss in enumerate([1.0, 1.5, 2.0, 2.1, 1.99, 2.05, 1.2]):
+        out += rules.on_step(sample(3 + t, loss=loss), 2.0 + t)
+    assert rules_of(out) == ["loss_diverging:firing", "loss_diverging:resolved"]
+
+
+def test_loss_scale_at_floor() -> None:
+    rules, out = AlertRules(CFG), []
+    for t, scale in enumerate([4096.0, 1.0, 1.0, 1.5, 1.0, 2.0]):
+        out += rules.on_step(sample(t + 1, loss_scale=scale), float(t))
+    assert rules_of(out) == ["loss_scale_floor:firing", "loss_scale_floor:resolved"]
+
+
+def test_gpu_temperature_hysteresis_and_throttle_from_fake_nvml() -> None:
+    rules, out = AlertRules(CFG), []  # fake slowdown 90 C, margin 5: alert at 85, clear below 80
+    for t, temp in enumerate([70, 85, 84, 85, 86, 81, 85, 79]):
+        out += rules.on_hardware(gpus(temp), float(t))
+    assert rules_of(out) == ["gpu_temperature.0:firing", "gpu_temperature.0:resolved"]
+    throttled = rules.on_hardware(gpus(60, throttle=0x40), 100.0)
+    assert rules_of(throttled) == ["gpu_throttle.0:firing"] and "hw_thermal" in throttled[0].message
+    assert rules.on_hardware(gpus(60, throttle=0x4), 101.0)[0].resolved  # a power cap alone is normal
+
+
+def test_nvml_raising_gives_no_hardware_alerts() -> None:
+    found, why = probe_gpus(FakeNvml(fail={"temperature": FakeNvmlError("Not Supported")}))
+    assert AlertRules(CFG).on_hardware(HardwareSnapshot(ts=0.0, gpus=found), 0.0) == []
+    found, why = probe_gpus(FakeNvml(fail={"init": FakeNvmlError("Driver Not Loaded")}))
+    assert found == [] and AlertRules(CFG).on_hardware(HardwareSnapshot(ts=0.0, nvml=why), 0.0) == []
+
+
+def test_disk_low_for_the_next_checkpoint() -> None:
+    rules, out = AlertRules(AlertConfig(disk_min_free_mb=0, throttle_s=0.0)), []
+    for t, free in enumerate([20, 14, 15, 15.5, 16]):  # next checkpoint 10 GiB x 1.5 = 15 GiB
+        disk = DiskReport(label="checkpoints", path="/c", free_bytes=int(free * GiB))
+        out += rules.on_hardware(HardwareSnapshot(ts=0.0, host=HostReport(disks=[disk])), float(t), 10 * GiB)
+    assert rules_of(out) == ["disk_low:firing", "disk_low:resolved"]
+
+
+def test_heartbeat_fires_once_and_clears_on_a_step() -> None:
+    rules = AlertRules(AlertConfig(no_step_s=10.0))
+    assert rules.on_tick(100.0, True) == []  # no trainer yet: no clock
+    rules.beat(100.0)
+    assert rules.on_tick(109.0, True) == []
+    fired = [a for t in range(110, 200) for a in rules.on_tick(float(t), True)]
+    assert rules_of(fired) == ["heartbeat:firing"] and fired[0].severity == "critical"
+    assert rules.on_tick(500.0, False) == []  # paused or stopping: not expected to step
+    assert rules_of(rules.on_step(sample(1), 501.0)) == ["heartbeat:resolved"]
+
+
+def test_restarts_alert_but_a_crash_loop_is_throttled() -> None:
+    rules = AlertRules(CFG)
+    out = [a for t in range(10) for a in rules.on_restart(float(t), "crashed", {})]
+    assert rules_of(out) == ["restart:firing"]
+    assert rules_of(rules.on_restart(100.0, "crashed", {})) == ["restart:firing"]

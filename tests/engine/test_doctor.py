@@ -1,0 +1,157 @@
+"""EnvironmentDoctor with a fake NVML: verdicts from readings, NVML raising, values at limits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
+
+from engine.doctor import NO_GPU, EnvironmentDoctor, judge, read_module_constants, verdict_of
+from engine.hardware_probe import HardwareProbe
+from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport, SoftwareReport
+from engine.nvml_probe import probe_gpu, probe_gpus, throttle_names
+from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
+
+CUDA_SW = SoftwareReport(
+    python="3.11", torch="2.4.0+cu121", torch_cuda="12.1", deepspeed="0.15", driver="550", driver_cuda="12.4"
+)
+
+
+def doctor(tmp_path: Path, nvml: FakeNvml | None) -> EnvironmentDoctor:
+    return EnvironmentDoctor(nvml, run_dir=tmp_path)
+
+
+def hardware(nvml: FakeNvml | None, **host: object) -> HardwareSnapshot:
+    gpus, why = probe_gpus(nvml)
+    return HardwareSnapshot(ts=0.0, nvml=why, gpus=gpus, host=HostReport(**host))  # type: ignore[arg-type]
+
+
+def messages(sw: SoftwareReport, hw: HardwareSnapshot) -> list[str]:
+    return [f.message for f in judge(sw, hw)]
+
+
+def test_healthy_gpu_machine_is_healthy() -> None:
+    findings = judge(CUDA_SW, hardware(FakeNvml()))
+    assert verdict_of(findings) == "healthy", findings
+
+
+def test_nvml_init_raising_is_no_gpu_never_an_exit(tmp_path: Path) -> None:
+    nvml = FakeNvml(fail={"init": FakeNvmlError("Driver Not Loaded")})
+    report = doctor(tmp_path, nvml).examine()
+    assert report.verdict == "degraded"
+    assert report.hardware.gpus == [] and report.hardware.nvml == "NVML: Driver Not Loaded"
+    assert any(NO_GPU in r for r in report.reasons)
+    assert report.software.driver is None and "Driver Not Loaded" in report.software.unavailable["driver"]
+    assert report.software.accelerator == "cpu" and report.software.accelerator_count == 0
+
+
+def test_no_pynvml_at_all(tmp_path: Path) -> None:
+    report = doctor(tmp_path, None).examine()
+    assert report.verdict in ("degraded", "healthy") and "not installed" in (report.hardware.nvml or "")
+
+
+def test_each_raising_call_leaves_only_its_readings_unavailable() -> None:
+    nvml = FakeNvml(fail={"power": FakeNvmlError("Not Supported"), "pcie": FakeNvmlError("Not Supported")})
+    gpu = probe_gpu(nvml, 0)
+    assert gpu.power_w is None and gpu.power_limit_w is None and gpu.pcie_gen is None
+    assert gpu.unavailable["power_w"] == "NVML: Not Supported"
+    assert set(gpu.unavailable) == {
+        "power_w",
+        "power_limit_w",
+        "pcie_gen",
+        "pcie_width",
+        "pcie_max_gen",
+        "pcie_max_width",
+    }
+    assert gpu.temperature_c == 60 and gpu.memory_total == 80 * GiB
+    # Missing readings are information, not a verdict.
+    assert verdict_of(judge(CUDA_SW, hardware(nvml))) == "healthy"
+
+
+def test_device_count_raising_means_no_gpus() -> None:
+    gpus, why = probe_gpus(FakeNvml(fail={"device_count": RuntimeError("GPU is lost")}))
+    assert gpus == [] and why == "NVML: GPU is lost"
+
+
+def test_temperature_at_limits() -> None:
+    at_slowdown_margin = healthy_gpu(temperature=85)  # slowdown 90, margin 5
+    below = healthy_gpu(temperature=84)
+    near_shutdown = healthy_gpu(temperature=90)  # shutdown 95
+    assert verdict_of(judge(CUDA_SW, hardware(FakeNvml([below])))) == "healthy"
+    assert verdict_of(judge(CUDA_SW, hardware(FakeNvml([at_slowdown_margin])))) == "degraded"
+    assert verdict_of(judge(CUDA_SW, hardware(FakeNvml([near_shutdown])))) == "unhealthy"
+
+
+def test_ecc_throttle_pcie_and_neighbours() -> None:
+    assert verdict_of(judge(CUDA_SW, hardware(FakeNvml([healthy_gpu(ecc=1)])))) == "unhealthy"
+    throttled = messages(CUDA_SW, hardware(FakeNvml([healthy_gpu(throttle=0x40 | 0x1)])))
+    assert any("hw_thermal" in m for m in throttled) and not any("idle" in m for m in throttled)
+    assert any(
+        "x8 of x16" in m for m in messages(CUDA_SW, hardware(FakeNvml([healthy_gpu(pcie=(4, 8, 5, 16))])))
+    )
+    crowded = healthy_gpu(processes=[(1234, 20 * GiB)])
+    assert any("other processes hold 20.0 GiB" in m for m in messages(CUDA_SW, hardware(FakeNvml([crowded]))))
+
+
+def test_our_own_processes_are_not_neighbours() -> None:
+    gpus, _ = probe_gpus(FakeNvml([healthy_gpu(processes=[(1234, 70 * GiB)])]), frozenset({1234}))
+    hw = HardwareSnapshot(ts=0.0, gpus=gpus)
+    assert verdict_of(judge(CUDA_SW, hw)) == "healthy" and gpus[0].processes[0].ours
+
+
+def test_driver_older_than_torch_cuda_build() -> None:
+    old_driver = CUDA_SW.model_copy(update={"driver_cuda": "11.8"})
+    found = messages(old_driver, hardware(FakeNvml()))
+    assert any("supports CUDA up to 11.8" in m for m in found)
+    assert verdict_of(judge(old_driver, hardware(FakeNvml()))) == "unhealthy"
+
+
+def test_cpu_torch_with_gpus_is_unhealthy() -> None:
+    cpu_torch = CUDA_SW.model_copy(update={"torch_cuda": None})
+    assert verdict_of(judge(cpu_torch, hardware(FakeNvml()))) == "unhealthy"
+
+
+def test_disk_and_ram_at_limits() -> None:
+    def host(free: int, avail: int = 50 * GiB) -> HardwareSnapshot:
+        disk = DiskReport(label="checkpoints", path="/x", free_bytes=free, total_bytes=100 * GiB)
+        return hardware(FakeNvml(), disks=[disk], ram_total=100 * GiB, ram_available=avail)
+
+    assert verdict_of(judge(CUDA_SW, host(10 * GiB))) == "healthy"
+    assert verdict_of(judge(CUDA_SW, host(10 * GiB - 1))) == "degraded"
+    assert verdict_of(judge(CUDA_SW, host(2 * GiB - 1))) == "unhealthy"
+    assert verdict_of(judge(CUDA_SW, host(50 * GiB, avail=9 * GiB))) == "degraded"
+
+
+def test_report_serializes_and_round_trips(tmp_path: Path) -> None:
+    report = doctor(tmp_path, FakeNvml([healthy_gpu(), healthy_gpu(temperature=88)])).examine()
+    assert report.software.accelerator == "cuda" and report.software.accelerator_count == 2
+    from engine.hardware_report import DoctorReport
+
+    assert DoctorReport.model_validate_json(report.model_dump_json()) == report
+
+
+def test_software_facts_come_from_files_without_importing_torch() -> None:
+    sw = EnvironmentDoctor(FakeNvml()).software()
+    if sw.torch is None:
+        pytest.skip("torch not installed")
+    assert sw.torch and sw.deepspeed and sw.driver == "550.54.15" and sw.driver_cuda == "12.4"
+    assert read_module_constants("no_such_package_xyz", "version.py") is None
+
+
+def test_throttle_names_ignore_idle_bits() -> None:
+    assert throttle_names(0x1 | 0x2) == [] and throttle_names(0x4 | 0x20) == ["sw_power_cap", "sw_thermal"]
+
+
+def test_host_probe_reports_own_processes_and_disks(tmp_path: Path) -> None:
+    import os
+
+    probe = HardwareProbe(
+        None, {"run": tmp_path, "checkpoints": tmp_path / "not" / "yet"}, lambda: {"supervisor": os.getpid()}
+    )
+    first, second = probe.read(), probe.read()
+    assert first.host.processes[0].cpu_pct is None and second.host.processes[0].cpu_pct is not None
+    assert second.host.processes[0].rss_bytes and all(d.free_bytes for d in second.host.disks)
+    assert second.nvml and second.host.cpu_count

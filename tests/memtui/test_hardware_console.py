@@ -1,0 +1,186 @@
+"""The hardware panel and alerts in the console (Pilot) against the fake engine (issue 7)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.hardware_report import (
+    DiskReport,
+    GpuProcess,
+    GpuReport,
+    HardwareSnapshot,
+    HostReport,
+    ProcessReport,
+)
+from engine.rundir import RunDir
+from memtui.app import MemtuiApp
+from memtui.widgets.event_log import EventLog
+from memtui.widgets.hardware_panel import HardwarePanel
+from memtui.widgets.run_header import RunHeader
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.memtui.test_console import text_of, until
+
+GiB = 1 << 30
+WIDE = (160, 48)
+
+
+def host(**over: object) -> HostReport:
+    fields: dict[str, object] = dict(
+        cpu_count=16,
+        load_1m=3.5,
+        cpu_pct=42.0,
+        ram_total=64 * GiB,
+        ram_available=40 * GiB,
+        disks=[DiskReport(label="run", path="/r", free_bytes=100 * GiB, total_bytes=500 * GiB)],
+        processes=[
+            ProcessReport(role="supervisor", pid=10, cpu_pct=1.5, rss_bytes=80 << 20),
+            ProcessReport(role="trainer", pid=11, cpu_pct=97.0, rss_bytes=3 * GiB),
+        ],
+    )
+    fields.update(over)
+    return HostReport(**fields)  # type: ignore[arg-type]
+
+
+def gpu_snapshot(ts: float = 1_700_000_000.0, **over: object) -> HardwareSnapshot:
+    gpu: dict[str, object] = dict(
+        index=0,
+        name="Fake H100",
+        memory_total=80 * GiB,
+        memory_used=30 * GiB,
+        utilization_pct=95,
+        temperature_c=62,
+        temperature_slowdown_c=90,
+        power_w=400.0,
+        power_limit_w=700.0,
+        processes=[GpuProcess(pid=11, used_bytes=29 * GiB, ours=True)],
+    )
+    gpu.update(over)
+    return HardwareSnapshot(ts=ts, gpus=[GpuReport(**gpu)], host=host())  # type: ignore[arg-type]
+
+
+def no_nvml(ts: float = 1_700_000_000.0) -> HardwareSnapshot:
+    return HardwareSnapshot(ts=ts, nvml="NVML: NVML Shared Library Not Found", host=host())
+
+
+def alert(fake: FakeEngine, rule: str, severity: str, state: str = "firing", message: str = "") -> None:
+    fake.add_event(
+        "alert", message or f"{rule} {state}", severity=severity, data={"rule": rule, "state": state}
+    )
+
+
+def toasts(app: MemtuiApp) -> list[str]:
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -> None:
+    cuda = [make_sample(s, mem_kind="cuda", mem_allocated=20 * GiB, mem_reserved=24 * GiB) for s in (1, 2)]
+    async with FakeEngine(
+        live_run.socket, run_id=live_run.run_id, telemetry=cuda, hardware=gpu_snapshot()
+    ) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=WIDE) as pilot:
+            await until(lambda: app.view.hardware is not None and app.view.step == 2)
+            fake.send_hardware(gpu_snapshot(ts=1_700_000_010.0, throttle_reasons=["hw_thermal"]))
+            await until(lambda: app.view.hardware is not None and app.view.hardware.ts == 1_700_000_010.0)
+            await pilot.pause(0.45)
+            panel = app.query_one(HardwarePanel)
+            assert panel.display
+            text = text_of(panel)
+            assert "GPU0" in text and "95%" in text and "62°C" in text and "400/700 W" in text
+            assert "30.0 GiB/80.0 GiB" in text and "alloc 20.0 GiB" in text and "rsv 24.0 GiB" in text
+            assert "throttled: hw_thermal" in text
+            assert "CPU 42% of 16" in text and "24.0 GiB/64.0 GiB" in text and "100 GiB free" in text
+            assert "trainer 97% 3.00 GiB" in text and "supervisor 2% 80.0 MiB" in text
+            assert "Fake H100" in str(panel.border_title)
+
+
+async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()):
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=WIDE) as pilot:
+            await until(lambda: app.view.hardware is not None)
+            await pilot.pause(0.45)
+            text = text_of(app.query_one(HardwarePanel))
+            assert "no GPU: NVML unavailable (NVML Shared Library Not Found)" in text
+            assert "CPU 42%" in text and "trainer 97%" in text  # the rest still shows
+            assert not [t for t in toasts(app) if "error" in t.lower()]
+
+
+async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()):
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(lambda: app.view.hardware is not None)
+            panel = app.query_one(HardwarePanel)
+            assert not panel.display
+            await pilot.press("6")
+            await pilot.pause(0.45)
+            assert panel.display and "no GPU" in text_of(panel)
+            await pilot.press("6")
+            assert not panel.display
+            assert any("hardware" in c[0] for c in app.palette_commands())
+
+
+async def test_hardware_panel_redraws_only_on_a_new_reading(live_run: RunDir) -> None:
+    samples = [make_sample(s) for s in range(1, 80)]
+    async with FakeEngine(
+        live_run.socket, run_id=live_run.run_id, telemetry=samples, telemetry_hz=100, hardware=no_nvml()
+    ) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=WIDE) as pilot:
+            panel = app.query_one(HardwarePanel)
+            await until(lambda: "no GPU" in panel.text)
+            await pilot.pause(0.3)  # its first drawing grew it: one more at its new size
+            drawn: list[str] = []
+            original = panel.draw
+            panel.draw = lambda view, now: drawn.append("x") or original(view, now)  # type: ignore[method-assign]
+            await until(lambda: app.view.step == 79)
+            await pilot.pause(0.5)
+            assert drawn == []  # steps arrived, the reading did not change
+            fake.send_hardware(no_nvml(ts=1_700_000_100.0))
+            await until(lambda: len(drawn) == 1)
+            await pilot.pause(0.5)
+            assert len(drawn) == 1
+
+
+@pytest.mark.parametrize("bell", [False, True])
+async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
+    live_run: RunDir, bell: bool
+) -> None:
+    old = make_event(
+        1, "alert", "an old alert", severity="critical", data={"rule": "loss_nan", "state": "firing"}
+    )
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=[old]) as fake:
+        app = MemtuiApp(live_run, bell=bell)
+        rung: list[float] = []
+        app.bell = lambda: rung.append(time.monotonic())  # type: ignore[method-assign]
+        async with app.run_test(size=WIDE) as pilot:
+            await until(lambda: app.view.last_seq >= 1 and app.view.connection == "connected")
+            await pilot.pause(0.1)
+            assert toasts(app) == []  # replayed history is not announced again
+            header = app.query_one(RunHeader)
+            await pilot.pause(0.45)
+            assert "CRITICAL: loss_nan" in text_of(header)  # ...but is still active
+
+            seq = fake.events[-1].seq
+            alert(fake, "heartbeat", "critical", message="no step for 12 s (limit 10 s)")
+            await until(lambda: app.view.last_seq == seq + 1)
+            await pilot.pause(0.45)
+            assert any("heartbeat" in t and "no step for 12 s" in t for t in toasts(app))
+            assert "CRITICAL ×2: loss_nan, heartbeat" in text_of(header)
+            assert len(rung) == (1 if bell else 0)
+
+            alert(fake, "heartbeat", "info", state="resolved", message="resolved: heartbeat")
+            alert(fake, "loss_nan", "info", state="resolved", message="resolved: loss nan")
+            alert(fake, "gpu_temperature.0", "warning", message="GPU 0 at 86 C")
+            await until(lambda: app.view.last_seq == seq + 4)
+            await pilot.pause(0.45)
+            assert "CRITICAL" not in text_of(header)
+            assert any("resolved: heartbeat" in t for t in toasts(app))
+            assert len(rung) == (2 if bell else 0)  # the warning rings, "resolved" does not
+            log = app.query_one(EventLog)
+            log.kind = "alerts"
+            log.show(app.view, time.time())
+            assert "resolved: heartbeat" in text_of(log) and "GPU 0 at 86 C" in text_of(log)

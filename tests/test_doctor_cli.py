@@ -1,0 +1,61 @@
+"""``memtui doctor`` and ``python -m engine doctor`` through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def memtui_command() -> list[str]:
+    script = Path(sys.executable).with_name("memtui")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "memtui.cli"]
+
+
+def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    home = tempfile.mkdtemp(prefix="mt", dir="/tmp")
+    env = dict(os.environ, MEMTUI_HOME=home)
+    return subprocess.run(command, capture_output=True, text=True, timeout=150, env=env)
+
+
+def has_gpu() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:
+        return False
+
+
+def test_memtui_doctor_json_exits_zero_with_verdict_and_reasons() -> None:
+    done = run([*memtui_command(), "doctor", "--json"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] in ("healthy", "degraded")
+    assert report["software"]["python"] and report["hardware"]["host"]["cpu_count"]
+    if not has_gpu():
+        assert report["hardware"]["gpus"] == [] and report["hardware"]["nvml"]
+        assert report["software"]["accelerator"] == "cpu"
+        reasons = [f["message"] for f in report["findings"] if f["level"] != "info"]
+        assert any(r.startswith("no GPU: training runs on DeepSpeed's CPU accelerator") for r in reasons)
+
+
+def test_memtui_doctor_text() -> None:
+    done = run([*memtui_command(), "doctor"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("verdict: ") and "host:" in done.stdout
+
+
+def test_engine_doctor_deep_imports_torch_in_its_own_process() -> None:
+    done = run([sys.executable, "-m", "engine", "doctor", "--deep", "--json"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["verdict"] in ("healthy", "degraded")
