@@ -38,12 +38,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let the first trainer start at step 0 if checkpoints exist but none verifies",
     )
+    doctor = commands.add_parser(
+        "doctor",
+        help="survey this machine (software, GPUs via NVML, host) and give a verdict",
+        description="The environment doctor: verdict healthy/degraded/unhealthy with reasons; "
+        "exit 1 if unhealthy.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--deep", action="store_true", help="also import torch to ask whether CUDA works")
+    doctor.add_argument("--run-dir", type=Path, default=None, help="report free disk here (default: cwd)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return _doctor(args)
     if args.command != "supervise":
         parser.print_help(sys.stderr)
         return 2
@@ -53,6 +64,16 @@ def main(argv: list[str] | None = None) -> int:
 
     grace = _config_grace(args.run_dir) if args.stop_grace is None else args.stop_grace
     return supervisor.main(args.run_dir, stop_grace_s=grace, fresh_start=args.fresh)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from engine.doctor import EnvironmentDoctor, render_report
+
+    checkpoints = args.run_dir / "checkpoints" if args.run_dir is not None else None
+    doctor = EnvironmentDoctor(run_dir=args.run_dir, checkpoint_dir=checkpoints, import_torch=args.deep)
+    report = doctor.examine()
+    print(report.model_dump_json(indent=2) if args.json else render_report(report))
+    return 1 if report.verdict == "unhealthy" else 0
 
 
 def _config_grace(run_dir: Path) -> float:

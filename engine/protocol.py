@@ -10,6 +10,7 @@ Conversation::
                                                       server -> EventMessage* (replay, in seq order)
     client -> Status/Stop/Ping/Replay(id=...)         server -> Ok(id, result) | Error(id, reason)
                                                       server -> Telemetry (coalesced, ~10 Hz)
+                                                      server -> Hardware (newest reading, ~0.1 Hz)
                                                       server -> EventMessage (live, seq-numbered)
     trainer -> Hello(role="trainer")
     trainer -> StepReport | TrainerEvent              server -> TrainerCommand
@@ -28,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from engine.domain import Event, RunState, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1 << 20  # 1 MiB, newline included
@@ -167,6 +169,18 @@ class Reject(_Message):
     reason: str = Field("operator", max_length=1024)
 
 
+class Propose(_Message):
+    """Operator: an operator-authored directive; the policy checks it like any other.
+
+    ``values`` stays loose here so the directive's own validation names a bad field."""
+
+    kind: Literal["propose"] = "propose"
+    id: RequestId
+    values: dict[str, Any]
+    rationale: str = Field("", max_length=2000)
+    source: str = Field("operator", min_length=1, max_length=128)
+
+
 ChaosAction = Literal["kill_trainer", "oom", "ballast", "nan_loss", "slow_step"]
 CHAOS_ACTIONS: tuple[str, ...] = ("kill_trainer", "oom", "ballast", "nan_loss", "slow_step")
 
@@ -181,10 +195,11 @@ class Chaos(_Message):
 
 
 ClientMessage = Annotated[
-    Hello | Status | Stop | Ping | Replay | StepReport | TrainerEvent | Approve | Clamp | Reject | Chaos,
+    Hello | Status | Stop | Ping | Replay | StepReport | TrainerEvent | Approve | Clamp | Reject | Chaos
+    | Propose,
     Field(discriminator="kind"),
 ]
-CONSOLE_REQUESTS = (Status, Stop, Ping, Replay, Approve, Clamp, Reject, Chaos)
+CONSOLE_REQUESTS = (Status, Stop, Ping, Replay, Approve, Clamp, Reject, Chaos, Propose)
 
 # ------------------------------------------------------------- supervisor -> client
 
@@ -225,6 +240,16 @@ class Telemetry(_Message):
     coalesced: int = Field(0, ge=0)
 
 
+class Hardware(_Message):
+    """The newest hardware reading (GPUs, host, the engine's own processes); not durable.
+
+    Sent at the supervisor's ``alerts.hardware_interval_s``; a console that is behind gets
+    only the newest one (like telemetry). Readings NVML could not take say why inside."""
+
+    kind: Literal["hardware"] = "hardware"
+    snapshot: HardwareSnapshot
+
+
 class TrainerCommand(_Message):
     """Supervisor -> trainer."""
 
@@ -233,8 +258,19 @@ class TrainerCommand(_Message):
     reason: str = ""
 
 
+class ApplyDirective(_Message):
+    """Supervisor -> trainer: apply these admitted values at the next optimizer-step
+    boundary. The trainer re-checks them against its own hard limits and echoes what it
+    applied in a ``directive_applied`` event."""
+
+    kind: Literal["apply_directive"] = "apply_directive"
+    directive_id: str = Field(min_length=1, max_length=64)
+    decision_id: str = Field("", max_length=64)
+    values: dict[DirectiveField, DirectiveValue]
+
+
 ServerMessage = Annotated[
-    Welcome | Ok | Error | EventMessage | Telemetry | TrainerCommand,
+    Welcome | Ok | Error | EventMessage | Telemetry | TrainerCommand | ApplyDirective | Hardware,
     Field(discriminator="kind"),
 ]
 

@@ -30,9 +30,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine import peer
+from engine.alert_watch import AlertWatch
 from engine.checkpoint_store import newest_verified_step
+from engine.directive_queue import DirectiveQueue, answer_request
 from engine.domain import (
     TERMINAL_STATES,
+    AlertConfig,
     Event,
     RestartConfig,
     RunState,
@@ -40,6 +43,7 @@ from engine.domain import (
     Severity,
     TelemetrySample,
 )
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     MAX_LINE_BYTES,
     STREAM_LIMIT,
@@ -49,10 +53,12 @@ from engine.protocol import (
     Clamp,
     Error,
     EventMessage,
+    Hardware,
     Hello,
     LineTooLong,
     Ok,
     Ping,
+    Propose,
     ProtocolError,
     Reject,
     Replay,
@@ -90,6 +96,8 @@ SUPERVISOR_EVENTS = frozenset(
     {"run_started", "run_ended", "state_changed", "trainer_launched", "trainer_exited", "stop_requested"}
     | {"chaos"}
     | {"trainer_restarted", "restarts_exhausted"}
+    | {"alert", "doctor_report"}  # issue 7
+    | {"directive_proposed", "directive_decided", "directives_rate_limited"}  # issue 6
 )
 DIRECTIVES_UNAVAILABLE = "directives are not available until the Directives issue lands"
 
@@ -167,6 +175,7 @@ class ConsoleClient:
         self._room.set()
         self._held: list[Event] | None = None  # live events that arrived during a replay
         self._telemetry: tuple[TelemetrySample, RunState] | None = None
+        self._hardware: HardwareSnapshot | None = None  # newest reading not yet sent
         self._coalesced = 0  # samples replaced in the slot since the last one went out
         self._next_telemetry = 0.0  # loop time when the next telemetry may go out
         self._closer: asyncio.Task[None] | None = None
@@ -204,6 +213,13 @@ class ConsoleClient:
         if self._telemetry is not None:
             self._coalesced += 1
         self._telemetry = (sample, state)
+        self._wake.set()
+
+    def offer_hardware(self, snapshot: HardwareSnapshot) -> None:
+        """Newest hardware reading wins; sent as soon as the outbox is empty."""
+        if self.closed or not self.hello.telemetry:
+            return
+        self._hardware = snapshot
         self._wake.set()
 
     def hold_live(self) -> None:
@@ -250,6 +266,10 @@ class ConsoleClient:
                     await self._write(self._queue.popleft())
                     if len(self._queue) < self.queue_max // 2:
                         self._room.set()
+                    continue
+                if self._hardware is not None:
+                    snapshot, self._hardware = self._hardware, None
+                    await self._write(encode(Hardware(snapshot=snapshot)))
                     continue
                 wait: float | None = None
                 if self._telemetry is not None:
@@ -354,6 +374,10 @@ class Supervisor:
         self._last_error: str | None = None
         self._kill_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.alerts: AlertWatch | None = None
+        """Alert rules, hardware readings and doctor reports (issue 7); started by ``_listen``."""
+        self.directives: DirectiveQueue | None = None
+        """Planner and operator directives (issue 6); built from run.json by ``_open``."""
 
     @property
     def store(self) -> Store:
@@ -418,6 +442,22 @@ class Supervisor:
                 message=f"{previous or '(new run)'} -> starting",
                 data={"from": previous, "to": "starting"},
             )
+        self.directives = self._directive_queue()
+
+    def _directive_queue(self) -> DirectiveQueue | None:
+        try:
+            config = self.run.read_config()
+        except Exception:  # no readable run.json: directives are refused, the run goes on
+            log.warning("no readable run config: directives disabled")
+            return None
+        return DirectiveQueue(config, self._record, self._send_to_trainer)
+
+    def _send_to_trainer(self, message: BaseModel) -> bool:
+        """True if a trainer is connected to take ``message`` now."""
+        if self._trainer is None:
+            return False
+        self._trainer.send(message)
+        return True
 
     async def _listen(self) -> None:
         path = self.run.socket
@@ -426,6 +466,7 @@ class Supervisor:
         self._server = await asyncio.start_unix_server(self._on_connect, path=str(path), limit=STREAM_LIMIT)
         os.chmod(path, 0o600)  # the 0700 run dir already covers the moment before this
         self._spawn(self._flush_loop())
+        self._start_alerts()
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -507,6 +548,34 @@ class Supervisor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def _start_alerts(self) -> None:
+        """Alerts and hardware readings (engine.alert_watch) on their own timer task."""
+        try:
+            config = self.run.read_config().alerts
+        except Exception:  # a damaged run.json must not stop the run: the defaults apply
+            config = AlertConfig()
+        self.alerts = AlertWatch(
+            config,
+            self._record,
+            run_dir=self.run.path,
+            checkpoint_dir=self.run.checkpoints,
+            pids=self._engine_pids,
+            expecting_steps=lambda: self.state == "running" and self._proc is not None,
+            on_hardware=self._offer_hardware,
+        )
+        self._spawn(self.alerts.run())
+
+    def _offer_hardware(self, snapshot: HardwareSnapshot) -> None:
+        """A new hardware reading to every console (newest wins per console; never blocks)."""
+        for client in list(self._clients):
+            client.offer_hardware(snapshot)
+
+    def _engine_pids(self) -> dict[str, int]:
+        pids = {"supervisor": os.getpid()}
+        if self._proc is not None and self._proc.returncode is None:
+            pids["trainer"] = self._proc.pid
+        return pids
 
     async def _flush_loop(self) -> None:
         while True:
@@ -603,6 +672,8 @@ class Supervisor:
             },
             attempt=outcome.attempt,
         )
+        if self.alerts is not None:
+            self.alerts.on_restart(f"{decision.cause}, restart {self.restarts}", {"cause": decision.cause})
 
     async def _sleep_unless_stopped(self, seconds: float) -> None:
         """The restart backoff; a stop request cuts it short (polled: s resolution 0.05)."""
@@ -634,6 +705,8 @@ class Supervisor:
             data={"attempt": attempt, "pid": proc.pid, "command": command},
             attempt=attempt,
         )
+        if self.alerts is not None:
+            self.alerts.trainer_launched()  # the heartbeat clock starts here
         if self._stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_trainer_stop()
         returncode = await proc.wait()
@@ -736,6 +809,13 @@ class Supervisor:
             self._set_state("running")
         for client in list(self._clients):
             client.offer_telemetry(sample, self.state)
+        if self.alerts is not None:
+            self.alerts.on_step(sample)
+        if self.directives is not None:
+            try:
+                self.directives.on_step(sample)
+            except Exception:  # a planner bug must not cost the run its supervisor
+                log.exception("directive planner failed on step %d", sample.step)
 
     def _on_trainer_event(self, message: TrainerEvent) -> None:
         self._record(
@@ -813,6 +893,8 @@ class Supervisor:
         self._clients.add(client)
         if self.latest is not None:
             client.offer_telemetry(self.latest, self.state)
+        if self.alerts is not None and self.alerts.latest is not None:
+            client.offer_hardware(self.alerts.latest)
         try:
             if hello.replay_from is not None:
                 await self._replay(client, hello.replay_from)
@@ -876,8 +958,8 @@ class Supervisor:
             client.send(Ok(id=message.id, result={"replayed": count}))
         elif isinstance(message, Chaos):
             client.send(self._chaos(message))
-        elif isinstance(message, (Approve, Clamp, Reject)):
-            client.send(Error(id=message.id, reason=DIRECTIVES_UNAVAILABLE))
+        elif isinstance(message, (Approve, Clamp, Reject, Propose)):
+            client.send(answer_request(self.directives, message))
         elif isinstance(message, Hello):
             client.send(Error(reason="hello already received on this connection"))
         else:
@@ -913,6 +995,8 @@ class Supervisor:
         link.send(self._welcome())
         if self._stop_reason is not None:
             link.send(TrainerCommand(command="stop", reason=self._stop_reason))
+        if self.directives is not None:
+            self.directives.trainer_connected()  # what it missed, and the values in effect
         try:
             await self._trainer_lines(link, reader)
         finally:
@@ -942,7 +1026,9 @@ class Supervisor:
             if isinstance(message, StepReport):
                 self._on_step(message.sample)
             elif isinstance(message, TrainerEvent):
-                if message.type in SUPERVISOR_EVENTS:
+                if self.directives is not None and self.directives.on_trainer_event(message):
+                    pass  # directive_applied: recorded by the queue with its DirectiveView
+                elif message.type in SUPERVISOR_EVENTS:
                     link.send(Error(reason=f"event type {message.type!r} is the supervisor's to record"))
                 else:
                     self._on_trainer_event(message)

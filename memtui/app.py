@@ -23,6 +23,7 @@ from textual.containers import Container
 from textual.events import Resize
 from textual.widgets import Footer
 
+from engine.domain import Event
 from engine.protocol import (
     CHAOS_ACTIONS,
     TELEMETRY_HZ,
@@ -31,6 +32,7 @@ from engine.protocol import (
     Clamp,
     Error,
     EventMessage,
+    Hardware,
     Reject,
     ServerMessage,
     Stop,
@@ -38,6 +40,7 @@ from engine.protocol import (
     Welcome,
 )
 from engine.rundir import RunDir
+from memtui.alert_state import ALERT_EVENT, rings_bell, toast
 from memtui.client import (
     ConnectionState,
     EngineClient,
@@ -49,7 +52,14 @@ from memtui.client import (
 from memtui.console_commands import ConsoleCommands
 from memtui.directive_text import render_changes
 from memtui.history import initial_view
-from memtui.messages import ConnectionChanged, EventReceived, TelemetryReceived, WelcomeReceived, WindowRead
+from memtui.messages import (
+    ConnectionChanged,
+    EventReceived,
+    HardwareReceived,
+    TelemetryReceived,
+    WelcomeReceived,
+    WindowRead,
+)
 from memtui.run_view import RunView
 from memtui.screens.checkpoints_screen import CheckpointsScreen
 from memtui.screens.clamp_screen import ClampScreen, ClampValues
@@ -62,6 +72,7 @@ from memtui.series import WINDOWS, ChartWindow
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 from memtui.widgets.directives_panel import DirectivesPanel
 from memtui.widgets.event_log import EventLog
+from memtui.widgets.hardware_panel import HardwarePanel
 from memtui.widgets.memory_panel import MemoryPanel
 from memtui.widgets.numerics_panel import NumericsPanel
 from memtui.widgets.panel import Panel
@@ -84,6 +95,7 @@ PANEL_KEYS: dict[str, str] = {
     "3": "numerics",
     "4": "directives",
     "5": "events",
+    "6": "hardware",
 }
 OPERATOR_ACTIONS = frozenset({"approve", "clamp", "reject", "stop", "kill_trainer", "chaos"})
 """Actions that change the run: hidden and refused in a read-only console."""
@@ -126,6 +138,7 @@ class MemtuiApp(App[None]):
         theme_name: str = DEFAULT_THEME,
         clock: Callable[[], float] = time.time,
         readonly: bool = False,
+        bell: bool = False,
     ) -> None:
         """``live=False`` shows ``view`` (e.g. a finished run's history) without connecting."""
         super().__init__()
@@ -133,6 +146,9 @@ class MemtuiApp(App[None]):
         self.live = live
         self.readonly = readonly
         """Hide and refuse every action that changes the run."""
+        self.bell_on_alert = bell
+        """Ring the terminal bell when a warning or critical alert arrives live."""
+        self._live_after: int | None = None  # events above this seq arrived live (not replayed)
         self.view: RunView = view or initial_view(run)
         """The newest folded snapshot; panels draw from it."""
         self.client: EngineClient | None = None
@@ -159,6 +175,7 @@ class MemtuiApp(App[None]):
             yield NumericsPanel(id="numerics")
             yield DirectivesPanel(id="directives")
             yield EventLog(id="events")
+        yield HardwarePanel(id="hardware")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -180,7 +197,9 @@ class MemtuiApp(App[None]):
 
     def _fit(self, width: int, height: int) -> None:
         """Compact layout on small terminals; below the minimum, the "too small" screen."""
-        self.query_one("#grid").set_class(width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1], "-compact")
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        self.query_one("#grid").set_class(compact, "-compact")
+        self.query_one("#hardware").set_class(compact, "-compact")  # hidden there until toggled (6)
         too_small = width < MIN_WIDTH or height < MIN_HEIGHT
         showing = isinstance(self.screen, TooSmallScreen)
         if too_small and not showing:
@@ -245,6 +264,8 @@ class MemtuiApp(App[None]):
             self.post_message(EventReceived(message.event))
         elif isinstance(message, Welcome):
             self.post_message(WelcomeReceived(message))
+        elif isinstance(message, Hardware):
+            self.post_message(HardwareReceived(message.snapshot))
         elif isinstance(message, Error):
             self.notify(message.reason, title="engine error", severity="error")
 
@@ -255,9 +276,26 @@ class MemtuiApp(App[None]):
         self._fold(self.view.with_telemetry(message.telemetry, self._clock()))
 
     def on_event_received(self, message: EventReceived) -> None:
-        self._fold(self.view.with_event(message.event, self._clock()))
+        event = message.event
+        fresh = event.seq > self.view.last_seq
+        self._fold(self.view.with_event(event, self._clock()))
+        live = self._live_after is not None and event.seq > self._live_after
+        if fresh and live and event.type == ALERT_EVENT:
+            self._announce(event)
+
+    def _announce(self, event: Event) -> None:
+        """A live alert: a toast (severity mapped), and the bell if asked for. Replayed
+        history is not announced: the events panel and the header show it."""
+        title, text, severity, timeout = toast(event)
+        self.notify(text, title=title, severity=severity, timeout=timeout, markup=False)
+        if self.bell_on_alert and rings_bell(event):
+            self.bell()
+
+    def on_hardware_received(self, message: HardwareReceived) -> None:
+        self._fold(self.view.with_hardware(message.snapshot))
 
     def on_welcome_received(self, message: WelcomeReceived) -> None:
+        self._live_after = message.welcome.last_seq
         self._fold(self.view.with_welcome(message.welcome))
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:

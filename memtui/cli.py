@@ -8,6 +8,8 @@
     memtui ls | status | logs | stop
     memtui resume [RUN]         start an interrupted run again from its newest verified checkpoint
     memtui checkpoints [RUN]    list checkpoints: step, size, age, verification
+    memtui doctor [--json]      check this machine: software, GPUs, host; verdict with reasons
+    memtui directives [RUN] | approve ID | reject ID | clamp ID | propose [RUN]   planner directives
 
 Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the engine.
 """
@@ -104,6 +106,15 @@ def _add_readonly(parser: argparse.ArgumentParser, *, root: bool = False) -> Non
     )
 
 
+def _add_bell(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
+    parser.add_argument(
+        "--bell",
+        action="store_true",
+        default=False if root else argparse.SUPPRESS,
+        help="ring the terminal bell on warning and critical alerts (or set MEMTUI_BELL=1)",
+    )
+
+
 def _add_run(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "run",
@@ -124,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memtui {__version__}")
     _add_theme(parser, root=True)
     _add_readonly(parser, root=True)
+    _add_bell(parser, root=True)
     parser.set_defaults(handler=cmd_default)
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
@@ -144,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the started run as JSON")
     _add_theme(run)
     _add_readonly(run)
+    _add_bell(run)
     run.set_defaults(handler=cmd_run)
 
     attach = sub.add_parser(
@@ -154,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(attach, "the newest live run")
     _add_theme(attach)
     _add_readonly(attach)
+    _add_bell(attach)
     attach.set_defaults(handler=cmd_attach)
 
     export = sub.add_parser(
@@ -230,7 +244,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.set_defaults(handler=cmd_stop)
     _add_checkpoint_commands(sub)
+    _add_doctor_command(sub)
+    _add_directive_commands(sub)
     return parser
+
+
+def _add_doctor_command(sub: Any) -> None:
+    """``doctor`` (the Doctor issue)."""
+    doctor = sub.add_parser(
+        "doctor",
+        help="check this machine before a run: software, GPUs, host; verdict with reasons",
+        description=(
+            "The environment doctor: Python, torch and its CUDA build, the driver, DeepSpeed, "
+            "GPUs via NVML, host CPU/RAM/disk. Verdict healthy, degraded or unhealthy with "
+            "reasons; exit 1 only if unhealthy. No GPU or no NVML is a reason, never an error."
+        ),
+    )
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument(
+        "--deep", action="store_true", help="also ask torch whether CUDA works (slower: in a child process)"
+    )
+    doctor.set_defaults(handler=cmd_doctor)
+
+
+def _add_directive_commands(sub: Any) -> None:
+    """``directives``, ``approve``, ``reject``, ``clamp``, ``propose`` (the Directives issue)."""
+    from memtui.directive_commands import add_parsers
+
+    add_parsers(sub)
 
 
 def _add_checkpoint_commands(sub: Any) -> None:
@@ -300,7 +341,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
         live = _start(build_run_config(preset="tiny"))
         print(f"started the demo run {live.run_id}", file=sys.stderr)
-    return open_console(live, args.theme, readonly=args.readonly)
+    return open_console(live, args.theme, readonly=args.readonly, bell=args.bell)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -312,7 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(f"config error: {err}", code=2) from None
     run = _start(config)
     _print_started(run, as_json=args.json)
-    return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly)
+    return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly, bell=args.bell)
 
 
 def _start(config: RunConfig) -> RunDir:
@@ -342,7 +383,9 @@ def _print_started(run: RunDir, *, as_json: bool) -> None:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    return open_console(_resolve(args.run, live=args.run is None), args.theme, readonly=args.readonly)
+    return open_console(
+        _resolve(args.run, live=args.run is None), args.theme, readonly=args.readonly, bell=args.bell
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -364,12 +407,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def open_console(run: RunDir, theme: str | None, *, readonly: bool = False) -> int:
+def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell: bool = False) -> int:
     """Run the console on ``run`` until the operator detaches; the run goes on.
 
     It opens on the stored history at once; a live run then replays only newer events.
+    ``bell`` (or ``MEMTUI_BELL=1``) rings the terminal bell on live warning/critical alerts.
     """
     import dataclasses
+    import os
 
     from memtui.app import MemtuiApp
     from memtui.history import stored_view
@@ -379,7 +424,10 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False) -> i
     view = stored_view(run)
     if live:
         view = dataclasses.replace(view, connection="connecting")
-    app = MemtuiApp(run, live=live, view=view, theme_name=theme or DEFAULT_THEME, readonly=readonly)
+    bell = bell or os.environ.get("MEMTUI_BELL", "").lower() in ("1", "true", "yes", "on")
+    app = MemtuiApp(
+        run, live=live, view=view, theme_name=theme or DEFAULT_THEME, readonly=readonly, bell=bell
+    )
     app.run()
     return app.return_code or 0
 
@@ -532,6 +580,12 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     else:
         print(render_checkpoints(rows))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from memtui.doctor_report import run_doctor
+
+    return run_doctor(as_json=args.json, deep=args.deep)
 
 
 def _print_json(value: Any) -> None:

@@ -30,6 +30,7 @@ from engine.protocol import (
     Hello,
     Ok,
     Ping,
+    Propose,
     ProtocolError,
     Reject,
     Replay,
@@ -45,7 +46,7 @@ from engine.protocol import (
 )
 
 ConnectionState = Literal["connecting", "connected", "disconnected"]
-Request = Status | Stop | Ping | Replay | Approve | Clamp | Reject | Chaos
+Request = Status | Stop | Ping | Replay | Approve | Clamp | Reject | Chaos | Propose
 MessageCallback = Callable[[ServerMessage], None]
 StateCallback = Callable[[ConnectionState], None]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from engine.domain import Event
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Telemetry, Welcome
 from memtui.client import ConnectionState
 from memtui.series import ChartWindow, Point
@@ -22,6 +23,16 @@ class TelemetryReceived(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TelemetryReceived)
+
+
+@dataclass
+class HardwareReceived(Message):
+    """The newest hardware reading (~0.1 Hz); a queued one is replaced by the next."""
+
+    snapshot: HardwareSnapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HardwareReceived)
 
 
 @dataclass

@@ -15,7 +15,9 @@ from typing import Literal, cast, get_args
 from pydantic import ValidationError
 
 from engine.domain import TERMINAL_STATES, Event, RunState, TelemetrySample
-from engine.protocol import DirectiveView, EventMessage, ServerMessage, Telemetry, Welcome
+from engine.hardware_report import HardwareSnapshot
+from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
+from memtui.alert_state import critical_after
 from memtui.series import LIVE_POINTS, WINDOW_SECONDS, ChartWindow, Point, point_of, within
 
 ViewConnection = Literal["connecting", "connected", "disconnected", "history"]
@@ -37,6 +39,8 @@ RESTART_EVENT = "trainer_restarted"
 """The supervisor restarts a dead trainer (``data``: cause, resume_step, restarts, ...)."""
 CHECKPOINT_EVENTS = frozenset({"checkpoint_saved", "checkpoint_rejected"})
 """Events after which the run's checkpoint list has changed."""
+DOCTOR_EVENT = "doctor_report"
+"""The supervisor's periodic doctor report (``data``: a ``DoctorReport`` with its hardware)."""
 _RUN_STATES = frozenset(get_args(RunState))
 
 
@@ -80,6 +84,13 @@ class RunView:
     """Trainer restarts so far (as the newest restart event counts them)."""
     checkpoint_seq: int = 0
     """Seq of the newest checkpoint event: the checkpoint list changes with it."""
+    hardware: HardwareSnapshot | None = None
+    """Newest hardware reading (live ``hardware`` messages, or a stored doctor report's)."""
+    hardware_sample: TelemetrySample | None = None
+    """The step sample current when ``hardware`` arrived: the allocator's numbers shown
+    beside NVML's, as of the same moment (and the panel redraws only per reading)."""
+    critical_alerts: tuple[Event, ...] = ()
+    """Critical ``alert`` events still firing (one per rule) until a resolved one arrives."""
 
     # ------------------------------------------------------------------ folding
 
@@ -91,6 +102,8 @@ class RunView:
             return self.with_event(message.event, now)
         if isinstance(message, Welcome):
             return self.with_welcome(message)
+        if isinstance(message, Hardware):
+            return self.with_hardware(message.snapshot)
         return self
 
     def with_welcome(self, welcome: Welcome) -> RunView:
@@ -122,6 +135,12 @@ class RunView:
             tokens_per_s_peak=_max(self.tokens_per_s_peak, sample.tokens_per_s),
         )
 
+    def with_hardware(self, snapshot: HardwareSnapshot) -> RunView:
+        """A newer hardware reading (an older or repeated one leaves the view as it is)."""
+        if self.hardware is not None and snapshot.ts <= self.hardware.ts:
+            return self
+        return dataclasses.replace(self, hardware=snapshot, hardware_sample=self.sample)
+
     def with_window(self, window: ChartWindow, points: tuple[Point, ...] | None = None) -> RunView:
         """Switch the chart window; ``points`` are the store's, read off the event loop."""
         return dataclasses.replace(self, window=window, window_points=points)
@@ -140,7 +159,18 @@ class RunView:
             last_restart=event if event.type == RESTART_EVENT else self.last_restart,
             restarts=_restarts_after(event, self.restarts),
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
-        )
+            critical_alerts=critical_after(event, self.critical_alerts),
+        ).with_stored_hardware(event)
+
+    def with_stored_hardware(self, event: Event) -> RunView:
+        """A ``doctor_report`` event carries a hardware reading: shown until a live one comes."""
+        if event.type != DOCTOR_EVENT or not isinstance(event.data.get("hardware"), dict):
+            return self
+        try:
+            snapshot = HardwareSnapshot.model_validate(event.data["hardware"])
+        except ValidationError:
+            return self
+        return self.with_hardware(snapshot)
 
     # ------------------------------------------------------------------ derived
 

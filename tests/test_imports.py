@@ -45,6 +45,7 @@ def test_console_loads_no_torch_or_deepspeed() -> None:
         "memtui.status_report",
         "memtui.export",
         "memtui.window_reader",
+        "memtui.doctor_report",
     )
     # What the CLI imports lazily on its way (launching, offline status) must be clean too.
     engine_side = existing("engine.launch", "engine.runstatus", "engine.store")
@@ -60,7 +61,11 @@ def test_trainer_loads_no_textual() -> None:
 
 
 def test_supervisor_side_loads_no_torch() -> None:
-    names = existing("engine.supervisor", "engine.store", "engine.protocol")
+    names = existing(
+        "engine.supervisor", "engine.store", "engine.protocol",
+        "engine.doctor", "engine.alert_rules", "engine.alert_watch",
+        "engine.hardware_probe", "engine.nvml_probe",
+    )
     loaded = top_level(modules_after_import(*names))
     assert not loaded & set(FORBIDDEN_IN_CONSOLE), names
     assert "textual" not in loaded

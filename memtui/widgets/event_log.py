@@ -19,7 +19,7 @@ SEVERITY_STYLES: dict[str, str] = {
 }
 EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
     "all": lambda e: True,
-    "alerts": lambda e: e.severity != "info",
+    "alerts": lambda e: e.severity != "info" or e.type == "alert",  # "resolved" alerts are info
     "decisions": lambda e: e.type.startswith("directive"),
     "checkpoints": lambda e: e.type.startswith("checkpoint"),
     "restarts": lambda e: e.type.startswith(("trainer_", "restart", "run_", "state_changed")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
+from memtui.alert_state import critical_banner
 from memtui.formatting import format_age, format_duration, format_percent
 from memtui.run_view import RunView
 
@@ -40,6 +41,8 @@ def _identity_line(view: RunView, frozen: bool, readonly: bool) -> str:
     flags = ("  [reverse $text-warning] FROZEN [/]" if frozen else "") + (
         "  [$text-muted]read-only[/]" if readonly and view.connection != "history" else ""
     )
+    if view.critical_alerts and not view.finished:  # until a "resolved" alert of each rule
+        flags += f"  [reverse $text-error] {escape(critical_banner(view.critical_alerts))} [/]"
     return (
         f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]{_restart_note(view)}"
         f"  [{conn_style}]{label}[/]{flags}"

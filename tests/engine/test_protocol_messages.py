@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from engine import protocol
 from engine.domain import Event, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     Error,
     EventMessage,
@@ -80,6 +81,7 @@ CLIENT_MESSAGES = [
     protocol.Clamp(id="c", directive_id="d-1", values={"lr_multiplier": 0.5, "micro_batch_size": 4}),
     protocol.Reject(id="j", directive_id="d-1", reason="no"),
     protocol.Chaos(id="k", action="kill_trainer"),
+    protocol.Propose(id="o", values={"lr_multiplier": 0.5}, rationale="why", source="operator"),
 ]
 SERVER_MESSAGES = [
     Welcome(run_id="demo-1", state="running", last_seq=9),
@@ -89,6 +91,8 @@ SERVER_MESSAGES = [
     EventMessage(event=_EVENT),
     Telemetry(sample=_sample(), state="stopping", coalesced=12),
     TrainerCommand(command="stop", reason="operator"),
+    protocol.ApplyDirective(directive_id="d-1", decision_id="x-1", values={"lr_multiplier": 0.5}),
+    protocol.Hardware(snapshot=HardwareSnapshot(ts=1.0, nvml="NVML: Driver Not Loaded")),
 ]
 
 

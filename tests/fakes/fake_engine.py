@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
     Approve,
@@ -36,6 +37,7 @@ from engine.protocol import (
     DirectiveView,
     Error,
     EventMessage,
+    Hardware,
     Hello,
     Ok,
     Ping,
@@ -125,6 +127,7 @@ class FakeEngine:
         status: RunStatus | None = None,
         refuse: dict[str, str] | None = None,
         stop_after_s: float = 0.05,
+        hardware: HardwareSnapshot | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
@@ -139,6 +142,8 @@ class FakeEngine:
         self.refuse = dict(refuse or {})
         """kind -> reason: answer that request kind with an Error."""
         self.stop_after_s = stop_after_s
+        self.hardware = hardware
+        """The newest hardware reading: sent to each telemetry client on joining."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
@@ -235,6 +240,13 @@ class FakeEngine:
             if conn.hello is not None and conn.hello.telemetry:
                 conn.send(Telemetry(sample=sample, state=self.state))
 
+    def send_hardware(self, snapshot: HardwareSnapshot) -> None:
+        """A new hardware reading to every telemetry client (the supervisor's ``Hardware``)."""
+        self.hardware = snapshot
+        for conn in self._connections:
+            if conn.hello is not None and conn.hello.telemetry:
+                conn.send(Hardware(snapshot=snapshot))
+
     @property
     def clients(self) -> int:
         return sum(1 for c in self._connections if c.hello is not None)
@@ -293,6 +305,8 @@ class FakeEngine:
             for event in self.events:
                 if event.seq > hello.replay_from:
                     conn.send(EventMessage(event=event))
+        if hello.telemetry and self.hardware is not None:
+            conn.send(Hardware(snapshot=self.hardware))
         if hello.telemetry and self.telemetry:
             conn.tasks.append(asyncio.ensure_future(self._stream_telemetry(conn)))
 

@@ -33,7 +33,7 @@ def launcher(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def consoles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
     opened: list[tuple[str, str | None]] = []
 
-    def open_console(run: RunDir, theme: str | None, *, readonly: bool = False) -> int:
+    def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell: bool = False) -> int:
         opened.append((run.run_id, theme))
         return 0
 
