@@ -15,6 +15,7 @@ CUDA works. No GPU, no driver, NVML raising: never an exit, each gap is a reason
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata
 import importlib.util
 import platform
@@ -141,10 +142,8 @@ def read_module_constants(package: str, filename: str) -> dict[str, Any] | None:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         value = getattr(node, "value", None)
         if isinstance(target, ast.Name) and value is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 found[target.id] = ast.literal_eval(value)
-            except ValueError:
-                pass
     return found
 
 
@@ -310,15 +309,12 @@ def render_report(report: DoctorReport) -> str:
     for gpu in hw.gpus:
         used = f"{(gpu.memory_used or 0) / GiB:.1f}/{(gpu.memory_total or 0) / GiB:.1f} GiB"
         lines.append(
-            f"GPU {gpu.index} {gpu.name or '?'}: {used}, util {gpu.utilization_pct if gpu.utilization_pct is not None else '-'}%, "
-            f"{gpu.temperature_c if gpu.temperature_c is not None else '-'} C, "
-            f"{gpu.power_w if gpu.power_w is not None else '-'}/{gpu.power_limit_w if gpu.power_limit_w is not None else '-'} W"
+            f"GPU {gpu.index} {gpu.name or '?'}: {used}, util {_dash(gpu.utilization_pct)}%, "
+            f"{_dash(gpu.temperature_c)} C, {_dash(gpu.power_w)}/{_dash(gpu.power_limit_w)} W"
         )
     host = hw.host
     ram = f"{(host.ram_available or 0) / GiB:.1f}/{(host.ram_total or 0) / GiB:.1f} GiB available"
-    lines.append(
-        f"host: {host.cpu_count or '?'} CPUs, load {host.load_1m if host.load_1m is not None else '-'}, RAM {ram}"
-    )
+    lines.append(f"host: {host.cpu_count or '?'} CPUs, load {_dash(host.load_1m)}, RAM {ram}")
     for disk in host.disks:
         free = (
             f"{disk.free_bytes / GiB:.1f} GiB free"
@@ -327,3 +323,8 @@ def render_report(report: DoctorReport) -> str:
         )
         lines.append(f"disk {disk.label} ({disk.path}): {free}")
     return "\n".join(lines)
+
+
+def _dash(value: object) -> str:
+    """A reading, or "-" where it is unavailable (0 is a reading, not a gap)."""
+    return "-" if value is None else str(value)

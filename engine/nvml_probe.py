@@ -9,6 +9,7 @@ with the reason. Nothing here ever exits or lets an NVML error escape. Torch-fre
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -134,10 +135,8 @@ def probe_gpus(
     except Exception as err:
         return [], describe_error(err)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # a failing shutdown costs nothing we need
             nvml.shutdown()
-        except Exception:  # a failing shutdown costs nothing we need
-            pass
 
 
 def driver_versions(nvml: NvmlLibrary | None) -> tuple[str | None, str | None, dict[str, str]]:
@@ -155,10 +154,8 @@ def driver_versions(nvml: NvmlLibrary | None) -> tuple[str | None, str | None, d
         cuda = _read(gone, ["driver_cuda"], nvml.cuda_driver_version)
         return driver, (f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None), gone
     finally:
-        try:
+        with contextlib.suppress(Exception):
             nvml.shutdown()
-        except Exception:
-            pass
 
 
 class PynvmlLibrary:

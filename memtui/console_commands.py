@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
-    from textual.app import App
+    pass
 
 
 class CommandSource(Protocol):
