@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from engine.protocol import (
     Approve,
     Chaos,
     Clamp,
+    ClientMessage,
     Error,
     EventMessage,
     Hardware,
@@ -154,6 +156,37 @@ def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str
     if outcome.returncode > 0 and outcome.last_error:
         how = f"{how}: {outcome.last_error}"
     return "failed", how
+
+
+# ------------------------------------------------------------------ reading a peer
+
+
+async def decoded_lines(
+    reader: asyncio.StreamReader, reply: Callable[[BaseModel], None]
+) -> AsyncIterator[ClientMessage]:
+    """Valid messages from ``reader`` until EOF; each bad line is answered with an Error.
+
+    An over-long line, malformed JSON, an unknown kind or wrong types cost the peer one
+    ``Error`` naming the reason; the connection goes on.
+    """
+    while True:
+        try:
+            line = await read_line(reader)
+        except LineTooLong as err:
+            reply(Error(reason=err.reason))
+            continue
+        except (ConnectionError, OSError):
+            return
+        if line is None:
+            return
+        if not line.strip():
+            continue
+        try:
+            message = decode_client(line)
+        except ProtocolError as err:
+            reply(Error(id=err.request_id, reason=err.reason))
+            continue
+        yield message
 
 
 # ------------------------------------------------------------------ console outbox
@@ -926,23 +959,9 @@ class Supervisor:
         return count
 
     async def _console_requests(self, client: ConsoleClient, reader: asyncio.StreamReader) -> None:
-        while not client.closed:
-            try:
-                line = await read_line(reader)
-            except LineTooLong as err:
-                client.send(Error(reason=err.reason))
-                continue
-            except (ConnectionError, OSError):
+        async for message in decoded_lines(reader, client.send):
+            if client.closed:
                 return
-            if line is None:
-                return
-            if not line.strip():
-                continue
-            try:
-                message = decode_client(line)
-            except ProtocolError as err:
-                client.send(Error(id=err.request_id, reason=err.reason))
-                continue
             await self._answer(client, message)
 
     async def _answer(self, client: ConsoleClient, message: Any) -> None:
@@ -1006,23 +1025,7 @@ class Supervisor:
             log.info("trainer disconnected (pid %s)", pid)
 
     async def _trainer_lines(self, link: TrainerLink, reader: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                line = await read_line(reader)
-            except LineTooLong as err:
-                link.send(Error(reason=err.reason))
-                continue
-            except (ConnectionError, OSError):
-                return
-            if line is None:
-                return
-            if not line.strip():
-                continue
-            try:
-                message = decode_client(line)
-            except ProtocolError as err:
-                link.send(Error(id=err.request_id, reason=err.reason))
-                continue
+        async for message in decoded_lines(reader, link.send):
             if isinstance(message, StepReport):
                 self._on_step(message.sample)
             elif isinstance(message, TrainerEvent):
