@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,30 @@ def build_memory_model(config: RunConfig, module: torch.nn.Module, world_size: i
     return MemoryModel(model_states=states.total, per_sample=per_sample, seq_len=shape.seq_len)
 
 
+class Predictions(Mapping[int, int]):
+    """Predicted peak (bytes) per allowed micro-batch, computed only for the keys asked.
+
+    The controller looks at one or two candidates per step (the next larger; the smaller
+    ones when shrinking), so a dict of every candidate would be O(candidates) per step.
+    """
+
+    def __init__(self, model: MemoryModel, allowed: tuple[int, ...]) -> None:
+        self.model = model
+        self.allowed = allowed  # ascending
+
+    def __getitem__(self, micro_batch: int) -> int:
+        i = bisect_left(self.allowed, micro_batch)
+        if i == len(self.allowed) or self.allowed[i] != micro_batch:
+            raise KeyError(micro_batch)
+        return self.model.predict(micro_batch)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.allowed)
+
+    def __len__(self) -> int:
+        return len(self.allowed)
+
+
 class AdaptiveMemory:
     def __init__(
         self,
@@ -97,8 +122,11 @@ class AdaptiveMemory:
     ) -> None:
         self.config = config
         self.engine = engine
+        self.module = module
         self.probe = probe
         self.link = link
+        self.adaptive = config.memory.adaptive  # read every step: looked up once
+        self.cpu_enforce = config.memory.cpu_enforce and probe.kind == "cpu-rss"
         self.policy = Policy.from_config(config.memory, config.train, world_size)
         self.budget = budget_bytes(config.memory.budget, probe.capacity)
         """Bytes the controller steers by."""
@@ -116,14 +144,19 @@ class AdaptiveMemory:
         """Predicted peak of the running step (bytes)."""
         self.step_peak: int | None = None
         """Measured peak of the last step (bytes)."""
+        self.predictions = Predictions(self.model, self.policy.allowed)
+        self._sampled = False
+        """CPU: the running step's post-forward RSS has been read (once per step is enough:
+        every micro-batch of a step has the same size, so the same activations)."""
         self.injector.attach(module)
-        module.register_forward_hook(self._after_forward)
 
     # ----------------------------------------------------------------- the step
 
     def batches(self, batch: BatchFn) -> BatchFn:
         """``batch`` through a SampleWindow at the configured micro-batch."""
         window = SampleWindow(batch, self.config.train.micro_batch)
+        if not self.injector.injections:
+            return window  # nothing to tell the injector: no wrapper call per micro-batch
 
         def draw(step: int, micro: int, micro_batch: int) -> tuple[torch.Tensor, ...]:
             self.injector.position = (step, micro, micro_batch)
@@ -133,16 +166,18 @@ class AdaptiveMemory:
 
     def before_step(self, step: int) -> None:
         """At the boundary before optimizer step ``step`` (0-based): maybe a new geometry."""
-        self.ballast.at_step(step)
-        resident = self.probe.resident()
+        if self.ballast.schedule:  # tests and rehearsals only
+            self.ballast.at_step(step)
+        resident = self.probe.resident()  # the one boundary reading: drift and the peak's start
         self.model.seed(resident)
         self.model.drift(resident)
         geometry = current_geometry(self.engine)
         change, expected = self._decide(step, geometry)
         if change is not None:
             self._apply(change, step, mem_before=expected)
-        self.predicted = self.model.predict(current_geometry(self.engine).micro_batch)
-        self.probe.begin_step()
+            geometry = change.after
+        self.predicted = self.model.predict(geometry.micro_batch)
+        self._begin_window(None if change is not None else resident)  # a shrink freed memory: read again
 
     def run_step(
         self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
@@ -150,7 +185,20 @@ class AdaptiveMemory:
         """``train_step(engine, batch, step)``, redone at a smaller micro-batch after an OOM.
 
         None when the memory path halted (see ``halted``): the loop checkpoints and stops.
+        The CPU's post-forward RSS hook is on the model only while this runs, so nothing of
+        ours is left on the model between steps (nor in bench/overhead.py's bare loop).
         """
+        cpu = self.probe.kind == "cpu-rss"  # CUDA has the allocator's own peak counter
+        hook = self.module.register_forward_hook(self._after_forward) if cpu else None  # ~2 us
+        try:
+            return self._run_window(train_step, engine, batch, step)
+        finally:
+            if hook is not None:
+                hook.remove()
+
+    def _run_window(
+        self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
+    ) -> torch.Tensor | None:
         while True:
             try:
                 return train_step(engine, batch, step)
@@ -167,10 +215,11 @@ class AdaptiveMemory:
 
     def after_step(self, overflow: bool, scale: float | None) -> None:
         """After a completed optimizer step: calibrate, watch the loss-scale floor."""
-        micro_batch = current_geometry(self.engine).micro_batch
-        self.step_peak = self.probe.step_peak()
-        self.model.observe(micro_batch, self.step_peak, self.probe.resident())
-        if self.floor.note(overflow, scale, min_loss_scale(self.engine)):
+        micro_batch = int(self.engine.train_micro_batch_size_per_gpu())  # an OOM may have changed it
+        self.step_peak, resident = self.probe.end_step()  # one reading for both
+        self.model.observe(micro_batch, self.step_peak, resident)
+        minimum = min_loss_scale(self.engine) if overflow else None  # at the floor only if overflowing
+        if self.floor.note(overflow, scale, minimum):
             self._halt_for_floor(int(self.engine.global_steps), f"{self.floor.run} steps skipped in a row")
 
     def figures(self) -> dict[str, int | None]:
@@ -215,12 +264,11 @@ class AdaptiveMemory:
             if wanted != geometry:
                 return Change(geometry, wanted, "request", "asked for by the planner or operator"), expected
             return None, expected
-        if not self.config.memory.adaptive:
+        if not self.adaptive:
             return None, expected
-        predicted = {m: self.model.predict(m) for m in self.policy.micro_batches()}
         previous = self.state.level
         self.state, change = decide(
-            self.state, geometry, Reading(step, expected, self.budget, predicted), self.policy
+            self.state, geometry, Reading(step, expected, self.budget, self.predictions), self.policy
         )
         if self.state.level != previous:
             self._level_event(previous, step, expected)
@@ -280,7 +328,7 @@ class AdaptiveMemory:
         self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
         self._write_geometry(smaller, f"OOM in step {step}")
         self.predicted = self.model.predict(smaller.micro_batch)
-        self.probe.begin_step()
+        self._begin_window(None)
         return True
 
     def _halt_for_floor(self, step: int, detail: str) -> None:
@@ -321,8 +369,17 @@ class AdaptiveMemory:
         tmp.write_text(json.dumps(data) + "\n")
         os.replace(tmp, self.geometry_file)
 
+    def _begin_window(self, resident: int | None) -> None:
+        """A new per-step peak (from ``resident``, bytes read just now, if given)."""
+        self.probe.begin_step(resident)
+        self._sampled = False
+
     def _after_forward(self, _module: torch.nn.Module, _inputs: Any, _output: Any) -> None:
-        """Forward hook: all of a micro-batch's activations are alive now."""
+        """CPU forward hook: all of a micro-batch's activations are alive now. One RSS read
+        per step; one per forward with ``cpu_enforce``, where each forward is a check."""
+        if self._sampled and not self.cpu_enforce:
+            return
+        self._sampled = True
         rss = self.probe.note()
-        if self.config.memory.cpu_enforce and rss > self.budget:
+        if self.cpu_enforce and rss > self.budget:
             raise MemoryError(f"cpu-rss {rss} bytes over the budget of {self.budget} bytes")
