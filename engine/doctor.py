@@ -327,4 +327,6 @@ def render_report(report: DoctorReport) -> str:
 
 def _dash(value: object) -> str:
     """A reading, or "-" where it is unavailable (0 is a reading, not a gap)."""
-    return "-" if value is None else str(value)
+    if value is None:
+        return "-"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
