@@ -23,6 +23,7 @@ import sqlite3
 import time
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -216,6 +217,23 @@ class Store:
             [*args, -1 if limit is None else limit],
         ).fetchall()
         return [self._sample(row) for row in rows]
+
+    def iter_steps(self, page_rows: int = 5000) -> Iterator[TelemetrySample]:
+        """Every sample in arrival order, ``page_rows`` at a time (keyset paging on the row id:
+        a resumed attempt's repeated step numbers are all kept, none skipped at a page edge)."""
+        self._flush_if_writable()
+        if not self._has_tables():
+            return
+        last_id = 0
+        while True:
+            rows = self._db.execute(
+                f"SELECT id, {', '.join(self._columns)} FROM steps WHERE id > ? ORDER BY id LIMIT ?",
+                [last_id, page_rows],
+            ).fetchall()
+            yield from (self._sample(row[1:]) for row in rows)
+            if len(rows) < page_rows:
+                return
+            last_id = rows[-1][0]
 
     def latest_step(self) -> TelemetrySample | None:
         """The newest sample (buffered or stored), or None."""

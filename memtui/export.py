@@ -28,13 +28,7 @@ EVENT_FIELDS = list(Event.model_fields)
 
 def iter_steps(store: Store) -> Iterator[dict[str, Any]]:
     """Every stored sample in arrival order, as plain values (NaN/inf stay floats)."""
-    cursor: int | None = None
-    while True:
-        page = store.steps(since_step=cursor, limit=PAGE_ROWS)
-        yield from (s.model_dump() for s in page)
-        if len(page) < PAGE_ROWS:
-            return
-        cursor = page[-1].step
+    return (s.model_dump() for s in store.iter_steps(PAGE_ROWS))
 
 
 def iter_events(store: Store) -> Iterator[dict[str, Any]]:

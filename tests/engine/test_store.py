@@ -102,6 +102,17 @@ def test_repeated_steps_from_attempts_are_all_kept(store: Store) -> None:
     assert latest is not None and (latest.attempt, latest.step) == (2, 7)
 
 
+def test_iter_steps_pages_by_row_not_by_step_number(store: Store) -> None:
+    """Export reads every row: a page edge inside a resumed attempt's repeat loses none."""
+    for step in range(1, 6):
+        store.add_step(sample(step, attempt=1))
+    for step in range(3, 8):
+        store.add_step(sample(step, attempt=2))
+    for page_rows in (1, 2, 3, 5, 10, 100):
+        rows = [(s.attempt, s.step) for s in store.iter_steps(page_rows)]
+        assert rows == [(1, i) for i in range(1, 6)] + [(2, i) for i in range(3, 8)], page_rows
+
+
 def test_steps_are_batched_until_flush(tmp_path: Path) -> None:
     writer = Store(tmp_path / "b.sqlite", batch_rows=4)
     reader = Store(tmp_path / "b.sqlite", readonly=True)
