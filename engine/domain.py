@@ -483,6 +483,9 @@ class TelemetrySample(BaseModel):
     """The memory model's predicted peak for this step's micro-batch."""
     mem_budget: int | None = Field(None, ge=0)
     """The budget the memory controller steers by (memory.budget resolved to bytes)."""
+    checkpoint_stall_s: float | None = Field(None, ge=0.0)
+    """Seconds training stood still for the checkpoint saved just before this step's report
+    (saving is synchronous); None when no save came in between."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)

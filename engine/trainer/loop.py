@@ -224,6 +224,7 @@ def save_checkpoint(training: Training) -> None:
         )
         return
     training.last_saved_step = saved.step
+    training.telemetry.checkpoint_stall_s = saved.seconds  # the next step report carries it
     training.link.event(
         "checkpoint_saved",
         f"checkpoint {saved.tag} saved in {saved.seconds:.2f} s ({saved.size_bytes / 1e6:.1f} MB)",

@@ -65,6 +65,8 @@ class StepTelemetry:
         self.attempt = attempt
         self.overflow_count = overflow_count
         """fp16 overflows so far in this run (restored from the checkpoint on resume)."""
+        self.checkpoint_stall_s: float | None = None
+        """Stall of a save not yet reported; the next sample carries it, then it clears."""
 
     def note_step(self) -> bool:
         """Count this step's overflow (every step, reported or not); True if it overflowed."""
@@ -86,6 +88,7 @@ class StepTelemetry:
         samples = engine.global_samples  # over all ranks, restored on resume
         step_tokens = engine.train_batch_size() * self.tokens_per_sample
         memory = self.probe.read()
+        stall, self.checkpoint_stall_s = self.checkpoint_stall_s, None
         return TelemetrySample(
             step=engine.global_steps,
             ts=time.time(),
@@ -109,6 +112,7 @@ class StepTelemetry:
             micro_batch=engine.train_micro_batch_size_per_gpu(),
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,
+            checkpoint_stall_s=stall,
             **(memory_figures or {}),
         )
 

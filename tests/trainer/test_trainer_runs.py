@@ -63,7 +63,13 @@ def test_run_reports_every_step_learns_and_checkpoints() -> None:
     started = supervisor.events("trainer_started")[0].data
     assert started["device"] == "cpu" and started["precision"] == "fp16" and started["zero_stage"] == 0
     assert started["params"] > 100_000 and started["resumed_from_step"] is None
-    assert [e.data["step"] for e in supervisor.events("checkpoint_saved")] == [50, 100, 150]
+    saved = supervisor.events("checkpoint_saved")
+    assert [e.data["step"] for e in saved] == [50, 100, 150]
+    # the save's stall rides on the next step report (saving is synchronous), once
+    stalls = {s.step: s.checkpoint_stall_s for s in samples if s.checkpoint_stall_s is not None}
+    assert stalls.keys() == {51, 101}
+    assert stalls[51] == pytest.approx(saved[0].data["seconds"], abs=1e-4) and stalls[51] > 0
+    assert stalls[101] == pytest.approx(saved[1].data["seconds"], abs=1e-4)
     assert [tag for _, tag in tags_on_disk(run.checkpoints)] == ["global_step100", "global_step150"]
     assert (run.checkpoints / "latest").read_text().strip() == "global_step150"
     finished = supervisor.events("trainer_finished")[0].data
