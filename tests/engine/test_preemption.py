@@ -1,0 +1,54 @@
+"""Preemption: SIGTERM to the trainer (a spot reclaim) ends or restarts the run, as configured."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from engine.domain import build_run_config
+from engine.rundir import RunDir
+from engine.store import Store
+
+
+def is_event(kind: str, attempt: int | None = None) -> Any:
+    def match(message: Any) -> bool:
+        return (
+            message.kind == "event"
+            and message.event.type == kind
+            and (attempt is None or message.event.attempt == attempt)
+        )
+
+    return match
+
+
+async def preempt_first_trainer(start, connect, restart: dict[str, Any], run: RunDir) -> tuple[Any, Any]:
+    run.write_config(build_run_config(steps=100000, restart=restart))
+    running = await start()
+    client = await connect(replay_from=0)
+    launched, _ = await client.until(is_event("trainer_launched"))
+    await client.until(is_event("trainer_started"))
+    os.kill(launched.event.data["pid"], signal.SIGTERM)  # what a preempting host sends
+    return running, client
+
+
+@pytest.mark.parametrize("restart_on_preemption", [True, False])
+async def test_sigterm_to_the_trainer_restarts_only_when_asked(
+    run: RunDir, start, connect, fake_env, restart_on_preemption: bool
+) -> None:
+    restart = {"on_preemption": restart_on_preemption, "backoff_initial_s": 0.1}
+    running, client = await preempt_first_trainer(start, connect, restart, run)
+    if restart_on_preemption:
+        restarted, _ = await client.until(is_event("trainer_restarted"))
+        assert restarted.event.data["cause"] == "preempted: stopped itself on a signal"
+        await client.until(is_event("trainer_started", attempt=2))
+        running.supervisor.request_stop("test over")
+    assert await running.result() == 0
+    with Store(run.store, readonly=True) as store:
+        meta = store.meta()
+        kinds = [e.type for e in store.events_since(0)]
+    assert meta["state"] == "stopped"
+    assert kinds.count("trainer_started") == (2 if restart_on_preemption else 1)
+    assert ("trainer_restarted" in kinds) is restart_on_preemption
