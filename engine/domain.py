@@ -193,8 +193,21 @@ class PolicyConfig(_Strict):
 
     approval: Literal["manual", "auto"] = "manual"
     """manual: what the policy allows waits for an operator; auto: it is applied at once."""
-    planner: Literal["rules", "none"] = "none"
-    """The built-in rule planner reading telemetry ("rules"), or none (operator proposals only)."""
+    planner: Literal["rules", "none", "command", "openai"] = "none"
+    """The built-in rule planner reading telemetry ("rules"), none (operator proposals only),
+    a user command speaking JSON lines ("command"), or an OpenAI-compatible endpoint ("openai")."""
+    planner_command: list[str] | None = None
+    """planner = "command": its argv, started once and fed one telemetry summary per tick."""
+    planner_url: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048)
+    """planner = "openai": base URL of the chat-completions API, e.g. http://127.0.0.1:8000/v1."""
+    planner_model: str | None = Field(None, min_length=1, max_length=200)
+    """planner = "openai": the model name sent with each request."""
+    planner_api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """planner = "openai": the environment variable holding the API key (never run.json)."""
+    planner_timeout_s: float = Field(10.0, gt=0.0, le=600.0)
+    """Seconds an external planner has to answer one tick; later is a refusal."""
+    planner_every_steps: int = Field(50, ge=1, le=10**6)
+    """An external planner is asked every this many optimizer steps."""
     lr_multiplier_min: float = Field(0.05, gt=0.0, le=10.0)
     """Smallest factor on the configured LR schedule (not compounding)."""
     lr_multiplier_max: float = Field(0.85, gt=0.0, le=10.0)
@@ -221,6 +234,9 @@ class PolicyConfig(_Strict):
     """Sliding window of the rate limit, seconds."""
     max_pending: int = Field(32, ge=1, le=1000)
     """Directives waiting for an operator at once; more are rejected."""
+    require_accelerator: bool = False
+    """True: the run needs a GPU, so every directive is rejected while the doctor finds
+    none (or has not reported yet). False: a CPU run's "degraded: no GPU" does not block."""
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> PolicyConfig:
@@ -228,6 +244,14 @@ class PolicyConfig(_Strict):
             low, high = getattr(self, f"{name}_min"), getattr(self, f"{name}_max")
             if low > high:
                 raise ValueError(f"{name}_min ({low}) must not exceed {name}_max ({high})")
+        return self
+
+    @model_validator(mode="after")
+    def _planner_configured(self) -> PolicyConfig:
+        if self.planner == "command" and not self.planner_command:
+            raise ValueError('planner = "command" needs planner_command (an argv list)')
+        if self.planner == "openai" and not (self.planner_url and self.planner_model):
+            raise ValueError('planner = "openai" needs planner_url and planner_model')
         return self
 
 

@@ -45,6 +45,8 @@ from engine.domain import (
     TelemetrySample,
 )
 from engine.hardware_report import HardwareSnapshot
+from engine.health import HealthBoard
+from engine.planner.external import ExternalPlanner, build_external_planner
 from engine.protocol import (
     MAX_LINE_BYTES,
     STREAM_LIMIT,
@@ -100,6 +102,7 @@ SUPERVISOR_EVENTS = frozenset(
     | {"trainer_restarted", "restarts_exhausted"}
     | {"alert", "doctor_report"}  # issue 7
     | {"directive_proposed", "directive_decided", "directives_rate_limited"}  # issue 6
+    | {"planner_restarted", "planner_disabled"}  # issue 6: external planners
 )
 DIRECTIVES_UNAVAILABLE = "directives are not available until the Directives issue lands"
 
@@ -411,6 +414,10 @@ class Supervisor:
         """Alert rules, hardware readings and doctor reports (issue 7); started by ``_listen``."""
         self.directives: DirectiveQueue | None = None
         """Planner and operator directives (issue 6); built from run.json by ``_open``."""
+        self.planner: ExternalPlanner | None = None
+        """A command or OpenAI-compatible planner (issue 6), asked from ``_on_step``."""
+        self.health = HealthBoard()
+        """The newest doctor report and the alerts firing: the policy's ``problems``."""
 
     @property
     def store(self) -> Store:
@@ -476,6 +483,10 @@ class Supervisor:
                 data={"from": previous, "to": "starting"},
             )
         self.directives = self._directive_queue()
+        if self.directives is not None:
+            policy = self.directives.config.policy
+            self.planner = build_external_planner(policy, self.directives, self._record)
+        self._judge_health()
 
     def _directive_queue(self) -> DirectiveQueue | None:
         try:
@@ -567,6 +578,9 @@ class Supervisor:
             await client.close()
         if self._trainer is not None:
             self._trainer.writer.close()
+        if self.planner is not None:
+            with contextlib.suppress(Exception):
+                await self.planner.close()  # kills a planner command
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -590,7 +604,7 @@ class Supervisor:
             config = AlertConfig()
         self.alerts = AlertWatch(
             config,
-            self._record,
+            self._record_watched,
             run_dir=self.run.path,
             checkpoint_dir=self.run.checkpoints,
             pids=self._engine_pids,
@@ -603,6 +617,19 @@ class Supervisor:
         """A new hardware reading to every console (newest wins per console; never blocks)."""
         for client in list(self._clients):
             client.offer_hardware(snapshot)
+
+    def _record_watched(self, type: str, **fields: Any) -> Event:
+        """``_record`` for AlertWatch: an alert or doctor report also re-judges the health."""
+        event = self._record(type, **fields)
+        if self.health.observe(event.type, event.data, event.message):
+            self._judge_health()
+        return event
+
+    def _judge_health(self) -> None:
+        """The policy's ``problems`` from the newest doctor report and the alerts firing."""
+        if self.directives is not None:
+            require = self.directives.config.policy.require_accelerator
+            self.directives.problems = self.health.problems(require)
 
     def _engine_pids(self) -> dict[str, int]:
         pids = {"supervisor": os.getpid()}
@@ -847,6 +874,8 @@ class Supervisor:
         if self.directives is not None:
             try:
                 self.directives.on_step(sample)
+                if self.planner is not None:
+                    self.planner.on_step(sample, self._spawn)  # asks in its own task
             except Exception:  # a planner bug must not cost the run its supervisor
                 log.exception("directive planner failed on step %d", sample.step)
 

@@ -1,0 +1,83 @@
+"""The environment's health as the directive policy reads it (issues 6 and 7).
+
+``health_problems`` turns the newest doctor report and the alerts still firing into the
+problem strings ``PolicyContext.problems`` carries; any problem makes the policy reject
+every directive ("environment unhealthy: ..."). The rule:
+
+- doctor ``unhealthy``: each unhealthy finding blocks;
+- doctor ``degraded`` alone does not block (a CPU run is "degraded: no GPU"), except that
+  no GPU blocks when the run requires an accelerator (``PolicyConfig.require_accelerator``;
+  then no doctor report yet blocks too: zero trust until the doctor has looked);
+- a firing alert blocks when it says the run or its machine is broken (``BLOCKING_RULES``:
+  a stuck run, a NaN loss, GPU heat or throttling, a checkpoint disk too low). Alerts a
+  directive is the remedy for (loss diverging, memory headroom, throughput) do not block.
+
+``HealthBoard`` keeps the newest report and the alerts firing, fed from the supervisor's
+``alert`` and ``doctor_report`` events. Pure and torch-free: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.hardware_report import DoctorReport
+
+BLOCKING_RULES = ("heartbeat", "loss_nan", "gpu_temperature", "gpu_throttle", "disk_low")
+"""Alert rules (before any ``.N`` GPU suffix) whose firing blocks directives."""
+
+
+def blocks(rule: str) -> bool:
+    """Whether a firing alert of ``rule`` (e.g. ``gpu_throttle.0``) blocks directives."""
+    return rule.split(".", 1)[0] in BLOCKING_RULES
+
+
+def doctor_problems(report: DoctorReport | None, require_accelerator: bool = False) -> list[str]:
+    """What in the doctor's newest report blocks directives."""
+    if report is None:
+        return ["accelerator required: no doctor report yet"] if require_accelerator else []
+    out = [f"doctor: {f.message}" for f in report.findings if f.level == "unhealthy"]
+    if require_accelerator and not report.hardware.gpus:
+        out.append("accelerator required but the doctor finds no GPU")
+    return out
+
+
+def health_problems(
+    report: DoctorReport | None, active: Mapping[str, str], require_accelerator: bool = False
+) -> tuple[str, ...]:
+    """The problems for the policy: the doctor's, then each blocking alert's message
+    (``active`` maps a firing alert's rule to its message), in a stable order."""
+    alerts = [active[rule] for rule in sorted(active) if blocks(rule)]
+    return tuple(doctor_problems(report, require_accelerator) + alerts)
+
+
+@dataclass
+class HealthBoard:
+    """The newest doctor report and the alerts firing now, from the run's events."""
+
+    report: DoctorReport | None = None
+    active: dict[str, str] = field(default_factory=dict)
+    """Firing alert rule -> its newest message."""
+
+    def observe(self, type: str, data: Mapping[str, Any], message: str) -> bool:
+        """Take an ``alert`` or ``doctor_report`` event; True if it was one."""
+        if type == "doctor_report":
+            try:
+                self.report = DoctorReport.model_validate(dict(data))
+            except ValidationError:
+                return False  # an unreadable report changes nothing
+            return True
+        if type != "alert" or not isinstance(data.get("rule"), str):
+            return False
+        rule = data["rule"]
+        if data.get("state") == "resolved":
+            self.active.pop(rule, None)
+        elif rule != "restart":  # a restart is an instant, never a standing state
+            self.active[rule] = message
+        return True
+
+    def problems(self, require_accelerator: bool = False) -> tuple[str, ...]:
+        return health_problems(self.report, self.active, require_accelerator)

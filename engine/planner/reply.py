@@ -1,0 +1,66 @@
+"""An external planner's answer to one telemetry summary, read at the edge (issue 6).
+
+A planner (a command or an LLM endpoint) answers each summary with one JSON object: the
+directive fields it wants changed plus an optional ``rationale`` string, or ``{}`` for
+nothing. Whatever else it says (not JSON, not an object, a non-string rationale, nesting
+deep enough to overflow the parser) becomes a ``problem``: a reason the adapter stores as a
+rejected proposal. Field values are not judged here: the directive edge and the policy do
+that, through the queue. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_REPLY_BYTES = 64 * 1024  # one reply; a directive needs a few hundred bytes
+SHOWN_CHARS = 120  # of a refused reply quoted in its reason
+
+
+@dataclass(frozen=True)
+class PlannerReply:
+    """Values to propose (empty: nothing this time), or a problem that refuses the reply."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    rationale: str = ""
+    problem: str | None = None
+
+
+def refused(problem: str) -> PlannerReply:
+    return PlannerReply(problem=problem)
+
+
+def parse_reply(text: str | bytes) -> PlannerReply:
+    """One reply's JSON text as values and rationale; never raises."""
+    if len(text) > MAX_REPLY_BYTES:
+        return refused(f"reply of {len(text)} bytes is over the {MAX_REPLY_BYTES}-byte cap")
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    text = _unfenced(text.strip())
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as err:  # RecursionError: hostile nesting
+        return refused(f"reply is not JSON ({type(err).__name__}): {_shown(text)}")
+    if not isinstance(raw, dict):
+        return refused(f"reply must be a JSON object, got {type(raw).__name__}: {_shown(text)}")
+    values = dict(raw)
+    rationale = values.pop("rationale", "")
+    if not isinstance(rationale, str):
+        return refused(f"rationale must be a string, got {type(rationale).__name__}")
+    return PlannerReply(values=values, rationale=rationale)
+
+
+def _unfenced(text: str) -> str:
+    """LLMs often wrap JSON in a Markdown code fence; take what is inside it."""
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        inner = text[3:-3]
+        first_newline = inner.find("\n")
+        if first_newline >= 0 and inner[:first_newline].strip().isalpha():  # ```json
+            inner = inner[first_newline + 1 :]
+        return inner.strip()
+    return text
+
+
+def _shown(text: str) -> str:
+    return repr(text[:SHOWN_CHARS]) + ("..." if len(text) > SHOWN_CHARS else "")

@@ -1,0 +1,161 @@
+"""The environment's health as the policy reads it: the doctor's verdict and the alerts
+firing become the policy's problems; and against the real supervisor, a stuck run's
+heartbeat alert makes a Propose come back rejected, its end lets one through."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
+
+from engine.alert_rules import AlertRules
+from engine.directive import draft
+from engine.doctor import judge, verdict_of
+from engine.domain import AlertConfig, PolicyConfig, build_run_config
+from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
+from engine.health import HealthBoard, blocks, health_problems
+from engine.nvml_probe import probe_gpus
+from engine.policy import LocalPolicyEngine, PolicyContext
+from engine.protocol import Propose
+from engine.rundir import RunDir
+from tests.fakes.fake_nvml import FakeNvml, GiB, healthy_gpu
+
+CPU_SW = SoftwareReport(python="3.11", torch="2.4.0+cpu", deepspeed="0.15")
+CUDA_SW = SoftwareReport(
+    python="3.11", torch="2.4.0+cu121", torch_cuda="12.1", deepspeed="0.15", driver="550", driver_cuda="12.4"
+)
+
+
+def report(sw: SoftwareReport, nvml: FakeNvml | None, free_gib: float = 100.0) -> DoctorReport:
+    gpus, why = probe_gpus(nvml)
+    disk = DiskReport(label="checkpoints", path="/ckpt", free_bytes=int(free_gib * GiB))
+    hw = HardwareSnapshot(ts=0.0, nvml=why, gpus=gpus, host=HostReport(disks=[disk]))
+    findings = judge(sw, hw)
+    return DoctorReport(ts=0.0, verdict=verdict_of(findings), findings=findings, software=sw, hardware=hw)
+
+
+def snapshot(throttle: int) -> HardwareSnapshot:
+    gpus, why = probe_gpus(FakeNvml([healthy_gpu(temperature=60, throttle=throttle)]))
+    return HardwareSnapshot(ts=0.0, nvml=why, gpus=gpus)
+
+
+def test_healthy_gpu_machine_has_no_problems() -> None:
+    healthy = report(CUDA_SW, FakeNvml())
+    assert healthy.verdict == "healthy"
+    assert health_problems(healthy, {}) == () and health_problems(healthy, {}, require_accelerator=True) == ()
+
+
+def test_degraded_cpu_run_is_allowed_unless_it_requires_an_accelerator() -> None:
+    cpu = report(CPU_SW, None)
+    assert cpu.verdict == "degraded"
+    assert health_problems(cpu, {}) == ()
+    (problem,) = health_problems(cpu, {}, require_accelerator=True)
+    assert "accelerator required" in problem and "no GPU" in problem
+
+
+def test_require_accelerator_blocks_until_the_doctor_has_looked() -> None:
+    assert health_problems(None, {}) == ()
+    assert health_problems(None, {}, require_accelerator=True) == (
+        "accelerator required: no doctor report yet",
+    )
+
+
+def test_unhealthy_doctor_verdict_blocks_with_its_findings() -> None:
+    full = report(CUDA_SW, FakeNvml(), free_gib=0.5)
+    assert full.verdict == "unhealthy"
+    problems = health_problems(full, {})
+    assert len(problems) == 1 and problems[0].startswith("doctor: checkpoints disk nearly full")
+
+
+def test_thermal_alert_blocks_and_its_resolution_unblocks() -> None:
+    rules, board = AlertRules(AlertConfig(throttle_s=0.0)), HealthBoard(report(CUDA_SW, FakeNvml()))
+    for alert in rules.on_hardware(snapshot(throttle=0x40), 1.0):  # hw_thermal
+        board.observe("alert", alert.event_data(), alert.message)
+    assert board.problems() == ("GPU 0 clocks throttled: hw_thermal",)
+    for alert in rules.on_hardware(snapshot(throttle=0), 2.0):
+        board.observe("alert", alert.event_data(), alert.message)
+    assert board.problems() == ()
+
+
+def test_which_alerts_block() -> None:
+    assert all(
+        blocks(r) for r in ("heartbeat", "loss_nan", "gpu_throttle.3", "gpu_temperature.0", "disk_low")
+    )
+    # a directive is the remedy for these: lower the LR, a smaller micro-batch
+    assert not any(blocks(r) for r in ("loss_diverging", "memory_headroom", "throughput_drop", "restart"))
+    board = HealthBoard()
+    board.observe("alert", {"rule": "memory_headroom", "state": "firing"}, "memory 95% of budget")
+    board.observe("alert", {"rule": "restart", "state": "firing"}, "trainer restarted")
+    assert board.problems() == () and "restart" not in board.active
+
+
+def test_board_ignores_other_events_and_unreadable_reports() -> None:
+    board = HealthBoard()
+    assert not board.observe("state_changed", {"rule": "heartbeat"}, "x")
+    assert not board.observe("doctor_report", {"verdict": "bogus"}, "x")
+    assert board.report is None and board.active == {}
+
+
+def test_policy_rejection_names_the_problem() -> None:
+    policy = LocalPolicyEngine(build_run_config(steps=10))
+    directive = draft({"lr_multiplier": 0.5}, source="t", step=0, ttl_s=60.0, now=0.0)
+    problems = ("GPU 0 clocks throttled: hw_thermal",)
+    verdict = policy.evaluate(directive, PolicyContext(now=1.0, problems=problems))
+    assert verdict.decision == "reject"
+    assert verdict.reasons == ["environment unhealthy: GPU 0 clocks throttled: hw_thermal"]
+
+
+def test_require_accelerator_defaults_off() -> None:
+    assert PolicyConfig().require_accelerator is False
+    assert PolicyConfig(require_accelerator=True).require_accelerator is True
+
+
+# ----------------------------------------------------------------- the real supervisor
+
+NO_STEP_S = 1.0
+
+
+@pytest.fixture
+def run(home: Path) -> RunDir:
+    config = build_run_config({"alerts": {"no_step_s": NO_STEP_S}}, steps=100)
+    return RunDir.create(config, home=home)
+
+
+def is_alert(rule: str, state: str):  # type: ignore[no-untyped-def]
+    return lambda m: (
+        m.kind == "event"
+        and m.event.type == "alert"
+        and m.event.data.get("rule") == rule
+        and m.event.data.get("state") == state
+    )
+
+
+@pytest.mark.timeout(60)
+async def test_stuck_run_rejects_a_proposal_and_a_healthy_one_accepts(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    fake_env(rate_hz=50)
+    running = await start()
+    client = await connect()
+    await client.until(lambda m: m.kind == "telemetry")
+    ok, _ = await client.answer(Propose(id="p0", values={"lr_multiplier": 0.5}))
+    assert ok.kind == "ok" and ok.result["directive"]["state"] == "pending", ok
+    pid = running.supervisor._proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        await client.until(is_alert("heartbeat", "firing"), timeout=NO_STEP_S + 5)
+        ok, _ = await client.answer(Propose(id="p1", values={"lr_multiplier": 0.5}))
+        assert ok.kind == "ok" and ok.result["directive"]["state"] == "rejected"
+        (reason,) = ok.result["verdict"]["reasons"]
+        assert reason.startswith("environment unhealthy: no step for") and "stuck" in reason
+        os.kill(pid, signal.SIGCONT)
+        await client.until(is_alert("heartbeat", "resolved"), timeout=5)
+    finally:
+        os.kill(pid, signal.SIGCONT)  # the fixture's teardown kills it; a stopped one would linger
+    ok, _ = await client.answer(Propose(id="p2", values={"lr_multiplier": 0.5}))
+    assert ok.result["directive"]["state"] == "pending", ok.result["verdict"]["reasons"]

@@ -1,0 +1,282 @@
+"""External planner adapters (issue 6): a JSON-lines command and an OpenAI-compatible
+endpoint on loopback. Bad output of every kind ends as a stored rejection with a reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.directive_queue import DirectiveQueue
+from engine.domain import ConfigError, RunConfig, TelemetrySample, build_run_config
+from engine.planner.command import MAX_FAILURES, CommandPlanner
+from engine.planner.external import ExternalPlanner, TelemetrySummary, hand_over
+from engine.planner.openai_http import OpenAIPlanner
+from engine.planner.reply import parse_reply
+
+FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
+MIB = 1 << 20
+
+
+def sample(step: int, **over: Any) -> TelemetrySample:
+    fields = {
+        "step": step,
+        "ts": 0.0,
+        "samples": 0,
+        "tokens": 0,
+        "loss": 2.0,
+        "lr": 1e-3,
+        "step_time_s": 0.01,
+        "tokens_per_s": 1.0,
+        "micro_batch": 8,
+        "grad_accum": 1,
+        "loss_scale": 4096.0,
+        "mem_predicted": 100 * MIB,
+        "mem_budget": 1000 * MIB,
+    }
+    return TelemetrySample(**{**fields, **over})
+
+
+class Harness:
+    """A directive queue whose recorded events are kept in a list (the store's stand-in)."""
+
+    def __init__(self, config: RunConfig | None = None) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        config = config or build_run_config({"policy": {"rate_limit": 10_000}})
+        self.queue = DirectiveQueue(config, self.record, lambda _m: True)
+        self.queue.latest = sample(5)
+
+    def record(self, type: str, *, severity: str = "info", message: str = "", data: Any = None) -> None:
+        self.events.append((type, data or {}))
+
+    def decided(self) -> list[dict[str, Any]]:
+        return [d["directive"] for t, d in self.events if t == "directive_decided"]
+
+
+def summary(step: int = 5) -> dict[str, Any]:
+    return TelemetrySummary().of(sample(step), {})
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def command(*actions: str, timeout_s: float = 5.0, clock: Clock | None = None) -> tuple[CommandPlanner, list]:
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def record(type: str, **fields: Any) -> None:
+        events.append((type, fields.get("data") or {}))
+
+    argv = [sys.executable, str(FAKE_PLANNER), *actions]
+    return CommandPlanner(argv, timeout_s, record, clock=clock or Clock()), events
+
+
+# ------------------------------------------------------------------------ replies
+
+
+def test_reply_parsing_refuses_with_reasons() -> None:
+    assert parse_reply('{"lr_multiplier": 0.5, "rationale": "why"}').values == {"lr_multiplier": 0.5}
+    assert parse_reply("{}").values == {} and parse_reply("{}").problem is None
+    assert parse_reply('```json\n{"micro_batch_size": 4}\n```').values == {"micro_batch_size": 4}
+    assert "not JSON" in (parse_reply("nope").problem or "")
+    assert "JSON object" in (parse_reply("[1]").problem or "")
+    assert "not JSON" in (parse_reply("[" * 60_000).problem or "")  # hostile nesting
+    assert "rationale" in (parse_reply('{"rationale": {"a": 1}}').problem or "")
+
+
+# ------------------------------------------------------------------------ command
+
+
+async def test_command_good_malformed_huge_and_none_replies() -> None:
+    planner, _ = command("good", "malformed", "huge", "none", "nan", "good")
+    h = Harness()
+    try:
+        replies = [await planner.ask(summary(5)) for _ in range(6)]
+    finally:
+        await planner.close()
+    assert replies[0].values == {"lr_multiplier": 2.0} and replies[0].rationale == "fake at step 5"
+    assert "not JSON" in (replies[1].problem or "")
+    assert "cap" in (replies[2].problem or "")
+    assert replies[3].values == {} and replies[3].problem is None
+    assert replies[5].values == {"lr_multiplier": 2.0}  # the stream stayed in step after 1 MB
+    entries = [hand_over(h.queue, planner.source, r) for r in replies]
+    assert entries[3] is None  # "{}" proposes nothing
+    good = entries[0]
+    assert good is not None and good.state == "pending" and good.verdict.decision == "clamp"
+    assert good.verdict.patch == {"lr_multiplier": 0.85}
+    refused = [e for e in (entries[1], entries[2], entries[4]) if e is not None]
+    assert [e.state for e in refused] == ["rejected"] * 3
+    assert "not JSON" in refused[0].view().reasons[0]
+    assert "lr_multiplier" in refused[2].view().reasons[0]  # NaN: the edge names the field
+    stored = h.decided()
+    assert len(stored) == 3 and all(d["source"] == planner.source for d in stored)
+
+
+async def test_command_that_hangs_times_out_and_is_restarted() -> None:
+    clock = Clock()
+    planner, events = command("hang", timeout_s=0.5, clock=clock)
+    try:
+        reply = await planner.ask(summary())
+        assert "no reply within 0.5 s" in (reply.problem or "") and planner.proc is None
+        assert (await planner.ask(summary())).values == {}  # backing off: nothing this tick
+        clock.now += 60.0
+        again = await planner.ask(summary())  # a fresh process: "hang" again
+        assert "no reply" in (again.problem or "") and planner.starts == 2
+        assert [t for t, _ in events] == ["planner_restarted"]
+    finally:
+        await planner.close()
+
+
+async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
+    clock = Clock()
+    planner, events = command("exit", clock=clock)
+    h = Harness()
+    for _ in range(MAX_FAILURES):
+        reply = await planner.ask(summary())
+        assert "exited" in (reply.problem or "")
+        assert hand_over(h.queue, planner.source, reply) is not None
+        clock.now += 120.0
+    assert planner.disabled and events[-1][0] == "planner_disabled"
+    assert (await planner.ask(summary())).values == {}  # disabled: silent
+    assert len(h.decided()) == MAX_FAILURES
+
+
+async def test_command_that_cannot_start_is_a_refusal() -> None:
+    planner = CommandPlanner(["/nonexistent/planner"], 1.0, lambda *a, **k: None)
+    assert "could not start" in ((await planner.ask(summary())).problem or "")
+
+
+# ------------------------------------------------------------------------- openai
+
+
+class StubServer:
+    """A chat-completions stub on 127.0.0.1: ``mode`` says how it answers the next request."""
+
+    def __init__(self) -> None:
+        self.mode = "good"
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> StubServer:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+        body = json.loads(await reader.readexactly(int(headers["content-length"])))
+        self.requests.append((headers, body))
+        if self.mode == "hang":
+            await asyncio.sleep(30)
+        status, content = {
+            "good": (200, '{"lr_multiplier": 5.0, "rationale": "the loss is flat"}'),
+            "none": (200, "{}"),
+            "prose": (200, "Sure! I would lower the learning rate a bit."),
+            "error": (500, ""),
+        }[self.mode]
+        payload = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+        data = json.dumps(payload).encode() if status == 200 else b"internal error"
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+        writer.close()
+
+
+async def test_openai_adapter_good_reply_is_clamped_and_bad_ones_are_stored_rejections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    h = Harness()
+    async with StubServer() as stub:
+        planner = OpenAIPlanner(stub.url, "stub-model", "STUB_KEY", timeout_s=0.5)
+        outcomes = {}
+        for mode in ("good", "none", "prose", "error", "hang"):
+            stub.mode = mode
+            outcomes[mode] = hand_over(h.queue, planner.source, await planner.ask(summary()))
+    headers, body = stub.requests[0]
+    assert headers["authorization"] == "Bearer sk-test" and body["model"] == "stub-model"
+    assert body["messages"][0]["role"] == "system" and json.loads(body["messages"][1]["content"])["step"] == 5
+    good = outcomes["good"]
+    assert (
+        good is not None
+        and good.verdict.decision == "clamp"
+        and good.verdict.patch == {"lr_multiplier": 0.85}
+    )
+    assert good.state == "pending" and "the loss is flat" in good.view().reasons[0]
+    assert outcomes["none"] is None
+    reasons = {m: outcomes[m].view().reasons[0] for m in ("prose", "error", "hang")}  # type: ignore[union-attr]
+    assert "not JSON" in reasons["prose"]
+    assert "HTTP 500" in reasons["error"]
+    assert "no reply within 0.5 s" in reasons["hang"]
+    assert [d["state"] for d in h.decided()] == ["rejected"] * 3
+    assert all(d["source"] == "http:stub-model" for d in h.decided())
+
+
+async def test_openai_adapter_connection_refused_is_a_refusal() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    reply = await OpenAIPlanner(f"http://127.0.0.1:{port}/v1", "m", None, 1.0).ask(summary())
+    assert "request failed" in (reply.problem or "")
+
+
+# ------------------------------------------------------------------ driver, config
+
+
+async def test_driver_asks_every_n_steps_without_blocking_the_loop() -> None:
+    h = Harness()
+    async with StubServer() as stub:
+        stub.mode = "hang"
+        planner = ExternalPlanner(OpenAIPlanner(stub.url, "m", None, 0.3), h.queue, every_steps=2)
+        tasks: list[asyncio.Task[Any]] = []
+
+        def spawn(coro: Any) -> asyncio.Task[Any]:
+            tasks.append(asyncio.ensure_future(coro))
+            return tasks[-1]
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for step in range(1, 11):
+            planner.on_step(sample(step), spawn)
+        assert loop.time() - started < 0.1  # on_step only starts a task
+        assert len(tasks) == 1  # one ask in flight at a time
+        entry = await tasks[0]
+    assert entry is not None and entry.state == "rejected" and len(stub.requests) == 1
+    await planner.close()
+
+
+def test_config_validates_planner_fields() -> None:
+    ok = build_run_config(
+        {"policy": {"planner": "command", "planner_command": ["plan"], "planner_every_steps": 10}}
+    )
+    assert ok.policy.planner_command == ["plan"]
+    for bad in (
+        {"planner": "command"},
+        {"planner": "openai", "planner_url": "http://127.0.0.1:1/v1"},
+        {"planner": "openai", "planner_url": "ftp://x", "planner_model": "m"},
+        {"planner_api_key_env": "not a name"},
+        {"planner_timeout_s": 0},
+    ):
+        with pytest.raises(ConfigError):
+            build_run_config({"policy": bad})
