@@ -222,7 +222,8 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
                 out.append(
                     Finding(
                         level="unhealthy",
-                        message=f"{tag}: {gpu.temperature_c} C, near shutdown ({gpu.temperature_shutdown_c} C)",
+                        message=f"{tag}: {gpu.temperature_c} C, near shutdown "
+                        f"({gpu.temperature_shutdown_c} C)",
                     )
                 )
             elif (
@@ -232,7 +233,8 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
                 out.append(
                     Finding(
                         level="degraded",
-                        message=f"{tag}: {gpu.temperature_c} C, near slowdown ({gpu.temperature_slowdown_c} C)",
+                        message=f"{tag}: {gpu.temperature_c} C, near slowdown "
+                        f"({gpu.temperature_slowdown_c} C)",
                     )
                 )
         if gpu.throttle_reasons:
@@ -277,7 +279,8 @@ def _host_findings(hw: HardwareSnapshot) -> list[Finding]:
             out.append(
                 Finding(
                     level="unhealthy",
-                    message=f"{disk.label} disk nearly full: {disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
+                    message=f"{disk.label} disk nearly full: "
+                    f"{disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
                 )
             )
         elif disk.free_bytes < LOW_FREE_DISK:
@@ -302,7 +305,8 @@ def render_report(report: DoctorReport) -> str:
         f"deepspeed {sw.deepspeed or '-'} (accelerator {sw.deepspeed_accelerator or '-'})"
     )
     lines.append(
-        f"driver {sw.driver or '-'} (CUDA {sw.driver_cuda or '-'}); accelerator {sw.accelerator} x{sw.accelerator_count}"
+        f"driver {sw.driver or '-'} (CUDA {sw.driver_cuda or '-'}); "
+        f"accelerator {sw.accelerator} x{sw.accelerator_count}"
     )
     if hw.nvml:
         lines.append(f"GPUs: none ({hw.nvml})")

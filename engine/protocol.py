@@ -195,7 +195,17 @@ class Chaos(_Message):
 
 
 ClientMessage = Annotated[
-    Hello | Status | Stop | Ping | Replay | StepReport | TrainerEvent | Approve | Clamp | Reject | Chaos
+    Hello
+    | Status
+    | Stop
+    | Ping
+    | Replay
+    | StepReport
+    | TrainerEvent
+    | Approve
+    | Clamp
+    | Reject
+    | Chaos
     | Propose,
     Field(discriminator="kind"),
 ]

@@ -178,9 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run(export, "the newest run")
     export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
-    export.add_argument(
-        "--what", choices=("steps", "events", "all"), default="steps", help="default steps"
-    )
+    export.add_argument("--what", choices=("steps", "events", "all"), default="steps", help="default steps")
     export.add_argument(
         "--out", metavar="PATH", help="file to write (default stdout); a directory for csv --what all"
     )

@@ -92,8 +92,17 @@ def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
 
     second = wait_for(lambda: (s := status(home, run_id))["step"] > first["step"] and s, 60, "more steps")
     assert second["state"] == "running"
-    for key in ("loss", "tokens_per_s", "loss_scale", "mem_allocated", "mem_reserved", "mem_capacity",
-                "micro_batch", "grad_accum", "restarts"):
+    for key in (
+        "loss",
+        "tokens_per_s",
+        "loss_scale",
+        "mem_allocated",
+        "mem_reserved",
+        "mem_capacity",
+        "micro_batch",
+        "grad_accum",
+        "restarts",
+    ):
         assert second[key] is not None, key
 
     stopped = memtui(home, "stop", run_id)

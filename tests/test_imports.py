@@ -62,9 +62,14 @@ def test_trainer_loads_no_textual() -> None:
 
 def test_supervisor_side_loads_no_torch() -> None:
     names = existing(
-        "engine.supervisor", "engine.store", "engine.protocol",
-        "engine.doctor", "engine.alert_rules", "engine.alert_watch",
-        "engine.hardware_probe", "engine.nvml_probe",
+        "engine.supervisor",
+        "engine.store",
+        "engine.protocol",
+        "engine.doctor",
+        "engine.alert_rules",
+        "engine.alert_watch",
+        "engine.hardware_probe",
+        "engine.nvml_probe",
     )
     loaded = top_level(modules_after_import(*names))
     assert not loaded & set(FORBIDDEN_IN_CONSOLE), names

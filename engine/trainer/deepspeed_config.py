@@ -81,4 +81,3 @@ def build_deepspeed_config(config: RunConfig, world_size: int = 1) -> dict[str, 
     # Owned keys last: a user's fp16 sub-keys (loss_scale_window, hysteresis) pass through,
     # but "enabled", the batch geometry and the ZeRO stage are always ours.
     return deep_merge(merged, owned(config, world_size))
-
