@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,9 +56,11 @@ class Link(Protocol):
     def close(self) -> None: ...
 
 
-class _EventSender:
-    def send(self, message: BaseModel) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+class _EventSender(ABC):
+    """``event`` in terms of ``send``, which each link defines."""
+
+    @abstractmethod
+    def send(self, message: BaseModel) -> None: ...
 
     def event(self, type: str, message: str = "", severity: str = "info", **data: Any) -> None:
         """Send a TrainerEvent; ``data`` must be JSON-serialisable."""
