@@ -9,23 +9,18 @@ from the step each was applied at.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_harness import memtui, throwaway_home, wait_for
 
 from engine.rundir import list_runs
 from engine.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(240)]
 
-MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 CONFIG = """
 steps = 5000
 [train]
@@ -43,29 +38,8 @@ approval = "manual"
 
 
 @pytest.fixture
-def home() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="mtd", dir="/tmp"))
-    yield path
-    for run in list_runs(path):  # never leave a detached engine behind
-        pid = run.supervisor_pid()
-        if pid:
-            os.killpg(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def memtui(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMTUI_HOME": str(home)}
-    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=60)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+def home() -> Iterator[Path]:
+    yield from throwaway_home("mtd")
 
 
 def directives(home: Path, run_id: str) -> list[dict]:

@@ -10,53 +10,29 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_harness import MEMTUI, memtui, throwaway_home, wait_for
 
 from engine.rundir import RunDir, list_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
-MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
-
 
 @pytest.fixture
-def home() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="mte", dir="/tmp"))
-    yield path
-    for run in list_runs(path):  # never leave a detached engine behind
-        pid = run.supervisor_pid()
-        if pid:
-            os.killpg(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def memtui(home: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMTUI_HOME": str(home)}
-    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+def home() -> Iterator[Path]:
+    yield from throwaway_home("mte")
 
 
 def status(home: Path, run_id: str) -> dict:
     done = memtui(home, "status", run_id, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def start_detached(home: Path, *args: str) -> str:

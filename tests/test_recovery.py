@@ -7,29 +7,27 @@ Tiny model, a checkpoint every 5 steps, short backoff; a chaos pause inside each
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import memtui, throwaway_home
+from cli_harness import wait_for as _wait_for
 
 from engine.checkpoint_catalog import staging_tags
 from engine.checkpoint_store import SLOW_SAVE_ENV, newest_verified_step
-from engine.rundir import RunDir, list_runs, pid_alive
+from engine.rundir import RunDir, pid_alive
 from engine.store import Store
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 
-MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 CONFIG = {
     "name": "crash",
     "checkpoint": {"every_steps": 5, "keep": 3},
@@ -37,15 +35,12 @@ CONFIG = {
 }
 
 
+wait_for = functools.partial(_wait_for, every_s=0.1)  # kills must land at random moments
+
+
 @pytest.fixture
 def home() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="mtr", dir="/tmp"))
-    yield path
-    for run in list_runs(path):  # never leave an engine behind
-        for pid in (run.supervisor_pid(), meta(run).get("trainer_pid")):
-            if pid and pid_alive(pid):
-                os.killpg(pid, signal.SIGKILL)
-    shutil.rmtree(path, ignore_errors=True)
+    yield from throwaway_home("mtr")
 
 
 def start(home: Path, steps: int, slow_save_s: float = 0.0) -> RunDir:
@@ -61,11 +56,6 @@ def start(home: Path, steps: int, slow_save_s: float = 0.0) -> RunDir:
     done = memtui(home, "run", str(config), "--detach", "--json", env={SLOW_SAVE_ENV: str(slow_save_s)})
     assert done.returncode == 0, done.stderr
     return RunDir(Path(json.loads(done.stdout)["run_dir"]))
-
-
-def memtui(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEMTUI_HOME": str(home), **(env or {})}
-    return subprocess.run([MEMTUI, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def meta(run: RunDir) -> dict[str, Any]:
@@ -85,16 +75,6 @@ def steps(run: RunDir) -> list[tuple[int, int]]:
     """(attempt, step) of every stored sample, in arrival order."""
     with Store(run.store, readonly=True) as store:
         return [(s.attempt, s.step) for s in store.steps()]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every_s: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def trainer_running(run: RunDir, attempt: int) -> int | None:
