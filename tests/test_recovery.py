@@ -7,6 +7,7 @@ Tiny model, a checkpoint every 5 steps, short backoff; a chaos pause inside each
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -77,6 +78,18 @@ def steps(run: RunDir) -> list[tuple[int, int]]:
         return [(s.attempt, s.step) for s in store.steps()]
 
 
+def run_processes(run: RunDir) -> set[int]:
+    """Pids of live processes working in the run directory (the trainers run there)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(entry / "cwd")) == run.path.resolve() and pid_alive(int(entry.name)):
+                found.add(int(entry.name))
+    return found
+
+
 def trainer_running(run: RunDir, attempt: int) -> int | None:
     """The trainer pid once attempt ``attempt`` has started training."""
     started = [e for e in events(run, "trainer_started") if e.attempt == attempt]
@@ -129,9 +142,15 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     wait_for(lambda: (newest_verified_step(run.checkpoints) or 0) >= 10, 60, "two checkpoints")
     supervisor = run.supervisor_pid()
     assert supervisor is not None
-    os.killpg(supervisor, signal.SIGKILL)  # power loss: both at once, no ending recorded
-    os.killpg(pid, signal.SIGKILL)
-    wait_for(lambda: not pid_alive(pid) and not pid_alive(supervisor), 10, "both to die")
+    os.killpg(supervisor, signal.SIGKILL)  # power loss: no ending recorded
+    # Every trainer of the run, not only ``pid``: the supervisor may have restarted it since,
+    # and a trainer that outlives its supervisor stops with an emergency checkpoint.
+    victims = run_processes(run) | {pid}
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(victim, signal.SIGKILL)
+    wait_for(lambda: not any(map(pid_alive, victims | {supervisor})), 10, "the whole tree to die")
+    assert not run_processes(run)
     before = steps(run)
     newest = newest_verified_step(run.checkpoints, "full")
     assert newest is not None and before
