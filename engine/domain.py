@@ -462,6 +462,21 @@ def _read_json(path: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------ telemetry
 
 
+class RankMemory(BaseModel):
+    """One rank's memory as it reported it through the ranks' collective (every few steps).
+
+    Bytes; on the CPU the same stand-ins as the sample's own ``mem_*`` (see MemoryKind)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(ge=0)
+    allocated: int = Field(ge=0)
+    reserved: int = Field(ge=0)
+    peak: int = Field(ge=0)
+    """Peak since the rank's previous report (CUDA: max_memory_allocated; CPU: RSS high-water)."""
+    capacity: int = Field(ge=0)
+
+
 class TelemetrySample(BaseModel):
     """One optimizer step as the trainer saw it. Memory in bytes, times in seconds."""
 
@@ -513,6 +528,9 @@ class TelemetrySample(BaseModel):
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)
+    ranks: list[RankMemory] | None = None
+    """Every rank's memory, rank order; only on the samples of steps where the ranks
+    exchanged it (every ``train.rank_report_every`` steps) and only when world_size > 1."""
 
 
 class Event(BaseModel):

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from pydantic import BaseModel
+
 from engine.domain import Event, Severity, TelemetrySample
 
 SCHEMA_VERSION = 1  # PRAGMA user_version
@@ -64,9 +66,15 @@ STEP_COLUMNS: dict[str, str] = _step_columns()
 """Field name -> SQLite type; derived from the model so a new field gets a column."""
 
 
+_JSON_COLUMNS = frozenset({"ranks"})
+"""TelemetrySample fields that hold a list of models: stored as JSON text."""
+
+
 def _encode_value(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return _NAN_TEXT
+    if isinstance(value, list):
+        return json.dumps([v.model_dump() if isinstance(v, BaseModel) else v for v in value])
     return value
 
 
@@ -248,6 +256,9 @@ class Store:
 
     def _sample(self, row: tuple[Any, ...]) -> TelemetrySample:
         values = {n: _decode_value(STEP_COLUMNS[n], v) for n, v in zip(self._columns, row, strict=False)}
+        for name in _JSON_COLUMNS.intersection(values):
+            if isinstance(values[name], str):
+                values[name] = json.loads(values[name])
         return TelemetrySample.model_validate(
             {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import TelemetrySample
+from engine.domain import RankMemory, TelemetrySample
 from engine.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -85,6 +85,17 @@ def test_steps_round_trip_with_nan_and_none(store: Store) -> None:
     assert back[1].loss == float("inf") and math.isnan(back[1].grad_norm)  # type: ignore[arg-type]
     assert back[1].overflow is True and back[1].mem_kind == "cuda"
     assert back[2] == samples[2]
+
+
+def test_per_rank_memory_round_trips_as_json(store: Store) -> None:
+    ranks = [
+        RankMemory(rank=r, allocated=10 + r, reserved=20 + r, peak=30 + r, capacity=1 << 40) for r in (0, 1)
+    ]
+    store.add_step(sample(1, world_size=2, ranks=ranks))
+    store.add_step(sample(2, world_size=2))  # not a reporting step: no ranks
+    back = store.steps()
+    assert back[0].ranks == ranks and back[1].ranks is None
+    assert store.latest_step() == back[1]
 
 
 def test_repeated_steps_from_attempts_are_all_kept(store: Store) -> None:
