@@ -7,17 +7,21 @@
       -> queued (sent to the trainer) -> applied at a step boundary -> echoed and recorded
 
 The supervisor owns one ``DirectiveQueue``; it hands it requests, telemetry and the
-trainer's echoes, and gives it two callables: ``record`` (store an event, then fan it out)
-and ``send`` (to the trainer; False while none is connected, then the queue keeps the
-message and sends it when one connects). Every verdict is recorded as an event whose
-``data["directive"]`` is a DirectiveView and ``data["verdict"]`` the policy's audit record;
-rate-limited refusals are recorded as a count per source (``directives_rate_limited``) so a
-flood cannot flood the store. Torch-free.
+trainer's echoes, and gives it three callables: ``record`` (store an event, then fan it
+out), ``send`` (to the trainer; False while none is connected, then the queue keeps the
+message and sends it when one connects) and ``keep`` (store one verdict, batched: the
+store's ``decisions`` table). Every verdict, each of a flood's included, is kept as a
+``DecisionRecord``. Events, which every console is sent, carry each decision whose
+``data["directive"]`` is a DirectiveView and ``data["verdict"]`` the policy's audit record,
+except rate-limited refusals: only the first of a burst per source is an event, and the
+rest are counted in a ``directives_rate_limited`` summary at most every
+``SUMMARY_EVERY_S``, so a flood cannot flood the consoles. Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -27,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.directive import Directive, DirectiveRefused, draft, parse_directive
-from engine.domain import RunConfig, TelemetrySample
+from engine.domain import DecisionRecord, RunConfig, TelemetrySample
 from engine.planner.rules import RulePlanner
 from engine.policy import LocalPolicyEngine, MemoryFigures, PolicyContext, PolicyVerdict
 from engine.protocol import (
@@ -47,9 +51,11 @@ from engine.protocol import (
 )
 
 MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
+SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
 
 Recorder = Callable[..., Any]  # Supervisor._record(type, *, severity, message, data)
 Sender = Callable[[BaseModel], bool]
+Keeper = Callable[[DecisionRecord], None]  # Store.add_decision
 
 
 class DirectiveError(ValueError):
@@ -90,11 +96,13 @@ class DirectiveQueue:
         record: Recorder,
         send: Sender | None = None,
         clock: Callable[[], float] = time.time,
+        keep: Keeper | None = None,
     ) -> None:
         self.config = config
         self.policy = LocalPolicyEngine(config)
         self.record = record
         self.send: Sender = send or (lambda _message: False)
+        self.keep: Keeper = keep or (lambda _decision: None)
         self.clock = clock
         self.entries: OrderedDict[str, Entry] = OrderedDict()
         self.effective: dict[DirectiveField, DirectiveValue] = {}
@@ -104,7 +112,8 @@ class DirectiveQueue:
         """Health problems from elsewhere (the doctor may set these)."""
         self.planner = RulePlanner(config) if config.policy.planner == "rules" else None
         self._unsent: list[ApplyDirective] = []
-        self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet recorded
+        self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet summarized
+        self._summarized_at = -math.inf  # clock() of the last rate-limit summary
 
     # ------------------------------------------------------------------ context
 
@@ -171,6 +180,7 @@ class DirectiveQueue:
             return self._decide(
                 entry, "clamped" if verdict.decision == "clamp" else "approved", "by the policy (auto)"
             )
+        self._keep_verdict(entry)
         return entry
 
     # --------------------------------------------------------- operator answers
@@ -201,7 +211,8 @@ class DirectiveQueue:
         """Newest telemetry: expire what is overdue, let the rule planner speak."""
         self.latest = sample
         self.expire()
-        self.flush_rate_limited()
+        if self.clock() - self._summarized_at >= SUMMARY_EVERY_S:
+            self.flush_rate_limited()
         if self.planner is None:
             return
         for values, rationale in self.planner.observe(sample, {str(k): v for k, v in self.effective.items()}):
@@ -218,7 +229,9 @@ class DirectiveQueue:
         return count
 
     def flush_rate_limited(self) -> None:
-        """Record the count of rate-limited proposals per source since the last flush."""
+        """Record the count of rate-limited proposals per source since the last flush (each
+        of them is already a stored decision; this is the consoles' summary)."""
+        self._summarized_at = self.clock()
         for source, count in self._limited.items():
             self.record(
                 "directives_rate_limited",
@@ -309,6 +322,7 @@ class DirectiveQueue:
 
     def _decide(self, entry: Entry, state: DirectiveState, how: str) -> Entry:
         entry.state = state
+        self._keep_verdict(entry)
         self._event("directive_decided", entry, f"directive {entry.directive.id} {state} {how}")
         if state in ("approved", "clamped"):
             self._send(
@@ -322,11 +336,31 @@ class DirectiveQueue:
 
     def _rate_limited(self, entry: Entry) -> Entry:
         entry.state = "rejected"
+        self._keep_verdict(entry)
         source = entry.directive.source
         if source not in self._limited:  # the first of a burst is recorded in full
             self._event("directive_decided", entry, f"directive {entry.directive.id} rejected: rate limit")
         self._limited[source] = self._limited.get(source, 0) + 1
         return entry
+
+    def _keep_verdict(self, entry: Entry) -> None:
+        """The verdict as a DecisionRecord, to the store (batched there)."""
+        verdict = entry.verdict
+        self.keep(
+            DecisionRecord(
+                ts=self.clock(),
+                decision_id=verdict.decision_id,
+                directive_id=entry.directive.id,
+                source=entry.directive.source,
+                verdict=verdict.decision,
+                state=entry.state,
+                reasons=list(entry.reasons),
+                patch=dict(verdict.patch),
+                bounds=dict(verdict.bounds),
+                policy_revision=verdict.policy_revision,
+                rate_limited=verdict.rate_limited,
+            )
+        )
 
     def _send(self, message: ApplyDirective) -> None:
         if not self.send(message):

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.config_override import OverrideError, parse_override
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -92,12 +94,19 @@ class TrainConfig(_Strict):
     """Global gradient-norm clip; 0 disables clipping."""
     initial_scale_power: int = Field(12, ge=0, le=40)
     """fp16 only: the dynamic loss scale starts at 2**initial_scale_power."""
+    ranks: int = Field(1, ge=1, le=64)
+    """Data-parallel trainer processes on this host; more than 1 starts them with torchrun
+    (``python -m torch.distributed.run --standalone``), rank 0 talking to the supervisor."""
+    rank_report_every: int = Field(10, ge=1)
+    """With several ranks: optimizer steps between exchanges of every rank's memory."""
 
     @model_validator(mode="after")
     def _global_is_multiple(self) -> TrainConfig:
-        if self.global_batch % self.micro_batch:
+        per_step = self.micro_batch * self.ranks  # samples of one micro-batch on every rank
+        if self.global_batch % per_step:
             raise ValueError(
-                f"global_batch ({self.global_batch}) must be a multiple of micro_batch ({self.micro_batch})"
+                f"global_batch ({self.global_batch}) must be a multiple of micro_batch x ranks "
+                f"({self.micro_batch} x {self.ranks})"
             )
         return self
 
@@ -421,28 +430,40 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
     return config
 
 
-def load_run_config(path: Path | None = None, **overrides: Any) -> RunConfig:
+def load_run_config(
+    path: Path | None = None, settings: list[str] | None = None, **overrides: Any
+) -> RunConfig:
     """Read a TOML config (optional) plus command-line overrides into a RunConfig.
 
     A ``deepspeed_config = "file.json"`` string is read relative to the TOML file.
+    ``settings``: ``--set KEY=VALUE`` texts (engine.config_override), applied over the file.
     """
-    raw: dict[str, Any] = {}
-    if path is not None:
+    raw = _read_toml(path) if path is not None else {}
+    for text in settings or []:
         try:
-            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(f"{path}: {err.strerror}") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML: {err}") from None
-        here = Path(path).resolve().parent
-        if raw.get("workload") and not raw.get("workload_dir"):
-            raw["workload_dir"] = str(here)
-        elif isinstance(raw.get("workload_dir"), str):
-            raw["workload_dir"] = str(here / raw["workload_dir"])
-        ds = raw.get("deepspeed_config")
-        if isinstance(ds, str):
-            raw["deepspeed_config"] = _read_json(Path(path).parent / ds)
+            raw = deep_merge(raw, parse_override(text))
+        except OverrideError as err:
+            raise ConfigError(str(err)) from None
     return build_run_config(raw, **overrides)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's table, with its relative paths resolved against the file's directory."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    here = Path(path).resolve().parent
+    if raw.get("workload") and not raw.get("workload_dir"):
+        raw["workload_dir"] = str(here)
+    elif isinstance(raw.get("workload_dir"), str):
+        raw["workload_dir"] = str(here / raw["workload_dir"])
+    ds = raw.get("deepspeed_config")
+    if isinstance(ds, str):
+        raw["deepspeed_config"] = _read_json(Path(path).parent / ds)
+    return raw
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -548,6 +569,35 @@ class Event(BaseModel):
     """One line a person reads."""
     data: dict[str, Any] = Field(default_factory=dict)
     attempt: int | None = None
+
+
+class DecisionRecord(BaseModel):
+    """One verdict on one directive, as the store's ``decisions`` table keeps it (issue 6).
+
+    Every verdict gets a row, rate-limited ones included, while the event stream carries
+    only the first rejection of a burst and a periodic count (so consoles are not flooded).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    ts: float
+    """Wall-clock seconds when the verdict was given."""
+    decision_id: str
+    """The policy's id for this verdict (unique within one supervisor's life)."""
+    directive_id: str
+    source: str
+    """Who proposed it: operator, rules, command:NAME, openai:MODEL, ..."""
+    verdict: Literal["allow", "clamp", "reject"]
+    """The policy's decision."""
+    state: str
+    """The directive's state after it: pending, approved, clamped, rejected, expired."""
+    reasons: list[str] = Field(default_factory=list)
+    patch: dict[str, float | int] = Field(default_factory=dict)
+    """What would be applied (empty when rejected)."""
+    bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Field -> (low, high) the policy judged by."""
+    policy_revision: str = ""
+    rate_limited: bool = False
 
 
 class RunStatus(BaseModel):

@@ -73,6 +73,16 @@ class Stop(_Message):
     reason: str = Field("operator", max_length=256)
 
 
+class Pause(_Message):
+    """Hold training at the next optimizer-step boundary (``paused=False``: go on). Nothing
+    is lost: the trainer keeps its state in memory and answers stop requests while held."""
+
+    kind: Literal["pause"] = "pause"
+    id: RequestId
+    paused: bool = True
+    reason: str = Field("operator", max_length=256)
+
+
 class Ping(_Message):
     kind: Literal["ping"] = "ping"
     id: RequestId
@@ -198,6 +208,7 @@ ClientMessage = Annotated[
     Hello
     | Status
     | Stop
+    | Pause
     | Ping
     | Replay
     | StepReport
@@ -209,7 +220,7 @@ ClientMessage = Annotated[
     | Propose,
     Field(discriminator="kind"),
 ]
-CONSOLE_REQUESTS = (Status, Stop, Ping, Replay, Approve, Clamp, Reject, Chaos, Propose)
+CONSOLE_REQUESTS = (Status, Stop, Pause, Ping, Replay, Approve, Clamp, Reject, Chaos, Propose)
 
 # ------------------------------------------------------------- supervisor -> client
 
@@ -264,7 +275,7 @@ class TrainerCommand(_Message):
     """Supervisor -> trainer."""
 
     kind: Literal["trainer_command"] = "trainer_command"
-    command: Literal["stop"]
+    command: Literal["stop", "pause", "resume"]
     reason: str = ""
 
 

@@ -81,6 +81,11 @@ class RunDir:
     def trainer_log(self, attempt: int) -> Path:
         return self.logs / f"trainer-{attempt}.log"
 
+    @property
+    def geometry_file(self) -> Path:
+        """``memory.json``: the micro-batch an attempt that ran out of memory left for the next."""
+        return self.path / "memory.json"
+
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod

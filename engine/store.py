@@ -1,17 +1,20 @@
 """The run's durable memory: every step sample, every event, the run's state.
 
 One SQLite file per run (``telemetry.sqlite``) in WAL mode, so the supervisor writes while
-``memtui status`` reads. Three tables:
+``memtui status`` reads. Four tables:
 
 * ``steps``  one column per ``TelemetrySample`` field, every sample kept. A resumed run
   repeats step numbers; the ``attempt`` column tells them apart and ``id`` keeps the order.
 * ``events`` numbered by ``seq`` (AUTOINCREMENT: never reused, no gaps while one writer
   appends), committed before ``append_event`` returns.
 * ``meta``   key -> JSON value: state, exit_reason, attempt, restarts, pids, times.
+* ``decisions`` one row per policy verdict on a directive (``DecisionRecord``), every one
+  of a flood included; reasons, patch and bounds as JSON text.
 
-Steps are buffered and written in batches (``flush``); events and meta are committed at
-once. SQLite stores NaN as NULL, so a NaN float is written as the text ``'NaN'`` (REAL
-affinity leaves text it cannot parse alone) and read back as ``float('nan')``.
+Steps and decisions are buffered and written in batches (``flush``, one transaction);
+events and meta are committed at once. SQLite stores NaN as NULL, so a NaN float is
+written as the text ``'NaN'`` (REAL affinity leaves text it cannot parse alone) and read
+back as ``float('nan')``.
 Torch-free.
 """
 
@@ -29,7 +32,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel
 
-from engine.domain import Event, Severity, TelemetrySample
+from engine.domain import DecisionRecord, Event, Severity, TelemetrySample
 
 SCHEMA_VERSION = 1  # PRAGMA user_version
 STEP_BATCH_ROWS = 256  # add_step flushes by itself once this many samples wait
@@ -95,6 +98,7 @@ class Store:
         self.readonly = readonly
         self._batch_rows = batch_rows
         self._pending: list[TelemetrySample] = []
+        self._pending_decisions: list[DecisionRecord] = []
         if readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such store")
@@ -129,6 +133,14 @@ class Store:
                 " data TEXT NOT NULL, attempt INTEGER)"
             )
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS decisions (id INTEGER PRIMARY KEY, ts REAL NOT NULL,"
+                " decision_id TEXT NOT NULL, directive_id TEXT NOT NULL, source TEXT NOT NULL,"
+                " verdict TEXT NOT NULL, state TEXT NOT NULL, reasons TEXT NOT NULL,"
+                " patch TEXT NOT NULL, bounds TEXT NOT NULL, policy_revision TEXT NOT NULL,"
+                " rate_limited INTEGER NOT NULL)"
+            )
+            db.execute("CREATE INDEX IF NOT EXISTS decisions_directive ON decisions(directive_id)")
             have = {row[1] for row in db.execute("PRAGMA table_info(steps)")}
             for name, sql in STEP_COLUMNS.items():  # a field added since the file was made
                 if name not in have:
@@ -204,14 +216,16 @@ class Store:
             self.flush()
 
     def flush(self) -> int:
-        """Write buffered samples in one transaction; returns how many."""
-        if not self._pending:
+        """Write buffered samples and decisions in one transaction; returns how many samples."""
+        if not self._pending and not self._pending_decisions:
             return 0
         rows, self._pending = self._pending, []
+        decisions, self._pending_decisions = self._pending_decisions, []
         names = list(STEP_COLUMNS)
         sql = f"INSERT INTO steps ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         with self._transaction():
             self._db.executemany(sql, [[_encode_value(getattr(s, n)) for n in names] for s in rows])
+            self._db.executemany(_DECISION_INSERT, [_decision_row(d) for d in decisions])
         return len(rows)
 
     def steps(self, since_step: int | None = None, limit: int | None = None) -> list[TelemetrySample]:
@@ -226,13 +240,16 @@ class Store:
         ).fetchall()
         return [self._sample(row) for row in rows]
 
-    def iter_steps(self, page_rows: int = 5000) -> Iterator[TelemetrySample]:
+    def iter_steps(
+        self, page_rows: int = 5000, *, since_ts: float | None = None
+    ) -> Iterator[TelemetrySample]:
         """Every sample in arrival order, ``page_rows`` at a time (keyset paging on the row id:
-        a resumed attempt's repeated step numbers are all kept, none skipped at a page edge)."""
+        a resumed attempt's repeated step numbers are all kept, none skipped at a page edge);
+        with ``since_ts``, from the first sample stamped at or after it (see ``_first_id``)."""
         self._flush_if_writable()
         if not self._has_tables():
             return
-        last_id = 0
+        last_id = 0 if since_ts is None else self._first_id(since_ts) - 1
         while True:
             rows = self._db.execute(
                 f"SELECT id, {', '.join(self._columns)} FROM steps WHERE id > ? ORDER BY id LIMIT ?",
@@ -242,6 +259,33 @@ class Store:
             if len(rows) < page_rows:
                 return
             last_id = rows[-1][0]
+
+    def count_steps(self, since_ts: float | None = None) -> int:
+        """How many samples ``iter_steps(since_ts=since_ts)`` yields (as of now)."""
+        self._flush_if_writable()
+        if not self._has_tables():
+            return 0
+        first = 0 if since_ts is None else self._first_id(since_ts)
+        return int(self._db.execute("SELECT COUNT(*) FROM steps WHERE id >= ?", (first,)).fetchone()[0])
+
+    def _first_id(self, since_ts: float) -> int:
+        """Row id of the first sample with ts >= ``since_ts`` (one past the newest if none).
+
+        A binary search over row ids, a few dozen primary-key lookups, no index on ts:
+        samples are appended as they arrive, so ts grows with the id (all attempts)."""
+        lo, hi = self._db.execute(
+            "SELECT COALESCE(MIN(id), 1), COALESCE(MAX(id), 0) + 1 FROM steps"
+        ).fetchone()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = self._db.execute(
+                "SELECT id, ts FROM steps WHERE id >= ? ORDER BY id LIMIT 1", (mid,)
+            ).fetchone()
+            if row is None or row[1] >= since_ts:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return int(lo)
 
     def latest_step(self) -> TelemetrySample | None:
         """The newest sample (buffered or stored), or None."""
@@ -262,6 +306,45 @@ class Store:
         return TelemetrySample.model_validate(
             {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
         )
+
+    # ---------------------------------------------------------------- decisions
+
+    def add_decision(self, decision: DecisionRecord) -> None:
+        """Buffer one verdict; written by the next ``flush`` (the supervisor's, every 0.5 s,
+        or an event's), so a flood costs one transaction per batch, not one per verdict."""
+        self._writable()
+        self._pending_decisions.append(decision)
+        if len(self._pending_decisions) >= DECISION_BATCH_ROWS:
+            self.flush()
+
+    def decisions(
+        self, since_id: int = 0, limit: int | None = None, directive_id: str | None = None
+    ) -> list[tuple[int, DecisionRecord]]:
+        """(row id, verdict) with id > ``since_id`` in the order given, at most ``limit``."""
+        self._flush_if_writable()
+        if not self._has_table("decisions"):
+            return []
+        where = "WHERE id > ?"
+        args: list[Any] = [since_id]
+        if directive_id is not None:
+            where += " AND directive_id = ?"
+            args.append(directive_id)
+        rows = self._db.execute(
+            f"SELECT id, {', '.join(_DECISION_COLUMNS)} FROM decisions {where} ORDER BY id LIMIT ?",
+            [*args, -1 if limit is None else limit],
+        ).fetchall()
+        return [(row[0], _decision_from(row[1:])) for row in rows]
+
+    def decision_count(self) -> int:
+        self._flush_if_writable()
+        if not self._has_table("decisions"):
+            return 0
+        return int(self._db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0])
+
+    def _has_table(self, name: str) -> bool:
+        """False for a store made before the table existed, opened read-only."""
+        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        return found.fetchone() is not None
 
     # --------------------------------------------------------------------- meta
 
@@ -319,6 +402,38 @@ class Store:
 _NULLABLE = frozenset(
     name for name, f in TelemetrySample.model_fields.items() if not f.is_required() and f.default is None
 )
+
+
+DECISION_BATCH_ROWS = 2048  # add_decision flushes by itself once this many verdicts wait
+_DECISION_COLUMNS = (
+    "ts",
+    "decision_id",
+    "directive_id",
+    "source",
+    "verdict",
+    "state",
+    "reasons",
+    "patch",
+    "bounds",
+    "policy_revision",
+    "rate_limited",
+)
+_DECISION_JSON = frozenset({"reasons", "patch", "bounds"})
+_DECISION_INSERT = (
+    f"INSERT INTO decisions ({', '.join(_DECISION_COLUMNS)})"
+    f" VALUES ({', '.join('?' * len(_DECISION_COLUMNS))})"
+)
+
+
+def _decision_row(decision: DecisionRecord) -> list[Any]:
+    values = decision.model_dump(mode="json")
+    return [json.dumps(values[c]) if c in _DECISION_JSON else values[c] for c in _DECISION_COLUMNS]
+
+
+def _decision_from(row: tuple[Any, ...]) -> DecisionRecord:
+    pairs = zip(_DECISION_COLUMNS, row, strict=True)
+    values = {c: json.loads(v) if c in _DECISION_JSON else v for c, v in pairs}
+    return DecisionRecord.model_validate(values)
 
 
 class _Transaction:

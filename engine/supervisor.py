@@ -5,10 +5,9 @@ the trainer, launches the trainer as a child process, records everything that ha
 numbered events (stored first, then fanned out) and ends the run with a state and a
 reason. Torch-free, so it starts in a blink and survives whatever the trainer does.
 
-Per console, an outbox (``ConsoleClient``) decouples the supervisor from the socket: a
-bounded queue of events and replies plus a one-slot telemetry mailbox sent at most
-``TELEMETRY_HZ``. The supervisor only ever appends to outboxes; a console too slow to
-keep up is told so and dropped, never waited for.
+Per console, an outbox (``engine.console_outbox.ConsoleClient``) decouples the supervisor
+from the socket; the trainer's command line, its endings and its process tree are
+``engine.trainer_process``.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +30,8 @@ from pydantic import BaseModel
 from engine import peer
 from engine.alert_watch import AlertWatch
 from engine.checkpoint_store import newest_verified_step
+from engine.console_outbox import ConsoleClient
+from engine.directive_pacer import DirectivePacer
 from engine.directive_queue import DirectiveQueue, answer_request
 from engine.domain import (
     TERMINAL_STATES,
@@ -50,17 +49,16 @@ from engine.planner.external import ExternalPlanner, build_external_planner
 from engine.protocol import (
     MAX_LINE_BYTES,
     STREAM_LIMIT,
-    TELEMETRY_HZ,
     Approve,
     Chaos,
     Clamp,
     ClientMessage,
     Error,
     EventMessage,
-    Hardware,
     Hello,
     LineTooLong,
     Ok,
+    Pause,
     Ping,
     Propose,
     ProtocolError,
@@ -69,7 +67,6 @@ from engine.protocol import (
     Status,
     StepReport,
     Stop,
-    Telemetry,
     TrainerCommand,
     TrainerEvent,
     Welcome,
@@ -78,20 +75,29 @@ from engine.protocol import (
     encode,
     read_line,
 )
+from engine.rank_processes import rank_processes
 from engine.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.rundir import RunDir
 from engine.runstatus import compose_status
 from engine.store import Store
+from engine.trainer_process import (
+    TrainerExit,
+    configured_ranks,
+    default_trainer_command,
+    describe_exit,
+    ending,
+    geometry_note,
+    kill_group,
+    signal_name,
+)
 
 log = logging.getLogger("engine.supervisor")
 
-TRAINER_CMD_ENV = "MEMTUI_TRAINER_CMD"  # shlex string; run dir and --attempt N are appended
 STOP_GRACE_S = 60.0  # s from a stop request to SIGKILL of a trainer that did not exit
 FLUSH_INTERVAL_S = 0.5  # s between batched step writes (the store also flushes at 256 rows)
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
 TRAINER_DRAIN_S = 2.0  # s to read a dead trainer's last lines before judging its exit
 CLIENT_DRAIN_S = 2.0  # s consoles get at the end to receive the final events
-CLIENT_QUEUE_MAX = 1024  # lines (events, replies) waiting for one console before it is dropped
 REPLAY_PAGE = 256  # events read from the store per replay page
 TRAINER_WRITE_BUFFER_MAX = MAX_LINE_BYTES  # bytes unread by the trainer before we stop answering
 
@@ -105,60 +111,6 @@ SUPERVISOR_EVENTS = frozenset(
     | {"planner_restarted", "planner_disabled"}  # issue 6: external planners
 )
 DIRECTIVES_UNAVAILABLE = "directives are not available until the Directives issue lands"
-
-
-def default_trainer_command(environ: dict[str, str] | None = None) -> list[str]:
-    """``$MEMTUI_TRAINER_CMD`` split like a shell would, else ``python -m engine.trainer``."""
-    env = os.environ if environ is None else environ
-    custom = env.get(TRAINER_CMD_ENV, "").strip()
-    return shlex.split(custom) if custom else [sys.executable, "-m", "engine.trainer"]
-
-
-# ---------------------------------------------------------------- trainer endings
-
-
-@dataclass(frozen=True)
-class TrainerExit:
-    """How one trainer attempt ended, as the restart decision and the run's ending see it."""
-
-    attempt: int
-    returncode: int | None
-    """Exit status; negative = killed by that signal; None = never started."""
-    finished_reason: str | None = None
-    """``reason`` of the trainer's trainer_finished event, if it sent one."""
-    last_error: str | None = None
-    """Message of its last trainer_error event."""
-    launch_error: str | None = None
-    """Why it could not be started at all."""
-
-
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"trainer killed by {name}"
-    return f"trainer exited with code {returncode}"
-
-
-def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str]:
-    """The run's final state and exit_reason after its last trainer attempt."""
-    if outcome.launch_error is not None:
-        return "failed", outcome.launch_error
-    if outcome.returncode is None:
-        return "stopped", f"stopped before the trainer started ({stop_reason or 'no reason given'})"
-    how = describe_exit(outcome.returncode)
-    if stop_reason is not None or outcome.finished_reason == "stopped":
-        why = f"on request ({stop_reason})" if stop_reason else "the trainer stopped by itself"
-        return "stopped", why if outcome.returncode == 0 else f"{why}; {how}"
-    if outcome.returncode == 0:
-        if outcome.finished_reason == "completed":
-            return "completed", "the trainer reached its target step"
-        return "failed", f"{how} without reporting trainer_finished"
-    if outcome.returncode > 0 and outcome.last_error:
-        how = f"{how}: {outcome.last_error}"
-    return "failed", how
 
 
 # ------------------------------------------------------------------ reading a peer
@@ -190,159 +142,6 @@ async def decoded_lines(
             reply(Error(id=err.request_id, reason=err.reason))
             continue
         yield message
-
-
-# ------------------------------------------------------------------ console outbox
-
-
-class ConsoleClient:
-    """One console connection's outbox, drained by its own task at the socket's pace."""
-
-    def __init__(self, writer: asyncio.StreamWriter, hello: Hello, *, queue_max: int | None = None) -> None:
-        self.writer = writer
-        self.hello = hello
-        self.queue_max = CLIENT_QUEUE_MAX if queue_max is None else queue_max
-        self.sent_seq = 0
-        """Highest event seq queued for this client: live events at or below it are duplicates."""
-        self.closed = False
-        self._queue: deque[bytes] = deque()
-        self._wake = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
-        self._held: list[Event] | None = None  # live events that arrived during a replay
-        self._telemetry: tuple[TelemetrySample, RunState] | None = None
-        self._hardware: HardwareSnapshot | None = None  # newest reading not yet sent
-        self._coalesced = 0  # samples replaced in the slot since the last one went out
-        self._next_telemetry = 0.0  # loop time when the next telemetry may go out
-        self._closer: asyncio.Task[None] | None = None
-        self._pump_task = asyncio.create_task(self._pump(), name="console-outbox")
-
-    # -------------------------------------------------------------- supervisor side
-
-    def send(self, message: BaseModel) -> None:
-        """Queue a reply or event; a console this far behind is dropped."""
-        if self.closed:
-            return
-        self._queue.append(encode(message))
-        if len(self._queue) > self.queue_max:
-            self._overflow()
-            return
-        if len(self._queue) >= self.queue_max // 2:
-            self._room.clear()
-        self._wake.set()
-
-    def push_event(self, event: Event) -> None:
-        """A live event: held during a replay, skipped if already sent."""
-        if self._held is not None:
-            self._held.append(event)
-            if len(self._held) > self.queue_max:
-                self._overflow()
-            return
-        if event.seq > self.sent_seq:
-            self.sent_seq = event.seq
-            self.send(EventMessage(event=event))
-
-    def offer_telemetry(self, sample: TelemetrySample, state: RunState) -> None:
-        """Newest sample wins; the ones it replaces are counted in ``coalesced``."""
-        if self.closed or not self.hello.telemetry:
-            return
-        if self._telemetry is not None:
-            self._coalesced += 1
-        self._telemetry = (sample, state)
-        self._wake.set()
-
-    def offer_hardware(self, snapshot: HardwareSnapshot) -> None:
-        """Newest hardware reading wins; sent as soon as the outbox is empty."""
-        if self.closed or not self.hello.telemetry:
-            return
-        self._hardware = snapshot
-        self._wake.set()
-
-    def hold_live(self) -> None:
-        self._held = []
-
-    def release_live(self, replayed_to: int) -> None:
-        """End a replay that reached seq ``replayed_to``: send held events not yet sent."""
-        held, self._held = self._held or [], None
-        self.sent_seq = max(self.sent_seq, replayed_to)
-        for event in held:
-            self.push_event(event)
-
-    async def wait_room(self) -> None:
-        """Until the queue is at most half full (replays pace themselves with this)."""
-        await self._room.wait()
-
-    async def drain(self, timeout: float) -> None:
-        """Until everything queued has been written, or ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while self._queue and not self.closed and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-
-    async def close(self) -> None:
-        self.closed = True
-        self._room.set()
-        if self._pump_task is not asyncio.current_task():
-            self._pump_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._pump_task
-        self.writer.close()
-        try:
-            await asyncio.wait_for(self.writer.wait_closed(), 1.0)
-        except (asyncio.TimeoutError, OSError):
-            self.writer.transport.abort()  # a console that reads nothing cannot hold us
-
-    # ------------------------------------------------------------------ socket side
-
-    async def _pump(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while not self.closed:
-                self._wake.clear()
-                if self._queue:
-                    await self._write(self._queue.popleft())
-                    if len(self._queue) < self.queue_max // 2:
-                        self._room.set()
-                    continue
-                if self._hardware is not None:
-                    snapshot, self._hardware = self._hardware, None
-                    await self._write(encode(Hardware(snapshot=snapshot)))
-                    continue
-                wait: float | None = None
-                if self._telemetry is not None:
-                    wait = self._next_telemetry - loop.time()
-                    if wait <= 0:
-                        await self._send_telemetry(loop.time())
-                        continue
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
-        except (ConnectionError, OSError):
-            self.closed = True  # the console went away; the reader side notices EOF
-            self._room.set()
-
-    async def _send_telemetry(self, now: float) -> None:
-        assert self._telemetry is not None
-        (sample, state), coalesced = self._telemetry, self._coalesced
-        self._telemetry, self._coalesced = None, 0
-        self._next_telemetry = now + 1.0 / TELEMETRY_HZ
-        await self._write(encode(Telemetry(sample=sample, state=state, coalesced=coalesced)))
-
-    async def _write(self, line: bytes) -> None:
-        self.writer.write(line)
-        await self.writer.drain()
-
-    def _overflow(self) -> None:
-        self._queue.clear()
-        self._held = None
-        reason = (
-            f"too slow: more than {self.queue_max} messages behind; "
-            f"reconnect with replay_from={self.sent_seq}"
-        )
-        log.warning("dropping a console: %s", reason)
-        with contextlib.suppress(Exception):
-            self.writer.write(encode(Error(reason=reason)))
-        self.closed = True
-        self._room.set()
-        self._closer = asyncio.ensure_future(self.close())
 
 
 # ----------------------------------------------------------------- trainer link
@@ -389,7 +188,13 @@ class Supervisor:
         self._restart_streak = 0  # restarts in a row without a new checkpoint
         self._error_restartable: bool | None = None  # the last trainer_error's "restartable"
         self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
-        self.trainer_cmd = list(trainer_cmd) if trainer_cmd is not None else default_trainer_command()
+        self._configured_ranks = configured_ranks(run)
+        self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
+        self.trainer_cmd = (
+            list(trainer_cmd)
+            if trainer_cmd is not None
+            else default_trainer_command(ranks=self._configured_ranks)
+        )
         """Command prefix; the run dir and ``--attempt N`` are appended."""
         self.stop_grace_s = stop_grace_s
         self.owner_uid = os.getuid() if owner_uid is None else owner_uid
@@ -406,6 +211,8 @@ class Supervisor:
         self._trainer: TrainerLink | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._stop_reason: str | None = None
+        self._hold = False
+        """The operator asked to pause training (kept across trainer restarts)."""
         self._finished_reason: str | None = None
         self._last_error: str | None = None
         self._kill_timer: asyncio.TimerHandle | None = None
@@ -416,6 +223,8 @@ class Supervisor:
         """Planner and operator directives (issue 6); built from run.json by ``_open``."""
         self.planner: ExternalPlanner | None = None
         """A command or OpenAI-compatible planner (issue 6), asked from ``_on_step``."""
+        self._directive_pacer = DirectivePacer()
+        """Paces directive requests from all consoles (a flood costs the trainer no CPU)."""
         self.health = HealthBoard()
         """The newest doctor report and the alerts firing: the policy's ``problems``."""
 
@@ -494,7 +303,8 @@ class Supervisor:
         except Exception:  # no readable run.json: directives are refused, the run goes on
             log.warning("no readable run config: directives disabled")
             return None
-        return DirectiveQueue(config, self._record, self._send_to_trainer)
+        # keep: every verdict to the store's decisions table, batched by its flush
+        return DirectiveQueue(config, self._record, self._send_to_trainer, keep=self.store.add_decision)
 
     def _send_to_trainer(self, message: BaseModel) -> bool:
         """True if a trainer is connected to take ``message`` now."""
@@ -536,7 +346,7 @@ class Supervisor:
                 data={
                     "attempt": outcome.attempt,
                     "returncode": outcome.returncode,
-                    "signal": _signal_name(outcome.returncode),
+                    "signal": signal_name(outcome.returncode),
                     "reason": reason,
                 },
                 attempt=outcome.attempt,
@@ -633,9 +443,19 @@ class Supervisor:
 
     def _engine_pids(self) -> dict[str, int]:
         pids = {"supervisor": os.getpid()}
-        if self._proc is not None and self._proc.returncode is None:
-            pids["trainer"] = self._proc.pid
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            pids["trainer"] = proc.pid  # torchrun itself when there are several ranks
+            pids.update(self._rank_pids(proc.pid))
         return pids
+
+    def _rank_pids(self, launcher: int) -> dict[str, int]:
+        """torchrun's rank processes, found once per attempt (none for a single rank)."""
+        if self._configured_ranks == 1:
+            return {}
+        if self._ranks_seen[0] != launcher or len(self._ranks_seen[1]) < self._configured_ranks:
+            self._ranks_seen = (launcher, rank_processes(launcher))
+        return self._ranks_seen[1]
 
     async def _flush_loop(self) -> None:
         while True:
@@ -699,12 +519,14 @@ class Supervisor:
         self._record(
             "trainer_exited",
             severity="warning",
-            message=f"{describe_exit(returncode)} (attempt {outcome.attempt})",
+            message=f"{describe_exit(returncode)} (attempt {outcome.attempt})"
+            + (f": {outcome.last_error}" if outcome.last_error else ""),
             data={
                 "attempt": outcome.attempt,
                 "returncode": returncode,
-                "signal": _signal_name(returncode),
+                "signal": signal_name(returncode),
                 "reason": decision.cause,
+                "error": outcome.last_error,
             },
             attempt=outcome.attempt,
         )
@@ -721,7 +543,7 @@ class Supervisor:
             data={
                 "cause": decision.cause,
                 "returncode": returncode,
-                "signal": _signal_name(returncode),
+                "signal": signal_name(returncode),
                 "last_step": last_step,
                 "resume_step": resume,
                 "steps_lost": steps_lost,
@@ -769,12 +591,16 @@ class Supervisor:
             self.alerts.trainer_launched()  # the heartbeat clock starts here
         if self._stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_trainer_stop()
+        launched_at = time.time()
         returncode = await proc.wait()
         if self._kill_timer is not None:
             self._kill_timer.cancel()
         await self._await_trainer_disconnect()
         self._proc = None
-        return TrainerExit(attempt, returncode, self._finished_reason, self._last_error)
+        error = self._last_error
+        if returncode != 0:  # an OOM's own word first: with several ranks, rank 0 only
+            error = geometry_note(self.run, since=launched_at) or error  # saw its peer vanish
+        return TrainerExit(attempt, returncode, self._finished_reason, error)
 
     async def _launch(self, command: list[str], attempt: int) -> asyncio.subprocess.Process:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -810,12 +636,28 @@ class Supervisor:
         self._signal_trainer_stop()
         return self.state
 
+    def request_pause(self, paused: bool, reason: str, request_id: Any = None) -> Ok | Error:
+        """Hold training at the next step boundary (``paused``) or let it go on.
+
+        The state becomes "paused" when the trainer says it holds (``run_paused``), and
+        "running" again on ``run_continued``; a trainer started meanwhile is told at once.
+        """
+        if self.state in TERMINAL_STATES or self._stop_reason is not None:
+            return Error(id=request_id, reason=f"the run is {self.state}: there is no training to pause")
+        if paused != self._hold:
+            self._hold = paused
+            verb = "pause" if paused else "continue"
+            self._record(f"{verb}_requested", message=f"{verb} requested: {reason}", data={"reason": reason})
+            if self._trainer is not None:
+                self._trainer.send(TrainerCommand(command="pause" if paused else "resume", reason=reason))
+        return Ok(id=request_id, result={"state": self.state, "paused": paused})
+
     def _signal_trainer_stop(self) -> None:
         proc = self._proc
         if self._trainer is not None:
             self._trainer.send(TrainerCommand(command="stop", reason=self._stop_reason or ""))
         elif proc is not None and proc.returncode is None:
-            _kill_group(proc.pid, signal.SIGTERM)  # it never connected: the classic way
+            kill_group(proc.pid, signal.SIGTERM)  # it never connected: the classic way
         if proc is not None and proc.returncode is None:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
@@ -825,7 +667,7 @@ class Supervisor:
         proc = self._proc
         if proc is not None and proc.returncode is None:
             log.warning("killing trainer pid %d (SIGKILL)", proc.pid)
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
 
     # ------------------------------------------------------------ state and events
 
@@ -889,6 +731,12 @@ class Supervisor:
         )
         if message.type == "trainer_started" and self.state in ("starting", "restarting"):
             self._set_state("running")
+        elif message.type == "run_paused" and self.state == "running":
+            self._set_state("paused")  # no heartbeat alert while paused: no step is expected
+        elif message.type == "run_continued" and self.state == "paused":
+            self._set_state("running")
+            if self.alerts is not None:
+                self.alerts.trainer_launched()  # the heartbeat clock starts again
         elif message.type == "trainer_finished":
             self._finished_reason = str(message.data.get("reason") or "") or None
         elif message.type == "trainer_error":
@@ -991,6 +839,10 @@ class Supervisor:
         async for message in decoded_lines(reader, client.send):
             if client.closed:
                 return
+            if isinstance(message, (Approve, Clamp, Reject, Propose)):
+                wait_s = self._directive_pacer.delay()  # a flood must not starve the trainer
+                if wait_s > 0:
+                    await asyncio.sleep(wait_s)
             await self._answer(client, message)
 
     async def _answer(self, client: ConsoleClient, message: Any) -> None:
@@ -1001,6 +853,8 @@ class Supervisor:
         elif isinstance(message, Stop):
             state = self.request_stop(message.reason)
             client.send(Ok(id=message.id, result={"state": state}))
+        elif isinstance(message, Pause):
+            client.send(self.request_pause(message.paused, message.reason, message.id))
         elif isinstance(message, Replay):
             count = await self._replay(client, message.since)
             client.send(Ok(id=message.id, result={"replayed": count}))
@@ -1027,7 +881,7 @@ class Supervisor:
             data={"action": message.action, "params": message.params, "pid": proc.pid},
             attempt=self.attempt,
         )
-        _kill_group(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid, signal.SIGKILL)
         return Ok(id=message.id, result={"action": message.action, "pid": proc.pid})
 
     async def _serve_trainer(
@@ -1043,6 +897,8 @@ class Supervisor:
         link.send(self._welcome())
         if self._stop_reason is not None:
             link.send(TrainerCommand(command="stop", reason=self._stop_reason))
+        elif self._hold:  # paused before this attempt started: it holds at its first boundary
+            link.send(TrainerCommand(command="pause", reason="the run is paused"))
         if self.directives is not None:
             self.directives.trainer_connected()  # what it missed, and the values in effect
         try:
@@ -1080,26 +936,6 @@ async def _say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> No
     writer.close()
 
 
-def _kill_group(pid: int, sig: signal.Signals) -> None:
-    """Signal the trainer's process group (it leads its own session), else just it."""
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def _signal_name(returncode: int) -> str | None:
-    if returncode >= 0:
-        return None
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return None
-
-
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -1119,7 +955,10 @@ def main(run_dir: Path, *, stop_grace_s: float = STOP_GRACE_S, fresh_start: bool
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
     run = RunDir(Path(run_dir).resolve())
     supervisor = Supervisor(
-        run, default_trainer_command(), stop_grace_s=stop_grace_s, fresh_start=fresh_start
+        run,
+        default_trainer_command(ranks=configured_ranks(run)),
+        stop_grace_s=stop_grace_s,
+        fresh_start=fresh_start,
     )
     try:
         return asyncio.run(supervisor.serve(handle_signals=True))

@@ -1,13 +1,15 @@
 """The console: ``MemtuiApp`` follows one run, draws it and carries the operator's commands.
 
 Data flow: ``EngineClient`` (a worker on the app's loop) -> Textual messages
-(``TelemetryReceived`` coalesces) -> folded into a frozen ``RunView`` -> a 10 Hz timer hands
-the newest view to every panel if it changed. Longer chart windows are read from the store
-in a worker thread. Nothing here blocks the event loop.
+(``TelemetryReceived`` coalesces) -> folded into a frozen ``RunView`` -> handed to every panel
+at most twice a second (at once when the console has been quiet, so a step still reaches the
+screen in ~100 ms), the charts every two seconds. Longer chart windows are read from the
+store in a worker thread. Nothing here blocks the event loop.
 
-Operator commands (approve, clamp, reject, stop, chaos) go to the supervisor as requests;
-each destructive one asks first, and ``--readonly`` hides and refuses all of them. ``q``
-only closes the console: it never sends Stop, the run goes on.
+Operator commands (approve, clamp, reject, stop, pause, chaos) go to the supervisor as
+requests; each destructive one asks first (pausing loses nothing: it does not ask), and
+``--readonly`` hides and refuses all of them. ``q`` only closes the console: it never sends
+Stop, the run goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
+from textual.timer import Timer
 from textual.widgets import Footer
 
 from engine.domain import Event
@@ -33,6 +36,7 @@ from engine.protocol import (
     Error,
     EventMessage,
     Hardware,
+    Pause,
     Reject,
     ServerMessage,
     Stop,
@@ -61,6 +65,7 @@ from memtui.messages import (
     WindowRead,
 )
 from memtui.run_view import RunView
+from memtui.screens.alerts_screen import AlertsScreen
 from memtui.screens.checkpoints_screen import CheckpointsScreen
 from memtui.screens.clamp_screen import ClampScreen, ClampValues
 from memtui.screens.confirm_screen import ConfirmScreen
@@ -79,12 +84,18 @@ from memtui.widgets.panel import Panel
 from memtui.widgets.run_header import RunHeader
 from memtui.widgets.throughput_panel import ThroughputPanel
 
-REDRAW_INTERVAL_S = 2.5 / TELEMETRY_HZ
-"""At most this often (4 Hz) the figures redraw: each redraw costs a compositor pass whatever it
-repaints, so this rate sets an attached console's CPU (under 5% of a core) while a step still
-reaches the screen in ~100 ms (bench/console_live.py)."""
-CHART_INTERVAL_S = 1.0
-"""At most this often the charts (most of the panels' cells) repaint; the figures follow REDRAW_INTERVAL_S."""
+REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
+"""At least this long (0.5 s) between two redraws of the figures. Each redraw costs a
+compositor pass over the union of what changed (header to charts: most of the screen), so
+this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
+leading edge), and what arrives within the interval is drawn at its end, so the step on
+screen is at most one telemetry period (0.1 s) old when drawn (bench/console_live.py)."""
+CHART_INTERVAL_S = 2.0
+"""At least this long between two repaints of the charts (most of the panels' cells); they
+scroll by a few columns in that time."""
+CLOCK_INTERVAL_S = 1.0
+"""The header's elapsed time and data age move on this often without new data; a pending
+chart repaint and a longer window's re-read are checked then too."""
 WINDOW_REFRESH_S = 10.0
 """How often a longer chart window is read again from the store."""
 COMPACT_BELOW = (120, 36)
@@ -97,8 +108,13 @@ PANEL_KEYS: dict[str, str] = {
     "5": "events",
     "6": "hardware",
 }
-OPERATOR_ACTIONS = frozenset({"approve", "clamp", "reject", "stop", "kill_trainer", "chaos"})
+OPERATOR_ACTIONS = frozenset(
+    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos"}
+)
 """Actions that change the run: hidden and refused in a read-only console."""
+PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
+"""Key P's two actions and the run being paused that each needs: one key toggles, and the
+footer, the keys list and the palette name what it does now."""
 
 
 class MemtuiApp(App[None]):
@@ -115,6 +131,8 @@ class MemtuiApp(App[None]):
         Binding("r", "reject", "Reject"),
         Binding("enter", "details", "Details", show=False),
         Binding("s", "stop", "Stop run"),
+        Binding("P", "pause", "Pause"),
+        Binding("P", "unpause", "Continue"),
         Binding("k", "kill_trainer", "Kill trainer", show=False),
         Binding("f", "freeze", "Freeze"),
         Binding("w", "window", "Window"),
@@ -123,6 +141,7 @@ class MemtuiApp(App[None]):
         Binding("p", "save_svg", "Screenshot", show=False),
         Binding("t", "next_theme", "Theme", show=False),
         Binding("C", "checkpoints", "Checkpoints", show=False),
+        Binding("A", "alerts", "Alerts", show=False),
         *(
             Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
             for key, name in PANEL_KEYS.items()
@@ -161,7 +180,10 @@ class MemtuiApp(App[None]):
         self._clock = clock
         self._dirty = True
         self._charts_dirty = True
-        self._charts_at = 0.0
+        self._charts_at = 0.0  # monotonic seconds of the last chart repaint
+        self._drawn_at = 0.0  # monotonic seconds of the last redraw
+        self._redraw_timer: Timer | None = None  # a redraw due at the end of the interval
+        self._redraw_pending = False  # a redraw due at once (after the queued messages)
         self._window_read_at = 0.0
         for stem in available_themes():
             self.register_theme(load_theme(stem))
@@ -186,7 +208,7 @@ class MemtuiApp(App[None]):
         self._panels = list(self.query(Panel))
         self._fit(self.size.width, self.size.height)
         self.redraw()
-        self.set_interval(REDRAW_INTERVAL_S, self._tick)
+        self.set_interval(CLOCK_INTERVAL_S, self._tick)
         if self.live:
             self.run_worker(self._follow_engine(), name="engine", group="engine", exclusive=True)
 
@@ -219,24 +241,51 @@ class MemtuiApp(App[None]):
             if panel.display:
                 panel.show(self.view, now, charts=charts)
         self._dirty = False
+        self._drawn_at = time.monotonic()
         if charts:
-            self._charts_dirty, self._charts_at = False, time.monotonic()
+            self._charts_dirty, self._charts_at = False, self._drawn_at
+
+    def _charts_due(self) -> bool:
+        return self._charts_dirty and time.monotonic() - self._charts_at >= CHART_INTERVAL_S
 
     def _tick(self) -> None:
+        """Once a second: re-read a longer window when due, repaint charts left pending, age the header."""
         if self.view.window != "live" and self._clock() - self._window_read_at >= WINDOW_REFRESH_S:
             self._read_window(self.view.window)
-        if self.frozen:
+        if self.frozen or self._redraw_scheduled:
             return
-        charts = self._charts_dirty and time.monotonic() - self._charts_at >= CHART_INTERVAL_S
-        if self._dirty or charts:
-            self.redraw(charts=charts)
+        if self._charts_due():
+            self.redraw(charts=True)
         elif self._header is not None:  # ages and elapsed time move on without new data
             self._header.show(self.view, self._clock())
 
+    def _schedule_redraw(self) -> None:
+        """Redraw now if the last one is REDRAW_INTERVAL_S old, else once it is; one pending at most."""
+        if self._redraw_scheduled or self.frozen or not self.is_running:
+            return
+        wait = self._drawn_at + REDRAW_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            self._redraw_timer = self.set_timer(wait, self._redraw_due, name="redraw")
+        else:  # after the messages already queued: a burst (a replay) folds into one draw
+            self._redraw_pending = True
+            self.call_later(self._redraw_due)
+
+    @property
+    def _redraw_scheduled(self) -> bool:
+        return self._redraw_pending or self._redraw_timer is not None
+
+    def _redraw_due(self) -> None:
+        self._redraw_timer, self._redraw_pending = None, False
+        if not self.frozen and self._dirty:
+            self.redraw(charts=self._charts_due())
+
     def _fold(self, view: RunView) -> None:
         if view is not self.view:
+            if (view.state == "paused") != (self.view.state == "paused"):
+                self.refresh_bindings()  # key P: pause <-> continue
             self.view = view
             self._dirty = self._charts_dirty = True
+            self._schedule_redraw()
 
     # ------------------------------------------------------------------ engine
 
@@ -308,11 +357,17 @@ class MemtuiApp(App[None]):
     # ------------------------------------------------------------------ requests
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A read-only console neither shows nor runs the operator's actions."""
-        return not (self.readonly and action in OPERATOR_ACTIONS)
+        """A read-only console neither shows nor runs the operator's actions; of key P's two,
+        only the one that fits the run's state (pause a running run, continue a paused one)."""
+        if self.readonly and action in OPERATOR_ACTIONS:
+            return False
+        if action in PAUSE_ACTIONS:
+            return PAUSE_ACTIONS[action] == (self.view.state == "paused")
+        return True
 
-    def send_request(self, request: Request, done: str) -> None:
-        """Send ``request`` in a worker; ``done`` is the notification on success."""
+    def send_request(self, request: Request, done: str, *, title: str | None = None) -> None:
+        """Send ``request`` in a worker; ``done`` is the notification on success, under ``title``
+        (default: the request's kind) as is a refusal."""
         if self.readonly:
             self.notify("read-only console: commands are refused", severity="warning")
             return
@@ -320,17 +375,17 @@ class MemtuiApp(App[None]):
             self.notify("not connected to a live run", severity="error")
             return
         self.sent.append(request)
-        self.run_worker(self._request(self.client, request, done), group="requests")
+        self.run_worker(self._request(self.client, request, done, title or request.kind), group="requests")
 
-    async def _request(self, client: EngineClient, request: Request, done: str) -> None:
+    async def _request(self, client: EngineClient, request: Request, done: str, title: str) -> None:
         try:
             await client.request(request)
         except EngineRefused as err:
-            self.notify(err.reason, title=f"{request.kind} refused", severity="error", timeout=10)
+            self.notify(err.reason, title=f"{title} refused", severity="error", timeout=10)
         except EngineUnavailable as err:
-            self.notify(str(err), title=f"{request.kind} not delivered", severity="error", timeout=10)
+            self.notify(str(err), title=f"{title} not delivered", severity="error", timeout=10)
         else:
-            self.notify(done, title=request.kind)
+            self.notify(done, title=title)
 
     def _confirm(self, title: str, body: str, then: Callable[[], None], *, yes: str = "Yes") -> None:
         def answered(ok: bool | None) -> None:
@@ -353,6 +408,16 @@ class MemtuiApp(App[None]):
             lambda: self.send_request(Stop(id=new_request_id(), reason="operator (console)"), "stopping"),
             yes="Stop",
         )
+
+    def action_pause(self) -> None:
+        """Hold training at the next optimizer-step boundary. Nothing is lost, so no question."""
+        request = Pause(id=new_request_id(), paused=True, reason="operator (console)")
+        self.send_request(request, "the trainer holds at the next step boundary", title="pause")
+
+    def action_unpause(self) -> None:
+        """Let a paused run go on."""
+        request = Pause(id=new_request_id(), paused=False, reason="operator (console)")
+        self.send_request(request, "training goes on", title="continue")
 
     def action_kill_trainer(self) -> None:
         self.action_chaos("kill_trainer")
@@ -471,6 +536,13 @@ class MemtuiApp(App[None]):
         else:
             self.push_screen(CheckpointsScreen(self.run_dir, lambda: self.view, self._clock))
 
+    def action_alerts(self) -> None:
+        """The alert list (firing ones on top), kept up to date while open."""
+        if isinstance(self.screen, AlertsScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(AlertsScreen(lambda: self.view, self._clock))
+
     def action_event_filter(self) -> None:
         kind = self.query_one(EventLog).cycle_filter()
         self.notify(f"events: {kind}", timeout=2)
@@ -486,7 +558,9 @@ class MemtuiApp(App[None]):
         if screen.maximized is not None:
             screen.minimize()
             return
-        focused = screen.focused if isinstance(screen.focused, Panel) else self.query_one(MemoryPanel)
+        focused = screen.focused
+        if not (isinstance(focused, Panel) and focused.display and focused.region.area):
+            focused = self.query_one(MemoryPanel)  # e.g. the hidden hardware panel (compact) has focus
         screen.maximize(focused)
 
     def action_save_svg(self) -> None:
@@ -521,6 +595,8 @@ class MemtuiApp(App[None]):
                 (f"Chaos: {a}", "inject a failure into the live run (asks first)", f"chaos('{a}')")
                 for a in CHAOS_ACTIONS
             ),
+            ("Run: pause training", "hold at the next step boundary; nothing is lost (key P)", "pause"),
+            ("Run: continue training", "let the paused run go on (key P)", "unpause"),
             ("Run: stop", "stop the run gracefully (asks first)", "stop"),
             *((f"Panel: toggle {n}", f"key {k}", f"toggle_panel('{n}')") for k, n in PANEL_KEYS.items()),
             ("Panel: maximise / restore", "the focused panel fills the screen", "maximize"),
@@ -528,6 +604,7 @@ class MemtuiApp(App[None]):
             ("Charts: next window", "last 5 min / last hour / whole run", "window"),
             ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
             ("Checkpoints: list", "tag, step, size, age, verified (key C)", "checkpoints"),
+            ("Alerts: list", "every alert, firing ones on top; f: firing only (key A)", "alerts"),
             ("Export: screenshot (SVG)", "into the run directory's screenshots/", "save_svg"),
             *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),
             ("Detach", "close the console; the run goes on", "detach"),

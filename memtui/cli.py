@@ -6,6 +6,7 @@
     memtui run [CONFIG.toml]    start a run (detached supervisor), then attach
     memtui attach [RUN]         open the console (read-only history for a finished run)
     memtui ls | status | logs | stop
+    memtui pause [RUN] | unpause [RUN]   hold training at a step boundary / let it go on
     memtui resume [RUN]         start an interrupted run again from its newest verified checkpoint
     memtui checkpoints [RUN]    list checkpoints: step, size, age, verification
     memtui doctor [--json]      check this machine: software, GPUs, host; verdict with reasons
@@ -17,6 +18,7 @@ Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the en
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -151,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--preset", choices=("tiny", "small"), help="starting point for model and train settings"
     )
     run.add_argument("--steps", type=_positive_int, metavar="N", help="target optimizer steps")
+    run.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set train.ranks=2 --set memory.budget=0.5 (repeatable)",
+    )
     run.add_argument("--name", help="run name (the id is NAME-<timestamp>)")
     run.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
     run.add_argument("--json", action="store_true", help="print the started run as JSON")
@@ -244,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_checkpoint_commands(sub)
     _add_doctor_command(sub)
     _add_directive_commands(sub)
+    _add_pause_commands(sub)
     return parser
 
 
@@ -268,6 +279,13 @@ def _add_doctor_command(sub: Any) -> None:
 def _add_directive_commands(sub: Any) -> None:
     """``directives``, ``approve``, ``reject``, ``clamp``, ``propose`` (the Directives issue)."""
     from memtui.directive_commands import add_parsers
+
+    add_parsers(sub)
+
+
+def _add_pause_commands(sub: Any) -> None:
+    """``pause`` and ``unpause`` (the Pause issue)."""
+    from memtui.pause_commands import add_parsers
 
     add_parsers(sub)
 
@@ -316,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
         return err.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `memtui status --json | head`: the reader left, not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush must not raise again
+        return 0
 
 
 # ------------------------------------------------------------------------- commands
@@ -346,7 +368,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from engine.domain import ConfigError, load_run_config
 
     try:
-        config = load_run_config(args.config, preset=args.preset, steps=args.steps, name=args.name)
+        config = load_run_config(
+            args.config, args.settings, preset=args.preset, steps=args.steps, name=args.name
+        )
     except ConfigError as err:
         raise CliError(f"config error: {err}", code=2) from None
     run = _start(config)
@@ -398,6 +422,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else sys.stdout
     try:
         rows = export(run.store, args.format, args.what, out)
+    except BrokenPipeError:
+        raise  # `memtui export | head`: main() ends quietly
     except (ValueError, StoreError, OSError) as err:
         raise CliError(f"export: {err}", code=2 if isinstance(err, ValueError) else 1) from None
     if args.out:

@@ -29,6 +29,7 @@ from engine.protocol import (
     EventMessage,
     Hello,
     Ok,
+    Pause,
     Ping,
     Propose,
     ProtocolError,
@@ -46,7 +47,7 @@ from engine.protocol import (
 )
 
 ConnectionState = Literal["connecting", "connected", "disconnected"]
-Request = Status | Stop | Ping | Replay | Approve | Clamp | Reject | Chaos | Propose
+Request = Status | Stop | Pause | Ping | Replay | Approve | Clamp | Reject | Chaos | Propose
 MessageCallback = Callable[[ServerMessage], None]
 StateCallback = Callable[[ConnectionState], None]
 

@@ -1,7 +1,9 @@
 """``memtui directives | approve | reject | clamp | propose``: directives from the shell (issue 6).
 
-``directives`` reads the run's store, so it works on a finished run too; the others ask the
-live supervisor, whose policy judges every value (the CLI only parses ``field=value``).
+``directives`` reads the run's store, so it works on a finished run too; with
+``--decisions`` it lists every stored verdict (the audit trail, a flood's included) instead.
+The others ask the live supervisor, whose policy judges every value (the CLI only parses
+``field=value``).
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -27,6 +29,16 @@ def add_parsers(sub: Any) -> None:
     )
     listing.add_argument("--json", action="store_true", help="print a JSON list of DirectiveViews")
     listing.add_argument("--pending", action="store_true", help="only those waiting for an operator")
+    listing.add_argument(
+        "--decisions",
+        action="store_true",
+        help="list every policy verdict instead (one per line, oldest first: decision id, directive,"
+        " verdict, resulting state, source, reasons), rate-limited ones included; with --json,"
+        " one JSON object per line",
+    )
+    listing.add_argument(
+        "--directive", metavar="ID", help="with --decisions: only the verdicts on this directive"
+    )
     listing.set_defaults(handler=cmd_directives)
 
     approve = sub.add_parser("approve", help="approve a pending directive (the policy re-checks it)")
@@ -94,6 +106,8 @@ def cmd_directives(args: argparse.Namespace) -> int:
     from memtui.cli import _resolve
 
     run = _resolve(args.run, live=False)
+    if args.decisions:
+        return print_decisions(run.store, args.directive, args.json)
     views = stored_directives(run.store)
     if args.pending:
         views = [v for v in views if v["state"] == "pending"]
@@ -176,6 +190,29 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
                     newest[view["id"]] = view
             cursor = page[-1].seq
     return list(newest.values())
+
+
+def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
+    """Every stored verdict, a page at a time (a flood leaves tens of thousands)."""
+    from engine.store import Store
+
+    with Store(store_path, readonly=True) as store:
+        cursor = 0
+        while page := store.decisions(cursor, 5000, directive_id):
+            for row_id, d in page:
+                if as_json:
+                    print(json.dumps({"row": row_id, **d.model_dump(mode="json")}))
+                else:
+                    print(decision_line(d))
+            cursor = page[-1][0]
+    return 0
+
+
+def decision_line(d: Any) -> str:
+    """One DecisionRecord as a line: ids, verdict, state, source, the patch, the reasons."""
+    allowed = ", ".join(f"{k}={v:g}" for k, v in d.patch.items()) or "-"
+    reasons = "; ".join(d.reasons) or "-"
+    return f"{d.decision_id}  {d.directive_id}  {d.verdict:<6} {d.state:<8} {d.source}  {allowed}  {reasons}"
 
 
 def render(views: list[dict[str, Any]]) -> str:

@@ -1,7 +1,8 @@
 """What the engine connection tells the app, as Textual messages (small dataclasses).
 
 Telemetry arrives up to ~10 Hz and only the newest matters, so ``TelemetryReceived``
-coalesces: a queued one is replaced by the next (``can_replace``). Events never coalesce.
+coalesces: a queued one is replaced by the next (``can_replace``), unless only the queued one
+carries the ranks' memory report. Events never coalesce.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ class TelemetryReceived(Message):
     telemetry: Telemetry
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, TelemetryReceived)
+        """A queued sample is replaced by this newer one, unless only the queued one carries
+        a rank report (those come every few steps and must not be lost)."""
+        if not isinstance(message, TelemetryReceived):
+            return False
+        return message.telemetry.sample.ranks is None or self.telemetry.sample.ranks is not None
 
 
 @dataclass

@@ -14,17 +14,19 @@ from typing import Literal, cast, get_args
 
 from pydantic import ValidationError
 
-from engine.domain import TERMINAL_STATES, Event, RunState, TelemetrySample
+from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
-from memtui.alert_state import critical_after
-from memtui.series import LIVE_POINTS, WINDOW_SECONDS, ChartWindow, Point, point_of, within
+from memtui.alert_state import ALERT_EVENT, critical_after
+from memtui.series import LIVE_POINTS, WINDOW_SECONDS, ChartWindow, Point, downsample, point_of, within
 
 ViewConnection = Literal["connecting", "connected", "disconnected", "history"]
 """The client's connection states, plus ``history``: a finished run read from its store."""
 
 MAX_EVENTS = 500
 """Newest events kept for the log; the store keeps them all."""
+MAX_ALERTS = 1000
+"""Newest alert events kept for the alert list."""
 LOSS_EMA_ALPHA = 0.1
 """Weight of the newest loss in the smoothed loss (about a 10-step window)."""
 LOSS_SCALE_FLOOR = 1.0
@@ -60,7 +62,10 @@ class RunView:
     sample: TelemetrySample | None = None
     """Newest step sample."""
     window_start: TelemetrySample | None = None
-    """First sample of the current attempt: averages are taken from it."""
+    """First sample of the current attempt (or since the last pause): averages are taken from it."""
+    resumed: bool = False
+    """Training continued after a pause: the next sample starts a new averaging window, so
+    the time held counts in neither the average pace nor the ETA."""
     loss_smoothed: float | None = None
     loss_scale_min: float | None = None
     events: tuple[Event, ...] = ()
@@ -91,6 +96,14 @@ class RunView:
     beside NVML's, as of the same moment (and the panel redraws only per reading)."""
     critical_alerts: tuple[Event, ...] = ()
     """Critical ``alert`` events still firing (one per rule) until a resolved one arrives."""
+    alerts: tuple[Event, ...] = ()
+    """Every ``alert`` event (firing and resolved), oldest first, the newest MAX_ALERTS:
+    kept apart from ``events`` so that chatty events never push an alert out."""
+    ranks: tuple[RankMemory, ...] = ()
+    """Every rank's memory as of the newest rank report (rank order); kept between the steps
+    that carry one, empty for a single-rank run."""
+    ranks_step: int | None = None
+    """The step whose sample carried ``ranks``."""
 
     # ------------------------------------------------------------------ folding
 
@@ -123,11 +136,15 @@ class RunView:
             and sample.attempt == self.sample.attempt
         ):
             return self  # stale or repeated
-        restarted = self.window_start is None or sample.attempt != self.window_start.attempt
+        restarted = self.window_start is None or sample.attempt != self.window_start.attempt or self.resumed
+        ranks, ranks_step = _ranks_after(sample, self.ranks, self.ranks_step)
         return dataclasses.replace(
             self,
             sample=sample,
+            ranks=ranks,
+            ranks_step=ranks_step,
             window_start=sample if restarted else self.window_start,
+            resumed=False,
             loss_smoothed=_ema(self.loss_smoothed, sample.loss),
             loss_scale_min=_min(self.loss_scale_min, sample.loss_scale),
             newest_data_at=now if now is not None else self.newest_data_at,
@@ -160,6 +177,8 @@ class RunView:
             restarts=_restarts_after(event, self.restarts),
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
             critical_alerts=critical_after(event, self.critical_alerts),
+            resumed=self.resumed or event.type == "run_continued",
+            alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:
@@ -218,12 +237,18 @@ class RunView:
         return None if self.newest_data_at is None else max(0.0, now - self.newest_data_at)
 
     def chart_points(self, now: float, limit: int = LIVE_POINTS) -> tuple[Point, ...]:
-        """The newest ``limit`` points the charts draw: live ones, or the store's for a longer window."""
+        """At most ``limit`` points the charts draw: the newest live ones, or a longer window's
+        store points folded to fit."""
         if self.window == "live" or self.window_points is None:
             newest = self.points[-1].ts if self.points else now
             recent = self.points[-limit:] if limit > 0 else ()
             return tuple(within(recent, max(now, newest), WINDOW_SECONDS["live"]))
-        return self.window_points[-limit:] if limit > 0 else ()
+        if limit <= 0:
+            return ()
+        if len(self.window_points) <= limit:
+            return self.window_points
+        # the whole window across the chart, not just its newest end (a bucket never spans a restart)
+        return tuple(downsample(self.window_points, limit, len(self.window_points))[-limit:])
 
     def numerics_alerts(self) -> list[str]:
         """What an operator must look at now: scale at its floor, repeating overflows, NaN loss."""
@@ -245,6 +270,17 @@ def _state_after(event: Event, state: RunState) -> RunState:
     """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
     new = event.data.get("to") if event.type == "state_changed" else None
     return cast(RunState, new) if new in _RUN_STATES else state
+
+
+def _ranks_after(
+    sample: TelemetrySample, ranks: tuple[RankMemory, ...], step: int | None
+) -> tuple[tuple[RankMemory, ...], int | None]:
+    """The newest rank report: the sample's own, else the one before; none for one rank."""
+    if sample.world_size <= 1:
+        return (), None
+    if sample.ranks:
+        return tuple(sorted(sample.ranks, key=lambda r: r.rank)), sample.step
+    return ranks, step
 
 
 def _restarts_after(event: Event, restarts: int) -> int:

@@ -1,9 +1,12 @@
 """Chart series: the few numbers per step a chart needs, windowed and downsampled.
 
 ``Point`` is what a chart draws from (a full ``TelemetrySample`` is ~30 fields; a chart
-needs six). ``downsample`` folds any number of points into at most ``buckets`` by step,
-streaming, so a whole multi-day run read back from the store costs one pass and a few
-hundred points of memory. Pure functions of their inputs.
+needs six). ``downsample`` folds any number of points into at most ``buckets`` in the order
+they were recorded, streaming, so a whole multi-day run read back from the store costs one
+pass and a few hundred points of memory. Arrival order, not step number: a resumed attempt
+repeats the steps after its checkpoint, and both attempts' values stay on the chart, one
+after the other, with the restart between them (``restart_columns`` marks it). Pure
+functions of their inputs.
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ class Point:
     mem_allocated: int
     mem_reserved: int
     overflow: bool = False
+    attempt: int = 1
+    """Trainer attempt (1 + restarts) whose step(s) these are."""
 
 
 def point_of(sample: TelemetrySample) -> Point:
     return Point(
         step=sample.step,
+        attempt=sample.attempt,
         ts=sample.ts,
         tokens_per_s=sample.tokens_per_s,
         step_time_s=sample.step_time_s,
@@ -58,22 +64,38 @@ def within(points: Sequence[Point], now: float, seconds: float | None) -> list[P
     return [p for p in points if p.ts >= now - seconds]
 
 
-def downsample(points: Iterable[Point], buckets: int, first_step: int, last_step: int) -> list[Point]:
-    """At most ``buckets`` points over steps ``first_step..last_step``, in step order.
+def downsample(points: Iterable[Point], buckets: int, total: int) -> list[Point]:
+    """At most about ``buckets`` points from ``total`` points in the order they were recorded.
 
-    Each bucket holds the mean rate, step time and loss of its steps (NaN losses skipped),
-    the highest memory (a spike must survive downsampling) and whether any step
-    overflowed; it is stamped with its last step. Points outside the range are ignored.
+    Consecutive points fold into one bucket (``total / buckets`` of them); a bucket never
+    spans a restart (a new attempt starts a new one, so there may be a few more than
+    ``buckets``). Each holds the mean rate, step time and loss of its steps (NaN losses
+    skipped), the highest memory (a spike must survive downsampling) and whether any step
+    overflowed; it is stamped with its last step.
     """
-    if buckets < 1 or last_step < first_step:
+    if buckets < 1 or total < 1:
         return []
-    span = last_step - first_step + 1
-    acc: dict[int, _Bucket] = {}
-    for p in points:
-        if first_step <= p.step <= last_step:
-            index = (p.step - first_step) * buckets // span
-            acc.setdefault(index, _Bucket()).add(p)
-    return [acc[i].point() for i in sorted(acc)]
+    out: list[Point] = []
+    bucket: _Bucket | None = None
+    key: tuple[int, int] | None = None
+    for position, p in enumerate(points):
+        here = (min(position, total - 1) * buckets // total, p.attempt)
+        if bucket is None or here != key:
+            if bucket is not None:
+                out.append(bucket.point())
+            bucket, key = _Bucket(), here
+        bucket.add(p)
+    if bucket is not None:
+        out.append(bucket.point())
+    return out
+
+
+def restart_columns(points: Sequence[Point], width: int) -> list[int]:
+    """Columns (0..width-1, newest point on the right) where a chart of the newest ``width``
+    points shows the first point of a new attempt."""
+    shown = list(points[-width:]) if width > 0 else []
+    offset = width - len(shown)
+    return [offset + i for i in range(1, len(shown)) if shown[i].attempt != shown[i - 1].attempt]
 
 
 class _Bucket:
@@ -96,8 +118,7 @@ class _Bucket:
         self.alloc = max(self.alloc, p.mem_allocated)
         self.reserved = max(self.reserved, p.mem_reserved)
         self.overflow = self.overflow or p.overflow
-        if self.last is None or (p.step, p.ts) >= (self.last.step, self.last.ts):
-            self.last = p
+        self.last = p  # points come in the order they were recorded
 
     def point(self) -> Point:
         assert self.last is not None
@@ -110,4 +131,5 @@ class _Bucket:
             mem_allocated=self.alloc,
             mem_reserved=self.reserved,
             overflow=self.overflow,
+            attempt=self.last.attempt,
         )

@@ -96,3 +96,11 @@ def test_planner_and_operator_directives_reach_the_trainer_via_the_cli(home: Pat
     assert micro[mb_step] == 4 and all(micro[s] == 8 for s in micro if s > mb_step)
     final = {d["id"]: d for d in directives(home, run.run_id)}
     assert final[mine["id"]]["state"] == "applied"
+
+    # Every verdict is in the store's decisions table, read back through the CLI.
+    listed = memtui(home, "directives", run.run_id, "--decisions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    verdicts = [json.loads(line) for line in listed.stdout.splitlines()]
+    for directive_id in (pending[0]["id"], mine["id"]):
+        states = [v["state"] for v in verdicts if v["directive_id"] == directive_id]
+        assert states[:2] == ["pending", "approved"]

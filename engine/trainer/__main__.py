@@ -17,12 +17,14 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from pathlib import Path
 from types import FrameType
 
 from engine.restart_policy import EXIT_NO_CHECKPOINT
 from engine.rundir import RunDir
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
+from engine.trainer.parent_death import die_with_parent
 
 log = logging.getLogger("engine.trainer")
 
@@ -54,8 +56,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def launcher_rank() -> int:
+    """torchrun's RANK for this process (0 when started alone)."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
 def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # torchrun's ranks share one log file: say which rank speaks
+    rank = f"[rank {launcher_rank()}] " if "LOCAL_WORLD_SIZE" in os.environ else ""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s {rank}%(name)s: %(message)s")
+    # ZeRO-3 calls torch.distributed's deprecated all_gather_into_tensor/reduce_scatter_tensor
+    # every step, and something in the step enters warnings.catch_warnings, which resets the
+    # "print once" registry: the same FutureWarning pair was printed on every step (542 lines
+    # in 130 steps of a 2-rank run), gigabytes of log over a long run. Say it never.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed.c10d_logger")
     # DeepSpeed's own logger is already at WARNING; torch.distributed's is chatty at INFO.
     for name in ("DeepSpeed", "torch.distributed"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -72,7 +86,8 @@ def install_signal_handlers(stop: threading.Event) -> None:
 
 
 def open_link(run: RunDir, args: argparse.Namespace) -> Link:
-    if args.standalone:
+    """Rank 0 dials the supervisor; other ranks (under torchrun) hear of it through rank 0."""
+    if args.standalone or launcher_rank() > 0:
         return NullLink()
     client = f"memtui trainer pid {os.getpid()} attempt {args.attempt}"
     return SocketLink.connect(run.socket, client=client, timeout_s=args.connect_timeout)
@@ -81,6 +96,8 @@ def open_link(run: RunDir, args: argparse.Namespace) -> Link:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging()
+    if "LOCAL_WORLD_SIZE" in os.environ:  # a rank under torchrun: never outlive the launcher
+        die_with_parent()
     run = RunDir(args.run_dir)
     try:
         config = run.read_config()
@@ -99,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         except NoVerifiedCheckpoint as err:
             log.error("cannot resume: %s", err)
             message = f"cannot resume: {err}"
-            link.event("trainer_error", message, severity="critical", error="NoVerifiedCheckpoint")
+            # restartable=False: under torchrun the exit status is torchrun's, not ours
+            link.event(
+                "trainer_error", message, severity="critical", error="NoVerifiedCheckpoint", restartable=False
+            )
             return EXIT_NO_CHECKPOINT
         log.info("trainer %s", outcome)
         return 0
@@ -120,5 +140,22 @@ def main(argv: list[str] | None = None) -> int:
         link.close()
 
 
+def exit_rank(code: int) -> None:
+    """End a rank under torchrun without the interpreter's teardown.
+
+    One rank in about four aborted after training had ended and its checkpoint was sealed
+    ("terminate called without an active exception", SIGABRT from a C++ thread still
+    joinable in a static destructor), and torchrun reported the run failed. Everything the
+    run needs is on disk by now: flush our output and leave with the real status.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if "LOCAL_WORLD_SIZE" in os.environ:
+        exit_rank(status)
+    sys.exit(status)

@@ -17,6 +17,13 @@ trainer with a ``MemoryHalt`` naming the reason. At ZeRO-3 an OOM is not redone 
 the micro-batch to use is written to ``RUN_DIR/memory.json`` (read by the next attempt
 at start) and ``MemoryHalt`` is raised at once, without a checkpoint, so the supervisor's
 restart resumes from the newest checkpoint with the smaller micro-batch.
+
+With several ranks every rank must take the same decision at the same step (a geometry on
+one rank only would hang the gradient all-reduce): the model is fed the ranks' maximum
+readings (one small all-reduce at each boundary and after each step), so every rank's
+controller sees the same numbers and decides the same. An OOM on one rank cannot be redone
+in place (the others are already inside the step's collectives): it takes the ZeRO-3 way,
+memory.json and a group restart from the newest checkpoint (DEEPSPEED-NOTES).
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
 from engine.trainer.oom_injection import OomInjector
 from engine.trainer.oom_recovery import discard_window, is_oom, recoverable_in_place, release_memory
+from engine.trainer.rank_group import RankGroup
 from engine.trainer.sample_window import SampleWindow
 from engine.trainer.workload import BatchFn
 
@@ -118,8 +126,10 @@ class AdaptiveMemory:
         probe: MemoryProbe,
         link: Link,
         run_path: Path | None = None,
-        world_size: int = 1,
+        ranks: RankGroup | None = None,
     ) -> None:
+        self.ranks = ranks or RankGroup()
+        world_size = self.ranks.world
         self.config = config
         self.engine = engine
         self.module = module
@@ -133,8 +143,8 @@ class AdaptiveMemory:
         self.enforced = enforce_budget(probe, self.budget)
         self.model = build_memory_model(config, module, world_size)
         self.state = ControllerState()
-        self.ballast = Ballast.from_env(probe.device)
-        self.injector = OomInjector.from_env()
+        self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
+        self.injector = OomInjector.from_env(self.ranks.rank)
         self.floor = FloorWatch(config.memory.floor_skips)
         self.geometry_file = run_path / GEOMETRY_FILE if run_path is not None else None
         self.requested: Geometry | None = None
@@ -169,8 +179,9 @@ class AdaptiveMemory:
         if self.ballast.schedule:  # tests and rehearsals only
             self.ballast.at_step(step)
         resident = self.probe.resident()  # the one boundary reading: drift and the peak's start
-        self.model.seed(resident)
-        self.model.drift(resident)
+        agreed = self.ranks.max_ints([resident])[0]  # every rank's model sees the same number
+        self.model.seed(agreed)
+        self.model.drift(agreed)
         geometry = current_geometry(self.engine)
         change, expected = self._decide(step, geometry)
         if change is not None:
@@ -217,7 +228,8 @@ class AdaptiveMemory:
         """After a completed optimizer step: calibrate, watch the loss-scale floor."""
         micro_batch = int(self.engine.train_micro_batch_size_per_gpu())  # an OOM may have changed it
         self.step_peak, resident = self.probe.end_step()  # one reading for both
-        self.model.observe(micro_batch, self.step_peak, resident)
+        peak, resident = self.ranks.max_ints([self.step_peak, resident])  # the worst rank's
+        self.model.observe(micro_batch, peak, resident)
         minimum = min_loss_scale(self.engine) if overflow else None  # at the floor only if overflowing
         if self.floor.note(overflow, scale, minimum):
             self._halt_for_floor(int(self.engine.global_steps), f"{self.floor.run} steps skipped in a row")
@@ -306,10 +318,11 @@ class AdaptiveMemory:
         before = current_geometry(self.engine)
         peak = self.probe.step_peak()
         smaller = after_oom(before, self.policy)
-        if not recoverable_in_place(self.engine):
-            self._write_geometry(smaller or before, f"OOM at ZeRO-3 in step {step}: {err}")
+        if not recoverable_in_place(self.engine) or self.ranks.world > 1:
+            where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
+            self._write_geometry(smaller or before, f"OOM at {where} in step {step}: {err}")
             raise MemoryHalt(
-                f"out of memory at ZeRO-3 in step {step} at micro-batch {before.micro_batch} ({err}); "
+                f"out of memory at {where} in step {step} at micro-batch {before.micro_batch} ({err}); "
                 f"restart from the newest checkpoint with micro-batch {(smaller or before).micro_batch} "
                 f"({GEOMETRY_FILE})",
                 restartable=smaller is not None,

@@ -4,6 +4,7 @@
 passes its environment on): from optimizer step STEP (0-based, the step about to run) on,
 hold SIZE bytes of ballast on the training device; SIZE takes K, M or G (powers of 1024);
 0 releases it. The ballast is written to, so on the CPU it is resident (it shows in RSS).
+``MEMTUI_BALLAST_RANK=R`` puts it on rank R alone (several ranks: one rank under pressure).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import torch
 
 BALLAST_ENV = "MEMTUI_BALLAST"
+BALLAST_RANK_ENV = "MEMTUI_BALLAST_RANK"
 _SIZE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -47,7 +49,10 @@ class Ballast:
         self._tensor: torch.Tensor | None = None
 
     @classmethod
-    def from_env(cls, device: torch.device) -> Ballast:
+    def from_env(cls, device: torch.device, rank: int = 0) -> Ballast:
+        only = os.environ.get(BALLAST_RANK_ENV, "").strip()
+        if only and int(only) != rank:
+            return cls([], device)
         return cls(parse_schedule(os.environ.get(BALLAST_ENV, "")), device)
 
     def wanted(self, step: int) -> int:

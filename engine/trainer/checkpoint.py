@@ -10,6 +10,12 @@ states, and restoring what DeepSpeed does not.
 DeepSpeed's ``client_state`` keeps carrying the data position, geometry and counters (it
 sits inside the hashed model-states file); the manifest repeats what a resume needs to
 know before it loads anything.
+
+With several ranks, rank 0 runs the store's transaction (free-disk check, seal, prune) and
+the others follow: rank 0 broadcasts the staging tag (or None: skipped), every rank writes
+its shards into it (``save_checkpoint`` is a collective), a barrier, then rank 0 seals and
+broadcasts the outcome so every rank counts the same last saved step. On resume rank 0
+verifies and chooses; every rank loads the chosen tag.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from engine.checkpoint_policy import to_prune
 from engine.checkpoint_store import CheckpointStore, SaveOutcome
 from engine.domain import RunConfig
 from engine.rundir import RunDir
+from engine.trainer.rank_group import RankGroup
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +86,72 @@ def save(
     config: RunConfig,
     client_state: dict[str, Any],
     directives: list[dict[str, Any]] | None = None,
+    group: RankGroup | None = None,
 ) -> SaveOutcome:
     """Checkpoint ``engine`` at its current step through ``store``; never raises for a
-    failed or skipped save (the outcome says which, and the older checkpoints stay)."""
-    step = int(engine.global_steps)
-    samples = int(engine.global_samples)
+    failed or skipped save (the outcome says which, and the older checkpoints stay).
 
-    def write(staging_tag: str) -> None:
+    Every rank calls it at the same step; all of them get rank 0's outcome."""
+    group = group or RankGroup()
+    if group.world == 1:
+        return _save_as_leader(engine, store, config, client_state, directives, group)
+    outcome: SaveOutcome | None = None
+    if group.leader:
+        outcome = _save_as_leader(engine, store, config, client_state, directives, group)
+    else:
+        _save_as_follower(engine, store, client_state, group)
+    shared: SaveOutcome = group.broadcast(outcome)  # rank 0's outcome on every rank
+    return shared
+
+
+def _save_as_follower(
+    engine: Any, store: CheckpointStore, client_state: dict[str, Any], group: RankGroup
+) -> None:
+    """Write this rank's shards into the tag rank 0 names (None: rank 0 skipped the save)."""
+    staging_tag = group.broadcast(None)
+    if staging_tag is not None:
+        error = _write_shards(engine, store, staging_tag, client_state, group)
+        if error is not None:
+            log.warning("rank %d: checkpoint %s not written: %s", group.rank, staging_tag, error)
+
+
+def _write_shards(
+    engine: Any, store: CheckpointStore, staging_tag: str, client_state: dict[str, Any], group: RankGroup
+) -> BaseException | None:
+    """Every rank writes its files into ``staging_tag``; returns the error to report (this
+    rank's own, or that another rank failed), raising nothing. The all-reduce that shares
+    the failures is also the barrier after which rank 0 may seal the tag."""
+    error: BaseException | None = None
+    try:
         engine.save_checkpoint(
             str(store.directory), tag=staging_tag, client_state=client_state, save_latest=False
         )
+    except Exception as err:  # ENOSPC, EIO: this save fails, the run goes on
+        error = err
+    if group.max_ints([error is not None])[0] and error is None:
+        error = OSError("another rank could not write its part of the checkpoint")
+    return error
+
+
+def _save_as_leader(
+    engine: Any,
+    store: CheckpointStore,
+    config: RunConfig,
+    client_state: dict[str, Any],
+    directives: list[dict[str, Any]] | None,
+    group: RankGroup,
+) -> SaveOutcome:
+    step = int(engine.global_steps)
+    samples = int(engine.global_samples)
+    told = False  # the followers learnt the staging tag (or that there is none)
+
+    def write(staging_tag: str) -> None:
+        nonlocal told
+        told = True
+        group.broadcast(staging_tag)
+        error = _write_shards(engine, store, staging_tag, client_state, group)
+        if error is not None:
+            raise error  # the store discards the staging tag and keeps the older ones
 
     fields = {
         "samples": samples,
@@ -101,19 +164,59 @@ def save(
         "directives": list(directives or []),
     }
     estimate = sum(p.numel() for p in engine.module.parameters()) * BYTES_PER_PARAM_ESTIMATE
-    return store.save(step, write, fields, estimate)
+    outcome = store.save(step, write, fields, estimate)
+    if not told:
+        group.broadcast(None)  # skipped before writing (no room): the followers skip too
+    return outcome
 
 
 # ------------------------------------------------------------------------- resume
 
 
-def resume(engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any) -> Resumed | None:
+def resume(
+    engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any, group: RankGroup | None = None
+) -> Resumed | None:
     """Load the newest checkpoint that verifies; None for a fresh start at step 0.
 
     Every tag passed over gets a ``checkpoint_rejected`` event naming its problem and is
     moved to ``quarantine/``. Raises NoVerifiedCheckpoint when checkpoints existed but none
     verifies and ``allow_fresh`` is False: a silent fresh start would throw the run away.
+    With several ranks, rank 0 verifies and chooses and every rank loads the same tag.
     """
+    group = group or RankGroup()
+    plan = _choose(store, allow_fresh, link) if group.leader else None
+    plan = group.broadcast(plan)
+    if plan.action == "refuse":
+        raise NoVerifiedCheckpoint(plan.reason)
+    if plan.action == "fresh" or plan.chosen is None:
+        return None
+    chosen, manifest = plan.chosen, plan.chosen.manifest
+    assert manifest is not None  # a verified tag has one
+    path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
+    if path is None:
+        raise RuntimeError(f"DeepSpeed could not load {store.directory / chosen.tag}, which verified")
+    restore_after_load(engine, manifest)
+    return Resumed(
+        path=str(path),
+        tag=chosen.tag,
+        step=manifest.step,
+        client_state=dict(client_state or {}),
+        skipped=list(plan.skipped),
+    )
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """Rank 0's resume decision, as broadcast to the other ranks (picklable)."""
+
+    action: str
+    reason: str
+    chosen: Any  # the Verdict to load, or None
+    skipped: list[str]
+
+
+def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
+    """Verify, choose, report and set aside (rank 0 only: it reads and moves files)."""
     for name in store.clear_staging():
         link.event(
             "checkpoint_rejected",
@@ -132,26 +235,15 @@ def resume(engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any) ->
             step=verdict.step,
             problem=verdict.problem,
         )
+    skipped = [f"{v.tag}: {v.problem}" for v in rejected]
     if plan.action == "refuse":
-        raise NoVerifiedCheckpoint(plan.reason)
+        return _Choice("refuse", plan.reason, None, skipped)
     store.set_aside(rejected, plan)
     if plan.action == "fresh" or plan.chosen is None:
         if rejected or allow_fresh:
             link.event("fresh_start", plan.reason, severity="warning")
-        return None
-    chosen, manifest = plan.chosen, plan.chosen.manifest
-    assert manifest is not None  # a verified tag has one
-    path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
-    if path is None:
-        raise RuntimeError(f"DeepSpeed could not load {store.directory / chosen.tag}, which verified")
-    restore_after_load(engine, manifest)
-    return Resumed(
-        path=str(path),
-        tag=chosen.tag,
-        step=manifest.step,
-        client_state=dict(client_state or {}),
-        skipped=[f"{v.tag}: {v.problem}" for v in rejected],
-    )
+        return _Choice("fresh", plan.reason, None, skipped)
+    return _Choice("resume", plan.reason, plan.chosen, skipped)
 
 
 def restore_after_load(engine: Any, manifest: Manifest) -> None:

@@ -5,9 +5,12 @@ re-checks each against the run config's hard bounds (``PolicyConfig``) and refus
 lies outside, whatever the socket says. Where each value goes in DeepSpeed
 (DEEPSPEED-NOTES: Loss scale):
 
-- ``lr_multiplier``: a factor on the configured schedule, never compounding. Our LambdaLR's
-  lambdas are wrapped once with a factor read from ``self``; other schedulers rewrite the
-  param groups' lr every step, so the factor is applied after their value at each boundary.
+- ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
+  lambdas (ours, lr_schedule.py) are wrapped once with a factor read from ``self``; any
+  other scheduler (a workload's, a deepspeed_config ``scheduler``) is put behind
+  ``ScaledScheduler``, which steps it on its own lr and applies the factor after. Either
+  way the param groups hold the lr the optimizer uses, which ``engine.get_lr()`` (the
+  step's telemetry) reports.
 - ``gradient_clip_norm``: ``optimizer.clip_grad`` (what DeepSpeed's optimizers read), and
   the engine's config value (what a plain torch optimizer's clipping reads).
 - ``loss_scale_initial_power``: the current fp16 scale set to 2**power, in
@@ -27,9 +30,12 @@ import types
 from collections import deque
 from typing import Any
 
+from torch.optim.lr_scheduler import LambdaLR
+
 from engine.domain import RunConfig
 from engine.policy import policy_bounds
 from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective
+from engine.trainer.lr_schedule import ScaledScheduler
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +55,7 @@ class DirectiveApplier:
         self.effective: dict[str, float | int] = {}
         """Field -> value in effect (what a checkpoint records and a resume re-applies)."""
         self._wrapped = False
-        self._fixed_lrs: list[float] | None = None  # no scheduler: the lrs the factor scales
+        self._foreign: ScaledScheduler | None = None  # a scheduler we do not own, with the factor
 
     # ---------------------------------------------------------------- boundary
 
@@ -58,8 +64,6 @@ class DirectiveApplier:
         while self.inbox:
             message = self.inbox.popleft()
             self.apply(message, step)
-        if self.lr_multiplier != 1.0 and not self._wrapped:
-            self._scale_param_groups()  # a foreign scheduler rewrote lr: apply the factor again
 
     def apply(self, message: ApplyDirective, step: int) -> dict[str, Any]:
         """Apply one directive; echo what was applied and what was refused (and why)."""
@@ -126,18 +130,19 @@ class DirectiveApplier:
     def _set_lr_multiplier(self, factor: float) -> str | None:
         self.lr_multiplier = factor
         scheduler: Any = getattr(self.engine, "lr_scheduler", None)
-        lambdas = getattr(scheduler, "lr_lambdas", None)
-        if isinstance(lambdas, list):
+        # LambdaLR only: lr = base x fn(step) in closed form. MultiplicativeLR has lr_lambdas
+        # too, but chains them (lr x fn), so a factor inside would compound every step.
+        if isinstance(scheduler, LambdaLR):
             if not self._wrapped:
-                scheduler.lr_lambdas = [self._scaled(fn) for fn in lambdas]
+                scheduler.lr_lambdas = [self._scaled(fn) for fn in scheduler.lr_lambdas]
                 self._wrapped = True
             # The scheduler already set this step's lr: recompute it with the new factor.
             groups = self.engine.optimizer.param_groups
             for group, base, fn in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
                 group["lr"] = base * fn(scheduler.last_epoch)
-            scheduler._last_lr = [group["lr"] for group in groups]  # what engine.get_lr() reports
+            scheduler._last_lr = [group["lr"] for group in groups]  # the scheduler's view of it
             return None
-        self._scale_param_groups()
+        self._foreign_scheduler().set_factor(factor)
         return None
 
     def _scaled(self, fn: Any) -> Any:
@@ -150,17 +155,14 @@ class DirectiveApplier:
         assert isinstance(scaled, types.FunctionType)
         return scaled
 
-    def _scale_param_groups(self) -> None:
-        """A scheduler we do not own (or none): factor times its current lr."""
-        groups = self.engine.optimizer.param_groups
-        scheduler = getattr(self.engine, "lr_scheduler", None)
-        if scheduler is not None and hasattr(scheduler, "get_last_lr"):
-            base = list(scheduler.get_last_lr())
-        else:
-            self._fixed_lrs = self._fixed_lrs or [g["lr"] for g in groups]
-            base = self._fixed_lrs
-        for group, lr in zip(groups, base, strict=True):
-            group["lr"] = lr * self.lr_multiplier
+    def _foreign_scheduler(self) -> ScaledScheduler:
+        """The engine's scheduler behind a ScaledScheduler (installed once, on first use)."""
+        if self._foreign is None:
+            inner = getattr(self.engine, "lr_scheduler", None)
+            self._foreign = ScaledScheduler(inner, self.engine.optimizer.param_groups)
+            if inner is not None:
+                self.engine.lr_scheduler = self._foreign  # DeepSpeed steps (and saves) it through us
+        return self._foreign
 
     def _set_clip(self, norm: float) -> str | None:
         optimizer = self.engine.optimizer

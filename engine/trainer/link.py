@@ -48,6 +48,8 @@ class Link(Protocol):
     """What the training loop needs from its connection."""
 
     stop_requested: threading.Event
+    pause_requested: threading.Event
+    """Set while the operator holds training (the loop waits at a step boundary)."""
 
     def send(self, message: BaseModel) -> None: ...
 
@@ -72,6 +74,7 @@ class NullLink(_EventSender):
 
     def __init__(self, record: bool = False) -> None:
         self.stop_requested = threading.Event()
+        self.pause_requested = threading.Event()
         self.directives: deque[ApplyDirective] = deque()
         """Directives to apply at the next step boundary (issue 6); none arrive here."""
         self.sent: list[BaseModel] | None = [] if record else None
@@ -89,6 +92,7 @@ class SocketLink(_EventSender):
 
     def __init__(self, sock: socket.socket, welcome: Welcome | None = None) -> None:
         self.stop_requested = threading.Event()
+        self.pause_requested = threading.Event()
         self.stop_reason = ""
         self.directives: deque[ApplyDirective] = deque()
         """Admitted directives from the supervisor, applied by the loop at the next step
@@ -166,9 +170,17 @@ class SocketLink(_EventSender):
             return
         if isinstance(message, ApplyDirective):
             self.directives.append(message)
-        elif isinstance(message, TrainerCommand) and message.command == "stop":
+        elif isinstance(message, TrainerCommand):
+            self._command(message)
+
+    def _command(self, message: TrainerCommand) -> None:
+        if message.command == "stop":
             self.stop_reason = message.reason or "stop requested"
             self.stop_requested.set()
+        elif message.command == "pause":
+            self.pause_requested.set()
+        else:  # resume
+            self.pause_requested.clear()
 
     def _lost(self, why: str) -> None:
         if not self._broken and not self._closing:

@@ -4,10 +4,13 @@ Reads top to bottom::
 
     train()
       set up the world, seed, build the workload and the DeepSpeed engine
-      resume from the newest checkpoint, if any
+      with several ranks: a RankLink (rank 0 speaks for all; stop and directives agreed)
+      resume from the newest checkpoint, if any (rank 0 chooses, every rank loads)
       run_steps(): until the target step or a stop request
+          link.sync()        several ranks: agree on stop and directives at the boundary
           train_step()       grad_accum x (forward, backward, engine.step())
           report_step()      TelemetrySample -> StepReport, every log_every steps
+          exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           maybe_checkpoint() every checkpoint.every_steps
       final checkpoint, trainer_finished
 
@@ -21,6 +24,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,12 +44,17 @@ from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.model import parameter_count
 from engine.trainer.process_group import ensure_single_process_env, world_size
+from engine.trainer.rank_group import RankGroup
+from engine.trainer.rank_link import RankLink
+from engine.trainer.rank_memory import exchange_memory
+from engine.trainer.sample_window import for_rank
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.workload import BatchFn, Workload, load_workload
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["completed", "stopped"]
+HOLD_POLL_S = 0.5  # s between looks at the link while paused (several ranks: one agreement each)
 
 
 @dataclass
@@ -68,6 +77,8 @@ class Training:
     """Applies admitted directives at step boundaries (issue 6); built by ``run_steps``."""
     resumed_directives: dict[str, Any] = field(default_factory=dict)
     """Directive values the resumed checkpoint recorded, re-applied before the first step."""
+    ranks: RankGroup = field(default_factory=RankGroup)
+    """This process's rank in the trainer's group (one rank unless torchrun started several)."""
 
 
 # ------------------------------------------------------------------------- the loop
@@ -80,9 +91,12 @@ def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh:
     """
     ensure_single_process_env()
     try:
-        return _train(config, run, attempt, link, allow_fresh)
-    finally:
-        leave_process_group()
+        outcome = _train(config, run, attempt, link, allow_fresh)
+    except BaseException:
+        leave_process_group(meet=False)  # the other ranks may never arrive: torchrun ends them
+        raise
+    leave_process_group(meet=True)
+    return outcome
 
 
 def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool) -> Outcome:
@@ -90,7 +104,10 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
     seed_everything(config.seed)
     workload = load_workload(config)
     engine = build_engine(config, workload)
-    resumed = checkpoint.resume(engine, checkpoint.store_for(config, run), allow_fresh, link)
+    ranks = RankGroup.of_engine(engine)
+    if ranks.world > 1:
+        link = RankLink(link, ranks)  # rank 0 speaks for all; stop and directives agreed
+    resumed = checkpoint.resume(engine, checkpoint.store_for(config, run), allow_fresh, link, ranks)
     training = Training(
         config=config,
         engine=engine,
@@ -107,6 +124,7 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
         run=run,
         last_saved_step=resumed.step if resumed else -1,
         resumed_directives=dict(resumed.client_state.get("directives") or {}) if resumed else {},
+        ranks=ranks,
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -129,12 +147,21 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
 
 def run_steps(training: Training, until: int) -> None:
     """Optimizer steps until ``engine.global_steps == until``, a stop request or a memory halt."""
-    engine, config = training.engine, training.config
+    engine, config, ranks = training.engine, training.config, training.ranks
     stop = training.link.stop_requested
+    agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory = training.memory = training.memory or attach_memory(training)
-    batch = memory.batches(training.workload.batch)  # a step's samples whatever the geometry
+    # a step's samples whatever the geometry; each rank its own share of them
+    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world))
     directives = training.directives = training.directives or attach_directives(training)
-    while engine.global_steps < until and not stop.is_set() and memory.halted is None:
+    report_every = config.train.rank_report_every
+    while engine.global_steps < until and memory.halted is None:
+        if agree is not None:
+            agree()  # every rank: the same stop, pause and directives at this boundary
+        if training.link.pause_requested.is_set():
+            hold(training, agree)
+        if stop.is_set():
+            break
         step = engine.global_steps  # 0-based index of the step about to run = data position
         directives.at_boundary(step)  # admitted directives; a micro-batch one takes effect below
         memory.before_step(step)  # the controller may change the geometry here, and only here
@@ -149,6 +176,8 @@ def run_steps(training: Training, until: int) -> None:
         step_time_s = time.perf_counter() - started
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
+        if ranks.world > 1 and engine.global_steps % report_every == 0:
+            training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
         if engine.global_steps % config.log_every == 0:
             report_step(training, loss, lr, scale, overflow, step_time_s)
         maybe_checkpoint(training)
@@ -170,6 +199,26 @@ def train_step(engine: Any, batch: BatchFn, step: int) -> torch.Tensor:
         engine.step()  # only steps the optimizer at the accumulation boundary
         total += loss.detach().float()
     return total / grad_accum
+
+
+def hold(training: Training, agree: Callable[[], None] | None) -> None:
+    """Wait at this step boundary while the operator holds training; a stop ends the wait.
+
+    Nothing is lost or redone: the engine keeps its state in memory. With several ranks
+    every rank holds here, meeting in an agreement every HOLD_POLL_S (so a long pause never
+    leaves a rank inside one collective long enough for its timeout).
+    """
+    link, step = training.link, int(training.engine.global_steps)
+    link.event("run_paused", f"training paused at step {step}", step=step)
+    started = time.monotonic()
+    while link.pause_requested.is_set() and not link.stop_requested.is_set():
+        time.sleep(HOLD_POLL_S)
+        if agree is not None:
+            agree()
+    held_s = time.monotonic() - started
+    if not link.stop_requested.is_set():
+        message = f"training continues at step {step} after {held_s:.0f} s paused"
+        link.event("run_continued", message, step=step, paused_s=round(held_s, 1))
 
 
 def report_step(
@@ -196,6 +245,8 @@ def maybe_checkpoint(training: Training) -> None:
         ck.every_steps,
         ck.every_minutes,
     )
+    if ck.every_minutes and training.ranks.world > 1:
+        due = bool(training.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
     if training.run is not None and due:
         save_checkpoint(training)
 
@@ -209,7 +260,7 @@ def save_checkpoint(training: Training) -> None:
     store = checkpoint.store_for(config, training.run)
     effective = training.directives.effective if training.directives else {}
     applied = [dict(effective)] if effective else []  # the manifest's "applied directives"
-    saved = checkpoint.save(engine, store, config, client_state(training), directives=applied)
+    saved = checkpoint.save(engine, store, config, client_state(training), applied, training.ranks)
     training.last_saved_at = time.monotonic()
     if saved.status != "saved":
         training.link.event(
@@ -266,7 +317,8 @@ def share_cpu_cores() -> None:
     """
     if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
         return
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun: ranks on this host
+    torch.set_num_threads(max(1, ((os.cpu_count() or 1) - 1) // local_ranks))
 
 
 def seed_everything(seed: int) -> None:
@@ -283,8 +335,9 @@ def build_engine(config: RunConfig, workload: Workload) -> Any:
         allow_cpu_fp16()
     ds_config = build_deepspeed_config(config, world_size())
     params = [p for p in workload.model.parameters() if p.requires_grad]
-    # A client scheduler wins over the config's in DeepSpeed: pass ours only if the user has none.
-    scheduler = None if "scheduler" in ds_config else warmup_cosine(config)
+    # A client scheduler wins over the config's in DeepSpeed: the workload's, else ours only
+    # if the user's deepspeed_config has none.
+    scheduler = workload.lr_scheduler or (None if "scheduler" in ds_config else warmup_cosine(config))
     engine, _optimizer, _loader, _scheduler = deepspeed.initialize(
         model=workload.model, model_parameters=params, config=ds_config, lr_scheduler=scheduler
     )
@@ -300,7 +353,7 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.telemetry.probe,
         training.link,
         run_path=training.run.path if training.run is not None else None,
-        world_size=training.telemetry.world_size,
+        ranks=training.ranks,
     )
 
 
@@ -311,10 +364,16 @@ def attach_directives(training: Training) -> DirectiveApplier:
     return applier
 
 
-def leave_process_group() -> None:
-    """Tear down torch.distributed so the process exits cleanly (and can train again)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+def leave_process_group(meet: bool = True) -> None:
+    """Tear down torch.distributed so the process exits cleanly (and can train again).
+
+    ``meet``: with several ranks, all of them first meet in a barrier, so that none tears
+    the group down while another still uses it."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        if meet and dist.get_world_size() > 1:
+            dist.barrier()
+        dist.destroy_process_group()
 
 
 def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed | None) -> None:

@@ -5,6 +5,7 @@
 the micro-batch then is at least AT_LEAST samples (default 1), once per trainer process.
 A forward error comes from a forward pre-hook on the model; a backward error from a
 gradient hook on the model's first parameter, so part of the backward has already run.
+``MEMTUI_INJECT_OOM_RANK=R`` fires them on rank R alone (several ranks).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 import torch
 
 INJECT_OOM_ENV = "MEMTUI_INJECT_OOM"
+INJECT_OOM_RANK_ENV = "MEMTUI_INJECT_OOM_RANK"
 Phase = Literal["forward", "backward"]
 
 
@@ -48,7 +50,10 @@ class OomInjector:
         self.position: tuple[int, int, int] = (-1, -1, 0)  # (step, micro, micro_batch)
 
     @classmethod
-    def from_env(cls) -> OomInjector:
+    def from_env(cls, rank: int = 0) -> OomInjector:
+        only = os.environ.get(INJECT_OOM_RANK_ENV, "").strip()
+        if only and int(only) != rank:
+            return cls([])
         return cls(parse_injections(os.environ.get(INJECT_OOM_ENV, "")))
 
     def attach(self, model: torch.nn.Module) -> None:

@@ -18,6 +18,19 @@ from engine.trainer.workload import BatchFn
 Batch = tuple[torch.Tensor, ...]
 
 
+def for_rank(batch: BatchFn, rank: int, world: int) -> BatchFn:
+    """Rank ``rank``'s share of each step: the workload's micro-batch indices are global
+    over the ranks, rank r drawing r, r + world, r + 2*world, ... (data parallelism with no
+    sample drawn twice). One rank: ``batch`` itself."""
+    if world == 1:
+        return batch
+
+    def draw(step: int, micro: int, micro_batch: int) -> Batch:
+        return batch(step, micro * world + rank, micro_batch)
+
+    return draw
+
+
 class SampleWindow:
     """A ``BatchFn`` with the same signature, geometry-invariant in its samples.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from engine.domain import TelemetrySample
+from engine.domain import RankMemory, TelemetrySample
 from engine.trainer.memory_probe import MemoryProbe
 
 _SCALED_NORM_OPTIMIZERS = {"FP16_UnfusedOptimizer"}  # report grad norm x loss scale
@@ -67,6 +67,8 @@ class StepTelemetry:
         """fp16 overflows so far in this run (restored from the checkpoint on resume)."""
         self.checkpoint_stall_s: float | None = None
         """Stall of a save not yet reported; the next sample carries it, then it clears."""
+        self.ranks: list[RankMemory] | None = None
+        """Every rank's memory from the last exchange, not yet reported (several ranks)."""
 
     def note_step(self) -> bool:
         """Count this step's overflow (every step, reported or not); True if it overflowed."""
@@ -89,6 +91,7 @@ class StepTelemetry:
         step_tokens = engine.train_batch_size() * self.tokens_per_sample
         memory = self.probe.read()
         stall, self.checkpoint_stall_s = self.checkpoint_stall_s, None
+        ranks, self.ranks = self.ranks, None
         return TelemetrySample(
             step=engine.global_steps,
             ts=time.time(),
@@ -113,6 +116,7 @@ class StepTelemetry:
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,
             checkpoint_stall_s=stall,
+            ranks=ranks,
             **(memory_figures or {}),
         )
 

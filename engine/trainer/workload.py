@@ -23,9 +23,16 @@ Rules:
   the checkpoint and must get the data an uninterrupted run would have had. The batch's
   leading dimension is ``micro_batch``, which the memory controller may change between
   steps. Tensors may live on the CPU; the trainer moves them to the device.
+- With several ranks (``train.ranks``), micro-batch indices are global over the ranks:
+  rank r asks for ``micro * world + r``, so no sample is drawn twice in a step.
 - ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
   figures (use 1 if tokens mean nothing for your data).
 - ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
+- ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
+  (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
+  steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
+  (and a deepspeed_config ``scheduler``). An lr directive multiplies the lr it sets,
+  without compounding, and telemetry reports the lr the optimizer used.
 - The function is imported in the trainer process (``module:function``, with
   ``workload_dir`` first on ``sys.path``: by default the config file's directory, or
   where ``memtui run`` was started) and called once with the ``RunConfig``.
@@ -37,6 +44,7 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -56,6 +64,8 @@ class Workload:
     """Tokens in one sample (sequence length for a language model)."""
     eval_batch: Callable[[int, int], tuple[torch.Tensor, ...]] | None = None
     """Optional (index, micro_batch) -> held-out batch."""
+    lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None
+    """Optional optimizer -> LR scheduler (stepped once per applied optimizer step)."""
 
 
 class WorkloadError(RuntimeError):

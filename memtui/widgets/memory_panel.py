@@ -1,6 +1,12 @@
 """Memory against capacity: bars, the allocator's gap, headroom, the step's measured peak
-beside the memory model's prediction, the batch geometry and its newest adaptation, and a
-history chart.
+beside the memory model's prediction, the batch geometry and its newest adaptation, one row
+per rank (several ranks), and a history chart.
+
+Per-rank rows (like nvitop's per-device rows) come from the newest rank report, which the
+trainer's ranks exchange every few steps: a stacked bar (allocated, then reserved's cached
+gap, against the rank's capacity), reserved, the rank's peak and its gap. Where the panel has
+no room for the rows (the compact layout) one line names the worst rank, the one with the
+least headroom; a single-rank run shows no rank rows at all.
 
 Says plainly when the numbers are a CPU stand-in. Fields a sample does not carry
 (the device's own NVML "used", a prediction when adaptive memory is off) show as a placeholder.
@@ -10,11 +16,11 @@ from __future__ import annotations
 
 from textual.markup import escape
 
-from engine.domain import Event
-from memtui.chart import render_chart
+from engine.domain import Event, RankMemory
+from memtui.chart import render_chart, render_rows, render_rule
 from memtui.formatting import PLACEHOLDER, format_bytes, format_percent
 from memtui.run_view import RunView
-from memtui.series import WINDOW_LABELS
+from memtui.series import WINDOW_LABELS, restart_columns
 from memtui.widgets.panel import Panel
 
 KIND_LABELS: dict[str, str] = {
@@ -34,24 +40,51 @@ PREDICTION_OFF_AT = 0.15
 """A measured peak this far (as a fraction) from the prediction is flagged."""
 
 
+RANK_LABEL_WIDTH = 5  # "r0".."r999", a space
+RANK_FIGURES_WIDTH = 14  # " 1023 MiB  78%": reserved and its share of capacity
+RANK_COLUMN_WIDTH = 10  # " 1023.9 MiB": peak, gap
+RANK_BAR_MIN = 8
+"""Narrowest rank bar: below it the gap column, then the peak column, give way."""
+CHART_MIN_LINES = 3
+"""Lines the history chart keeps (its label and two rows) before rank rows give way to it."""
+
 SHORT_KIND_LABELS: dict[str, str] = {"cuda": "CUDA", "cpu-rss": "RSS, CPU stand-in"}
 
 
 def memory_title(view: RunView, width: int = WIDE_AT) -> str:
     kind = view.sample.mem_kind if view.sample else None
     labels = KIND_LABELS if width >= WIDE_AT - 16 else SHORT_KIND_LABELS
-    return f"Memory · {labels[kind]}" if kind else "Memory"
+    ranks = f" · {len(view.ranks)} ranks" if view.ranks else ""
+    return f"Memory · {labels[kind]}{ranks}" if kind else "Memory"
 
 
 def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:
     """Bars ``width`` cells wide in all, then the gap, capacity, prediction and geometry lines;
-    under ``TEXT_LINES`` lines high (the compact layout) the geometry joins the prediction line."""
+    under ``TEXT_LINES`` lines high (the compact layout) the geometry joins the prediction line.
+
+    With several ranks: one row per rank under them, as many as leave the chart
+    CHART_MIN_LINES of ``height`` (the worst ones first when not all fit); in the compact
+    layout the worst rank's line takes the prediction line's place."""
     s = view.sample
     if s is None:
         return "[$text-muted]waiting for the first step…[/]"
+    lines = _figure_lines(view, width, height)
+    if not view.ranks:
+        return "\n".join(lines)
+    if height < TEXT_LINES:
+        return "\n".join([*lines[:-1], render_worst_rank(view.ranks, width)])
+    table = height - TEXT_LINES - CHART_MIN_LINES  # lines for the header and rank rows
+    if table < 2:
+        return "\n".join([*lines, render_worst_rank(view.ranks, width)])
+    return "\n".join([*lines, *render_rank_rows(view.ranks, width, table)])
+
+
+def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
+    s = view.sample
+    assert s is not None
     capacity = s.mem_capacity or None
     bar_width = max(4, width - LABEL_WIDTH - FIGURES_WIDTH)
-    lines = [
+    lines: list[str] = [
         _bar_line("allocated", s.mem_allocated, capacity, bar_width),
         _bar_line("reserved", s.mem_reserved, capacity, bar_width),
         _bar_line("peak", s.mem_peak, capacity, bar_width),
@@ -65,7 +98,87 @@ def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:
         lines[-1] += f"  [$text-muted]batch[/] {s.micro_batch}×{s.grad_accum}"
     else:
         lines.append(_geometry_line(view))
-    return "\n".join(lines)
+    return lines
+
+
+def worst_rank(ranks: tuple[RankMemory, ...]) -> RankMemory:
+    """The rank with the least headroom: highest peak over capacity (then reserved)."""
+    return max(ranks, key=lambda r: (_fraction(r.peak, r.capacity), r.reserved, -r.rank))
+
+
+def render_rank_rows(ranks: tuple[RankMemory, ...], width: int, limit: int) -> list[str]:
+    """A column header and up to ``limit - 1`` rank rows, rank order; when not all fit, the
+    worst ranks are the ones shown and the header says how many are not."""
+    bar, peak, gap = _rank_columns(width)
+    shown = ranks
+    if len(ranks) > limit - 1:
+        kept = sorted(ranks, key=lambda r: (_fraction(r.peak, r.capacity), r.reserved), reverse=True)
+        shown = tuple(sorted(kept[: max(1, limit - 1)], key=lambda r: r.rank))
+    hidden = len(ranks) - len(shown)
+    legend = f"+{hidden} more ranks" if hidden else "█alloc ▒gap"  # what is missing matters more
+    header = (
+        f"{'rank':<{RANK_LABEL_WIDTH}}{legend[:bar]:<{bar}}{'reserved':>{RANK_FIGURES_WIDTH}}"
+        + (f"{'peak':>{RANK_COLUMN_WIDTH}}" if peak else "")
+        + (f"{'gap':>{RANK_COLUMN_WIDTH}}" if gap else "")
+    )
+    worst = worst_rank(ranks).rank
+    return [f"[$text-muted]{header}[/]", *(_rank_row(r, bar, peak, gap, r.rank == worst) for r in shown)]
+
+
+def render_worst_rank(ranks: tuple[RankMemory, ...], width: int) -> str:
+    """One line for all ranks: how many, and the worst one's bar, reserved and share."""
+    r = worst_rank(ranks)
+    label = f"{len(ranks)} ranks"
+    lead = f"{label:<{LABEL_WIDTH}}worst r{r.rank} "
+    bar = max(2, width - len(lead) - RANK_FIGURES_WIDTH)  # 3 cells in the 80x24 layout
+    return (
+        f"[$text-muted]{lead}[/]"
+        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar)
+        + _rank_figures(r)
+    )
+
+
+def _rank_columns(width: int) -> tuple[int, bool, bool]:
+    """(bar cells, show peak, show gap) for rank rows ``width`` cells wide."""
+    fixed = RANK_LABEL_WIDTH + RANK_FIGURES_WIDTH
+    for peak, gap in ((True, True), (True, False), (False, False)):
+        bar = width - fixed - RANK_COLUMN_WIDTH * (peak + gap)
+        if bar >= RANK_BAR_MIN:
+            return bar, peak, gap
+    return max(4, width - fixed), False, False
+
+
+def _rank_row(r: RankMemory, bar: int, peak: bool, gap: bool, worst: bool) -> str:
+    label_style = "$text-warning" if worst else "$text-muted"
+    return (
+        f"[{label_style}]{f'r{r.rank}':<{RANK_LABEL_WIDTH}}[/]"
+        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar)
+        + _rank_figures(r)
+        + (f"{format_bytes(r.peak):>{RANK_COLUMN_WIDTH}}" if peak else "")
+        + (f"{format_bytes(r.reserved - r.allocated):>{RANK_COLUMN_WIDTH}}" if gap else "")
+    )
+
+
+def _rank_figures(r: RankMemory) -> str:
+    share = _fraction(r.reserved, r.capacity) if r.capacity else None
+    percent = PLACEHOLDER if share is None else f"{share:.0%}"
+    return f"{format_bytes(r.reserved):>9}{percent:>5}"
+
+
+def _fraction(used: int, capacity: int) -> float:
+    return used / capacity if capacity else 0.0
+
+
+def render_stacked_bar(allocated: int, reserved: int, capacity: int, width: int) -> str:
+    """``width`` cells: allocated (█), then reserved's cached gap (▒), then free (░), against
+    ``capacity``, coloured by how full reserved is."""
+    if not capacity:
+        return f"[$text-disabled]{'·' * width}[/]"
+    used = round(min(1.0, allocated / capacity) * width)
+    held = max(used, round(min(1.0, reserved / capacity) * width))
+    fraction = reserved / capacity
+    style = "$error" if fraction >= CRITICAL_AT else "$warning" if fraction >= WARN_AT else "$success"
+    return f"[{style}]{'█' * used}{'▒' * (held - used)}[/][$text-disabled]{'░' * (width - held)}[/]"
 
 
 def render_memory_chart(view: RunView, width: int, height: int, now: float) -> str:
@@ -74,9 +187,11 @@ def render_memory_chart(view: RunView, width: int, height: int, now: float) -> s
     if s is None or height < 2 or width < 1:
         return ""
     label = f"reserved, {WINDOW_LABELS[view.window]}"
-    values = [float(p.mem_reserved) for p in view.chart_points(now, width)]
+    points = view.chart_points(now, width)
+    values = [float(p.mem_reserved) for p in points]
     rows = render_chart(values, width, height - 1, top=float(s.mem_capacity) if s.mem_capacity else None)
-    return "\n".join([f"[$text-muted]{label[:width]:─<{width}}[/]", *(f"[$accent]{row}[/]" for row in rows)])
+    marks = restart_columns(points, width)
+    return "\n".join([render_rule(label, width, marks), *render_rows(rows, "$accent", marks)])
 
 
 def _prediction_line(measured: int | None, predicted: int | None) -> str:

@@ -13,7 +13,7 @@ STATE_STYLES: dict[str, str] = {
     "running": "$text-success",
     "completed": "$text-success",
     "starting": "$text-primary",
-    "paused": "$text-warning",
+    "paused": "b reverse $text-accent",  # a held run must not read like a running one
     "restarting": "$text-warning",
     "stopping": "$text-warning",
     "stopped": "$text-muted",
@@ -27,15 +27,18 @@ CONNECTION_LABELS: dict[str, tuple[str, str]] = {
     "history": ("◆ history (read-only)", "$text-muted"),
 }
 STALE_AFTER_S = 10.0
-"""Data older than this while connected is flagged: the trainer may be stuck."""
+"""Data older than this while connected is flagged: the trainer may be stuck (not while
+paused: a held trainer sends no steps)."""
+PAUSED_EVENT = "run_paused"
+"""The supervisor's record that the trainer holds at a step boundary (``Pause``)."""
 
 
 def render_header(view: RunView, now: float, *, frozen: bool = False, readonly: bool = False) -> str:
     """Two lines of content markup."""
-    return f"{_identity_line(view, frozen, readonly)}\n{_progress_line(view, now)}"
+    return f"{_identity_line(view, now, frozen, readonly)}\n{_progress_line(view, now)}"
 
 
-def _identity_line(view: RunView, frozen: bool, readonly: bool) -> str:
+def _identity_line(view: RunView, now: float, frozen: bool, readonly: bool) -> str:
     state_style = STATE_STYLES.get(view.state, "$text")
     label, conn_style = CONNECTION_LABELS[view.connection]
     flags = ("  [reverse $text-warning] FROZEN [/]" if frozen else "") + (
@@ -43,10 +46,19 @@ def _identity_line(view: RunView, frozen: bool, readonly: bool) -> str:
     )
     if view.critical_alerts and not view.finished:  # until a "resolved" alert of each rule
         flags += f"  [reverse $text-error] {escape(critical_banner(view.critical_alerts))} [/]"
+    state = f" {view.state} " if view.state == "paused" else view.state  # a badge, padded
     return (
-        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{view.state}[/]{_restart_note(view)}"
-        f"  [{conn_style}]{label}[/]{flags}"
+        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{state}[/]{_restart_note(view)}"
+        f"{_paused_note(view, now)}  [{conn_style}]{label}[/]{flags}"
     )
+
+
+def _paused_note(view: RunView, now: float) -> str:
+    """While paused: for how long, from the newest ``run_paused`` event (when still in view)."""
+    if view.state != "paused":
+        return ""
+    since = next((e.ts for e in reversed(view.events) if e.type == PAUSED_EVENT), None)
+    return "" if since is None else f" [$text-accent]for {format_duration(max(0.0, now - since))}[/]"
 
 
 def _restart_note(view: RunView) -> str:
@@ -66,7 +78,7 @@ def _restart_note(view: RunView) -> str:
 def _progress_line(view: RunView, now: float) -> str:
     target = f"/{view.target_steps}" if view.target_steps else ""
     age = view.data_age_s(now)
-    stale = view.connection == "connected" and age is not None and age > STALE_AFTER_S
+    stale = view.connection == "connected" and view.state != "paused" and (age or 0.0) > STALE_AFTER_S
     age_style = "$text-warning" if stale else "$text-muted"
     return (
         f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)})"

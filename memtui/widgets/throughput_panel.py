@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from memtui.chart import render_chart
+from memtui.chart import render_chart, render_rows, render_rule
 from memtui.formatting import format_duration, format_rate
 from memtui.run_view import RunView
-from memtui.series import WINDOW_LABELS
+from memtui.series import WINDOW_LABELS, restart_columns
 from memtui.widgets.panel import Panel
 
 BASELINE = 0.8
@@ -31,10 +31,12 @@ def render_throughput_chart(view: RunView, width: int, height: int, now: float) 
     label = f"tokens/s, {WINDOW_LABELS[view.window]}" + (
         " (reading…)" if view.window != "live" and view.window_points is None else ""
     )
-    values = [p.tokens_per_s for p in view.chart_points(now, width)]
+    points = view.chart_points(now, width)
+    values = [p.tokens_per_s for p in points]
     bottom = BASELINE * min(values, default=0.0)  # show the variation, not a wall of full bars
     rows = render_chart(values, width, height - 1, bottom=bottom)
-    return "\n".join([f"[$text-muted]{label[:width]:─<{width}}[/]", *(f"[$primary]{row}[/]" for row in rows)])
+    marks = restart_columns(points, width)
+    return "\n".join([render_rule(label, width, marks), *render_rows(rows, "$primary", marks)])
 
 
 class ThroughputPanel(Panel):

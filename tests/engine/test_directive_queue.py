@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine.directive import DirectiveRefused
 from engine.directive_queue import DirectiveError, DirectiveQueue, answer_request
-from engine.domain import RunConfig, TelemetrySample, build_run_config
+from engine.domain import DecisionRecord, RunConfig, TelemetrySample, build_run_config
 from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
 
 MIB = 1 << 20
@@ -24,7 +24,8 @@ class Harness:
         self.now = 1_000_000.0
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.sent: list[ApplyDirective] = []
-        self.queue = DirectiveQueue(config, self.record, self.send, clock=lambda: self.now)
+        self.kept: list[DecisionRecord] = []
+        self.queue = DirectiveQueue(config, self.record, self.send, lambda: self.now, self.kept.append)
         self.queue.latest = sample(step=5)
 
     def record(self, type: str, *, severity: str = "info", message: str = "", data: Any = None) -> None:
@@ -123,7 +124,7 @@ def test_unsent_directives_wait_for_a_trainer_and_effective_values_are_resent() 
     assert h.sent[-1].values == {"lr_multiplier": 0.5}
 
 
-def test_flood_of_ten_thousand_is_rate_limited_and_stored_as_a_count() -> None:
+def test_flood_of_ten_thousand_every_verdict_kept_events_only_first_and_summary() -> None:
     h = Harness(build_run_config({}))
     for i in range(10_000):
         h.queue.propose_raw({"lr_multiplier": 0.5}, "flood", f"#{i}")
@@ -132,8 +133,28 @@ def test_flood_of_ten_thousand_is_rate_limited_and_stored_as_a_count() -> None:
     assert len(h.of("directive_proposed")) == limit
     counted = h.of("directives_rate_limited")
     assert counted and counted[0]["count"] == 10_000 - limit
-    assert len(h.events) < limit * 2 + 3  # the store is not flooded
+    assert len(h.events) < limit * 2 + 3  # the consoles' event stream is not flooded
     assert len(h.queue.entries) <= 1000  # nor the supervisor's memory
+    assert len(h.kept) == 10_000  # but every verdict is kept, one record each
+    assert len({d.directive_id for d in h.kept}) == 10_000
+    limited = [d for d in h.kept if d.rate_limited]
+    assert len(limited) == 10_000 - limit
+    assert all(d.verdict == "reject" and d.state == "rejected" and d.reasons for d in limited)
+    assert [d.state for d in h.kept[:limit]] == ["pending"] * limit
+
+
+def test_rate_limit_summary_is_periodic_not_per_step() -> None:
+    h = Harness(config(rate_limit=1))
+    for step in range(6, 46):  # 40 steps, 0.1 s apart, two proposals each
+        h.now += 0.1
+        h.queue.propose_raw({"lr_multiplier": 0.5}, "flood")
+        h.queue.propose_raw({"lr_multiplier": 0.5}, "flood")
+        h.queue.on_step(sample(step))
+    summaries = h.of("directives_rate_limited")
+    assert 1 <= len(summaries) <= 3  # 4 s of steps: one per SUMMARY_EVERY_S (2 s), not 40
+    assert len(h.kept) == 80
+    h.queue.flush_rate_limited()
+    assert sum(s["count"] for s in h.of("directives_rate_limited")) == 79  # all but the admitted one
 
 
 def test_pending_cap() -> None:

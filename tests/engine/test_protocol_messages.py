@@ -19,6 +19,7 @@ from engine.protocol import (
     EventMessage,
     Hello,
     Ok,
+    Pause,
     Ping,
     ProtocolError,
     Replay,
@@ -73,6 +74,7 @@ CLIENT_MESSAGES = [
     Hello(protocol=1),
     Status(id="s"),
     Stop(id="t", reason="done"),
+    Pause(id="p", paused=False, reason="lunch is over"),
     Ping(id="p"),
     Replay(id="r", since=0),
     StepReport(sample=_sample()),
@@ -91,6 +93,7 @@ SERVER_MESSAGES = [
     EventMessage(event=_EVENT),
     Telemetry(sample=_sample(), state="stopping", coalesced=12),
     TrainerCommand(command="stop", reason="operator"),
+    TrainerCommand(command="pause"),
     protocol.ApplyDirective(directive_id="d-1", decision_id="x-1", values={"lr_multiplier": 0.5}),
     protocol.Hardware(snapshot=HardwareSnapshot(ts=1.0, nvml="NVML: Driver Not Loaded")),
 ]

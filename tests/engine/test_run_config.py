@@ -34,7 +34,9 @@ def test_preset_then_file_then_command_line() -> None:
         ({"train": {"precision": "fp8"}}, "train.precision"),
         ({"train": {"zero_stage": 4}}, "train.zero_stage"),
         ({"train": {"lr": float("nan")}}, "train.lr"),
-        ({"train": {"micro_batch": 3}}, "global_batch (8) must be a multiple of micro_batch (3)"),
+        ({"train": {"micro_batch": 3}}, "global_batch (8) must be a multiple of micro_batch x ranks (3 x 1)"),
+        ({"train": {"ranks": 3}}, "global_batch (8) must be a multiple of micro_batch x ranks (8 x 3)"),
+        ({"train": {"ranks": 0}}, "train.ranks"),
         ({"model": {"d_model": 66, "n_head": 4}}, "d_model (66) must be a multiple of n_head (4)"),
         ({"preset": "huge"}, "preset: unknown preset 'huge'"),
         ({"name": "../escape"}, "name"),
@@ -91,3 +93,25 @@ def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     for block in blocks:
         (tmp_path / "readme.toml").write_text(block)
         load_run_config(tmp_path / "readme.toml")
+
+
+def test_set_overrides_one_dotted_key_over_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('steps = 50\n[train]\nranks = 1\nprecision = "fp16"\n')
+    config = load_run_config(path, ["train.ranks=2", "train.global_batch=16", "train.precision=bf16"])
+    assert (config.train.ranks, config.train.global_batch, config.train.precision) == (2, 16, "bf16")
+    assert config.steps == 50  # the rest of the file stays
+
+
+@pytest.mark.parametrize(
+    ("setting", "names"),
+    [
+        ("train.rankz=2", "train.rankz: unknown key"),
+        ("train.ranks=two", "train.ranks"),
+        ("=3", "expected KEY=VALUE"),
+        ("train..ranks=2", "expected KEY=VALUE"),
+    ],
+)
+def test_a_bad_set_is_refused_naming_the_key(setting: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(names)):
+        load_run_config(None, [setting])

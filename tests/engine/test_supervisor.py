@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from engine import peer
-from engine import supervisor as supervisor_module
+from engine import peer, trainer_process
+from engine.console_outbox import ConsoleClient
 from engine.domain import RunStatus, TelemetrySample, build_run_config
 from engine.protocol import (
     MAX_LINE_BYTES,
     TELEMETRY_HZ,
     Error,
     Hello,
+    Pause,
     Ping,
     Replay,
     Status,
@@ -28,7 +29,7 @@ from engine.protocol import (
 from engine.rundir import RunDir
 from engine.runstatus import offline_status
 from engine.store import Store
-from engine.supervisor import ConsoleClient, TrainerExit, ending
+from engine.trainer_process import TrainerExit, ending
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -232,6 +233,42 @@ async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) 
     assert status.state == "stopped" and status.step >= 1
 
 
+async def test_pause_holds_the_trainer_then_it_goes_on_and_a_stop_still_works(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    fake_env(steps=100_000)
+    running = await start()
+    client = await connect()
+    await client.until(kind("telemetry"))
+    ok, _ = await client.answer(Pause(id="p1"))
+    assert ok.kind == "ok" and ok.result["paused"] is True
+    paused, _ = await client.until(event("run_paused"))
+    await client.until(lambda m: m.kind == "event" and m.event.data.get("to") == "paused")
+    held_at = paused.event.data["step"]
+    await asyncio.sleep(0.5)  # the fake trainer steps at 50 Hz: 25 steps if it did not hold
+    status, _ = await client.answer(Status(id="s1"))
+    assert status.result["state"] == "paused" and status.result["step"] == held_at
+
+    ok, _ = await client.answer(Pause(id="p2", paused=False))
+    assert ok.result["paused"] is False
+    await client.until(event("run_continued"))
+    await client.until(lambda m: m.kind == "telemetry" and m.sample.step > held_at)
+
+    await client.answer(Pause(id="p3"))
+    await client.until(event("run_paused"))
+    await client.answer(Stop(id="stop", reason="stopped while paused"))
+    refused, _ = await client.answer(Pause(id="p4", paused=False))
+    assert refused.kind == "error" and "stopping" in refused.reason
+    ended, _ = await client.until(event("run_ended"))
+    assert ended.event.data["state"] == "stopped" and await running.result() == 0
+    _, events = stored(run)
+    types = [e.type for e in events]
+    assert types.count("pause_requested") == 2 and types.count("continue_requested") == 1
+    changes = [(e.data["from"], e.data["to"]) for e in events if e.type == "state_changed"]
+    assert ("running", "paused") in changes and ("paused", "running") in changes
+    assert changes[-2:] == [("paused", "stopping"), ("stopping", "stopped")]
+
+
 async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake_env) -> None:
     run.write_config(build_run_config(steps=100, restart={"max_restarts": 0}))  # restarts: test_recovery
     fake_env(steps=5, exit_code=3)
@@ -389,9 +426,17 @@ def test_ending(outcome: TrainerExit, stop: str | None, state: str, reason: str)
 
 
 def test_trainer_command_from_env() -> None:
-    assert supervisor_module.default_trainer_command({}) == [sys.executable, "-m", "engine.trainer"]
-    assert supervisor_module.default_trainer_command({"MEMTUI_TRAINER_CMD": "python 'a b.py' -x"}) == [
+    assert trainer_process.default_trainer_command({}) == [sys.executable, "-m", "engine.trainer"]
+    assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "python 'a b.py' -x"}) == [
         "python",
         "a b.py",
         "-x",
     ]
+
+
+def test_several_ranks_run_under_torchrun_unless_a_command_is_given() -> None:
+    command = trainer_process.default_trainer_command({}, ranks=2)
+    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc-per-node=2" in command and "--max-restarts=0" in command  # we restart, not torchrun
+    assert command[-2:] == ["-m", "engine.trainer"]
+    assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, ranks=2) == ["fake"]

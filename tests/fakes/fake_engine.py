@@ -4,10 +4,15 @@ Like httpx's mock transport: the console and CLI are tested against it without t
 real engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello``
 with a ``Welcome`` and a replay of its scripted events, streams scripted telemetry at a
 rate, answers Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records
-every message it received so tests can assert on them. Directives: ``propose`` announces one
+every message it received so tests can assert on them. ``ranks=2`` plays a two-rank run:
+every sample says ``world_size=2`` and every ``rank_report_every``-th step carries both
+ranks' memory (``RankMemory``), as the trainer's ranks exchange it. Directives: ``propose`` announces one
 (``directive_proposed``); Approve/Clamp/Reject decide it (``directive_decided``), a clamp
 outside the directive's bounds is refused as the policy would. Chaos is recorded as a
-``chaos`` event and answered Ok::
+``chaos`` event and answered Ok. ``Pause`` is answered Ok at once; ``pause_after_s`` later the
+"trainer" holds (``state_changed`` to paused, ``run_paused``) and the telemetry stream waits,
+until ``Pause(paused=False)`` (``state_changed`` to running, ``run_continued``); a run that has
+ended or is stopping refuses it::
 
     async with FakeEngine(sock, events=[...], telemetry=[...]) as engine:
         ...
@@ -26,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, TelemetrySample
+from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, RunStatus, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
@@ -40,6 +45,7 @@ from engine.protocol import (
     Hardware,
     Hello,
     Ok,
+    Pause,
     Ping,
     ProtocolError,
     Reject,
@@ -80,6 +86,25 @@ def make_sample(step: int, **over: Any) -> TelemetrySample:
     return TelemetrySample(**fields)
 
 
+RANK_SKEW = 96 * 2**20
+"""Bytes each further rank holds more than the one before (a rank that holds more than its
+peers, e.g. the one with the embedding's shard, is what per-rank rows are for)."""
+
+
+def make_ranks(sample: TelemetrySample, ranks: int) -> list[RankMemory]:
+    """``ranks`` ranks' memory around ``sample``'s own (rank 0's), each a little fuller."""
+    return [
+        RankMemory(
+            rank=r,
+            allocated=sample.mem_allocated + r * RANK_SKEW,
+            reserved=sample.mem_reserved + r * RANK_SKEW + r * 2**20 * 16,
+            peak=sample.mem_peak + r * RANK_SKEW,
+            capacity=sample.mem_capacity,
+        )
+        for r in range(ranks)
+    ]
+
+
 def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
     """A pending rule-planner directive: lower the LR, clamped by the policy to its bound."""
     fields: dict[str, Any] = dict(
@@ -98,7 +123,11 @@ def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
 
 
 def make_event(seq: int, type: str = "note", message: str | None = None, **over: Any) -> Event:
-    return Event(seq=seq, ts=1_700_000_000.0 + seq, type=type, message=message or f"event {seq}", **over)
+    fields: dict[str, Any] = dict(
+        seq=seq, ts=1_700_000_000.0 + seq, type=type, message=message or f"event {seq}"
+    )
+    fields.update(over)  # ``ts`` too
+    return Event(**fields)
 
 
 class _Connection:
@@ -127,7 +156,10 @@ class FakeEngine:
         status: RunStatus | None = None,
         refuse: dict[str, str] | None = None,
         stop_after_s: float = 0.05,
+        pause_after_s: float = 0.02,
         hardware: HardwareSnapshot | None = None,
+        ranks: int = 1,
+        rank_report_every: int = 4,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
@@ -142,8 +174,14 @@ class FakeEngine:
         self.refuse = dict(refuse or {})
         """kind -> reason: answer that request kind with an Error."""
         self.stop_after_s = stop_after_s
+        self.pause_after_s = pause_after_s
+        """Seconds from a Pause request to the trainer holding (its step boundary)."""
         self.hardware = hardware
         """The newest hardware reading: sent to each telemetry client on joining."""
+        self.ranks = ranks
+        """Ranks the run plays: above one, samples carry world_size and rank reports."""
+        self.rank_report_every = rank_report_every
+        """Steps between two rank reports (steps divisible by it carry one)."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
@@ -152,6 +190,9 @@ class FakeEngine:
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
         self._connections: list[_Connection] = []
+        self.step = 0
+        """The newest step sent (a pause holds after it)."""
+        self._pausing: asyncio.TimerHandle | None = None  # a hold or release on its way
         self._server: asyncio.AbstractServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -236,9 +277,19 @@ class FakeEngine:
         self.add_event("state_changed", f"{previous} -> {state}", data={"from": previous, "to": state})
 
     def send_telemetry(self, sample: TelemetrySample) -> None:
+        sample = self.as_ranked(sample)
+        self.step = sample.step
         for conn in self._connections:
             if conn.hello is not None and conn.hello.telemetry:
                 conn.send(Telemetry(sample=sample, state=self.state))
+
+    def as_ranked(self, sample: TelemetrySample) -> TelemetrySample:
+        """``sample`` as this fake's run reports it: with world_size and, on report steps, ranks."""
+        if self.ranks <= 1 or sample.ranks is not None:
+            return sample
+        report = sample.step % self.rank_report_every == 0
+        ranks = make_ranks(sample, self.ranks) if report else None
+        return sample.model_copy(update={"world_size": self.ranks, "ranks": ranks})
 
     def send_hardware(self, snapshot: HardwareSnapshot) -> None:
         """A new hardware reading to every telemetry client (the supervisor's ``Hardware``)."""
@@ -312,7 +363,10 @@ class FakeEngine:
 
     async def _stream_telemetry(self, conn: _Connection) -> None:
         for sample in self.telemetry:
-            conn.send(Telemetry(sample=sample, state=self.state))
+            while self.state == "paused":  # a held trainer takes no steps
+                await asyncio.sleep(0.01)
+            self.step = sample.step
+            conn.send(Telemetry(sample=self.as_ranked(sample), state=self.state))
             await asyncio.sleep(1.0 / self.telemetry_hz)
 
     def _answer(self, conn: _Connection, message: ClientMessage) -> Ok | Error:
@@ -325,6 +379,8 @@ class FakeEngine:
         if isinstance(message, Stop):
             self._begin_stop()
             return Ok(id=message.id, result={"state": self.state})
+        if isinstance(message, Pause):
+            return self._answer_pause(message)
         if isinstance(message, Ping):
             return Ok(id=message.id, result={"pong": True})
         if isinstance(message, (Approve, Clamp, Reject)):
@@ -356,6 +412,34 @@ class FakeEngine:
         return Ok(
             id=message.id, result={"directive": self.directives[message.directive_id].model_dump(mode="json")}
         )
+
+    def _answer_pause(self, message: Pause) -> Ok | Error:
+        """Ok at once (the state as it is now); the hold or release follows at a step boundary."""
+        if self.state in TERMINAL_STATES or self.state == "stopping":
+            return Error(id=message.id, reason=f"the run is {self.state}: it can neither pause nor go on")
+        if self._pausing is not None:
+            self._pausing.cancel()
+        self._pausing = asyncio.get_running_loop().call_later(
+            self.pause_after_s, self._hold if message.paused else self._release, message.reason
+        )
+        return Ok(id=message.id, result={"state": self.state, "paused": message.paused})
+
+    def _hold(self, reason: str) -> None:
+        self._pausing = None
+        if self.state in TERMINAL_STATES or self.state in ("stopping", "paused"):
+            return
+        self.set_state("paused")
+        step = self.step
+        self.add_event(
+            "run_paused", f"paused at step {step} ({reason})", data={"step": step, "reason": reason}
+        )
+
+    def _release(self, reason: str) -> None:
+        self._pausing = None
+        if self.state != "paused":
+            return
+        self.set_state("running")
+        self.add_event("run_continued", f"continued ({reason})", data={"reason": reason})
 
     def _begin_stop(self) -> None:
         if self.state in TERMINAL_STATES or self.state == "stopping":

@@ -5,7 +5,9 @@
 Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
 StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
 trainer_finished {"reason": "completed"} and exit 0. A TrainerCommand stop or SIGTERM
-ends it early with trainer_finished {"reason": "stopped"}, exit 0.
+ends it early with trainer_finished {"reason": "stopped"}, exit 0. An ApplyDirective is
+echoed as the real trainer does: a directive_applied event with every value applied.
+A TrainerCommand pause holds it at the next step (run_paused) until resume (run_continued).
 
 Environment (all optional):
   FAKE_TRAINER_RATE_HZ     steps per second (default 50)
@@ -29,11 +31,13 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from engine.domain import TelemetrySample
 from engine.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
+    ApplyDirective,
     Hello,
     ProtocolError,
     StepReport,
@@ -86,6 +90,10 @@ class FakeTrainer:
         self.nan_at = int(nan_at) if nan_at else None
         self.event_every = int(_env_float("FAKE_TRAINER_EVENT_EVERY", 0))
         self.stop = asyncio.Event()
+        self.running = asyncio.Event()  # cleared while paused
+        self.running.set()
+        self.step = 0  # the last step reported
+        self.writer: asyncio.StreamWriter | None = None
 
     def request_stop(self, why: str) -> None:
         print(f"fake trainer: stop ({why}){' ignored' if self.ignore_stop else ''}", flush=True)
@@ -102,6 +110,7 @@ class FakeTrainer:
             str(self.run_dir / "engine.sock"), limit=STREAM_LIMIT
         )
         writer.write(encode(Hello(protocol=PROTOCOL_VERSION, role="trainer", client="fake trainer")))
+        self.writer = writer
         listener = asyncio.create_task(self.listen(reader))
         code = await self.train(writer)
         await writer.drain()
@@ -118,8 +127,35 @@ class FakeTrainer:
                 continue
             if isinstance(message, TrainerCommand) and message.command == "stop":
                 self.request_stop(f"command: {message.reason}")
+            elif isinstance(message, TrainerCommand):
+                (self.running.clear if message.command == "pause" else self.running.set)()
+            elif isinstance(message, ApplyDirective) and self.writer is not None:
+                self.echo(message, self.writer)
             else:
                 print(f"fake trainer: got {message.kind}", flush=True)
+
+    def echo(self, message: ApplyDirective, writer: asyncio.StreamWriter) -> None:
+        """Applied at the next step boundary, as the real trainer's DirectiveApplier says."""
+        applied = dict(message.values)
+        data = {
+            "directive_id": message.directive_id,
+            "decision_id": message.decision_id,
+            "step": self.step,
+            "applied": applied,
+            "refused": {},
+        }
+        text = f"directive {message.directive_id} at step {self.step}: applied {applied}"
+        writer.write(encode(TrainerEvent(type="directive_applied", message=text, data=data)))
+
+    async def hold(self, event: Any, step: int) -> None:
+        event("run_paused", f"training paused at step {step}", step=step)
+        stopped = asyncio.ensure_future(self.stop.wait())
+        resumed = asyncio.ensure_future(self.running.wait())
+        await asyncio.wait([stopped, resumed], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        resumed.cancel()
+        if not self.stop.is_set():
+            event("run_continued", f"training continues at step {step}", step=step)
 
     async def train(self, writer: asyncio.StreamWriter) -> int:
         def event(type_: str, message: str = "", severity: str = "info", **data: object) -> None:
@@ -128,6 +164,9 @@ class FakeTrainer:
         event("trainer_started", f"fake trainer attempt {self.attempt}", pid=os.getpid())
         period = 1.0 / self.rate_hz
         for step in range(1, self.steps + 1):
+            self.step = step
+            if not self.running.is_set():
+                await self.hold(event, step - 1)
             if self.stop.is_set():
                 event("trainer_finished", "stopped on request", reason="stopped", step=step - 1)
                 return 0

@@ -37,3 +37,13 @@ def live_run(run_dir: RunDir) -> RunDir:
     """``run_dir`` whose supervisor.pid names this (live) test process."""
     run_dir.pid_file.write_text(str(os.getpid()))
     return run_dir
+
+
+@pytest.fixture(autouse=True)
+def prompt_redraws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pilot tests wait a fixed ~0.45 s for new data to be drawn; the console's own rate limit
+    (REDRAW_INTERVAL_S, 0.5 s, sized for CPU in bench/console_live.py) could just miss that.
+    Drawing is the same code at any rate; only the wait between two draws is shorter here."""
+    import memtui.app
+
+    monkeypatch.setattr(memtui.app, "REDRAW_INTERVAL_S", 0.1)

@@ -34,7 +34,9 @@ def test_argument_errors_exit_2_with_one_line(argv: list[str], capsys: pytest.Ca
     assert err.count("\n") == 1 and err.startswith("memtui") and "error:" in err
 
 
-@pytest.mark.parametrize("argv", [[], ["run"], ["attach"], ["ls"], ["status"], ["logs"], ["stop"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["run"], ["attach"], ["ls"], ["status"], ["logs"], ["stop"], ["pause"], ["unpause"]]
+)
 def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([*argv, "--help"])

@@ -168,11 +168,11 @@ async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: F
     app = MemtuiApp(live_run, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        for key in ("a", "c", "r", "s", "k"):
+        for key in ("a", "c", "r", "s", "k", "P"):
             await pilot.press(key)
             await pilot.pause(0.05)
             assert not isinstance(app.screen, (ConfirmScreen, ClampScreen, RejectScreen)), key
-        for action in ("approve", "stop", "chaos('kill_trainer')"):
+        for action in ("approve", "stop", "pause", "unpause", "chaos('kill_trainer')"):
             await app.run_action(action)
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)

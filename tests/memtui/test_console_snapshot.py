@@ -1,6 +1,7 @@
 """The main screen, cell for cell, against the fake engine with fixed data and a fixed clock:
-80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme; and the "terminal too
-small" screen below the minimum.
+80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme; the "terminal too
+small" screen below the minimum; a two-rank run's memory panel (compact, and maximised with
+a row per rank); and the alert list.
 
 Update after an intended change: ``pytest tests/memtui/test_console_snapshot.py --snapshot-update``.
 """
@@ -21,7 +22,7 @@ from engine.rundir import RunDir
 from engine.store import Store
 from memtui.app import MemtuiApp
 from memtui.history import stored_view
-from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_sample
+from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
 
 CREATED_AT = 1_700_000_000.0
 NOW = CREATED_AT + 754.0  # 12m34s into the run
@@ -54,7 +55,13 @@ def sample(step: int):  # type: ignore[no-untyped-def]
     )
 
 
-def fixed_run(home: Path) -> RunDir:
+def ranked_sample(step: int):  # type: ignore[no-untyped-def]
+    """``sample(step)`` of a two-rank CUDA run; every fourth step carries the rank report."""
+    s = sample(step).model_copy(update={"mem_kind": "cuda", "world_size": 2})
+    return s.model_copy(update={"ranks": make_ranks(s, 2) if step % 4 == 0 else None})
+
+
+def fixed_run(home: Path, make=sample) -> RunDir:  # type: ignore[no-untyped-def]
     run = RunDir(home / "runs" / "demo-20231114-221320-ab12")
     run.ensure_layout()
     config = build_run_config(name="demo", steps=2000).model_dump(mode="json")
@@ -62,7 +69,7 @@ def fixed_run(home: Path) -> RunDir:
     run.config_file.write_text(json.dumps(doc))
     with Store(run.store) as store:
         for step in range(1, LAST_STEP + 1):
-            store.add_step(sample(step))
+            store.add_step(make(step))
     return run
 
 
@@ -113,3 +120,24 @@ def test_too_small_terminal(home: Path, utc: None, snap_compare) -> None:  # typ
     run = fixed_run(home)
     app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
     assert snap_compare(app, terminal_size=(60, 20))
+
+
+@pytest.mark.parametrize("maximised", [False, True], ids=["compact", "maximised"])
+def test_two_rank_memory_panel(home: Path, utc: None, snap_compare, maximised: bool) -> None:  # type: ignore[no-untyped-def]
+    """80x24: the compact panel names the worst rank; maximised (z), a row per rank."""
+    run = fixed_run(home, ranked_sample)
+    app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
+    assert app.view.ranks_step == LAST_STEP and len(app.view.ranks) == 2
+    assert snap_compare(app, terminal_size=(80, 24), press=["z"] if maximised else [])
+
+
+def test_alert_list(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """Key A over a run with firing, reminded and resolved alerts (fixed times and clock)."""
+    from tests.memtui.test_alerts_screen import T0, history
+
+    run = fixed_run(home)
+    view = stored_view(run)
+    for event in history():
+        view = view.with_event(event)
+    app = MemtuiApp(run, live=False, view=view, clock=lambda: T0 + 600)
+    assert snap_compare(app, terminal_size=(120, 30), press=["A"])

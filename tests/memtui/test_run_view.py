@@ -32,6 +32,18 @@ def test_smoothing_averages_and_eta() -> None:
     assert view.tokens_per_s_avg == pytest.approx(1024 / 0.05)
 
 
+def test_time_held_in_a_pause_counts_in_neither_pace_nor_eta() -> None:
+    view = RunView(target_steps=100)
+    for step in range(1, 11):
+        view = view.apply(telemetry(step), now=float(step))
+    view = view.apply(EventMessage(event=make_event(1, "run_continued")), now=20.0)
+    late = 1_700_000_000.0 + 10 * 0.05 + 600  # ten minutes held at step 10
+    for step in range(11, 21):
+        view = view.apply(telemetry(step, ts=late + (step - 11) * 0.05), now=30.0)
+    assert view.seconds_per_step == pytest.approx(0.05)  # not (600 s + 1 s) / 19 steps
+    assert view.eta_s() == pytest.approx(80 * 0.05)
+
+
 def test_nan_loss_does_not_poison_the_trend() -> None:
     view = RunView().apply(telemetry(1), 0).apply(telemetry(2, loss=math.nan), 0)
     assert math.isnan(view.sample.loss)  # type: ignore[union-attr]

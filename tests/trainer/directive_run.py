@@ -1,8 +1,10 @@
 """Run the real training loop in this process with directives injected at a step boundary.
 
-``python directive_run.py RUN_DIR STEPS ZERO_STAGE`` prints one JSON object: the lr of every
-reported step, the directive_applied events, and where DeepSpeed now keeps clip and scale.
-A directive (and a hostile one) is injected when step 3 is reported, on the first run only.
+``python directive_run.py RUN_DIR STEPS inject|no`` prints one JSON object: the lr of every
+reported step, the loss scale each step's backward used (``scales``, keyed like ``lrs`` by
+the reported step number), the directive_applied events, and where DeepSpeed keeps clip and
+scale at the last save. A directive (and a hostile one) is injected when step 3 is
+reported, on the first run only. The ZeRO stage, precision and schedule come from run.json.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from engine.protocol import ApplyDirective, StepReport, TrainerEvent
 from engine.rundir import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink
+from engine.trainer.step_telemetry import loss_scale
 
 INJECT_AT = 3
 
@@ -59,9 +62,17 @@ def main() -> None:
         )
         original(training)
 
+    scales: dict[int, float | None] = {}
+    original_step = loop.train_step
+
+    def scaled_step(engine: Any, batch: Any, step: int) -> Any:
+        scales[step + 1] = loss_scale(engine)  # 0-based index -> the step number it reports as
+        return original_step(engine, batch, step)
+
     loop.save_checkpoint = capture  # type: ignore[assignment]
+    loop.train_step = scaled_step  # type: ignore[assignment]
     loop.train(config, run, 1, link)
-    print(json.dumps({"lrs": link.lrs, "events": link.events, **captured}))
+    print(json.dumps({"lrs": link.lrs, "scales": scales, "events": link.events, **captured}))
 
 
 if __name__ == "__main__":

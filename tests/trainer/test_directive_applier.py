@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scheduled_workload import GAMMA
 from trainer_harness import REPO_ROOT, make_run
 
 from engine.domain import build_run_config
@@ -70,5 +71,102 @@ def test_directives_applied_at_the_boundary_refused_outside_limits_and_resumed()
         for step in (7, 8, 9):
             assert lrs[step] == pytest.approx(0.5 * expected[step - 1])
         assert second["clip"] == 0.5 and second["effective"]["lr_multiplier"] == 0.5
+    finally:
+        shutil.rmtree(run.path.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_zero_loss_scale_set_in_the_scaler_trained_with_and_reapplied_on_resume(stage: int) -> None:
+    # loss_scale_window 2: the dynamic scaler doubles its scale every 2 clean steps, so the
+    # scale the step-6 checkpoint pickles has grown past 2**8; only a re-apply after
+    # load_checkpoint brings the resumed run back to the directive's 2**8.
+    raw = {
+        "steps": 12,
+        "train": {"warmup_steps": 2, "zero_stage": stage, "precision": "fp16"},
+        "checkpoint": {"every_steps": 0},
+        "deepspeed_config": {"fp16": {"loss_scale_window": 2}},
+    }
+    run = make_run(raw)
+    try:
+        first = run_script(run.path, 6, inject=True)
+        scales = {int(k): v for k, v in first["scales"].items()}
+        good = first["events"][0]
+        assert good["applied"]["loss_scale_initial_power"] == 8 and good["step"] == 3
+        assert scales[3] != 256.0  # before the directive: the configured 2**12, grown
+        assert scales[4] == 256.0  # reported step 4 (0-based 3, the boundary) backpropagates at 2**8
+        assert first["scale"] > 256.0  # the ZeRO scaler grew on; the checkpoint pickles that
+        assert first["effective"]["loss_scale_initial_power"] == 8
+        assert first["clip"] == 0.5  # the ZeRO optimizer's clip_grad, set by the same directive
+
+        second = run_script(run.path, 9, inject=False)
+        scales = {int(k): v for k, v in second["scales"].items()}
+        assert scales[7] == 256.0  # resumed: the directive's scale, not the pickled one
+        assert second["effective"]["loss_scale_initial_power"] == 8 and second["clip"] == 0.5
+        lrs = {int(k): v for k, v in second["lrs"].items()}
+        assert set(lrs) == {7, 8, 9}  # every resumed step trained and reported
+    finally:
+        shutil.rmtree(run.path.parent, ignore_errors=True)
+
+
+def test_lr_multiplier_on_a_workloads_own_chainable_scheduler_does_not_compound() -> None:
+    # fp32: no overflow-skipped steps, so the scheduler steps once per reported step.
+    raw = {
+        "steps": 12,
+        "train": {"precision": "fp32"},
+        "checkpoint": {"every_steps": 0},
+        "workload": "scheduled_workload:build",
+        "workload_dir": str(Path(__file__).parent),
+    }
+    run = make_run(raw)
+    try:
+        peak = build_run_config(raw).train.lr
+
+        def own(step: int) -> float:  # ExponentialLR alone, for the 1-based reported step
+            return peak * GAMMA ** (step - 1)
+
+        first = run_script(run.path, 6, inject=True)
+        lrs = {int(k): v for k, v in first["lrs"].items()}
+        for step in (1, 2, 3):
+            assert lrs[step] == pytest.approx(own(step))
+        for step in (4, 5, 6):
+            assert lrs[step] == pytest.approx(0.5 * own(step))  # the lr used, not compounding
+        assert first["events"][0]["applied"]["lr_multiplier"] == 0.5
+
+        second = run_script(run.path, 9, inject=False)  # resumes: the factor set again, once
+        lrs = {int(k): v for k, v in second["lrs"].items()}
+        for step in (7, 8, 9):
+            assert lrs[step] == pytest.approx(0.5 * own(step))
+    finally:
+        shutil.rmtree(run.path.parent, ignore_errors=True)
+
+
+def test_lr_multiplier_on_a_deepspeed_config_scheduler_at_zero() -> None:
+    # DeepSpeed's WarmupLR (closed form in its iteration) from the user's deepspeed_config,
+    # at ZeRO-1, whose checkpoint does not restore the param groups' lr.
+    warmup = {"warmup_min_lr": 0.0, "warmup_max_lr": 3e-3, "warmup_num_steps": 20, "warmup_type": "linear"}
+    raw = {
+        "steps": 12,
+        "train": {"precision": "fp32", "zero_stage": 1},
+        "checkpoint": {"every_steps": 0},
+        "deepspeed_config": {"scheduler": {"type": "WarmupLR", "params": warmup}},
+    }
+    run = make_run(raw)
+    try:
+
+        def own(step: int) -> float:
+            # The 1-based reported step k runs at WarmupLR iteration k - 2 (DeepSpeed steps
+            # the scheduler once at start-up, to iteration -1 -> 0 on the first step).
+            return 3e-3 * max(0, step - 2) / 20
+
+        first = run_script(run.path, 6, inject=True)
+        lrs = {int(k): v for k, v in first["lrs"].items()}
+        assert lrs[3] == pytest.approx(own(3))
+        for step in (4, 5, 6):
+            assert lrs[step] == pytest.approx(0.5 * own(step))
+
+        second = run_script(run.path, 9, inject=False)
+        lrs = {int(k): v for k, v in second["lrs"].items()}
+        for step in (7, 8, 9):
+            assert lrs[step] == pytest.approx(0.5 * own(step))
     finally:
         shutil.rmtree(run.path.parent, ignore_errors=True)

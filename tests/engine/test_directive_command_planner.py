@@ -1,0 +1,104 @@
+"""planner = "command" in the real supervisor (with the fake trainer, which echoes what it
+is sent): the fake planner's directive goes proposed -> pending -> approved by an operator
+over the socket -> sent -> applied, and the store holds each event and each verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.domain import build_run_config
+from engine.protocol import Approve
+from engine.rundir import RunDir
+from engine.store import Store
+from memtui.cli import main as memtui_main
+
+pytestmark = pytest.mark.timeout(90)
+
+FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
+SOURCE = f"command:{Path(sys.executable).name}"  # a command planner is named after its argv[0]
+
+
+@pytest.fixture
+def run(home: Path) -> RunDir:
+    """Overrides conftest's run: a command planner asked every 50 steps (0.5 s at 100 Hz)."""
+    policy = {
+        "planner": "command",
+        "planner_command": [sys.executable, str(FAKE_PLANNER), "good"],
+        "planner_every_steps": 50,
+    }
+    return RunDir.create(build_run_config({"steps": 100, "policy": policy}), home=home)
+
+
+def directive_event(type_: str, directive_id: str | None = None) -> Any:
+    def match(m: Any) -> bool:
+        if m.kind != "event" or m.event.type != type_:
+            return False
+        return directive_id is None or m.event.data["directive"]["id"] == directive_id
+
+    return match
+
+
+async def stored_when(run: RunDir, ready: Any, timeout_s: float = 20.0) -> tuple[list[Any], list[Any]]:
+    """(events, decisions) from the store once ``ready(events, decisions)``; decisions are
+    batched (flushed every 0.5 s), so poll."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        with Store(run.store, readonly=True) as store:
+            events, decisions = store.events_since(0), [d for _, d in store.decisions()]
+        if ready(events, decisions) or loop.time() > deadline:
+            return events, decisions
+        await asyncio.sleep(0.2)
+
+
+async def test_command_planner_directive_approved_over_the_socket_and_applied(
+    run: RunDir, start, connect, fake_env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await start()
+    client = await connect(replay_from=0)
+    assert (await client.recv()).kind == "welcome"
+    proposed, _ = await client.until(directive_event("directive_proposed"), timeout=30)
+    view = proposed.event.data["directive"]
+    directive_id = view["id"]
+    assert view["source"] == SOURCE and view["state"] == "pending"
+    assert view["requested"] == {"lr_multiplier": 2.0}
+    assert view["allowed"] == {"lr_multiplier": 0.85}  # clamped to the policy's maximum
+    assert proposed.event.data["verdict"]["decision"] == "clamp"
+
+    ok, _ = await client.answer(Approve(id="op-1", directive_id=directive_id))
+    assert ok.kind == "ok" and ok.result["directive"]["state"] == "approved"
+    applied, _ = await client.until(directive_event("directive_applied", directive_id), timeout=20)
+    assert applied.event.data["applied"] == {"lr_multiplier": 0.85}
+    assert applied.event.data["directive"]["state"] == "applied"
+
+    def mine(items: list[Any], key: Any) -> list[Any]:
+        return [i for i in items if key(i) == directive_id]
+
+    events, decisions = await stored_when(run, lambda e, d: len(mine(d, lambda x: x.directive_id)) >= 2)
+    trail = mine([e for e in events if e.type.startswith("directive_")], lambda e: e.data["directive"]["id"])
+    assert [(e.type, e.data["directive"]["state"]) for e in trail] == [
+        ("directive_proposed", "pending"),
+        ("directive_decided", "approved"),
+        ("directive_applied", "applied"),
+    ]
+    approved = trail[1].data["verdict"]
+    assert trail[2].data["decision_id"] == approved["decision_id"]  # applied under that verdict
+    verdicts = mine(decisions, lambda d: d.directive_id)
+    assert [(d.verdict, d.state) for d in verdicts] == [("clamp", "pending"), ("clamp", "approved")]
+    assert verdicts[1].decision_id == approved["decision_id"]
+    assert all(d.source == SOURCE for d in verdicts)
+    assert verdicts[1].patch == {"lr_multiplier": 0.85}
+    assert verdicts[1].bounds["lr_multiplier"] == (0.05, 0.85)
+    assert any("lr_multiplier" in reason for reason in verdicts[0].reasons)  # why it was clamped
+
+    # The same verdicts through the CLI: memtui directives RUN --decisions --json
+    capsys.readouterr()
+    code = memtui_main(["directives", str(run.path), "--decisions", "--directive", directive_id, "--json"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and [json.loads(line)["state"] for line in lines] == ["pending", "approved"]

@@ -1,0 +1,25 @@
+"""The hardware panel's rank rows: torchrun's children found by their RANK."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from engine.rank_processes import rank_processes
+
+
+def test_children_with_a_rank_are_listed_in_rank_order() -> None:
+    launcher = subprocess.Popen(
+        ["sh", "-c", "RANK=1 sleep 30 & RANK=0 sleep 30 & sleep 30 & wait"],  # and one without
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(found := rank_processes(launcher.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(found) == ["rank 0", "rank 1"]
+        assert len(set(found.values())) == 2 and launcher.pid not in found.values()
+    finally:
+        subprocess.run(["pkill", "-KILL", "-g", str(launcher.pid)], check=False)
+        launcher.wait()
+    assert rank_processes(launcher.pid) == {}  # gone: nothing, no error

@@ -1,0 +1,173 @@
+"""Key P pauses a running run and continues a paused one (no confirmation: nothing is lost);
+the footer, the keys list and the palette name what P does now; the header shows a paused
+run unmistakably, for how long, and does not call its quiet data stale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.content import Content
+
+from engine.protocol import Pause
+from engine.rundir import RunDir
+from memtui.app import MemtuiApp
+from memtui.run_view import RunView
+from memtui.screens.confirm_screen import ConfirmScreen
+from memtui.screens.keys_screen import KeysScreen
+from memtui.widgets.run_header import RunHeader, render_header
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.memtui.test_console_actions import until
+
+
+def plain(markup: str) -> str:
+    return Content.from_markup(markup).plain
+
+
+def pauses(fake: FakeEngine) -> list[bool]:
+    """The ``paused`` flag of every Pause the fake received, in order."""
+    return [m.paused for m in fake.requests if isinstance(m, Pause)]
+
+
+def footer_p(app: MemtuiApp) -> str | None:
+    """What the footer says key P does (its keys are ``FooterKey`` widgets)."""
+    keys: list[Any] = list(app.query("FooterKey"))
+    return next((k.description for k in keys if k.key == "P"), None)
+
+
+def palette_titles(app: MemtuiApp) -> set[str]:
+    return {title for title, _, _ in app.palette_commands()}
+
+
+def recorded_notes(app: MemtuiApp) -> list[tuple[str, str]]:
+    """(title, text) of every toast ``app`` shows from now on."""
+    notes: list[tuple[str, str]] = []
+    show = app.notify
+
+    def notify(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((title, str(message)))
+        show(message, title=title, **kw)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return notes
+
+
+def engine(run: RunDir, state: str = "running", steps: int = 2000) -> FakeEngine:
+    """A fake that streams ``steps`` steps at 50 Hz (a pause holds the stream)."""
+    return FakeEngine(
+        run.socket,
+        run_id=run.run_id,
+        state=state,  # type: ignore[arg-type]
+        events=[make_event(1, "run_started", "run started")],
+        telemetry=[make_sample(step) for step in range(1, steps + 1)],
+    )
+
+
+async def test_p_pauses_then_continues_without_asking(live_run: RunDir) -> None:
+    async with engine(live_run) as fake:
+        app = MemtuiApp(live_run)
+        notes = recorded_notes(app)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected" and app.view.step > 0)
+            await until(lambda: footer_p(app) == "Pause")
+            assert "Run: pause training" in palette_titles(app)
+            assert "Run: continue training" not in palette_titles(app)
+
+            await pilot.press("P")
+            await pilot.pause()
+            assert not isinstance(app.screen, ConfirmScreen)  # pausing loses nothing: no question
+            await until(lambda: app.view.state == "paused")
+            assert pauses(fake) == [True]
+            await until(lambda: ("pause", "the trainer holds at the next step boundary") in notes)
+            held = fake.step
+            await pilot.pause(0.3)
+            assert fake.step == held  # a held trainer takes no steps
+            assert {"state_changed", "run_paused"} <= {e.type for e in app.view.events}
+            await until(lambda: " paused " in plain(app.query_one(RunHeader)._shown))
+
+            # P now continues: the footer, the keys list and the palette say so
+            await until(lambda: footer_p(app) == "Continue")
+            assert "Run: continue training" in palette_titles(app)
+            assert "Run: pause training" not in palette_titles(app)
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, KeysScreen)
+            assert ("P", "Continue") in app.screen._keys
+            assert ("P", "Pause") not in app.screen._keys
+            await pilot.press("escape")
+
+            await pilot.press("P")
+            await until(lambda: app.view.state == "running")
+            assert pauses(fake) == [True, False]
+            await until(lambda: fake.step > held)  # steps again
+            assert "run_continued" in {e.type for e in app.view.events}
+            await until(lambda: ("continue", "training goes on") in notes)
+            await until(lambda: footer_p(app) == "Pause")
+            assert app.is_running
+
+
+@pytest.mark.parametrize(("state", "paused"), [("running", True), ("restarting", True), ("paused", False)])
+async def test_p_sends_the_pause_that_fits_the_state(live_run: RunDir, state: str, paused: bool) -> None:
+    async with engine(live_run, state) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected" and app.view.state == state)
+            await pilot.pause(0.1)
+            await pilot.press("P")
+            await until(lambda: len(pauses(fake)) == 1)
+            assert pauses(fake) == [paused]
+            assert app.sent[-1].paused is paused  # type: ignore[union-attr]
+            await until(lambda: app.view.state == ("paused" if paused else "running"))
+
+
+async def test_pausing_an_ended_run_shows_the_refusal(live_run: RunDir) -> None:
+    async with engine(live_run, "stopped", steps=1) as fake:
+        app = MemtuiApp(live_run)
+        notes = recorded_notes(app)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected" and app.view.state == "stopped")
+            await pilot.press("P")
+            await until(lambda: any(title == "pause refused" for title, _ in notes))
+            assert pauses(fake) == [True] and fake.state == "stopped"
+            assert "the run is stopped" in dict(notes)["pause refused"]
+
+
+async def test_stop_still_works_while_paused(live_run: RunDir) -> None:
+    async with engine(live_run, "paused") as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected" and app.view.state == "paused")
+            await pilot.press("s", "y")
+            await until(lambda: app.view.state == "stopped")
+            assert [m.kind for m in fake.requests] == ["stop"]
+
+
+async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
+    async with engine(live_run) as fake:
+        app = MemtuiApp(live_run, readonly=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected")
+            await pilot.press("P")
+            for action in ("pause", "unpause"):
+                await app.run_action(action)
+            app.action_pause()  # even a direct call is refused
+            await pilot.pause(0.2)
+            assert "P" not in app.active_bindings and footer_p(app) is None
+            assert not {"Run: pause training", "Run: continue training"} & palette_titles(app)
+        assert fake.requests == [] and app.sent == []
+
+
+def test_header_shows_paused_as_a_badge_with_its_duration() -> None:
+    paused_at = make_event(4, "run_paused", "paused at step 40 (operator)", ts=1_000.0)
+    view = RunView(run_id="r", state="paused", connection="connected", newest_data_at=990.0)
+    view = view.with_event(paused_at)
+    markup = render_header(view, 1_065.0)
+    identity, progress = markup.split("\n")
+    assert "[b reverse $text-accent] paused [/]" in identity
+    assert "for 1m05s" in plain(identity)
+    assert "$text-warning" not in progress  # 75 s without data is expected while paused
+
+    running = render_header(RunView(run_id="r", state="running", connection="connected"), 0.0)
+    assert "reverse" not in running and "paused" not in running
+    stale = RunView(run_id="r", state="running", connection="connected", newest_data_at=990.0)
+    assert "$text-warning" in render_header(stale, 1_065.0).split("\n")[1]  # running: stale is flagged

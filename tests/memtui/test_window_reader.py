@@ -1,0 +1,96 @@
+"""The longer chart windows over a resumed run: attempt 1 ran steps 1..100, attempt 2 resumed
+from a checkpoint at step 80 and ran 81..150. Read by row order, both attempts' steps stay,
+in the order they ran, and the charts mark the restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.content import Content
+
+from engine.rundir import RunDir
+from engine.store import Store
+from memtui.app import MemtuiApp
+from memtui.chart import RESTART_MARK
+from memtui.history import stored_view
+from memtui.widgets.memory_panel import MemoryPanel
+from memtui.widgets.throughput_panel import ThroughputPanel
+from memtui.window_reader import read_window
+from tests.fakes.fake_engine import make_sample
+from tests.memtui.test_console import until
+
+RESTART_TS = 2000.0
+"""Attempt 2's first step finished here (attempt 1's last at 1100)."""
+
+
+def resumed_run(store_path: Path) -> None:
+    with Store(store_path) as store:
+        for step in range(1, 101):
+            store.add_step(make_sample(step, ts=1000.0 + step, tokens_per_s=1000.0))
+        for step in range(81, 151):
+            store.add_step(make_sample(step, ts=RESTART_TS + step - 81, attempt=2, tokens_per_s=3000.0))
+
+
+@pytest.fixture
+def resumed(run_dir: RunDir) -> RunDir:
+    resumed_run(run_dir.store)
+    return run_dir
+
+
+def test_whole_run_keeps_both_attempts_in_the_order_they_ran(resumed: RunDir) -> None:
+    points = read_window(resumed.store, "run", now=RESTART_TS + 100)
+    assert [p.step for p in points] == [*range(1, 101), *range(81, 151)]
+    assert [p.attempt for p in points] == [1] * 100 + [2] * 70
+    assert {p.tokens_per_s for p in points[100:]} == {3000.0}  # attempt 2's own values
+
+
+def test_downsampled_whole_run_never_mixes_the_attempts(resumed: RunDir) -> None:
+    points = read_window(resumed.store, "run", now=RESTART_TS + 100, buckets=10)
+    first = [p.attempt for p in points].index(2)
+    assert points[first - 1].step == 100 and points[first].step < 100 and points[-1].step == 150
+    assert all(p.tokens_per_s == (1000.0 if p.attempt == 1 else 3000.0) for p in points)
+
+
+def test_last_hour_starts_at_the_first_step_inside_it(resumed: RunDir) -> None:
+    now = RESTART_TS + 3600 + 9.5  # the hour began between attempt 2's steps 90 and 91
+    points = read_window(resumed.store, "hour", now=now)
+    assert [p.step for p in points] == list(range(91, 151))
+    with Store(resumed.store, readonly=True) as store:
+        assert store.count_steps(since_ts=now - 3600) == 60 and store.count_steps() == 170
+        assert [s.step for s in store.iter_steps(7, since_ts=1095.0)][:7] == [95, 96, 97, 98, 99, 100, 81]
+        assert store.count_steps(since_ts=1e12) == 0 and list(store.iter_steps(since_ts=1e12)) == []
+
+
+async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:
+    app = MemtuiApp(resumed, live=False, view=stored_view(resumed), clock=lambda: RESTART_TS + 100)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("w", "w")  # live -> last hour -> whole run
+        await until(lambda: app.view.window == "run" and app.view.window_points is not None)
+        app.redraw()
+        await pilot.pause()
+        for panel in (app.query_one(ThroughputPanel), app.query_one(MemoryPanel)):
+            assert panel.chart is not None
+            rule = Content.from_markup(panel.chart.text.splitlines()[0]).plain
+            assert "whole run (↻ restart)" in rule
+            points = app.view.chart_points(0.0, len(rule))  # all 170 steps folded across the chart
+            assert len(points) == len(rule) and points[0].step <= 3 and points[-1].step == 150
+            restart = [p.attempt for p in points].index(2)
+            assert points[restart - 1].step == 100 and rule.index(RESTART_MARK, 25) == restart
+
+
+def test_live_chart_marks_a_restart_too() -> None:
+    from memtui.run_view import RunView
+    from memtui.widgets.throughput_panel import render_throughput_chart
+
+    view = RunView()
+    for step in range(1, 101):
+        view = view.with_sample(make_sample(step, ts=1000.0 + step))
+    for step in range(81, 91):
+        view = view.with_sample(make_sample(step, ts=1200.0 + step, attempt=2))
+    assert [p.step for p in view.points[-12:]] == [99, 100, *range(81, 91)]
+    rule, *rows = render_throughput_chart(view, 40, 3, now=1290.0).splitlines()
+    assert Content.from_markup(rule).plain.startswith("tokens/s, last 5 min (↻ restart)──")
+    for row in rows:  # the label covers the restart's column: the chart's column is coloured
+        cells = Content.from_markup(row)
+        assert [span.style for span in cells.spans if span.start == 30] == ["$text-warning"]
