@@ -89,3 +89,29 @@ async def test_flood_of_ten_thousand_is_rate_limited_every_verdict_stored_and_pi
     assert len([e for e in events if e.type.startswith("directive")]) < 100  # not 10,000
     first = [e for e in events if e.type == "directive_decided" and e.data["verdict"]["rate_limited"]]
     assert first and counted == rate_limited
+
+
+async def test_an_operators_decision_never_waits_behind_a_flood_of_proposals(
+    start, connect, fake_env
+) -> None:
+    await start()
+    flooder = await connect(telemetry=False)
+    operator = await connect(telemetry=False)
+    await flooder.recv()
+    await operator.recv()
+    arrivals: list[float] = []
+
+    async def drain() -> None:  # the flooder reads its answers as they come
+        while len(arrivals) < 1500:
+            message = await flooder.recv(timeout=30)
+            if message.kind in ("ok", "error"):
+                arrivals.append(time.monotonic())
+
+    for i in range(1500):  # the pace answers 200 at once, then 500/s: ~2.6 s of backlog
+        await flooder.send(Propose(id=f"f{i}", values={"lr_multiplier": 0.5}, source="flood"))
+    reader = asyncio.create_task(drain())
+    answer, _ = await operator.answer(Approve(id="op", directive_id="no-such-directive"), timeout=30)
+    answered_at = time.monotonic()
+    await reader
+    assert answer.kind == "error" and "no-such-directive" in answer.reason
+    assert answered_at < arrivals[-1]  # served while proposals were still queued, not after them
