@@ -631,4 +631,7 @@ class RunStatus(BaseModel):
     trainer_pid: int | None = None
     exit_reason: str | None = None
     """How the run ended, in words, once it has."""
+    ranks: list[RankMemory] | None = None
+    """Several ranks: every rank's memory from the newest rank report (``ranks_step``)."""
+    ranks_step: int | None = None
     last_seq: int = 0

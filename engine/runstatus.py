@@ -36,16 +36,25 @@ def offline_status(run: RunDir) -> RunStatus:
     alive = run.supervisor_pid() is not None
     meta: dict[str, Any] = {}
     latest: TelemetrySample | None = None
+    report: TelemetrySample | None = None
     last_seq = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
                 meta, latest, last_seq = store.meta(), store.latest_step(), store.last_seq()
+                report = rank_report(store, latest)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
             meta = {} if alive else {"exit_reason": f"store unreadable: {err}"}
-    return compose_status(run, meta, latest, last_seq, supervisor_alive=alive)
+    return compose_status(run, meta, latest, last_seq, supervisor_alive=alive, rank_report=report)
+
+
+def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample | None:
+    """The newest sample with every rank's memory, looked for only when there are ranks."""
+    if latest is None or latest.world_size <= 1:
+        return None
+    return latest if latest.ranks else store.latest_rank_report()
 
 
 def compose_status(
@@ -55,8 +64,10 @@ def compose_status(
     last_seq: int,
     *,
     supervisor_alive: bool,
+    rank_report: TelemetrySample | None = None,
 ) -> RunStatus:
-    """RunStatus from the run's config, its stored meta and its newest step sample."""
+    """RunStatus from the run's config, its stored meta, its newest step sample and (several
+    ranks) the newest sample that carried every rank's memory."""
     run_id, name, target = _identity(run)
     state: RunState = meta.get("state") or "starting"
     exit_reason = meta.get("exit_reason")
@@ -67,6 +78,8 @@ def compose_status(
     if latest is not None:
         fields = {k: getattr(latest, k) for k in _SAMPLE_FIELDS}
         fields.update(step=latest.step, updated_at=latest.ts)
+    if rank_report is not None and rank_report.ranks:
+        fields.update(ranks=rank_report.ranks, ranks_step=rank_report.step)
     return RunStatus(
         run_id=run_id,
         name=name,

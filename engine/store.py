@@ -298,6 +298,21 @@ class Store:
         ).fetchone()
         return None if row is None else self._sample(row)
 
+    def latest_rank_report(self) -> TelemetrySample | None:
+        """The newest sample that carries every rank's memory (``ranks``), or None.
+
+        Reports come every few steps, so the backward scan by row id stops within a few
+        rows; callers ask only for runs with several ranks (one rank has none to find)."""
+        pending = [s for s in self._pending if s.ranks]
+        if pending:
+            return pending[-1]
+        if not self._has_tables() or "ranks" not in self._columns:
+            return None
+        row = self._db.execute(
+            f"SELECT {', '.join(self._columns)} FROM steps WHERE ranks IS NOT NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else self._sample(row)
+
     def _sample(self, row: tuple[Any, ...]) -> TelemetrySample:
         values = {n: _decode_value(STEP_COLUMNS[n], v) for n, v in zip(self._columns, row, strict=False)}
         for name in _JSON_COLUMNS.intersection(values):

@@ -78,7 +78,7 @@ from engine.protocol import (
 from engine.rank_processes import rank_processes
 from engine.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.rundir import RunDir
-from engine.runstatus import compose_status
+from engine.runstatus import compose_status, rank_report
 from engine.store import Store
 from engine.trainer_process import (
     TrainerExit,
@@ -701,7 +701,12 @@ class Supervisor:
         """The same answer ``offline_status`` gives, plus the newest in-memory sample."""
         latest = self.latest or self.store.latest_step()
         return compose_status(
-            self.run, self.store.meta(), latest, self.store.last_seq(), supervisor_alive=True
+            self.run,
+            self.store.meta(),
+            latest,
+            self.store.last_seq(),
+            supervisor_alive=True,
+            rank_report=rank_report(self.store, latest),
         )
 
     def _on_step(self, sample: TelemetrySample) -> None:

@@ -37,6 +37,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
             f"micro {s.micro_batch or PLACEHOLDER} x accum {s.grad_accum or PLACEHOLDER}"
             f" x world {s.world_size or PLACEHOLDER}",
         ),
+        *rank_rows(s),
         ("restarts", str(s.restarts)),
         ("running for", format_duration(now - s.started_at) if s.started_at else PLACEHOLDER),
         ("last step", format_age(now - s.updated_at) if s.updated_at else "never"),
@@ -44,6 +45,18 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def rank_rows(s: RunStatus) -> list[tuple[str, str]]:
+    """Several ranks: one row per rank from the newest rank report."""
+    return [
+        (
+            f"rank {r.rank}",
+            f"{format_bytes(r.allocated)} allocated, {format_bytes(r.reserved)} reserved, "
+            f"peak {format_bytes(r.peak)} (step {s.ranks_step})",
+        )
+        for r in s.ranks or []
+    ]
 
 
 def render_status(status: RunStatus, now: float) -> str:

@@ -92,3 +92,29 @@ def test_damaged_run_json_still_lists(run: RunDir) -> None:
     run.config_file.write_text("{oops")
     status = offline_status(run)
     assert status.run_id == run.run_id and status.name == run.run_id and status.target_steps == 0
+
+
+def test_several_ranks_report_the_newest_rank_report_between_reports(run: RunDir) -> None:
+    from engine.domain import RankMemory
+    from memtui.status_report import render_status
+
+    _write(run, state="completed", pid=_dead_pid())
+    ranks = [
+        RankMemory(rank=r, allocated=(r + 1) << 20, reserved=2 << 20, peak=3 << 20, capacity=1 << 30)
+        for r in (0, 1)
+    ]
+    with Store(run.store) as store:
+        for step in range(1, 13):  # a report on step 10 only, as with rank_report_every = 10
+            two = _sample(step).model_copy(update={"world_size": 2, "ranks": ranks if step == 10 else None})
+            store.add_step(two)
+    status = offline_status(run)
+    assert status.step == 12 and status.ranks == ranks and status.ranks_step == 10
+    text = render_status(status, now=time.time())
+    assert "rank 0       1.00 MiB allocated" in text and "rank 1       2.00 MiB allocated" in text
+    assert "peak 3.00 MiB (step 10)" in text
+
+
+def test_one_rank_has_no_rank_rows(run: RunDir) -> None:
+    _write(run, state="completed", pid=_dead_pid(), steps=3)
+    status = offline_status(run)
+    assert status.ranks is None and status.ranks_step is None
