@@ -52,10 +52,20 @@ SHORT_KIND_LABELS: dict[str, str] = {"cuda": "CUDA", "cpu-rss": "RSS, CPU stand-
 
 
 def memory_title(view: RunView, width: int = WIDE_AT) -> str:
+    """The panel's border title for a panel ``width`` cells wide: what the numbers measure
+    and, with several ranks, how many and from which step their last report is."""
     kind = view.sample.mem_kind if view.sample else None
-    labels = KIND_LABELS if width >= WIDE_AT - 16 else SHORT_KIND_LABELS
+    if not kind:
+        return "Memory"
     ranks = f" · {len(view.ranks)} ranks" if view.ranks else ""
-    return f"Memory · {labels[kind]}{ranks}" if kind else "Memory"
+    step = view.sample.step if view.sample else None
+    if ranks and view.ranks_step is not None and step is not None and view.ranks_step < step:
+        ranks += f" at step {view.ranks_step}"  # the ranks report every few steps: say how old
+    room = width - 6  # the border's corners and the title's padding
+    long = f"Memory · {KIND_LABELS[kind]}{ranks}"
+    if width >= WIDE_AT - 16 and len(long) <= room:
+        return long
+    return f"Memory · {SHORT_KIND_LABELS[kind]}{ranks}"
 
 
 def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:

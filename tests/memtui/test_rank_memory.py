@@ -75,6 +75,16 @@ def test_wide_panel_draws_a_row_per_rank_with_bars_peak_and_gap() -> None:
     assert words(r1).endswith("1.66 GiB 83% 1.76 GiB 200 MiB") and "▒" in r1
     assert memory_title(view) == "Memory · CUDA device memory · 2 ranks"
     assert worst_rank(view.ranks).rank == 1
+    later = view.with_sample(make_sample(view.step + 3, world_size=2, mem_kind="cuda"))
+    assert memory_title(later) == f"Memory · CUDA device memory · 2 ranks at step {view.step}"
+    cpu = (
+        RunView()
+        .with_sample(make_sample(4, world_size=2, ranks=ranks))
+        .with_sample(make_sample(9, world_size=2))
+    )
+    assert (
+        memory_title(cpu, 58) == "Memory · RSS, CPU stand-in · 2 ranks at step 4"
+    )  # the long label would not fit
 
 
 def test_narrow_panel_drops_the_gap_column_before_the_bar() -> None:
