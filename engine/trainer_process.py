@@ -113,7 +113,7 @@ def kill_group(pid: int, sig: signal.Signals) -> None:
 
 def descendant_groups(pid: int) -> list[int]:
     """Process groups led by descendants of ``pid`` other than its own (psutil; [] if gone)."""
-    import psutil  # the supervisor's only use outside the hardware probe
+    import psutil  # imported when needed: most runs never SIGKILL a trainer
 
     try:
         children = psutil.Process(pid).children(recursive=True)

@@ -13,9 +13,10 @@ know before it loads anything.
 
 With several ranks, rank 0 runs the store's transaction (free-disk check, seal, prune) and
 the others follow: rank 0 broadcasts the staging tag (or None: skipped), every rank writes
-its shards into it (``save_checkpoint`` is a collective), a barrier, then rank 0 seals and
-broadcasts the outcome so every rank counts the same last saved step. On resume rank 0
-verifies and chooses; every rank loads the chosen tag.
+its shards into it (``save_checkpoint`` is a collective), an all-reduce shares any write
+failure (and is the barrier), then rank 0 seals and broadcasts the outcome so that every
+rank counts the same last saved step. On resume rank 0 verifies and chooses; every rank
+loads the chosen tag.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ def save(
 
     Every rank calls it at the same step; all of them get rank 0's outcome."""
     group = group or RankGroup()
-    if group.world == 1:
-        return _save_as_leader(engine, store, config, client_state, directives, group)
     outcome: SaveOutcome | None = None
     if group.leader:
         outcome = _save_as_leader(engine, store, config, client_state, directives, group)

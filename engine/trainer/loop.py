@@ -7,7 +7,8 @@ Reads top to bottom::
       with several ranks: a RankLink (rank 0 speaks for all; stop and directives agreed)
       resume from the newest checkpoint, if any (rank 0 chooses, every rank loads)
       run_steps(): until the target step or a stop request
-          link.sync()        several ranks: agree on stop and directives at the boundary
+          link.sync()        several ranks: agree on stop, pause and directives at the boundary
+          hold()             while the operator has paused training
           train_step()       grad_accum x (forward, backward, engine.step())
           report_step()      TelemetrySample -> StepReport, every log_every steps
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
@@ -316,9 +317,8 @@ def share_cpu_cores() -> None:
     swung between ~10 and ~100 steps/s on 2 under other load. OMP_NUM_THREADS wins.
     """
     if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
-        return
-    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # torchrun: ranks on this host
-    torch.set_num_threads(max(1, ((os.cpu_count() or 1) - 1) // local_ranks))
+        return  # (torchrun sets OMP_NUM_THREADS=1 for each rank it starts)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
 
 
 def seed_everything(seed: int) -> None:

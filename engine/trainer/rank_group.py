@@ -4,10 +4,10 @@ DeepSpeed and torchrun are the distributed engine (DESIGN.md): the gradients' al
 DeepSpeed's. memtui adds small collectives of its own on the default process group that
 DeepSpeed initialised, so that every rank takes the same decision at the same step:
 
-- ``max_ints``      stop flags, directive counts and memory readings (all-reduce MAX)
+- ``max_ints``      stop, pause and directive counts, memory readings, and a checkpoint's
+                    write failures (all-reduce MAX; also the barrier before rank 0 seals)
 - ``broadcast``     rank 0's directives and checkpoint choices (pickled objects)
 - ``gather_ints``   every rank's memory for rank 0's telemetry (all-gather)
-- ``barrier``       a checkpoint's files all written before rank 0 seals it
 
 Each call is a collective: every rank must make the same calls in the same order, which
 the loop guarantees by calling them at step boundaries from code paths that do not branch
@@ -68,7 +68,3 @@ class RankGroup:
         box = [value if self.leader else None]
         dist.broadcast_object_list(box, src=0, device=self.device)
         return box[0]
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()

@@ -8,13 +8,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planner_samples import sample
 
 from engine.directive import DirectiveRefused
 from engine.directive_queue import DirectiveError, DirectiveQueue, answer_request
-from engine.domain import DecisionRecord, RunConfig, TelemetrySample, build_run_config
+from engine.domain import DecisionRecord, RunConfig, build_run_config
 from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
-
-MIB = 1 << 20
 
 
 class Harness:
@@ -47,25 +46,6 @@ class Harness:
 
     def of(self, type: str) -> list[dict[str, Any]]:
         return [data for t, data in self.events if t == type]
-
-
-def sample(step: int, **over: Any) -> TelemetrySample:
-    fields = {
-        "step": step,
-        "ts": 0.0,
-        "samples": 0,
-        "tokens": 0,
-        "loss": 2.0,
-        "lr": 1e-3,
-        "step_time_s": 0.01,
-        "tokens_per_s": 1.0,
-        "micro_batch": 8,
-        "grad_accum": 1,
-        "loss_scale": 4096.0,
-        "mem_predicted": 100 * MIB,
-        "mem_budget": 1000 * MIB,
-    }
-    return TelemetrySample(**{**fields, **over})
 
 
 def config(**policy: Any) -> RunConfig:

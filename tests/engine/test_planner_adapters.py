@@ -10,35 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from planner_samples import sample
 
 from engine.directive_queue import DirectiveQueue
-from engine.domain import ConfigError, RunConfig, TelemetrySample, build_run_config
+from engine.domain import ConfigError, RunConfig, build_run_config
 from engine.planner.command import MAX_FAILURES, CommandPlanner
 from engine.planner.external import ExternalPlanner, TelemetrySummary, hand_over
 from engine.planner.openai_http import OpenAIPlanner
 from engine.planner.reply import parse_reply
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
-MIB = 1 << 20
-
-
-def sample(step: int, **over: Any) -> TelemetrySample:
-    fields = {
-        "step": step,
-        "ts": 0.0,
-        "samples": 0,
-        "tokens": 0,
-        "loss": 2.0,
-        "lr": 1e-3,
-        "step_time_s": 0.01,
-        "tokens_per_s": 1.0,
-        "micro_batch": 8,
-        "grad_accum": 1,
-        "loss_scale": 4096.0,
-        "mem_predicted": 100 * MIB,
-        "mem_budget": 1000 * MIB,
-    }
-    return TelemetrySample(**{**fields, **over})
 
 
 class Harness:

@@ -41,9 +41,6 @@ class ScriptedGroup:
         self.calls.append("broadcast")
         return value if self.leader else self.sent.popleft()
 
-    def barrier(self) -> None:
-        self.calls.append("barrier")
-
 
 def directive(n: int) -> ApplyDirective:
     return ApplyDirective(directive_id=f"d{n}", decision_id=f"x{n}", values={"lr_multiplier": 0.5})
