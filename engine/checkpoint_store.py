@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +55,16 @@ Writer = Callable[[str], None]
 
 @dataclass(frozen=True)
 class SaveOutcome:
-    """What one save did. ``status``: saved | skipped (no room) | failed (writer or verify)."""
+    """What one save did. ``status``: saved | skipped (no room) | failed (writer or verify)
+    | sealing (written; a background thread seals it, see engine.checkpoint_sealer)."""
 
     status: str
     step: int
     tag: str
     reason: str = ""
     seconds: float = 0.0
-    """Wall time the save took (the training stall, as saving is synchronous)."""
+    """Wall time the save took: write plus seal (the training stall when sealing is not in
+    the background)."""
     write_s: float = 0.0
     """Of which the writer (DeepSpeed's torch.save calls)."""
     seal_s: float = 0.0
@@ -71,6 +73,19 @@ class SaveOutcome:
     free_bytes: int = 0
     needed_bytes: int = 0
     pruned: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A save whose files are written into ``staging`` but not yet sealed (see ``seal``)."""
+
+    step: int
+    tag: str
+    staging: str
+    write_s: float
+    """Seconds from the start of the save until the writer returned (free-space check included)."""
+    free_bytes: int
+    needed_bytes: int
 
 
 @dataclass
@@ -94,6 +109,15 @@ class CheckpointStore:
         ``manifest_fields``: the Manifest fields but tag, step, created_at and files.
         ``estimate_bytes``: the expected size when no earlier checkpoint tells it better.
         """
+        staged = self.stage(step, write, estimate_bytes)
+        if isinstance(staged, SaveOutcome):
+            return staged
+        return self.seal(staged, manifest_fields)
+
+    def stage(self, step: int, write: Writer, estimate_bytes: int) -> Staged | SaveOutcome:
+        """The first half of a save, the one training must wait for: check free space and
+        let the writer fill the staging dir. Returns what ``seal`` needs, or the outcome of a
+        save that ends here (skipped for room, failed writing); raises nothing."""
         started = time.perf_counter()
         tag, staging = catalog.tag_for(step), catalog.staging_for(step)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -110,27 +134,26 @@ class CheckpointStore:
             return SaveOutcome(
                 "failed", step, tag, f"writing failed: {_describe(err)}", time.perf_counter() - started
             )
-        write_s = time.perf_counter() - started
+        return Staged(step, tag, staging, time.perf_counter() - started, free, needed)
+
+    def seal(self, staged: Staged, manifest_fields: dict[str, Any]) -> SaveOutcome:
+        """The second half: fsync, manifest, rename, verify, ``latest``, prune. Safe on a
+        background thread as long as no other save starts meanwhile (``stage`` clears
+        staging dirs). ``seconds`` of the outcome is write plus seal time."""
+        started = time.perf_counter()
         try:
-            outcome = self._seal(step, tag, staging, manifest_fields)
+            outcome = self._seal(staged.step, staged.tag, staged.staging, manifest_fields)
         except Exception as err:
-            self._discard(staging)
-            return SaveOutcome(
-                "failed", step, tag, f"sealing failed: {_describe(err)}", time.perf_counter() - started
-            )
-        seconds = time.perf_counter() - started
-        return SaveOutcome(
-            outcome.status,
-            step,
-            tag,
-            outcome.reason,
-            seconds,
-            write_s,
-            seconds - write_s,
-            outcome.size_bytes,
-            free,
-            needed,
-            outcome.pruned,
+            self._discard(staged.staging)
+            outcome = SaveOutcome("failed", staged.step, staged.tag, f"sealing failed: {_describe(err)}")
+        seal_s = time.perf_counter() - started
+        return replace(
+            outcome,
+            seconds=staged.write_s + seal_s,
+            write_s=staged.write_s,
+            seal_s=seal_s,
+            free_bytes=staged.free_bytes,
+            needed_bytes=staged.needed_bytes,
         )
 
     def _seal(self, step: int, tag: str, staging: str, fields: dict[str, Any]) -> SaveOutcome:

@@ -125,6 +125,12 @@ class CheckpointConfig(_Strict):
     min_free_mb: int = Field(0, ge=0)
     """MiB that must stay free on the disk after a save; a save that would cut into it is
     skipped with an alert (the older checkpoints are kept)."""
+    background: bool = True
+    """Seal each save (fsync, sha256, manifest, rename, verify, prune) on a background
+    thread while training goes on, so that training waits only for DeepSpeed's write of the
+    files. A save is committed (``latest`` moves) when its seal ends; one seals at a time,
+    and the final save when the run stops is always sealed before the trainer exits.
+    False: training waits for the whole save."""
     stop_grace_s: float = Field(60.0, gt=0.0)
     """Seconds from a stop request or SIGTERM to SIGKILL: the trainer finishes its step and
     writes an emergency checkpoint in this time (a kill mid-save leaves the previous one)."""

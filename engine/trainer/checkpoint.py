@@ -33,6 +33,7 @@ import torch
 from engine.checkpoint_catalog import committed_tags, tag_for  # noqa: F401  (re-exported for callers)
 from engine.checkpoint_manifest import Manifest, config_hash
 from engine.checkpoint_policy import to_prune
+from engine.checkpoint_sealer import CheckpointSealer
 from engine.checkpoint_store import CheckpointStore, SaveOutcome
 from engine.domain import RunConfig
 from engine.rundir import RunDir
@@ -88,15 +89,18 @@ def save(
     client_state: dict[str, Any],
     directives: list[dict[str, Any]] | None = None,
     group: RankGroup | None = None,
+    sealer: CheckpointSealer | None = None,
 ) -> SaveOutcome:
     """Checkpoint ``engine`` at its current step through ``store``; never raises for a
     failed or skipped save (the outcome says which, and the older checkpoints stay).
 
+    With a ``sealer`` (rank 0's), the save returns once every file is written, with status
+    ``sealing``; the sealer's thread commits it and its outcome comes from the sealer.
     Every rank calls it at the same step; all of them get rank 0's outcome."""
     group = group or RankGroup()
     outcome: SaveOutcome | None = None
     if group.leader:
-        outcome = _save_as_leader(engine, store, config, client_state, directives, group)
+        outcome = _save_as_leader(engine, store, config, client_state, directives, group, sealer)
     else:
         _save_as_follower(engine, store, client_state, group)
     shared: SaveOutcome = group.broadcast(outcome)  # rank 0's outcome on every rank
@@ -139,6 +143,7 @@ def _save_as_leader(
     client_state: dict[str, Any],
     directives: list[dict[str, Any]] | None,
     group: RankGroup,
+    sealer: CheckpointSealer | None,
 ) -> SaveOutcome:
     step = int(engine.global_steps)
     samples = int(engine.global_samples)
@@ -163,10 +168,23 @@ def _save_as_leader(
         "directives": list(directives or []),
     }
     estimate = sum(p.numel() for p in engine.module.parameters()) * BYTES_PER_PARAM_ESTIMATE
-    outcome = store.save(step, write, fields, estimate)
+    staged = store.stage(step, write, estimate)
     if not told:
         group.broadcast(None)  # skipped before writing (no room): the followers skip too
-    return outcome
+    if isinstance(staged, SaveOutcome):
+        return staged  # skipped or failed: nothing to seal
+    if sealer is None:
+        return store.seal(staged, fields)
+    sealer.submit(lambda: store.seal(staged, fields))
+    return SaveOutcome(
+        "sealing",
+        step,
+        staged.tag,
+        seconds=staged.write_s,
+        write_s=staged.write_s,
+        free_bytes=staged.free_bytes,
+        needed_bytes=staged.needed_bytes,
+    )
 
 
 # ------------------------------------------------------------------------- resume

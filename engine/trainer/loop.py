@@ -12,8 +12,9 @@ Reads top to bottom::
           train_step()       grad_accum x (forward, backward, engine.step())
           report_step()      TelemetrySample -> StepReport, every log_every steps
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
-          maybe_checkpoint() every checkpoint.every_steps
-      final checkpoint, trainer_finished
+          collect_sealed()   report a checkpoint sealed in the background meanwhile
+          maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
+      final checkpoint (sealed before exit), trainer_finished
 
 ``train_step`` is the whole of the DeepSpeed work; everything else is bookkeeping that
 ``bench/overhead.py`` measures against a bare loop of ``train_step`` alone.
@@ -32,6 +33,8 @@ from typing import Any, Literal
 import torch
 
 from engine import checkpoint_policy
+from engine.checkpoint_sealer import CheckpointSealer
+from engine.checkpoint_store import SaveOutcome
 from engine.domain import RunConfig
 from engine.protocol import StepReport
 from engine.rundir import RunDir
@@ -80,6 +83,10 @@ class Training:
     """Directive values the resumed checkpoint recorded, re-applied before the first step."""
     ranks: RankGroup = field(default_factory=RankGroup)
     """This process's rank in the trainer's group (one rank unless torchrun started several)."""
+    sealer: CheckpointSealer | None = None
+    """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
+    sealing_stall_s: float = 0.0
+    """What the save now being sealed stalled training (s), reported when the seal ends."""
 
 
 # ------------------------------------------------------------------------- the loop
@@ -126,16 +133,22 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
         last_saved_step=resumed.step if resumed else -1,
         resumed_directives=dict(resumed.client_state.get("directives") or {}) if resumed else {},
         ranks=ranks,
+        sealer=CheckpointSealer() if config.checkpoint.background and ranks.leader else None,
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
 
-    run_steps(training, until=config.steps)
+    try:
+        run_steps(training, until=config.steps)
+    except BaseException:
+        settle_sealing(training)  # a crash too: a written save is worth sealing
+        raise
+    collect_sealed(training, wait=True)
 
     outcome: Outcome = "completed" if engine.global_steps >= config.steps else "stopped"
-    if training.last_saved_step != engine.global_steps:
-        save_checkpoint(training)
+    if ranks.max_ints([training.last_saved_step != engine.global_steps])[0]:
+        save_checkpoint(training, background=False)  # durable before the trainer exits
     training.memory.raise_if_halted()  # OOM at the smallest micro-batch, loss-scale floor
     link.event(
         "trainer_finished",
@@ -181,6 +194,7 @@ def run_steps(training: Training, until: int) -> None:
             training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
         if engine.global_steps % config.log_every == 0:
             report_step(training, loss, lr, scale, overflow, step_time_s)
+        collect_sealed(training)
         maybe_checkpoint(training)
 
 
@@ -214,6 +228,7 @@ def hold(training: Training, agree: Callable[[], None] | None) -> None:
     started = time.monotonic()
     while link.pause_requested.is_set() and not link.stop_requested.is_set():
         time.sleep(HOLD_POLL_S)
+        collect_sealed(training)
         if agree is not None:
             agree()
     held_s = time.monotonic() - started
@@ -252,20 +267,63 @@ def maybe_checkpoint(training: Training) -> None:
         save_checkpoint(training)
 
 
-def save_checkpoint(training: Training) -> None:
+def save_checkpoint(training: Training, background: bool = True) -> None:
     """A durable save (see engine.checkpoint_store); a skipped or failed one is an alert
-    event and the run goes on with its older checkpoints. ``seconds`` is the stall."""
+    event and the run goes on with its older checkpoints.
+
+    With rank 0's sealer and ``background``, training waits only for the write (plus any
+    wait for the previous seal); ``collect_sealed`` reports the save when its seal ends."""
     if training.run is None:
         return
     engine, config = training.engine, training.config
+    waited_s = collect_sealed(training, wait=True)  # the next save clears staging dirs
     store = checkpoint.store_for(config, training.run)
     effective = training.directives.effective if training.directives else {}
     applied = [dict(effective)] if effective else []  # the manifest's "applied directives"
-    saved = checkpoint.save(engine, store, config, client_state(training), applied, training.ranks)
+    sealer = training.sealer if background else None
+    saved = checkpoint.save(engine, store, config, client_state(training), applied, training.ranks, sealer)
     training.last_saved_at = time.monotonic()
+    stall_s = saved.write_s + waited_s if saved.status == "sealing" else saved.seconds + waited_s
+    if saved.status in ("saved", "sealing"):
+        training.last_saved_step = saved.step  # every rank: the cadence counts from here
+        training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
+    if saved.status == "sealing":
+        training.sealing_stall_s = stall_s
+        return
+    report_save(training, saved, stall_s)
+
+
+def collect_sealed(training: Training, wait: bool = False) -> float:
+    """Report the background seal's outcome once it ended (``wait``: block until it does).
+    Returns the seconds spent waiting. A failed seal makes the final save happen again."""
+    if training.sealer is None or not training.sealer.busy:
+        return 0.0
+    if wait:
+        outcome, waited_s = training.sealer.wait()
+    else:
+        outcome, waited_s = training.sealer.poll(), 0.0
+    if outcome is not None:
+        if outcome.status != "saved":
+            training.last_saved_step = -1  # rank 0 only; the final save's decision is agreed
+        report_save(training, outcome, training.sealing_stall_s, background=True)
+    return waited_s
+
+
+def settle_sealing(training: Training) -> None:
+    """On the way out of a failing run: finish the seal in flight; never raise over the
+    error that is ending the run (the link may be what broke)."""
+    try:
+        collect_sealed(training, wait=True)
+    except Exception:
+        log.exception("reporting the last background checkpoint failed")
+
+
+def report_save(training: Training, saved: SaveOutcome, stall_s: float, background: bool = False) -> None:
+    """One event per save: ``checkpoint_saved`` with the training stall (s), or
+    ``checkpoint_skipped`` (no room) / ``checkpoint_failed`` as a critical alert."""
     if saved.status != "saved":
         training.link.event(
-            f"checkpoint_{saved.status}",  # checkpoint_skipped (no room) | checkpoint_failed
+            f"checkpoint_{saved.status}",
             f"checkpoint {saved.tag} {saved.status}: {saved.reason}",
             severity="critical",
             step=saved.step,
@@ -275,16 +333,17 @@ def save_checkpoint(training: Training) -> None:
             needed_bytes=saved.needed_bytes,
         )
         return
-    training.last_saved_step = saved.step
-    training.telemetry.checkpoint_stall_s = saved.seconds  # the next step report carries it
+    where = f"sealed in the background in {saved.seal_s:.2f} s" if background else "sealed in line"
     training.link.event(
         "checkpoint_saved",
-        f"checkpoint {saved.tag} saved in {saved.seconds:.2f} s ({saved.size_bytes / 1e6:.1f} MB)",
+        f"checkpoint {saved.tag} saved: training waited {stall_s:.2f} s, {where} "
+        f"({saved.size_bytes / 1e6:.1f} MB)",
         step=saved.step,
         tag=saved.tag,
-        seconds=round(saved.seconds, 4),  # the training stall: saving is synchronous
+        seconds=round(stall_s, 4),  # the training stall
         write_s=round(saved.write_s, 4),
         seal_s=round(saved.seal_s, 4),
+        background=background,
         size_bytes=saved.size_bytes,
         pruned=saved.pruned,
     )

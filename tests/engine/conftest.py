@@ -25,6 +25,14 @@ FAKE_TRAINER_CMD = [sys.executable, str(FAKE_TRAINER)]
 
 
 @pytest.fixture
+def directory() -> Iterator[Path]:
+    """A run's ``checkpoints/`` (not created yet) in a scratch directory."""
+    path = Path(tempfile.mkdtemp(prefix="mtck", dir="/tmp"))
+    yield path / "checkpoints"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def home() -> Iterator[Path]:
     # Short: a Unix socket path must fit in 107 bytes.
     path = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))

@@ -8,8 +8,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +17,6 @@ from engine.checkpoint_manifest import verify_tag
 from engine.checkpoint_store import CheckpointStore, newest_verified_step
 
 FIELDS = {"samples": 0, "config_hash": "c" * 64, "micro_batch": 8, "grad_accum": 1}
-
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="mtck", dir="/tmp"))
-    yield path / "checkpoints"
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def writer(directory: Path, step: int, size: int = 4096):
