@@ -65,6 +65,8 @@ async def run_alert_command(command: str, payload: dict[str, Any], timeout_s: fl
             proc.kill()
         await proc.wait()
         return None
+    if proc.returncode:
+        log.warning("alert command %r exited with status %s", command, proc.returncode)
     return proc.returncode
 
 
@@ -136,15 +138,18 @@ class AlertWatch:
         loop = asyncio.get_running_loop()
         next_hardware = next_doctor = loop.time() + FIRST_DOCTOR_S
         while True:
-            self.raise_all(self.rules.on_tick(time.time(), self._expecting()))
-            now = loop.time()
-            if now >= next_doctor:
-                next_doctor = now + self.config.doctor_interval_s
-                next_hardware = now + self.config.hardware_interval_s
-                await self._doctor()
-            elif now >= next_hardware:
-                next_hardware = now + self.config.hardware_interval_s
-                await self._hardware()
+            try:
+                self.raise_all(self.rules.on_tick(time.time(), self._expecting()))
+                now = loop.time()
+                if now >= next_doctor:
+                    next_doctor = now + self.config.doctor_interval_s
+                    next_hardware = now + self.config.hardware_interval_s
+                    await self._doctor()
+                elif now >= next_hardware:
+                    next_hardware = now + self.config.hardware_interval_s
+                    await self._hardware()
+            except Exception:  # e.g. the store refusing a write (disk full): the next tick tries again
+                log.exception("alert tick failed")
             await asyncio.sleep(TICK_S)
 
     async def _doctor(self) -> None:

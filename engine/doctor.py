@@ -18,6 +18,7 @@ import ast
 import contextlib
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import time
 from pathlib import Path
@@ -58,7 +59,8 @@ class EnvironmentDoctor:
         disks = {"run": run_dir or Path.cwd()}
         if checkpoint_dir is not None:
             disks["checkpoints"] = checkpoint_dir
-        self.probe = probe or HardwareProbe(self.nvml, disks)
+        # Standalone (``memtui doctor``) the only process of ours is the doctor itself.
+        self.probe = probe or HardwareProbe(self.nvml, disks, lambda: {"doctor": os.getpid()})
         self.import_torch = import_torch
 
     def examine(self) -> DoctorReport:

@@ -74,7 +74,7 @@ class ProcessReport(_Report):
     """One of the engine's own processes."""
 
     role: str
-    """``supervisor`` or ``trainer``."""
+    """``supervisor``, ``trainer``, ``rank N``, or ``doctor`` (a standalone ``memtui doctor``)."""
     pid: int
     cpu_pct: float | None = None
     """Percent of one core since the previous reading (None on the first)."""

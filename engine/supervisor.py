@@ -391,6 +391,8 @@ class Supervisor:
         if self.planner is not None:
             with contextlib.suppress(Exception):
                 await self.planner.close()  # kills a planner command
+        if self.alerts is not None:
+            await self.alerts.close()  # alert commands in flight finish (each within its timeout)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

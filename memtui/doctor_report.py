@@ -27,12 +27,12 @@ def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int
     if deep:
         return _run_child(as_json=as_json, run_dir=run_dir)
     from engine.doctor import EnvironmentDoctor, render_report
-    from engine.rundir import memtui_home
+    from engine.rundir import memtui_home, runs_root
 
     home = run_dir or memtui_home()
-    report = EnvironmentDoctor(
-        run_dir=home, checkpoint_dir=run_dir / "checkpoints" if run_dir else None
-    ).examine()
+    # Before any run, a run's checkpoints/ will be under runs/ (its disk is the nearest existing parent's).
+    checkpoints = run_dir / "checkpoints" if run_dir else runs_root(home)
+    report = EnvironmentDoctor(run_dir=home, checkpoint_dir=checkpoints).examine()
     print(report.model_dump_json(indent=2) if as_json else render_report(report))
     return doctor_exit_code(report.verdict)
 

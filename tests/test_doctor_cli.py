@@ -42,6 +42,10 @@ def test_memtui_doctor_json_exits_zero_with_verdict_and_reasons() -> None:
     report = json.loads(done.stdout)
     assert report["verdict"] in ("healthy", "degraded")
     assert report["software"]["python"] and report["hardware"]["host"]["cpu_count"]
+    disks = {d["label"]: d for d in report["hardware"]["host"]["disks"]}
+    assert set(disks) == {"run", "checkpoints"} and all(d["free_bytes"] for d in disks.values())
+    assert disks["checkpoints"]["path"].endswith("/runs")  # where every run's checkpoints/ will be
+    assert [p["role"] for p in report["hardware"]["host"]["processes"]] == ["doctor"]  # no supervisor here
     if not has_gpu():
         assert report["hardware"]["gpus"] == [] and report["hardware"]["nvml"]
         assert report["software"]["accelerator"] == "cpu"

@@ -143,3 +143,31 @@ def test_restarts_alert_but_a_crash_loop_is_throttled() -> None:
     out = [a for t in range(10) for a in rules.on_restart(float(t), "crashed", {})]
     assert rules_of(out) == ["restart:firing"]
     assert rules_of(rules.on_restart(100.0, "crashed", {})) == ["restart:firing"]
+
+
+def test_throughput_hovering_at_the_drop_threshold_is_one_alert() -> None:
+    rules, out = AlertRules(CFG), []  # baseline 1000: drop below 500, clear at 550 and up
+    speeds = [1000.0] * 10 + [400.0] * 5 + [480.0, 520.0, 540.0, 495.0] * 10 + [1000.0] * 3
+    for t, speed in enumerate(speeds):
+        out += rules.on_step(sample(t + 1, tokens_per_s=speed), float(t))
+    assert rules_of(out) == ["throughput_drop:firing", "throughput_drop:resolved"]
+    assert out[1].data["step"] == 56  # the first step back at 1000, not the first above 500
+    quiet = AlertRules(CFG)  # never five dropped steps in a row: no trend, no alert
+    hover = [1000.0] * 10 + [490.0, 510.0] * 20
+    assert [
+        a for t, v in enumerate(hover) for a in quiet.on_step(sample(t + 1, tokens_per_s=v), float(t))
+    ] == []
+
+
+def test_flapping_nan_loss_and_throttle_are_throttled_not_a_storm() -> None:
+    rules, out = AlertRules(CFG), []  # throttle_s 60: a re-fire within a minute stays quiet
+    for t in range(20):
+        out += rules.on_step(sample(t + 1, loss=math.nan if t % 2 == 0 else 2.0), float(t))
+        out += rules.on_hardware(gpus(60, throttle=0x40 if t % 2 == 0 else 0), float(t))
+    assert sorted(rules_of(out)) == sorted(
+        ["loss_nan:firing", "loss_nan:resolved", "gpu_throttle.0:firing", "gpu_throttle.0:resolved"]
+    )
+    later = rules.on_step(sample(100, loss=math.inf), 100.0) + rules.on_hardware(
+        gpus(60, throttle=0x8), 100.0
+    )
+    assert rules_of(later) == ["loss_nan:firing", "gpu_throttle.0:firing"]  # past the window: alerted again

@@ -1,0 +1,203 @@
+"""The supervisor's side of alerts (issue 7): the user's alert command (a webhook script)
+gets each alert as JSON, readings are taken off the event loop, a failing tick does not stop
+the timer, a restart raises an alert, and the policy reads the doctor's periodic report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
+
+from engine import alert_watch
+from engine.alert_watch import AlertWatch, run_alert_command
+from engine.domain import AlertConfig, Event, build_run_config
+from engine.protocol import Propose
+from engine.rundir import RunDir
+from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def appender(path: Path, delay_s: float = 0.0) -> str:
+    """An alert command that appends its stdin, one line per alert, to ``path`` (after
+    ``delay_s``: a slow webhook)."""
+    code = (
+        f"import sys, time; time.sleep({delay_s}); open({str(path)!r}, 'a').write(sys.stdin.read() + '\\n')"
+    )
+    return shlex.join([sys.executable, "-c", code])
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+
+class Recorder:
+    """Stands in for the supervisor's ``_record``: numbers events like the store."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.events: list[Event] = []
+        self.fail_first = fail_first
+
+    def __call__(self, type: str, **fields: Any) -> Event:
+        if self.fail_first > 0:
+            self.fail_first -= 1
+            raise OSError(28, "No space left on device")
+        event = Event(seq=len(self.events) + 1, ts=time.time(), type=type, **fields)
+        self.events.append(event)
+        return event
+
+    def rules(self) -> list[str]:
+        return [str(e.data.get("rule")) for e in self.events if e.type == "alert"]
+
+
+def watch(tmp_path: Path, record: Recorder, nvml: Any = None, **config: Any) -> AlertWatch:
+    return AlertWatch(
+        AlertConfig(**config),
+        record,
+        run_dir=tmp_path,
+        checkpoint_dir=tmp_path / "checkpoints",
+        pids=lambda: {"supervisor": os.getpid()},
+        expecting_steps=lambda: True,
+        nvml=nvml,
+    )
+
+
+async def test_alert_command_gets_the_payload_as_json_on_stdin(tmp_path: Path) -> None:
+    out = tmp_path / "hook.ndjson"
+    assert await run_alert_command(appender(out), {"rule": "disk_low", "state": "firing"}, 20.0) == 0
+    assert lines_of(out) == [{"rule": "disk_low", "state": "firing"}]
+
+
+async def test_alert_command_that_hangs_is_killed_and_one_that_cannot_start_is_none() -> None:
+    started = time.monotonic()
+    assert await run_alert_command("sleep 30", {}, 0.3) is None
+    assert time.monotonic() - started < 20  # killed at its timeout, not waited for
+    assert await run_alert_command("/no/such/alert-hook", {}, 5.0) is None
+    assert await run_alert_command("unbalanced 'quote", {}, 5.0) is None
+
+
+async def test_a_failing_alert_command_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="engine.alerts"):
+        assert await run_alert_command("false", {"rule": "heartbeat"}, 5.0) == 1
+    assert "exited with status 1" in caplog.text
+
+
+async def test_each_alert_runs_the_command_with_the_stored_event(tmp_path: Path) -> None:
+    out, record = tmp_path / "hook.ndjson", Recorder()
+    w = watch(tmp_path, record, command=appender(out), command_timeout_s=20.0)
+    w.on_restart("killed by SIGKILL, restart 1", {"cause": "killed by SIGKILL"})
+    await w.close()  # waits for the commands in flight
+    (payload,) = lines_of(out)
+    assert payload["seq"] == record.events[0].seq and payload["type"] == "alert"
+    assert payload["data"] == {"rule": "restart", "state": "firing", "cause": "killed by SIGKILL"}
+    assert payload["severity"] == "warning" and "trainer restarted" in payload["message"]
+
+
+class ThreadNoting(FakeNvml):
+    """A fake NVML that notes which thread each call came from."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.threads: set[int] = set()
+
+    def _call(self, name: str) -> None:
+        self.threads.add(threading.get_ident())
+        super()._call(name)
+
+
+async def test_nvml_readings_are_taken_off_the_event_loop(tmp_path: Path) -> None:
+    nvml, record = ThreadNoting([healthy_gpu(), healthy_gpu()]), Recorder()
+    w = watch(tmp_path, record, nvml)
+    await w._doctor()  # the doctor report: software survey and hardware reading
+    await w._hardware()  # a periodic hardware reading
+    assert nvml.calls and nvml.threads and threading.get_ident() not in nvml.threads
+    assert [e.type for e in record.events] == ["doctor_report"]
+    assert w.latest is not None and len(w.latest.gpus) == 2
+
+
+async def test_a_failing_tick_does_not_stop_the_alerts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 0.0)
+    monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
+    record = Recorder(fail_first=1)  # the first record (the doctor report) fails: disk full
+    w = watch(tmp_path, record, no_step_s=0.2, hardware_interval_s=0.05)
+    w.trainer_launched()
+    task = asyncio.create_task(w.run())
+    try:
+        for _ in range(250):
+            if "heartbeat" in record.rules():
+                break
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.02)
+        assert "heartbeat" in record.rules()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+# ----------------------------------------------------------------- the real supervisor
+
+
+@pytest.fixture
+def run(home: Path) -> RunDir:
+    config = build_run_config(
+        {
+            "alerts": {"command": appender(home / "hook.ndjson", 0.5), "doctor_interval_s": 1.0},
+            "restart": {"backoff_initial_s": 0.1},
+            "policy": {"require_accelerator": True},
+        },
+        steps=100000,
+    )
+    return RunDir.create(config, home=home)
+
+
+def is_event(kind: str, rule: str | None = None) -> Any:
+    return lambda m: (
+        m.kind == "event" and m.event.type == kind and (rule is None or m.event.data.get("rule") == rule)
+    )
+
+
+async def test_a_restart_raises_an_alert_and_the_command_finishes_before_the_end(
+    run: RunDir, home: Path, start, connect, fake_env
+) -> None:
+    fake_env(rate_hz=50)
+    running = await start()
+    client = await connect()
+    await client.until(lambda m: m.kind == "telemetry")
+    os.kill(running.supervisor._proc.pid, signal.SIGKILL)
+    alert, _ = await client.until(is_event("alert", "restart"), timeout=15)
+    assert alert.event.severity == "warning" and "SIGKILL" in alert.event.message
+    running.supervisor.request_stop("test over")  # while the slow command (0.5 s) still runs
+    assert await running.result(timeout=30) == 0
+    hooked = [p for p in lines_of(home / "hook.ndjson") if p["data"].get("rule") == "restart"]
+    assert hooked and hooked[0]["seq"] == alert.event.seq
+
+
+async def test_doctor_reports_periodically_and_the_policy_reads_them(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    fake_env(rate_hz=20)
+    await start()
+    client = await connect(replay_from=0)
+    await client.until(is_event("doctor_report"), timeout=15)
+    second, _ = await client.until(is_event("doctor_report"), timeout=10)  # doctor_interval_s = 1
+    ok, _ = await client.answer(Propose(id="p1", values={"lr_multiplier": 0.5}))
+    assert ok.kind == "ok", ok
+    if second.event.data["hardware"]["gpus"]:  # a GPU machine: the accelerator is there
+        assert ok.result["directive"]["state"] == "pending", ok.result["verdict"]["reasons"]
+    else:  # this machine: the doctor finds no GPU, and the run requires one
+        reasons = ok.result["verdict"]["reasons"]
+        assert ok.result["directive"]["state"] == "rejected"
+        assert "environment unhealthy: accelerator required but the doctor finds no GPU" in reasons
