@@ -37,6 +37,7 @@ from engine.checkpoint_sealer import CheckpointSealer
 from engine.checkpoint_store import CheckpointStore, SaveOutcome
 from engine.domain import RunConfig
 from engine.rundir import RunDir
+from engine.trainer.disk_full_injection import disk_full_if_due
 from engine.trainer.rank_group import RankGroup
 
 log = logging.getLogger(__name__)
@@ -126,9 +127,10 @@ def _write_shards(
     the failures is also the barrier after which rank 0 may seal the tag."""
     error: BaseException | None = None
     try:
-        engine.save_checkpoint(
-            str(store.directory), tag=staging_tag, client_state=client_state, save_latest=False
-        )
+        with disk_full_if_due(engine, int(engine.global_steps)):  # chaos, off unless asked
+            engine.save_checkpoint(
+                str(store.directory), tag=staging_tag, client_state=client_state, save_latest=False
+            )
     except Exception as err:  # ENOSPC, EIO: this save fails, the run goes on
         error = err
     if group.max_ints([error is not None])[0] and error is None:
@@ -264,10 +266,11 @@ def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
 
 
 def restore_after_load(engine: Any, manifest: Manifest) -> None:
-    """What ``load_checkpoint`` leaves out: RNG, batch geometry, directive values."""
+    """What ``load_checkpoint`` leaves out: RNG and batch geometry. The directive values a
+    ZeRO load overwrites (loss scaler, clip norm) come back through the loop's
+    ``DirectiveApplier.restore`` from ``client_state["directives"]``, before the first step."""
     restore_rng(manifest.rng)
     restore_geometry(engine, manifest.micro_batch, manifest.grad_accum, manifest.world_size)
-    reapply_directives(engine, manifest.directives)
 
 
 def restore_geometry(engine: Any, micro_batch: int, grad_accum: int, world_size: int) -> None:
@@ -281,15 +284,6 @@ def restore_geometry(engine: Any, micro_batch: int, grad_accum: int, world_size:
         return
     engine.set_train_micro_batch_size(micro_batch)
     engine.set_train_batch_size(micro_batch * grad_accum * world_size)
-
-
-def reapply_directives(engine: Any, directives: list[dict[str, Any]]) -> None:
-    """A ZeRO load restores the pickled clip norm and loss scaler: put the applied directive
-    values back. Directives come with their own issue; the clip norm is the one known now."""
-    for directive in directives:
-        clip = directive.get("gradient_clip_norm")
-        if clip is not None and hasattr(engine.optimizer, "clip_grad"):
-            engine.optimizer.clip_grad = float(clip)
 
 
 # --------------------------------------------------------------------------- RNG

@@ -101,7 +101,10 @@ def test_resume_after_sigkill_is_exact() -> None:
     stub = SupervisorStub(run.socket)
     trainer = start_trainer(run)
     deadline = time.monotonic() + 90
-    while not any(s.step >= 13 for s in stub.samples) and time.monotonic() < deadline:
+    # Past step 13 with checkpoint 10 sealed (sealing runs in the background while training goes on).
+    while time.monotonic() < deadline and not (
+        any(s.step >= 13 for s in stub.samples) and stub.events("checkpoint_saved")
+    ):
         time.sleep(0.01)
     trainer.send_signal(signal.SIGKILL)
     trainer.communicate(timeout=30)
