@@ -41,6 +41,8 @@ RESTART_EVENT = "trainer_restarted"
 """The supervisor restarts a dead trainer (``data``: cause, resume_step, restarts, ...)."""
 CHECKPOINT_EVENTS = frozenset({"checkpoint_saved", "checkpoint_rejected"})
 """Events after which the run's checkpoint list has changed."""
+SAVE_EVENTS = frozenset({"checkpoint_saved", "checkpoint_failed", "checkpoint_skipped"})
+"""How a save ended (one event per save)."""
 DOCTOR_EVENT = "doctor_report"
 """The supervisor's periodic doctor report (``data``: a ``DoctorReport`` with its hardware)."""
 _RUN_STATES = frozenset(get_args(RunState))
@@ -89,6 +91,8 @@ class RunView:
     """Trainer restarts so far (as the newest restart event counts them)."""
     checkpoint_seq: int = 0
     """Seq of the newest checkpoint event: the checkpoint list changes with it."""
+    last_save: Event | None = None
+    """The newest save's ending: saved (with the training stall), failed or skipped."""
     hardware: HardwareSnapshot | None = None
     """Newest hardware reading (live ``hardware`` messages, or a stored doctor report's)."""
     hardware_sample: TelemetrySample | None = None
@@ -176,6 +180,7 @@ class RunView:
             last_restart=event if event.type == RESTART_EVENT else self.last_restart,
             restarts=_restarts_after(event, self.restarts),
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
+            last_save=event if event.type in SAVE_EVENTS else self.last_save,
             critical_alerts=critical_after(event, self.critical_alerts),
             resumed=self.resumed or event.type == "run_continued",
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,

@@ -19,6 +19,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from engine.checkpoint_manifest import Check
+from engine.domain import Event
 from engine.rundir import RunDir
 from memtui.checkpoint_report import checkpoint_rows
 from memtui.formatting import format_age, format_bytes
@@ -48,6 +49,25 @@ def render_checkpoint_list(rows: Sequence[dict[str, Any]], check: Check | None) 
     if check == "quick":
         lines += ["", "[$text-muted]verifying checksums…[/]"]
     return "\n".join(lines)
+
+
+def render_last_save(event: Event | None) -> str:
+    """How the newest save went: what it cost training (ms), and where it was sealed."""
+    if event is None:
+        return "[$text-muted]no save this session yet[/]"
+    data = event.data
+    if event.type != "checkpoint_saved":
+        return f"[$text-error]last save (step {data.get('step', '?')}): {escape(event.message)}[/]"
+    where = "in the background" if data.get("background") else "in line"
+    return (
+        f"[$text-muted]last save (step {data.get('step', '?')}): training waited "
+        f"{_ms(data.get('seconds'))}; written in {_ms(data.get('write_s'))}, "
+        f"sealed {where} in {_ms(data.get('seal_s'))}[/]"
+    )
+
+
+def _ms(seconds: Any) -> str:
+    return f"{seconds * 1000:.0f} ms" if isinstance(seconds, (int, float)) else "?"
 
 
 def _row(r: dict[str, Any], tag_w: int) -> str:
@@ -92,6 +112,7 @@ class CheckpointsScreen(ModalScreen[None]):
         with Vertical() as box:
             box.border_title = f"Checkpoints · {self.run.run_id}"
             yield Static(render_checkpoint_list([], None), id="checkpoint-list")
+            yield Static(render_last_save(self._view().last_save), id="last-save")
             yield Static("\n[$text-muted]esc closes · r reads again[/]")
 
     def on_mount(self) -> None:
@@ -101,6 +122,7 @@ class CheckpointsScreen(ModalScreen[None]):
     def _poll(self) -> None:
         if self._view().checkpoint_seq != self._seq:
             self.action_reload()
+        self.query_one("#last-save", Static).update(render_last_save(self._view().last_save))
 
     def action_reload(self) -> None:
         self._seq = self._view().checkpoint_seq

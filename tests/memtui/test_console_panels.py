@@ -9,7 +9,7 @@ from engine.rundir import RunDir
 from memtui.app import MemtuiApp
 from memtui.formatting import PLACEHOLDER, format_bytes
 from memtui.run_view import RunView
-from memtui.screens.checkpoints_screen import CheckpointsScreen, render_checkpoint_list
+from memtui.screens.checkpoints_screen import CheckpointsScreen, render_checkpoint_list, render_last_save
 from memtui.widgets.memory_panel import render_adaptation, render_memory
 from memtui.widgets.run_header import render_header
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
@@ -108,11 +108,36 @@ async def test_checkpoints_screen_lists_and_rereads_on_checkpoint_events(live_ru
             listing = str(screen.query_one("#checkpoint-list", Static).visual)
             assert "global_step10" in listing and "global_step20" not in listing
             (live_run.checkpoints / "global_step20.staging").mkdir()
-            fake.add_event("checkpoint_saved", "checkpoint step 20")
+            saved = {"step": 20, "seconds": 0.004, "write_s": 0.004, "seal_s": 0.012, "background": True}
+            fake.add_event("checkpoint_saved", "checkpoint step 20", data=saved)
             await until(lambda: "global_step20" in str(screen.query_one("#checkpoint-list", Static).visual))
+            await until(lambda: "waited 4 ms" in str(screen.query_one("#last-save", Static).visual))
             await pilot.press("escape")
             assert not isinstance(app.screen, CheckpointsScreen)
             assert any(c[2] == "checkpoints" for c in app.palette_commands())
+
+
+def test_last_save_line_says_what_training_waited_and_where_it_was_sealed() -> None:
+    assert "no save" in plain(render_last_save(None))
+    background = make_event(
+        4,
+        "checkpoint_saved",
+        data={"step": 40, "seconds": 0.0054, "write_s": 0.0054, "seal_s": 0.121, "background": True},
+    )
+    text = plain(render_last_save(background))
+    assert "step 40" in text and "waited 5 ms" in text and "sealed in the background in 121 ms" in text
+    in_line = make_event(
+        5, "checkpoint_saved", data={"step": 50, "seconds": 0.2, "write_s": 0.05, "seal_s": 0.15}
+    )
+    assert "waited 200 ms" in plain(render_last_save(in_line)) and "sealed in line" in plain(
+        render_last_save(in_line)
+    )
+    failed = make_event(
+        6, "checkpoint_failed", "checkpoint global_step60 failed: disk full", data={"step": 60}
+    )
+    assert "step 60" in plain(render_last_save(failed)) and "disk full" in plain(render_last_save(failed))
+    assert RunView().with_event(failed).last_save == failed
+    assert RunView().with_event(failed).with_event(make_event(7, "note")).last_save == failed
 
 
 def test_compact_memory_keeps_the_geometry_on_the_prediction_line() -> None:
