@@ -31,9 +31,14 @@ from engine.rundir import RunDir
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+MADE_HOMES: list[Path] = []
+"""Homes ``make_run`` created; tests/trainer/conftest.py removes them after each test."""
+
+
 def make_run(raw: dict[str, Any] | None = None) -> RunDir:
     """A run directory under a short /tmp path (Unix socket paths must stay < 108 bytes)."""
     home = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
+    MADE_HOMES.append(home)
     return RunDir.create(build_run_config(raw or {}), home=home)
 
 
