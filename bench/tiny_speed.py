@@ -3,8 +3,8 @@
     python bench/tiny_speed.py [--steps 2000] [--preset tiny] [--set train.lr=3e-3 ...]
 
 Prints steps/s (median and mean of the step times after 20 steps, and wall clock including
-start-up), the training loss averaged over windows of 50 steps, and the first step whose
-loss fell below --target (default 2.6 nats/byte).
+start-up), the training loss at step 1 and at the quarter marks (also averaged over the 50
+steps up to each), and the first step whose loss fell below --target (default 2.6 nats/byte).
 """
 
 from __future__ import annotations
@@ -81,9 +81,16 @@ def main() -> None:
         f"steps/s: median {1 / statistics.median(times):.1f}, mean {len(times) / sum(times):.1f}, "
         f"wall clock incl. start-up {len(samples) / wall:.1f} ({wall:.1f} s)"
     )
-    for end in range(50, len(samples) + 1, max(50, len(samples) // 10 // 50 * 50)):
+    # The loss at step 1, then at the quarter marks ending on the last step (2,000 steps:
+    # 500, 1000, 1500, 2000), each also as the mean of the 50 steps up to it (nats/byte).
+    print(f"  loss, step 1: {samples[0].loss:.3f}")
+    stride = max(50, len(samples) // 4)
+    for end in sorted({*range(len(samples), 49, -stride)}):
         window = [s.loss for s in samples[end - 50 : end]]
-        print(f"  loss, steps {end - 49}-{end}: {sum(window) / len(window):.3f}")
+        print(
+            f"  loss, step {end}: {samples[end - 1].loss:.3f}; "
+            f"mean of steps {end - 49}-{end}: {sum(window) / len(window):.3f}"
+        )
     below = next((s.step for s in samples if s.loss < args.target), None)
     print(
         f"first step with loss < {args.target}: {below}; last-50 mean at step {samples[-1].step}: "

@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read the run's store (read-only; a live run goes on) and write its step "
         "telemetry and/or events.",
     )
-    _add_run(export, "the newest run")
+    _add_run(export, "the newest live run, else the newest run")
     export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
     export.add_argument("--what", choices=("steps", "events", "all"), default="steps", help="default steps")
     export.add_argument(
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="show one run's status",
         description="Ask the live supervisor; for a run nobody serves, read its store.",
     )
-    _add_run(status, "the newest run")
+    _add_run(status, "the newest live run, else the newest run")
     status.add_argument("--json", action="store_true", help="print the RunStatus as JSON")
     status.set_defaults(handler=cmd_status)
 
@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a run's log",
         description="Print the newest trainer log (or the supervisor log if there is none).",
     )
-    _add_run(logs, "the newest run")
+    _add_run(logs, "the newest live run, else the newest run")
     which = logs.add_mutually_exclusive_group()
     which.add_argument(
         "--trainer",
@@ -317,7 +317,7 @@ def _add_checkpoint_commands(sub: Any) -> None:
         help="list a run's checkpoints and whether each verifies",
         description="List checkpoints newest first: step, size, age, and the check against the manifest.",
     )
-    _add_run(checkpoints, "the newest run")
+    _add_run(checkpoints, "the newest live run, else the newest run")
     checkpoints.add_argument("--json", action="store_true", help="print a JSON list")
     checkpoints.add_argument(
         "--quick", action="store_true", help="check sizes only, do not hash (fast for big checkpoints)"
@@ -343,11 +343,11 @@ def main(argv: list[str] | None = None) -> int:
 # ------------------------------------------------------------------------- commands
 
 
-def _resolve(spec: str | None, *, live: bool) -> RunDir:
+def _resolve(spec: str | None, *, live: bool, prefer_live: bool = False) -> RunDir:
     from memtui.resolver import RunNotFound, resolve_run
 
     try:
-        return resolve_run(spec, live=live)
+        return resolve_run(spec, live=live, prefer_live=prefer_live)
     except RunNotFound as err:
         raise CliError(str(err), code=2 if err.usage else 1) from None
 
@@ -416,7 +416,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from engine.store import StoreError
     from memtui.export import export
 
-    run = _resolve(args.run, live=False)
+    run = _resolve(args.run, live=False, prefer_live=True)
     if not run.store.exists():
         raise CliError(f"{run.run_id}: no telemetry stored yet")
     out = Path(args.out) if args.out else sys.stdout
@@ -486,7 +486,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     from memtui.live_status import fetch_status
 
-    status = fetch_status(_resolve(args.run, live=False))
+    status = fetch_status(_resolve(args.run, live=False, prefer_live=True))
     if args.json:
         print(status.model_dump_json())
     else:
@@ -499,7 +499,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from memtui.run_logs import follow, pick_log, tail_lines
 
-    run = _resolve(args.run, live=False)
+    run = _resolve(args.run, live=False, prefer_live=True)
     try:
         path = pick_log(run, args.log)
         for line in tail_lines(path, args.lines):
@@ -595,7 +595,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
     from memtui.checkpoint_report import checkpoint_rows, render_checkpoints
 
-    run = _resolve(args.run, live=False)
+    run = _resolve(args.run, live=False, prefer_live=True)
     rows = checkpoint_rows(run, time.time(), "quick" if args.quick else "full")
     if args.json:
         _print_json(rows)

@@ -105,7 +105,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 def cmd_directives(args: argparse.Namespace) -> int:
     from memtui.cli import _resolve
 
-    run = _resolve(args.run, live=False)
+    run = _resolve(args.run, live=False, prefer_live=True)
     if args.decisions:
         return print_decisions(run.store, args.directive, args.json)
     views = stored_directives(run.store)

@@ -1,7 +1,10 @@
 """Which run a command means: a run id, a unique prefix of one, or a run directory.
 
-With no spec, ``live=True`` picks the newest run whose supervisor is alive (stop, attach)
-and ``live=False`` the newest run of all (status, logs). Errors name the choices.
+With no spec, ``live=True`` picks the newest run whose supervisor is alive (stop, attach);
+``prefer_live=True`` the same, or the newest run of all when none is alive (status, logs,
+export, checkpoints: an older live run is what the operator asks about, not a newer
+finished one); and
+``live=False`` alone the newest run of all (resume). Errors name the choices.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ class RunNotFound(LookupError):
         self.usage = usage
 
 
-def resolve_run(spec: str | None, *, live: bool, home: Path | None = None) -> RunDir:
+def resolve_run(
+    spec: str | None, *, live: bool, home: Path | None = None, prefer_live: bool = False
+) -> RunDir:
     if spec is not None and _looks_like_path(spec):
         return _run_at(Path(spec))
     runs = list_runs(home)
     if spec is None:
-        return _newest(runs, live=live, home=home)
+        return _newest(runs, live=live, prefer_live=prefer_live, home=home)
     exact = [r for r in runs if r.run_id == spec]
     if exact:
         return exact[0]
@@ -51,12 +56,14 @@ def _run_at(path: Path) -> RunDir:
     return RunDir(path.resolve())
 
 
-def _newest(runs: list[RunDir], *, live: bool, home: Path | None) -> RunDir:
+def _newest(runs: list[RunDir], *, live: bool, prefer_live: bool, home: Path | None) -> RunDir:
     if not runs:
         raise RunNotFound(f"no runs in {runs_root(home)}; start one with 'memtui run'")
-    if not live:
+    if not (live or prefer_live):
         return runs[0]
     alive = [r for r in runs if r.supervisor_pid() is not None]
+    if not alive and prefer_live:
+        return runs[0]
     if not alive:
         raise RunNotFound(f"no live run; name one of the finished runs{_choices(runs)}")
     return alive[0]

@@ -158,6 +158,30 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
     seen = max(steps_on_screen(screen))
     wait_for(lambda: status(home, run_id)["step"] > seen, 60, "steps after the console detached")
+
+    # A closed terminal or SSH hang-up while attached: SIGHUP to the console's whole
+    # process group (pty.fork made it a session leader). The console goes; the run does not.
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
+        os.execv(MEMTUI, [MEMTUI, "attach", run_id])
+    try:
+        screen, deadline = b"", time.monotonic() + 60
+        while not steps_on_screen(screen):  # attached and drawing
+            assert time.monotonic() < deadline, "the second console drew no step"
+            screen += read_pty(fd, 0.5)
+        os.killpg(pid, signal.SIGHUP)
+        wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "SIGHUP to end the console")
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+    hung_up = status(home, run_id)
+    assert hung_up["state"] == "running"
+    wait_for(lambda: status(home, run_id)["step"] > hung_up["step"], 60, "steps after the hang-up")
     assert memtui(home, "stop", run_id).returncode == 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,34 @@ def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) ->
         main([*argv, "--help"])
     assert info.value.code == 0
     assert "usage: memtui" in capsys.readouterr().out
+
+
+def _subcommands() -> list[str]:
+    from memtui.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(commands.choices)
+
+
+def test_subcommands_are_found_by_introspection() -> None:
+    # The test below covers a new subcommand without anyone listing it; if introspection
+    # found nothing it would silently run no case, so say what it must find.
+    assert {"run", "attach", "ls", "status", "logs", "stop", "doctor"} <= set(_subcommands())
+
+
+@pytest.mark.parametrize("command", _subcommands())
+def test_every_subcommand_has_help_and_refuses_unknown_flags(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert f"usage: memtui {command}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main([command, "--no-such-flag"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("memtui") and "error:" in err
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

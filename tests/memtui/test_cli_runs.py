@@ -131,3 +131,26 @@ def test_logs_tail_and_choice(run_dir: RunDir, capsys: pytest.CaptureFixture[str
     os.remove(run_dir.supervisor_log)
     assert main(["logs", "--supervisor"]) == 1
     assert "No such file" in capsys.readouterr().err
+
+
+def test_without_a_run_the_newest_live_run_is_meant(
+    home: Path, live_run: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.rundir import list_runs
+    from memtui.resolver import resolve_run
+
+    # An older run still going and a newer one that has finished.
+    newer = RunDir.create(build_run_config(name="done", steps=10), home)
+    fabricate_store(newer, "completed")
+    assert [r.run_id for r in list_runs(home)] == [newer.run_id, live_run.run_id]
+    live_run.supervisor_log.write_text("live\n")
+    newer.supervisor_log.write_text("finished\n")
+
+    assert main(["logs", "--supervisor"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["live"]
+    assert resolve_run(None, live=False, prefer_live=True).run_id == live_run.run_id  # status, export
+    assert resolve_run(None, live=False).run_id == newer.run_id  # resume: the newest of all
+
+    live_run.pid_file.unlink()  # no live run left: the newest run of all
+    assert main(["logs", "--supervisor"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["finished"]

@@ -5,6 +5,7 @@ FloorWatch); ZeRO raises "Current loss scale already at minimum" (recognised).""
 from __future__ import annotations
 
 import pytest
+from overflow_workload import OVERFLOW_FROM
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
 pytestmark = pytest.mark.deepspeed
@@ -32,3 +33,17 @@ def test_loss_scale_floor_alerts_checkpoints_and_stops(stage: int) -> None:
     assert len(saved) == 1 and saved[0].data["step"] == supervisor.samples[-1].step < 10
     error = supervisor.events("trainer_error")[0]
     assert error.data["error"] == "MemoryHalt" and error.data["restartable"] is False
+
+    # Telemetry of the overflows, as real DeepSpeed reported them: the flag, the running
+    # counts, no grad norm for a skipped step, and a dynamic scale that only goes down.
+    samples = supervisor.samples
+    clean = [s for s in samples if s.step <= OVERFLOW_FROM]  # reported steps are 1-based
+    assert [s.step for s in clean] == [1, 2, 3]
+    assert all(not s.overflow and s.overflow_count == s.skipped_steps == 0 for s in clean)
+    assert all(s.loss_scale == 2.0 and s.grad_norm is not None for s in clean)  # 2**initial_scale_power
+    overflowed = samples[OVERFLOW_FROM:]
+    assert overflowed and all(s.overflow and s.grad_norm is None for s in overflowed)
+    assert [s.overflow_count for s in overflowed] == [s.step - OVERFLOW_FROM for s in overflowed]
+    assert [s.skipped_steps for s in overflowed] == [s.step - OVERFLOW_FROM for s in overflowed]
+    scales = [s.loss_scale for s in overflowed]
+    assert scales == sorted(scales, reverse=True) and scales[-1] == 1.0  # halved (ZeRO: after hysteresis)

@@ -139,7 +139,9 @@ def test_supervisor_gone_means_checkpoint_and_exit() -> None:
 
 @pytest.mark.parametrize(
     ("precision", "zero_stage"),
-    [("fp16", 2), ("fp16", 3), ("fp32", 0), ("fp32", 1)],
+    # fp16 at stage 0 is the default run above; bf16 here goes through real DeepSpeed too,
+    # not only through the config builder.
+    [("fp16", 2), ("fp16", 3), ("fp32", 0), ("fp32", 1), ("bf16", 1)],
 )
 def test_other_precisions_and_zero_stages(precision: str, zero_stage: int) -> None:
     run, supervisor, code, output = _run(
@@ -159,6 +161,12 @@ def test_other_precisions_and_zero_stages(precision: str, zero_stage: int) -> No
     if zero_stage:
         assert samples[-1].grad_norm is not None
     assert [tag for _, tag in tags_on_disk(run.checkpoints)] == ["global_step6"]
+    # DeepSpeed itself, not only our config, ran the stage: its checkpoint layout says so
+    # (ZeRO >= 1 shards optimizer states; ZeRO-3 shards the model states too).
+    files = [f.name for f in (run.checkpoints / "global_step6").iterdir()]
+    assert any("optim_states" in f for f in files) is (zero_stage > 0), files
+    sharded_model = any(f.startswith("zero_pp_rank") and "model_states" in f for f in files)
+    assert sharded_model is (zero_stage == 3), files
     assert "FutureWarning" not in output  # ZeRO-3 once printed two per step: a log that grows for days
 
 
