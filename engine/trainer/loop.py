@@ -149,6 +149,8 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
     outcome: Outcome = "completed" if engine.global_steps >= config.steps else "stopped"
     if ranks.max_ints([training.last_saved_step != engine.global_steps])[0]:
         save_checkpoint(training, background=False)  # durable before the trainer exits
+    if training.sealer is not None:
+        training.sealer.close()  # idle by now: ends its thread
     training.memory.raise_if_halted()  # OOM at the smallest micro-batch, loss-scale floor
     link.event(
         "trainer_finished",
