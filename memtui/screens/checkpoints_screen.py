@@ -91,6 +91,7 @@ class CheckpointsScreen(ModalScreen[None]):
         border-title-color: $text-primary;
     }
     CheckpointsScreen #checkpoint-list { width: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    CheckpointsScreen #last-save { margin-top: 1; }
     """
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
