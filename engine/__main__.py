@@ -45,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         "exit 1 if unhealthy.",
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
-    doctor.add_argument("--deep", action="store_true", help="also import torch to ask whether CUDA works")
+    doctor.add_argument(
+        "--deep",
+        action="store_true",
+        help="also import torch to ask whether CUDA works, and DeepSpeed which ops can be JIT-built "
+        "here (as ds_report; seconds)",
+    )
     doctor.add_argument("--run-dir", type=Path, default=None, help="report free disk here (default: cwd)")
     return parser
 
@@ -67,10 +72,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from engine.doctor import EnvironmentDoctor, render_report
+    from engine.doctor import EnvironmentDoctor, render_report, required_ops_of
 
     checkpoints = args.run_dir / "checkpoints" if args.run_dir is not None else None
-    doctor = EnvironmentDoctor(run_dir=args.run_dir, checkpoint_dir=checkpoints, import_torch=args.deep)
+    doctor = EnvironmentDoctor(
+        run_dir=args.run_dir,
+        checkpoint_dir=checkpoints,
+        import_torch=args.deep,
+        check_ops=args.deep,  # the op survey imports torch and DeepSpeed too: the same wait
+        required_ops=required_ops_of(args.run_dir),
+    )
     report = doctor.examine()
     print(report.model_dump_json(indent=2) if args.json else render_report(report))
     return 1 if report.verdict == "unhealthy" else 0

@@ -14,15 +14,20 @@ hovering at the threshold raises one alert, not a storm. A latch that fires agai
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.domain import AlertConfig, Severity, TelemetrySample
+from engine.domain import AlertConfig, Event, Severity, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
 SLOWING_THROTTLES = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
 """Throttle reasons that mean heat or power trouble (a software power cap at full load is normal)."""
+INSTANT_RULES = frozenset({"restart"})
+"""Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
+SUPERVISOR_RESTARTED = "supervisor_restarted"
+"""``data.reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""
 
 
 @dataclass(frozen=True)
@@ -298,3 +303,46 @@ class AlertRules:
         if transition == "resolve":
             return [Alert(rule, "info", f"resolved: {rule.replace('_', ' ')}", data, resolved=True)]
         return []
+
+
+# ------------------------------------------------------------- a new supervisor
+
+
+def still_firing(events: Iterable[Event]) -> dict[str, Event]:
+    """Rule -> its newest firing ``alert`` event that no later "resolved" one closed.
+
+    ``events`` in sequence order (the store's). Instants (a restart) never stand.
+    """
+    firing: dict[str, Event] = {}
+    for event in events:
+        rule = event.data.get("rule")
+        if event.type != "alert" or not isinstance(rule, str) or rule in INSTANT_RULES:
+            continue
+        if event.data.get("state") == "resolved":
+            firing.pop(rule, None)
+        else:
+            firing[rule] = event
+    return firing
+
+
+def restart_resolutions(firing: Mapping[str, Event]) -> list[Alert]:
+    """A "resolved" alert for each alert a previous supervisor left firing.
+
+    Why close them rather than carry them over: the rules' state (latches, the throughput
+    and loss baselines, the heartbeat clock) lived in the dead supervisor's memory, so a
+    carried-over alert might never see the condition that clears it (a loss baseline not yet
+    warm, a heartbeat only a step clears) and would fire in the console forever. Closing
+    each one, saying why, ends its episode honestly; the new supervisor's rules then judge
+    afresh and raise the alert again, as a new episode, if its condition still holds.
+    """
+    return [
+        Alert(
+            rule,
+            "info",
+            f"resolved: {rule.replace('_', ' ')} (supervisor restarted: the rule is re-evaluated "
+            "and fires again if still true)",
+            {"reason": SUPERVISOR_RESTARTED, "fired_seq": event.seq},
+            resolved=True,
+        )
+        for rule, event in sorted(firing.items())
+    ]

@@ -5,7 +5,11 @@ loop, and the user's alert command. The rules themselves are ``engine.alert_rule
 the event and fans it out) and is fed step samples and restarts; ``run()`` is its timer
 task: a heartbeat check every ``TICK_S``, a hardware reading every
 ``alerts.hardware_interval_s`` and a doctor report at start and every
-``alerts.doctor_interval_s``. NVML and disk reads run in ``asyncio.to_thread``. Torch-free.
+``alerts.doctor_interval_s``. NVML and disk reads run in ``asyncio.to_thread``. Once,
+``ops_delay_s`` after start, DeepSpeed's op compatibility is surveyed in a child process
+(``engine.deepspeed_ops``: it imports torch and DeepSpeed, seconds of a core); a doctor
+report with it follows, and every later report carries the same answer. At start,
+``resolve_stale`` closes the alerts a previous supervisor left firing. Torch-free.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.alert_rules import Alert, AlertRules
-from engine.domain import AlertConfig, TelemetrySample
+from engine.alert_rules import Alert, AlertRules, restart_resolutions, still_firing
+from engine.deepspeed_ops import survey_ops_async
+from engine.domain import AlertConfig, Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 
 log = logging.getLogger("engine.alerts")
@@ -29,6 +34,9 @@ log = logging.getLogger("engine.alerts")
 FIRST_DOCTOR_S = 2.0
 """Seconds after start before the first doctor report: the trainer's launch (imports, CPU)
 comes first, and the doctor's readings do not race it on a small machine."""
+OPS_SURVEY_DELAY_S = 30.0
+"""Seconds after start before the op survey: after the trainer's launch and first steps,
+which a second import of torch and DeepSpeed would slow on a small machine."""
 TICK_S = 0.5
 """Seconds between heartbeat checks; the heartbeat alert comes within no_step_s + this."""
 
@@ -84,6 +92,7 @@ class AlertWatch:
         expecting_steps: Callable[[], bool],
         nvml: Any = "default",
         on_hardware: Callable[[HardwareSnapshot], None] | None = None,
+        ops_delay_s: float | None = OPS_SURVEY_DELAY_S,
     ) -> None:
         self.config = config
         self._on_hardware = on_hardware
@@ -92,15 +101,24 @@ class AlertWatch:
         self._record = record
         self._checkpoints = checkpoint_dir
         self._expecting = expecting_steps
-        from engine.doctor import EnvironmentDoctor
+        from engine.doctor import EnvironmentDoctor, required_ops_of
         from engine.hardware_probe import HardwareProbe
         from engine.nvml_probe import default_library
 
         library = default_library() if nvml == "default" else nvml
         self.probe = HardwareProbe(library, {"run": run_dir, "checkpoints": checkpoint_dir}, pids)
         self.doctor = EnvironmentDoctor(
-            library, run_dir=run_dir, checkpoint_dir=checkpoint_dir, probe=self.probe
+            library,
+            run_dir=run_dir,
+            checkpoint_dir=checkpoint_dir,
+            probe=self.probe,
+            required_ops=required_ops_of(run_dir),
         )
+        self._ops_delay_s = ops_delay_s
+        """Seconds after start before the one op survey; None: never (no DeepSpeed trainer)."""
+        self._ops_task: asyncio.Task[None] | None = None
+        self._doctor_due = False
+        """A doctor report is due at the next tick (the op survey has answered)."""
         self.latest: HardwareSnapshot | None = None
         """The newest hardware reading."""
         self._commands: set[asyncio.Task[Any]] = set()
@@ -115,6 +133,21 @@ class AlertWatch:
 
     def on_restart(self, message: str, data: dict[str, Any]) -> None:
         self.raise_all(self.rules.on_restart(time.time(), message, data))
+
+    def resolve_stale(self, events: Iterable[Event]) -> int:
+        """Close what a previous supervisor left firing (``events``: the store's, in order).
+
+        Called once at start, before any rule runs: see ``alert_rules.restart_resolutions``
+        for why a restarted supervisor resolves them (with the reason) rather than carries them
+        over. Returns how many it closed.
+        """
+        alerts = restart_resolutions(still_firing(events))
+        try:
+            self.raise_all(alerts)
+        except Exception:  # e.g. the store refusing a write (disk full): the run goes on
+            log.exception("closing the previous supervisor's alerts failed")
+            return 0
+        return len(alerts)
 
     def raise_all(self, alerts: list[Alert]) -> None:
         for alert in alerts:
@@ -137,20 +170,42 @@ class AlertWatch:
         """Until cancelled: heartbeat every TICK_S, hardware and doctor at their intervals."""
         loop = asyncio.get_running_loop()
         next_hardware = next_doctor = loop.time() + FIRST_DOCTOR_S
-        while True:
-            try:
-                self.raise_all(self.rules.on_tick(time.time(), self._expecting()))
-                now = loop.time()
-                if now >= next_doctor:
-                    next_doctor = now + self.config.doctor_interval_s
-                    next_hardware = now + self.config.hardware_interval_s
-                    await self._doctor()
-                elif now >= next_hardware:
-                    next_hardware = now + self.config.hardware_interval_s
-                    await self._hardware()
-            except Exception:  # e.g. the store refusing a write (disk full): the next tick tries again
-                log.exception("alert tick failed")
-            await asyncio.sleep(TICK_S)
+        ops_at = None if self._ops_delay_s is None else loop.time() + self._ops_delay_s
+        try:
+            while True:
+                next_hardware, next_doctor = await self._tick(loop.time(), next_hardware, next_doctor)
+                if ops_at is not None and loop.time() >= ops_at:
+                    ops_at = None
+                    self._ops_task = asyncio.ensure_future(self._survey_ops())
+                await asyncio.sleep(TICK_S)
+        finally:
+            if self._ops_task is not None:
+                self._ops_task.cancel()  # kills the survey's child
+
+    async def _tick(self, now: float, next_hardware: float, next_doctor: float) -> tuple[float, float]:
+        """One tick; returns when the hardware and doctor are next due (loop seconds)."""
+        try:
+            self.raise_all(self.rules.on_tick(time.time(), self._expecting()))
+            if now >= next_doctor or self._doctor_due:
+                self._doctor_due = False
+                next_doctor = now + self.config.doctor_interval_s
+                next_hardware = now + self.config.hardware_interval_s
+                await self._doctor()
+            elif now >= next_hardware:
+                next_hardware = now + self.config.hardware_interval_s
+                await self._hardware()
+        except Exception:  # e.g. the store refusing a write (disk full): the next tick tries again
+            log.exception("alert tick failed")
+        return next_hardware, next_doctor
+
+    async def _survey_ops(self) -> None:
+        """The one op survey; the doctor keeps its answer, and reports it at the next tick."""
+        try:
+            self.doctor.op_survey = await survey_ops_async()
+        except Exception:  # the survey must never take the run down
+            log.exception("DeepSpeed op survey failed")
+            return
+        self._doctor_due = True
 
     async def _doctor(self) -> None:
         try:
@@ -189,6 +244,10 @@ class AlertWatch:
         self.raise_all(self.rules.on_hardware(snapshot, time.time(), need))
 
     async def close(self) -> None:
+        if self._ops_task is not None:
+            self._ops_task.cancel()  # kills the survey's child, if it still runs
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._ops_task
         for task in list(self._commands):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(task), self.config.command_timeout_s)

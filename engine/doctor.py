@@ -9,7 +9,10 @@ Torch-free at import and by default: torch's and DeepSpeed's versions and build 
 read from their installed files (``torch/version.py``, ``deepspeed/git_version_info_installed.py``)
 without importing them, so the supervisor and the console can run it in a blink.
 ``import_torch=True`` (``python -m engine doctor --deep``) also asks torch itself whether
-CUDA works. No GPU, no driver, NVML raising: never an exit, each gap is a reason.
+CUDA works. ``check_ops=True`` (also ``--deep``) asks DeepSpeed which ops can be JIT-built
+here, in a child process (``engine.deepspeed_ops``: seconds), once: the answer is kept for
+every later ``examine()``. No GPU, no driver, NVML raising, no DeepSpeed answer: never an
+exit, each gap is a reason.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import importlib.util
 import os
 import platform
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.deepspeed_ops import OpSurvey, survey_ops
 from engine.hardware_probe import HardwareProbe
 from engine.hardware_report import DoctorReport, Finding, HardwareSnapshot, SoftwareReport, Verdict
 from engine.nvml_probe import NvmlLibrary, default_library, driver_versions
@@ -54,6 +59,8 @@ class EnvironmentDoctor:
         checkpoint_dir: Path | None = None,
         import_torch: bool = False,
         probe: HardwareProbe | None = None,
+        check_ops: bool = False,
+        required_ops: Sequence[str] = (),
     ) -> None:
         self.nvml: NvmlLibrary | None = default_library() if nvml == "default" else nvml  # type: ignore[assignment]
         disks = {"run": run_dir or Path.cwd()}
@@ -62,6 +69,13 @@ class EnvironmentDoctor:
         # Standalone (``memtui doctor``) the only process of ours is the doctor itself.
         self.probe = probe or HardwareProbe(self.nvml, disks, lambda: {"doctor": os.getpid()})
         self.import_torch = import_torch
+        self.check_ops = check_ops
+        """Run the op survey (a child importing torch and DeepSpeed) on the first ``examine()``."""
+        self.required_ops = list(required_ops)
+        """Ops the run's optimizer needs (``engine.deepspeed_ops.required_ops``)."""
+        self.op_survey: OpSurvey | None = None
+        """The op survey, once taken (or handed in by the supervisor, which runs it async);
+        kept: the installed ops do not change under a running run."""
 
     def examine(self) -> DoctorReport:
         software = self.software()
@@ -95,6 +109,11 @@ class EnvironmentDoctor:
             fields["deepspeed_ops"] = {
                 str(k): bool(v) for k, v in (ds_facts.get("installed_ops") or {}).items()
             }
+            fields["deepspeed_ops_required"] = self.required_ops
+            if self.op_survey is None and self.check_ops:
+                self.op_survey = survey_ops()
+            if self.op_survey is not None:
+                fields.update(op_fields(self.op_survey, gone))
         driver, driver_cuda, why = driver_versions(self.nvml)
         fields["driver"], fields["driver_cuda"] = driver, driver_cuda
         gone.update(why)
@@ -114,6 +133,35 @@ def _ask_torch(gone: dict[str, str]) -> dict[str, Any]:
     except Exception as err:
         gone["torch_cuda_runtime"] = f"{type(err).__name__}: {err}"
         return {}
+
+
+def op_fields(survey: OpSurvey, gone: dict[str, str]) -> dict[str, Any]:
+    """SoftwareReport fields from an op survey; no answer is a reason in ``gone``. Pure."""
+    if survey.unavailable is not None:
+        gone["deepspeed_op_check"] = survey.unavailable
+        return {}
+    return {
+        # The survey's "installed" also checks the accelerator the ops were built for.
+        "deepspeed_ops": {name: op.installed for name, op in survey.ops.items()},
+        "deepspeed_compatible": {name: op.compatible for name, op in survey.ops.items()},
+        "deepspeed_op_notes": {name: op.reason for name, op in survey.ops.items() if op.reason},
+        "deepspeed_ninja": survey.ninja,
+    }
+
+
+def required_ops_of(run_dir: Path | None) -> list[str]:
+    """The ops the run in ``run_dir`` needs (its DeepSpeed config's optimizer); [] when there
+    is no readable run.json. Torch-free: the DeepSpeed config is a pure function."""
+    if run_dir is None or not (run_dir / "run.json").is_file():
+        return []
+    from engine.deepspeed_ops import required_ops
+    from engine.rundir import RunDir
+    from engine.trainer.deepspeed_config import build_deepspeed_config
+
+    try:
+        return required_ops(build_deepspeed_config(RunDir(run_dir).read_config()))
+    except Exception:  # a damaged run.json or a geometry that does not divide: nothing known
+        return []
 
 
 def _dist_version(name: str) -> str | None:
@@ -159,7 +207,12 @@ def verdict_of(findings: list[Finding]) -> Verdict:
 
 def judge(software: SoftwareReport, hardware: HardwareSnapshot) -> list[Finding]:
     """The findings, worst first. Pure: a function of the readings only."""
-    findings = _software_findings(software, hardware) + _gpu_findings(hardware) + _host_findings(hardware)
+    findings = (
+        _software_findings(software, hardware)
+        + _op_findings(software)
+        + _gpu_findings(hardware)
+        + _host_findings(hardware)
+    )
     return sorted(findings, key=lambda f: -_SEVERITY[f.level])
 
 
@@ -204,6 +257,47 @@ def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding
             Finding(
                 level="info", message=f"DeepSpeed ops not pre-built (JIT on first use): {', '.join(missing)}"
             )
+        )
+    return out
+
+
+def _op_findings(sw: SoftwareReport) -> list[Finding]:
+    """DeepSpeed's ops: informational, except an op the run needs that is neither pre-built
+    nor buildable here (degraded: the trainer fails when it builds its optimizer)."""
+    if sw.deepspeed is None:
+        return []
+    if "deepspeed_op_check" in sw.unavailable:
+        why = sw.unavailable["deepspeed_op_check"]
+        return [Finding(level="info", message=f"DeepSpeed op compatibility unavailable ({why})")]
+    if not sw.deepspeed_compatible:
+        return []  # the op check did not run (it is slow: ``--deep``)
+    out: list[Finding] = []
+    for op in sw.deepspeed_ops_required:
+        if sw.deepspeed_ops.get(op):
+            continue  # pre-built: nothing to compile
+        if op not in sw.deepspeed_compatible:
+            why = f"DeepSpeed has no {op} op for this accelerator"
+        elif not sw.deepspeed_compatible[op]:
+            why = sw.deepspeed_op_notes.get(op, "not compatible")
+        elif sw.deepspeed_ninja is False:
+            why = "ninja is missing"
+        else:
+            continue
+        out.append(
+            Finding(
+                level="degraded", message=f"DeepSpeed op {op} (this run's optimizer) cannot be built: {why}"
+            )
+        )
+    other = sorted(
+        op for op, ok in sw.deepspeed_compatible.items() if not ok and op not in sw.deepspeed_ops_required
+    )
+    if other:
+        out.append(
+            Finding(level="info", message=f"DeepSpeed ops that cannot be JIT-built here: {', '.join(other)}")
+        )
+    if sw.deepspeed_ninja is False:
+        out.append(
+            Finding(level="info", message="ninja is missing: DeepSpeed ops not pre-built cannot be JIT-built")
         )
     return out
 
@@ -310,6 +404,7 @@ def render_report(report: DoctorReport) -> str:
         f"driver {sw.driver or '-'} (CUDA {sw.driver_cuda or '-'}); "
         f"accelerator {sw.accelerator} x{sw.accelerator_count}"
     )
+    lines += _op_lines(sw)
     if hw.nvml:
         lines.append(f"GPUs: none ({hw.nvml})")
     for gpu in hw.gpus:
@@ -329,6 +424,27 @@ def render_report(report: DoctorReport) -> str:
         )
         lines.append(f"disk {disk.label} ({disk.path}): {free}")
     return "\n".join(lines)
+
+
+def _op_lines(sw: SoftwareReport) -> list[str]:
+    """DeepSpeed's ops as ``ds_report`` sees them (after ``--deep``), one line per op that
+    cannot be built, with DeepSpeed's reason."""
+    if "deepspeed_op_check" in sw.unavailable:
+        return [f"deepspeed ops: compatibility unavailable ({sw.unavailable['deepspeed_op_check']})"]
+    if not sw.deepspeed_compatible:
+        return []
+    built = sorted(op for op, yes in sw.deepspeed_ops.items() if yes)
+    buildable = sorted(op for op, ok in sw.deepspeed_compatible.items() if ok)
+    needed = ", ".join(sw.deepspeed_ops_required) or "none (torch's own optimizer)"
+    lines = [
+        f"deepspeed ops: pre-built {', '.join(built) or 'none'}; "
+        f"JIT-buildable {', '.join(buildable) or 'none'}; "
+        f"ninja {'yes' if sw.deepspeed_ninja else 'no'}; needed by the run: {needed}"
+    ]
+    for op, ok in sorted(sw.deepspeed_compatible.items()):
+        if not ok:
+            lines.append(f"  {op}: cannot be built ({sw.deepspeed_op_notes.get(op, 'not compatible')})")
+    return lines
 
 
 def _dash(value: object) -> str:

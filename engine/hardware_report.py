@@ -119,6 +119,15 @@ class SoftwareReport(_Report):
     """The accelerator DeepSpeed was installed for (``cuda``, ``cpu``)."""
     deepspeed_ops: dict[str, bool] = Field(default_factory=dict)
     """Op -> pre-built at install; ops not pre-built are JIT-compiled on first use."""
+    deepspeed_compatible: dict[str, bool] = Field(default_factory=dict)
+    """Op -> can be JIT-built here (``ds_report``'s "compatible"); empty unless the op check
+    ran (``doctor --deep``; the supervisor once at start), else why in ``unavailable``."""
+    deepspeed_op_notes: dict[str, str] = Field(default_factory=dict)
+    """Op -> why it cannot be built here, in DeepSpeed's words (incompatible ops only)."""
+    deepspeed_ninja: bool | None = None
+    """ninja found (JIT builds need it); None unless the op check ran."""
+    deepspeed_ops_required: list[str] = Field(default_factory=list)
+    """Ops the run's optimizer needs; [] with memtui's default (torch's own AdamW)."""
     accelerator: Literal["cuda", "cpu"] = "cpu"
     accelerator_count: int = 0
     unavailable: dict[str, str] = Field(default_factory=dict)

@@ -423,6 +423,7 @@ class Supervisor:
             expecting_steps=lambda: self.state == "running" and self._proc is not None,
             on_hardware=self._offer_hardware,
         )
+        self.alerts.resolve_stale(self.store.events_since(0))  # a previous supervisor's, left firing
         self._spawn(self.alerts.run())
 
     def _offer_hardware(self, snapshot: HardwareSnapshot) -> None:

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from engine.alert_rules import INSTANT_RULES
 from engine.domain import Event
 from memtui.alert_state import ALERT_EVENT, alert_rule, is_resolved
 
@@ -57,7 +58,9 @@ def alert_episodes(events: Iterable[Event]) -> list[AlertEpisode]:
             continue
         rule = alert_rule(event)
         episode = open_.pop(rule, None)
-        if is_resolved(event):
+        if rule in INSTANT_RULES:  # a restart happened and is over: never "firing"
+            done.append(dataclasses.replace(_fired(None, event, rule), ended_at=event.ts))
+        elif is_resolved(event):
             done.append(_resolved(episode, event, rule))
         else:
             open_[rule] = _fired(episode, event, rule)

@@ -271,7 +271,10 @@ def _add_doctor_command(sub: Any) -> None:
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument(
-        "--deep", action="store_true", help="also ask torch whether CUDA works (slower: in a child process)"
+        "--deep",
+        action="store_true",
+        help="also ask torch whether CUDA works, and DeepSpeed which ops are pre-built or can be "
+        "JIT-built here (slower: child processes)",
     )
     doctor.set_defaults(handler=cmd_doctor)
 

@@ -1,9 +1,14 @@
 """``memtui doctor [--json] [--deep]``: the environment doctor's verdict before any run.
 
 The default runs ``engine.doctor`` in this process: it is torch-free (torch's and
-DeepSpeed's build facts are read from their files). ``--deep`` also asks torch whether
-CUDA works, which imports torch, so it runs ``python -m engine doctor --deep`` in a child
-process: the console never loads torch. Exit 0 unless the verdict is unhealthy (1).
+DeepSpeed's build facts are read from their files) and answers at once. ``--deep`` also
+asks torch whether CUDA works and DeepSpeed which of its ops can be JIT-built here (what
+``ds_report`` calls "compatible"), which imports both, so it runs ``python -m engine doctor
+--deep`` in a child process (which surveys the ops in a child of its own, bounded by
+``engine.deepspeed_ops.SURVEY_TIMEOUT_S``): the console never loads torch. The op check
+belongs to ``--deep`` rather than a flag of its own: it costs the same wait (importing torch
+and DeepSpeed), and one flag for "the slow, thorough look" is easier to remember.
+Exit 0 unless the verdict is unhealthy (1).
 """
 
 from __future__ import annotations

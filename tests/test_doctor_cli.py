@@ -62,4 +62,15 @@ def test_memtui_doctor_text() -> None:
 def test_engine_doctor_deep_imports_torch_in_its_own_process() -> None:
     done = run([sys.executable, "-m", "engine", "doctor", "--deep", "--json"])
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["verdict"] in ("healthy", "degraded")
+    report = json.loads(done.stdout)
+    assert report["verdict"] in ("healthy", "degraded")
+    # --deep also asks DeepSpeed which ops can be JIT-built here (as ds_report), in a child
+    assert "cpu_adam" in report["software"]["deepspeed_compatible"], report["software"]["unavailable"]
+    assert report["software"]["deepspeed_ops_required"] == []  # torch's own AdamW: no op needed
+
+
+@pytest.mark.deepspeed
+def test_memtui_doctor_deep_text_lists_the_ops() -> None:
+    done = run([*memtui_command(), "doctor", "--deep"])
+    assert done.returncode == 0, done.stderr
+    assert "deepspeed ops: pre-built" in done.stdout and "needed by the run: none" in done.stdout

@@ -1,13 +1,19 @@
-"""The top bar: which run, its state, progress, time, and how fresh the data is."""
+"""The top bar: which run, its state, progress, time, and how fresh the data is; and, in
+every layout, what the environment lacks (no GPU, the doctor's verdict when not healthy)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from textual.markup import escape
 from textual.widgets import Static
 
+from engine.domain import Event
+from engine.hardware_report import HardwareSnapshot
 from memtui.alert_state import critical_banner
 from memtui.formatting import format_age, format_duration, format_percent
-from memtui.run_view import RunView
+from memtui.run_view import DOCTOR_EVENT, RunView
 
 STATE_STYLES: dict[str, str] = {
     "running": "$text-success",
@@ -31,11 +37,59 @@ STALE_AFTER_S = 10.0
 paused: a held trainer sends no steps)."""
 PAUSED_EVENT = "run_paused"
 """The supervisor's record that the trainer holds at a step boundary (``Pause``)."""
+NO_GPU_FINDING = "no GPU"
+"""How the doctor's no-GPU finding begins (``engine.doctor.NO_GPU``): the no-GPU note says it already."""
 
 
-def render_header(view: RunView, now: float, *, frozen: bool = False, readonly: bool = False) -> str:
-    """Two lines of content markup."""
-    return f"{_identity_line(view, now, frozen, readonly)}\n{_progress_line(view, now)}"
+def render_header(
+    view: RunView, now: float, *, frozen: bool = False, readonly: bool = False, doctor: Event | None = None
+) -> str:
+    """Two lines of content markup. ``doctor``: the newest ``doctor_report`` event.
+
+    What the environment lacks rides on lines every layout shows (the compact one hides the
+    hardware panel): no GPU after the connection, the doctor's verdict after the progress.
+    """
+    return (
+        f"{_identity_line(view, now, frozen, readonly)}{_with_gap(gpu_note(view.hardware))}\n"
+        f"{_progress_line(view, now)}{_with_gap(doctor_note(doctor))}"
+    )
+
+
+def _with_gap(note: str) -> str:
+    return f"  {note}" if note else ""
+
+
+def gpu_note(hardware: HardwareSnapshot | None) -> str:
+    """``⚠ no GPU: CPU training (NVML: …)`` when the newest reading has no GPU; else empty.
+
+    The hardware panel says it at length; the memory panel names the CPU stand-ins.
+    """
+    if hardware is None or hardware.gpus:
+        return ""
+    why = (hardware.nvml or "NVML found no devices").removeprefix("NVML: ")
+    why = why if why.startswith("NVML") else f"NVML: {why}"  # "NVML: NVML Shared..." says it twice
+    return f"[$text-warning]⚠ no GPU: CPU training[/] [$text-muted]({escape(why)})[/]"
+
+
+def doctor_note(doctor: Event | None) -> str:
+    """``doctor: degraded — <worst reason> (+N)``; empty when healthy or not known yet. The
+    no-GPU reason is left to ``gpu_note`` (said once, not twice)."""
+    report: Mapping[str, Any] = doctor.data if doctor is not None else {}
+    verdict = report.get("verdict")
+    if verdict not in ("degraded", "unhealthy"):
+        return ""
+    reasons = [
+        str(f.get("message", ""))
+        for f in report.get("findings") or []
+        if isinstance(f, dict)
+        and f.get("level") != "info"
+        and not str(f.get("message", "")).startswith(NO_GPU_FINDING)
+    ]
+    if not reasons:
+        return ""
+    style = "$text-error" if verdict == "unhealthy" else "$text-warning"
+    more = f" (+{len(reasons) - 1})" if len(reasons) > 1 else ""
+    return f"[{style}]doctor: {verdict} — {escape(reasons[0])}{more}[/]"
 
 
 def _identity_line(view: RunView, now: float, frozen: bool, readonly: bool) -> str:
@@ -96,6 +150,8 @@ class RunHeader(Static):
         height: 2;
         padding: 0 1;
         background: $panel;
+        text-wrap: nowrap;  /* a long line is cut, never wrapped over the second one */
+        text-overflow: ellipsis;
     }
     """
 
@@ -103,9 +159,20 @@ class RunHeader(Static):
     """The display is paused (data still arrives)."""
     readonly = False
     _shown = ""
+    _doctor: Event | None = None
+    """The newest doctor report seen: kept after chatty events push it out of ``view.events``."""
 
     def show(self, view: RunView, now: float) -> None:
-        content = render_header(view, now, frozen=self.frozen, readonly=self.readonly)
+        self._doctor = newest_doctor_report(view.events, self._doctor)
+        content = render_header(view, now, frozen=self.frozen, readonly=self.readonly, doctor=self._doctor)
         if content != self._shown:
             self._shown = content
             self.update(content, layout=False)
+
+
+def newest_doctor_report(events: tuple[Event, ...], held: Event | None) -> Event | None:
+    """The newest ``doctor_report`` in ``events``, or ``held`` when that is newer."""
+    found = next((e for e in reversed(events) if e.type == DOCTOR_EVENT), None)
+    if found is None or (held is not None and held.seq >= found.seq):
+        return held
+    return found

@@ -147,6 +147,91 @@ async def test_a_failing_tick_does_not_stop_the_alerts(
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_the_op_survey_runs_once_and_every_later_report_carries_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.deepspeed_ops import OpStatus, OpSurvey
+
+    surveys: list[float] = []
+
+    async def fake_survey() -> OpSurvey:
+        surveys.append(time.monotonic())
+        return OpSurvey(
+            accelerator="cpu", ninja=True, ops={"cpu_adam": OpStatus(installed=False, compatible=True)}
+        )
+
+    monkeypatch.setattr(alert_watch, "survey_ops_async", fake_survey)
+    monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 0.0)
+    monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
+    record = Recorder()
+    w = AlertWatch(
+        AlertConfig(doctor_interval_s=0.1),
+        record,
+        run_dir=tmp_path,
+        checkpoint_dir=tmp_path / "checkpoints",
+        pids=lambda: {"supervisor": os.getpid()},
+        expecting_steps=lambda: False,
+        nvml=None,
+        ops_delay_s=0.1,
+    )
+    task = asyncio.create_task(w.run())
+    try:
+        reports: list[Event] = []
+        for _ in range(250):
+            reports = [e for e in record.events if e.type == "doctor_report"]
+            if len(reports) >= 6:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    compat = [r.data["software"]["deepspeed_compatible"] for r in reports]
+    assert len(surveys) == 1  # slow: once, not at every periodic report
+    assert compat[0] == {}  # the first report does not wait for it (the trainer's start comes first)
+    first_with = next(i for i, c in enumerate(compat) if c)
+    assert all(c == {"cpu_adam": True} for c in compat[first_with:])
+
+
+async def test_without_ops_delay_there_is_no_survey(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def boom() -> Any:
+        raise AssertionError("no survey expected")
+
+    monkeypatch.setattr(alert_watch, "survey_ops_async", boom)
+    monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
+    w = watch(tmp_path, Recorder())
+    w._ops_delay_s = None
+    task = asyncio.create_task(w.run())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert w._ops_task is None
+
+
+def stored(seq: int, rule: str, state: str = "firing", severity: str = "critical") -> Event:
+    return Event(seq=seq, ts=float(seq), type="alert", severity=severity, data={"rule": rule, "state": state})
+
+
+async def test_alerts_a_previous_supervisor_left_firing_are_resolved_with_the_reason(tmp_path: Path) -> None:
+    record = Recorder()
+    w = watch(tmp_path, record)
+    old = [
+        stored(1, "heartbeat"),
+        stored(2, "disk_low"),
+        stored(3, "disk_low", "resolved", "info"),  # closed before the old supervisor died
+        stored(4, "restart", severity="warning"),  # an instant: nothing to resolve
+        stored(5, "gpu_temperature.0", severity="warning"),
+        stored(6, "gpu_temperature.0", severity="warning"),  # a reminder of the same episode
+    ]
+    assert w.resolve_stale(old) == 2
+    closed = [(e.data["rule"], e.data["state"], e.data["reason"], e.data["fired_seq"]) for e in record.events]
+    assert closed == [
+        ("gpu_temperature.0", "resolved", "supervisor_restarted", 6),
+        ("heartbeat", "resolved", "supervisor_restarted", 1),
+    ]
+    assert all(e.severity == "info" and "supervisor restarted" in e.message for e in record.events)
+    assert w.resolve_stale([*old, *record.events]) == 0  # a second restart finds nothing left open
+
+
 # ----------------------------------------------------------------- the real supervisor
 
 
@@ -201,3 +286,38 @@ async def test_doctor_reports_periodically_and_the_policy_reads_them(
         reasons = ok.result["verdict"]["reasons"]
         assert ok.result["directive"]["state"] == "rejected"
         assert "environment unhealthy: accelerator required but the doctor finds no GPU" in reasons
+
+
+async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_firing(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    """``memtui resume``: the old supervisor died with a heartbeat alert firing; the console's
+    alert list must not show it firing forever, and the rules judge afresh."""
+    from engine.store import Store
+    from memtui.alert_timeline import alert_episodes
+
+    with Store(run.store) as store:
+        store.append_event(
+            "alert",
+            severity="critical",
+            message="no step for 60 s",
+            data={"rule": "heartbeat", "state": "firing"},
+        )
+        store.append_event(
+            "alert", severity="critical", message="disk low", data={"rule": "disk_low", "state": "firing"}
+        )
+    with Store(run.store, readonly=True) as store:
+        before = {e.rule for e in alert_episodes(store.events_since(0)) if e.firing}
+    assert before == {"heartbeat", "disk_low"}  # what the console showed, forever
+    fake_env(rate_hz=20)
+    running = await start()
+    events = running.supervisor.store.events_since(0)
+    resolved = [e for e in events if e.type == "alert" and e.data.get("state") == "resolved"]
+    assert {e.data["rule"] for e in resolved} == {"heartbeat", "disk_low"}
+    assert all(e.data["reason"] == "supervisor_restarted" for e in resolved)
+    started = next(e.seq for e in events if e.type == "run_started" and e.seq > 2)
+    assert all(e.seq > started for e in resolved)  # recorded by the new supervisor, at its start
+    assert [e for e in alert_episodes(events) if e.firing] == []
+    assert running.supervisor.health.active == {}
+    client = await connect(replay_from=0)  # a console attaching now gets the resolutions too
+    await client.until(lambda m: m.kind == "event" and m.event.seq == resolved[-1].seq, timeout=10)

@@ -70,6 +70,16 @@ def test_a_resolution_without_its_firing_is_still_listed() -> None:
     assert not episode.firing and episode.started_at is None and episode.duration_s(T0) is None
 
 
+def test_a_restart_is_an_instant_never_left_firing() -> None:
+    restarts = [alert(1, "restart", 10, message="trainer restarted: killed"), alert(2, "restart", 90)]
+    episodes = alert_episodes(restarts)
+    assert [(e.rule, e.firing, e.duration_s(T0 + 600)) for e in episodes] == [
+        ("restart", False, 0.0),
+        ("restart", False, 0.0),
+    ]
+    assert episodes[0].started_at == T0 + 90  # newest first, each restart its own row
+
+
 def test_list_shows_time_severity_rule_state_and_message_and_filters() -> None:
     text = plain(render_alert_list(alert_episodes(history()), T0 + 600))
     lines = text.splitlines()

@@ -184,3 +184,59 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
             log.kind = "alerts"
             log.show(app.view, time.time())
             assert "resolved: heartbeat" in text_of(log) and "GPU 0 at 86 C" in text_of(log)
+
+
+# ------------------------------------------------------- the environment in every layout
+
+
+def doctor_event(fake: FakeEngine, verdict: str, *findings: tuple[str, str]) -> None:
+    data = {"verdict": verdict, "findings": [{"level": lv, "message": m} for lv, m in findings]}
+    fake.add_event("doctor_report", f"doctor: {verdict}", severity="warning", data=data)
+
+
+def header_lines(app: MemtuiApp) -> list[str]:
+    """The header's lines as they are on screen (cut at its width), not its markup."""
+    header = app.query_one(RunHeader)
+    return [header.render_line(y).text for y in range(header.size.height)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), WIDE], ids=["80x24", "wide"])
+async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layout(
+    live_run: RunDir, size: tuple[int, int]
+) -> None:
+    from engine.doctor import NO_GPU
+
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=size) as pilot:
+            await until(lambda: app.view.hardware is not None)
+            await pilot.pause(0.45)
+            assert app.query_one(HardwarePanel).display is (size == WIDE)  # compact: hidden
+            lines = header_lines(app)
+            assert len(lines) == 2 and "⚠ no GPU: CPU training" in lines[0]  # on screen, not cut off
+            if size == WIDE:
+                assert "(NVML Shared Library Not Found)" in lines[0]
+            doctor_event(fake, "degraded", ("degraded", f"{NO_GPU} (NVML: x)"))
+            await until(lambda: any(e.type == "doctor_report" for e in app.view.events))
+            await pilot.pause(0.45)
+            assert "doctor" not in " ".join(header_lines(app))  # no GPU is said once, not twice
+            doctor_event(fake, "unhealthy", ("unhealthy", "checkpoints disk nearly full: 1.2 GiB free at /r"))
+            await until(lambda: sum(e.type == "doctor_report" for e in app.view.events) == 2)
+            await pilot.pause(0.45)
+            lines = header_lines(app)
+            assert "doctor: unhealthy — " in lines[1] and "no GPU" in lines[0]
+            if size == WIDE:
+                assert "doctor: unhealthy — checkpoints disk nearly full: 1.2 GiB free at /r" in lines[1]
+            assert "step" in lines[1] and app.query_one(RunHeader).size.height == 2  # no line added
+
+
+async def test_with_a_gpu_and_a_healthy_doctor_the_header_says_nothing_more(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=gpu_snapshot()) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(lambda: app.view.hardware is not None)
+            doctor_event(fake, "healthy")
+            await until(lambda: any(e.type == "doctor_report" for e in app.view.events))
+            await pilot.pause(0.45)
+            text = " ".join(header_lines(app))
+            assert "no GPU" not in text and "doctor" not in text and "⚠" not in text

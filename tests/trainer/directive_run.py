@@ -52,7 +52,7 @@ def main() -> None:
     captured: dict[str, Any] = {}
     original = loop.save_checkpoint
 
-    def capture(training: loop.Training) -> None:
+    def capture(training: loop.Training, background: bool = True) -> None:
         optimizer = training.engine.optimizer
         holder = getattr(optimizer, "loss_scale_config", None) or getattr(optimizer, "loss_scaler", None)
         captured.update(
@@ -60,7 +60,7 @@ def main() -> None:
             effective=dict(training.directives.effective) if training.directives else {},
             scale=getattr(holder, "cur_scale", None),
         )
-        original(training)
+        original(training, background)
 
     scales: dict[int, float | None] = {}
     original_step = loop.train_step
