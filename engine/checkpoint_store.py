@@ -8,6 +8,8 @@ A save is a transaction over ``checkpoints/``::
     -> verify <tag> against its manifest  ->  latest := <tag> (temp file + os.replace)
     -> prune older tags beyond keep/milestones
 
+``stage`` runs the first three (training waits for them); ``seal`` the rest, which
+``engine.checkpoint_sealer`` may run on a background thread while training goes on.
 A crash anywhere before the rename leaves a staging dir that is never resumed from; a crash
 after it leaves a complete tag. Older tags are deleted only after the new one verified.
 The writer is a callable so that the whole protocol is tested without torch.

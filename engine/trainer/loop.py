@@ -285,7 +285,7 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     sealer = training.sealer if background else None
     saved = checkpoint.save(engine, store, config, client_state(training), applied, training.ranks, sealer)
     training.last_saved_at = time.monotonic()
-    stall_s = saved.write_s + waited_s if saved.status == "sealing" else saved.seconds + waited_s
+    stall_s = saved.seconds + waited_s  # "sealing": its seconds are the write's alone
     if saved.status in ("saved", "sealing"):
         training.last_saved_step = saved.step  # every rank: the cadence counts from here
         training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
