@@ -212,7 +212,9 @@ class Supervisor:
         self._proc: asyncio.subprocess.Process | None = None
         self._stop_reason: str | None = None
         self._hold = False
-        """The operator asked to pause training (kept across trainer restarts)."""
+        """The operator asked to pause training: kept across trainer restarts, and in the
+        store's meta (``hold``) so that a run whose supervisor died while paused comes back
+        paused after ``memtui resume``; cleared when the run ends."""
         self._finished_reason: str | None = None
         self._last_error: str | None = None
         self._kill_timer: asyncio.TimerHandle | None = None
@@ -268,6 +270,7 @@ class Supervisor:
         previous = meta.get("state")
         self.attempt = int(meta.get("attempt") or 0)
         self.restarts = int(meta.get("restarts") or 0)
+        self._hold = bool(meta.get("hold"))
         self.store.update_meta(
             {
                 "started_at": meta.get("started_at") or time.time(),
@@ -290,6 +293,13 @@ class Supervisor:
                 "state_changed",
                 message=f"{previous or '(new run)'} -> starting",
                 data={"from": previous, "to": "starting"},
+            )
+        if self._hold:
+            self._record(
+                "pause_kept",
+                message="the run was paused when its last supervisor ended: it stays paused "
+                "(memtui unpause lets it go on)",
+                data={"previous_state": previous},
             )
         self.directives = self._directive_queue()
         if self.directives is not None:
@@ -355,7 +365,8 @@ class Supervisor:
         await asyncio.gather(*(c.drain(CLIENT_DRAIN_S) for c in list(self._clients)))
 
     def _end(self, state: RunState, reason: str) -> None:
-        self.store.update_meta({"exit_reason": reason, "ended_at": time.time(), "trainer_pid": None})
+        meta = {"exit_reason": reason, "ended_at": time.time(), "trainer_pid": None, "hold": False}
+        self.store.update_meta(meta)
         self._set_state(state)
         self._record(
             "run_ended",
@@ -649,6 +660,7 @@ class Supervisor:
             return Error(id=request_id, reason=f"the run is {self.state}: there is no training to pause")
         if paused != self._hold:
             self._hold = paused
+            self.store.set_meta("hold", paused)
             verb = "pause" if paused else "continue"
             self._record(f"{verb}_requested", message=f"{verb} requested: {reason}", data={"reason": reason})
             if self._trainer is not None:

@@ -269,6 +269,33 @@ async def test_pause_holds_the_trainer_then_it_goes_on_and_a_stop_still_works(
     assert changes[-2:] == [("paused", "stopping"), ("stopping", "stopped")]
 
 
+async def test_a_run_whose_supervisor_died_while_paused_comes_back_paused(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    first = await start()
+    client = await connect()
+    await client.until(kind("telemetry"))
+    await client.answer(Pause(id="p1"))
+    await client.until(event("run_paused"))
+    assert stored(run)[0]["hold"] is True  # what a SIGKILLed supervisor leaves behind
+    first.task.cancel()  # an in-process supervisor cannot be SIGKILLed: end it without a stop
+    await asyncio.gather(first.task, return_exceptions=True)
+    await client.close()
+
+    await start()  # as memtui resume does
+    client = await connect(replay_from=0)
+    await client.until(event("pause_kept"))
+    paused, _ = await client.until(event("run_paused"))  # the new trainer holds at once
+    status, _ = await client.answer(Status(id="s1"))
+    assert status.result["state"] == "paused" and status.result["step"] == paused.event.data["step"]
+    await client.answer(Pause(id="p2", paused=False))
+    await client.until(event("run_continued"))
+    await client.until(lambda m: m.kind == "telemetry" and m.sample.step > paused.event.data["step"])
+    assert stored(run)[0]["hold"] is False
+    await client.answer(Stop(id="stop", reason="done"))
+    await client.until(event("run_ended"))
+
+
 async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake_env) -> None:
     run.write_config(build_run_config(steps=100, restart={"max_restarts": 0}))  # restarts: test_recovery
     fake_env(steps=5, exit_code=3)
