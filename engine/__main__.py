@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         "here (as ds_report; seconds)",
     )
     doctor.add_argument("--run-dir", type=Path, default=None, help="report free disk here (default: cwd)")
+    doctor.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="report free disk for checkpoints here (default: RUN_DIR/checkpoints with --run-dir)",
+    )
     return parser
 
 
@@ -74,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from engine.doctor import EnvironmentDoctor, render_report, required_ops_of
 
-    checkpoints = args.run_dir / "checkpoints" if args.run_dir is not None else None
+    checkpoints = args.checkpoint_dir
+    if checkpoints is None and args.run_dir is not None:
+        checkpoints = args.run_dir / "checkpoints"
     doctor = EnvironmentDoctor(
         run_dir=args.run_dir,
         checkpoint_dir=checkpoints,

@@ -29,23 +29,23 @@ def doctor_exit_code(verdict: str) -> int:
 
 def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int:
     """Print the report; the exit status follows the verdict."""
-    if deep:
-        return _run_child(as_json=as_json, run_dir=run_dir)
-    from engine.doctor import EnvironmentDoctor, render_report
     from engine.rundir import memtui_home, runs_root
 
     home = run_dir or memtui_home()
     # Before any run, a run's checkpoints/ will be under runs/ (its disk is the nearest existing parent's).
     checkpoints = run_dir / "checkpoints" if run_dir else runs_root(home)
+    if deep:
+        return _run_child(as_json=as_json, run_dir=home, checkpoint_dir=checkpoints)
+    from engine.doctor import EnvironmentDoctor, render_report
+
     report = EnvironmentDoctor(run_dir=home, checkpoint_dir=checkpoints).examine()
     print(report.model_dump_json(indent=2) if as_json else render_report(report))
     return doctor_exit_code(report.verdict)
 
 
-def _run_child(*, as_json: bool, run_dir: Path | None) -> int:
+def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path) -> int:
     command = [sys.executable, "-m", "engine", "doctor", "--deep", "--json"]
-    if run_dir is not None:
-        command += ["--run-dir", str(run_dir)]
+    command += ["--run-dir", str(run_dir), "--checkpoint-dir", str(checkpoint_dir)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=DEEP_TIMEOUT_S)
     except subprocess.TimeoutExpired:

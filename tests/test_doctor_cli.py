@@ -74,3 +74,6 @@ def test_memtui_doctor_deep_text_lists_the_ops() -> None:
     done = run([*memtui_command(), "doctor", "--deep"])
     assert done.returncode == 0, done.stderr
     assert "deepspeed ops: pre-built" in done.stdout and "needed by the run: none" in done.stdout
+    # the same disks as the quick doctor: the home, and runs/ where checkpoints will go
+    assert "disk run (/tmp/mt" in done.stdout and "disk checkpoints (/tmp/mt" in done.stdout
+    assert "/runs)" in done.stdout
