@@ -71,3 +71,17 @@ def test_without_background_training_waits_for_the_whole_save(monkeypatch: pytes
     assert position(stub.messages, 4, saved=True) < position(stub.messages, 5, saved=False)
     assert first["background"] is False and first["seconds"] >= 0.5
     assert [s for s, _ in committed_tags(run.checkpoints)] == [4, 8, 12, 14]
+
+
+def test_wall_clock_cadence_saves_in_the_background() -> None:
+    raw = {"name": "clock", "steps": 80, "checkpoint": {"every_steps": 0, "every_minutes": 0.005, "keep": 50}}
+    run = make_run(raw)  # a save every 0.3 s of training, none by step count
+    stub = SupervisorStub(run.socket)
+    done = run_trainer(run, 1, 120.0)
+    stub.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = [(e.data["step"], e.data["background"]) for e in stub.events("checkpoint_saved")]
+    periodic = [(step, background) for step, background in saved if step < 80]
+    assert periodic and all(background for _, background in periodic), saved  # by the clock, mid-run
+    assert saved[-1][0] == 80  # and the last step (in line, unless the clock was due right then)
+    assert [s for s, _ in committed_tags(run.checkpoints)] == [*(step for step, _ in periodic), 80]
