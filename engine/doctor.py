@@ -30,7 +30,14 @@ from typing import Any
 
 from engine.deepspeed_ops import OpSurvey, survey_ops
 from engine.hardware_probe import HardwareProbe
-from engine.hardware_report import DoctorReport, Finding, HardwareSnapshot, SoftwareReport, Verdict
+from engine.hardware_report import (
+    DoctorReport,
+    Finding,
+    GpuReport,
+    HardwareSnapshot,
+    SoftwareReport,
+    Verdict,
+)
 from engine.nvml_probe import NvmlLibrary, default_library, driver_versions
 
 GiB = 1 << 30
@@ -302,6 +309,23 @@ def _op_findings(sw: SoftwareReport) -> list[Finding]:
     return out
 
 
+def _temperature_finding(gpu: GpuReport) -> Finding | None:
+    """Within TEMPERATURE_MARGIN_C of shutdown: unhealthy; of slowdown: degraded."""
+    limits = (
+        ("unhealthy", "shutdown", gpu.temperature_shutdown_c),
+        ("degraded", "slowdown", gpu.temperature_slowdown_c),
+    )
+    for level, name, limit_c in limits:
+        if (
+            gpu.temperature_c is not None
+            and limit_c is not None
+            and gpu.temperature_c >= limit_c - TEMPERATURE_MARGIN_C
+        ):
+            message = f"GPU {gpu.index}: {gpu.temperature_c} C, near {name} ({limit_c} C)"
+            return Finding(level=level, message=message)
+    return None
+
+
 def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
     out: list[Finding] = []
     for gpu in hw.gpus:
@@ -310,29 +334,8 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
             out.append(
                 Finding(level="unhealthy", message=f"{tag}: {gpu.ecc_uncorrected} uncorrected ECC errors")
             )
-        if gpu.temperature_c is not None:
-            if (
-                gpu.temperature_shutdown_c is not None
-                and gpu.temperature_c >= gpu.temperature_shutdown_c - TEMPERATURE_MARGIN_C
-            ):
-                out.append(
-                    Finding(
-                        level="unhealthy",
-                        message=f"{tag}: {gpu.temperature_c} C, near shutdown "
-                        f"({gpu.temperature_shutdown_c} C)",
-                    )
-                )
-            elif (
-                gpu.temperature_slowdown_c is not None
-                and gpu.temperature_c >= gpu.temperature_slowdown_c - TEMPERATURE_MARGIN_C
-            ):
-                out.append(
-                    Finding(
-                        level="degraded",
-                        message=f"{tag}: {gpu.temperature_c} C, near slowdown "
-                        f"({gpu.temperature_slowdown_c} C)",
-                    )
-                )
+        if (heat := _temperature_finding(gpu)) is not None:
+            out.append(heat)
         if gpu.throttle_reasons:
             out.append(
                 Finding(
