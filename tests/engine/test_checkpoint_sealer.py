@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_checkpoint_store import FIELDS, writer
+from checkpoint_samples import FIELDS, writer
 
 from engine.checkpoint_catalog import committed_tags, latest_tag, staging_tags
 from engine.checkpoint_sealer import CheckpointSealer

@@ -11,21 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from checkpoint_samples import FIELDS, writer
 
 from engine.checkpoint_catalog import committed_tags, latest_tag, list_checkpoints
 from engine.checkpoint_manifest import verify_tag
 from engine.checkpoint_store import CheckpointStore, newest_verified_step
-
-FIELDS = {"samples": 0, "config_hash": "c" * 64, "micro_batch": 8, "grad_accum": 1}
-
-
-def writer(directory: Path, step: int, size: int = 4096):
-    def write(staging: str) -> None:
-        (directory / staging).mkdir()
-        (directory / staging / "mp_rank_00_model_states.pt").write_bytes(os.urandom(size))
-        (directory / staging / "optim.pt").write_bytes(step.to_bytes(8, "little") * 64)
-
-    return write
 
 
 def save(store: CheckpointStore, step: int, **kw):
