@@ -61,15 +61,23 @@ class Recorder:
         return [str(e.data.get("rule")) for e in self.events if e.type == "alert"]
 
 
-def watch(tmp_path: Path, record: Recorder, nvml: Any = None, **config: Any) -> AlertWatch:
+def watch(
+    tmp_path: Path,
+    record: Recorder,
+    nvml: Any = None,
+    expecting: bool = True,
+    ops_delay_s: float | None = alert_watch.OPS_SURVEY_DELAY_S,
+    **config: Any,
+) -> AlertWatch:
     return AlertWatch(
         AlertConfig(**config),
         record,
         run_dir=tmp_path,
         checkpoint_dir=tmp_path / "checkpoints",
         pids=lambda: {"supervisor": os.getpid()},
-        expecting_steps=lambda: True,
+        expecting_steps=lambda: expecting,
         nvml=nvml,
+        ops_delay_s=ops_delay_s,
     )
 
 
@@ -164,16 +172,7 @@ async def test_the_op_survey_runs_once_and_every_later_report_carries_it(
     monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 0.0)
     monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
     record = Recorder()
-    w = AlertWatch(
-        AlertConfig(doctor_interval_s=0.1),
-        record,
-        run_dir=tmp_path,
-        checkpoint_dir=tmp_path / "checkpoints",
-        pids=lambda: {"supervisor": os.getpid()},
-        expecting_steps=lambda: False,
-        nvml=None,
-        ops_delay_s=0.1,
-    )
+    w = watch(tmp_path, record, expecting=False, ops_delay_s=0.1, doctor_interval_s=0.1)
     task = asyncio.create_task(w.run())
     try:
         reports: list[Event] = []
@@ -198,8 +197,7 @@ async def test_without_ops_delay_there_is_no_survey(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(alert_watch, "survey_ops_async", boom)
     monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
-    w = watch(tmp_path, Recorder())
-    w._ops_delay_s = None
+    w = watch(tmp_path, Recorder(), ops_delay_s=None)
     task = asyncio.create_task(w.run())
     await asyncio.sleep(0.2)
     task.cancel()

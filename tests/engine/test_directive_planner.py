@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import planner_samples
+
 from engine.domain import TelemetrySample, build_run_config
 from engine.planner.rules import COOLDOWN_STEPS, RulePlanner
 
@@ -11,21 +13,9 @@ CONFIG = build_run_config({})
 
 
 def sample(step: int, **over: Any) -> TelemetrySample:
-    fields = {
-        "step": step,
-        "ts": 0.0,
-        "samples": 0,
-        "tokens": 0,
-        "loss": 2.0,
-        "lr": 1e-3,
-        "grad_norm": 1.0,
-        "step_time_s": 0.01,
-        "tokens_per_s": 1.0,
-        "micro_batch": 4,
-        "grad_accum": 2,
-        "loss_scale": 4096.0,
-    }
-    return TelemetrySample(**{**fields, **over})
+    """The shared sample at micro-batch 4 x 2 with a grad norm, and no memory figures."""
+    base = {"grad_norm": 1.0, "micro_batch": 4, "grad_accum": 2, "mem_predicted": None, "mem_budget": None}
+    return planner_samples.sample(step, **{**base, **over})
 
 
 def feed(planner: RulePlanner, n: int, start: int = 1, **over: Any) -> list:
