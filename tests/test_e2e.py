@@ -5,6 +5,7 @@ These are the slowest tests in the suite (DeepSpeed start-up is a few seconds pe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -132,15 +133,29 @@ def steps_on_screen(output: bytes) -> list[int]:
     return [int(n) for n in re.findall(r"step (\d+)/\d+", text)]
 
 
+@contextlib.contextmanager
+def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, int]]:
+    """``memtui attach RUN`` in a 100x30 pseudo-terminal: (its pid, the pty's fd); killed at the end."""
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the console, session leader of its own terminal
+        os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
+        os.execv(MEMTUI, [MEMTUI, "attach", run_id])
+    try:
+        yield pid, fd
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
 def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> None:
     run_id = start_detached(home, "--steps", "100000")
     wait_for(lambda: status(home, run_id)["step"] > 0, 120, "the first step")
 
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the console in a 100x30 terminal
-        os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
-        os.execv(MEMTUI, [MEMTUI, "attach", run_id])
-    try:
+    with console_in_a_terminal(home, run_id) as (pid, fd):
         screen, deadline = b"", time.monotonic() + 60
         while len(set(steps_on_screen(screen))) < 2:  # the step advances on screen
             assert time.monotonic() < deadline, f"saw steps {steps_on_screen(screen)}"
@@ -149,36 +164,19 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
         os.write(fd, b"q")
         read_pty(fd, 1.0)
         wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "q to close the console")
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
     seen = max(steps_on_screen(screen))
     wait_for(lambda: status(home, run_id)["step"] > seen, 60, "steps after the console detached")
 
     # A closed terminal or SSH hang-up while attached: SIGHUP to the console's whole
     # process group (pty.fork made it a session leader). The console goes; the run does not.
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
-        os.execv(MEMTUI, [MEMTUI, "attach", run_id])
-    try:
+    with console_in_a_terminal(home, run_id) as (pid, fd):
         screen, deadline = b"", time.monotonic() + 60
         while not steps_on_screen(screen):  # attached and drawing
             assert time.monotonic() < deadline, "the second console drew no step"
             screen += read_pty(fd, 0.5)
         os.killpg(pid, signal.SIGHUP)
         wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "SIGHUP to end the console")
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
     hung_up = status(home, run_id)
     assert hung_up["state"] == "running"
     wait_for(lambda: status(home, run_id)["step"] > hung_up["step"], 60, "steps after the hang-up")
