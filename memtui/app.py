@@ -14,6 +14,7 @@ Stop, the run goes on.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -180,8 +181,10 @@ class MemtuiApp(App[None]):
         self._clock = clock
         self._dirty = True
         self._charts_dirty = True
-        self._charts_at = 0.0  # monotonic seconds of the last chart repaint
-        self._drawn_at = 0.0  # monotonic seconds of the last redraw
+        # Monotonic seconds of the last chart repaint and redraw; -inf: never, so the first
+        # data draws at once (monotonic time starts near 0 at boot, not at a large number).
+        self._charts_at = -math.inf
+        self._drawn_at = -math.inf
         self._redraw_timer: Timer | None = None  # a redraw due at the end of the interval
         self._redraw_pending = False  # a redraw due at once (after the queued messages)
         self._window_read_at = 0.0

@@ -4,6 +4,8 @@ while frozen. Counted, not timed: the interval is made far longer than the test.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import memtui.app
@@ -36,7 +38,7 @@ async def test_a_burst_draws_once_at_once_then_waits_for_the_interval(
 ) -> None:
     app = MemtuiApp(run_dir, live=False, view=RunView(run_id="r"))
     async with app.run_test() as pilot:
-        app._drawn_at = 0.0  # quiet for long enough: the next data draws at once
+        app._drawn_at = -math.inf  # never drawn: the next data draws at once
         calls = counting(app)
         view = app.view
         for step in range(1, 51):
@@ -54,7 +56,7 @@ async def test_nothing_is_drawn_while_frozen(run_dir: RunDir, slow_redraws: None
     app = MemtuiApp(run_dir, live=False, view=RunView(run_id="r"))
     async with app.run_test() as pilot:
         await pilot.press("f")
-        app._drawn_at = 0.0
+        app._drawn_at = -math.inf
         calls = counting(app)
         app._fold(app.view.with_sample(make_sample(7)))
         await pilot.pause()
