@@ -49,8 +49,8 @@ def parse_args() -> argparse.Namespace:
 def run(raw: dict[str, Any]) -> tuple[list[Any], list[Any]]:
     """One run through ``python -m engine supervise``; its (steps, events) from the store."""
     from engine.domain import build_run_config
-    from engine.rundir import RunDir
-    from engine.store import Store
+    from engine.run.directory import RunDir
+    from engine.run.store import Store
 
     home = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
     rundir = RunDir.create(build_run_config(raw), home=home)

@@ -41,8 +41,8 @@ from engine.protocol import (
     encode,
     read_line,
 )
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 BATCH = 500  # proposals written before reading their answers

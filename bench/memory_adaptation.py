@@ -24,7 +24,7 @@ import time
 import torch
 
 from engine.domain import build_run_config
-from engine.memory_controller import Policy
+from engine.memory.controller import Policy
 from engine.trainer import loop
 from engine.trainer.geometry import apply_geometry
 from engine.trainer.link import NullLink

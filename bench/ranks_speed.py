@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_once(ranks: int, steps: int, zero_stage: int) -> dict[str, float]:
     from engine.domain import build_run_config
-    from engine.rundir import RunDir
-    from engine.store import Store
+    from engine.run.directory import RunDir
+    from engine.run.store import Store
 
     raw = {
         "name": f"speed{ranks}",

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink
 

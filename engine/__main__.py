@@ -71,14 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not (args.run_dir / "run.json").is_file():
         parser.error(f"{args.run_dir}: not a run directory (no run.json)")
-    from engine import supervisor  # here, so `--help` stays instant
+    from engine.supervisor import daemon as supervisor  # here, so `--help` stays instant
 
     grace = _config_grace(args.run_dir) if args.stop_grace is None else args.stop_grace
     return supervisor.main(args.run_dir, stop_grace_s=grace, fresh_start=args.fresh)
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from engine.doctor import EnvironmentDoctor, render_report, required_ops_of
+    from engine.doctor.examiner import EnvironmentDoctor, render_report, required_ops_of
 
     checkpoints = args.checkpoint_dir
     if checkpoints is None and args.run_dir is not None:
@@ -98,7 +98,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _config_grace(run_dir: Path) -> float:
     """The run's ``checkpoint.stop_grace_s``; the built-in default if run.json cannot say."""
     from engine.domain import CheckpointConfig
-    from engine.rundir import RunDir
+    from engine.run.directory import RunDir
 
     try:
         return RunDir(run_dir).read_config().checkpoint.stop_grace_s

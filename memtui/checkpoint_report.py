@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.checkpoint_catalog import Listed, list_checkpoints
-from engine.checkpoint_manifest import Check
-from engine.rundir import RunDir
+from engine.checkpoints.catalog import Listed, list_checkpoints
+from engine.checkpoints.manifest import Check
+from engine.run.directory import RunDir
 from memtui.formatting import format_age, format_bytes
 from memtui.status_report import render_table
 

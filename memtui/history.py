@@ -10,11 +10,11 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
-from engine.rundir import RunDir
-from memtui.run_view import MAX_EVENTS, RunView
+from engine.run.directory import RunDir
+from memtui.console.run_view import MAX_EVENTS, RunView
 
 if TYPE_CHECKING:
-    from engine.store import Store
+    from engine.run.store import Store
 
 SAMPLES_FOLDED = 200
 """Newest stored steps folded into the view (enough for the smoothed loss)."""
@@ -40,8 +40,8 @@ def stored_view(run: RunDir) -> RunView:
     import contextlib
     import sqlite3
 
-    from engine.runstatus import offline_status
-    from engine.store import Store, StoreError
+    from engine.run.status import offline_status
+    from engine.run.store import Store, StoreError
 
     view = dataclasses.replace(initial_view(run), connection="history")
     if run.store.exists():

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.rundir import list_runs, pid_alive
-from engine.store import Store
+from engine.run.directory import list_runs, pid_alive
+from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 

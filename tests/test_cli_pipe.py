@@ -12,8 +12,8 @@ from cli_harness import MEMTUI, throwaway_home
 from fakes.fake_engine import make_sample
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 
 @pytest.fixture

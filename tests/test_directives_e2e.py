@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from cli_harness import memtui, throwaway_home, wait_for
 
-from engine.rundir import list_runs
-from engine.store import Store
+from engine.run.directory import list_runs
+from engine.run.store import Store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(240)]
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def memtui_command() -> list[str]:
     script = Path(sys.executable).with_name("memtui")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "memtui.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "memtui.cli.main"]
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess[str]:

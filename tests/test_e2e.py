@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from cli_harness import MEMTUI, memtui, throwaway_home, wait_for
 
-from engine.rundir import RunDir, list_runs
+from engine.run.directory import RunDir, list_runs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
@@ -91,7 +91,7 @@ def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
 
 
 def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
-    from engine.store import Store
+    from engine.run.store import Store
 
     run_id = start_detached(home, "--steps", "40")
     run = RunDir(home / "runs" / run_id)
@@ -185,7 +185,7 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
 
 def test_readme_example_trains_a_user_workload(home: Path) -> None:
     """README's "Training your own model": examples/sine.toml with examples/sine_workload.py."""
-    from engine.store import Store
+    from engine.run.store import Store
 
     config = Path(__file__).resolve().parents[1] / "examples" / "sine.toml"
     started = memtui(home, "run", str(config), "--steps", "120", "--detach")

@@ -34,21 +34,21 @@ def existing(*names: str) -> list[str]:
 
 def test_console_loads_no_torch_or_deepspeed() -> None:
     console = (
-        "memtui.cli",
-        "memtui.app",
+        "memtui.cli.main",
+        "memtui.console.app",
         "memtui.client",
         "memtui.history",
-        "memtui.live_status",
+        "memtui.cli.live_status",
         "memtui.theming",
-        "memtui.resolver",
-        "memtui.run_logs",
+        "memtui.cli.resolver",
+        "memtui.cli.run_logs",
         "memtui.status_report",
-        "memtui.export",
-        "memtui.window_reader",
-        "memtui.doctor_report",
+        "memtui.cli.export",
+        "memtui.console.window_reader",
+        "memtui.cli.doctor_report",
     )
     # What the CLI imports lazily on its way (launching, offline status) must be clean too.
-    engine_side = existing("engine.launch", "engine.runstatus", "engine.store")
+    engine_side = existing("engine.run.launch", "engine.run.status", "engine.run.store")
     loaded = top_level(modules_after_import(*console, *engine_side))
     assert not loaded & set(FORBIDDEN_IN_CONSOLE), sorted(loaded & set(FORBIDDEN_IN_CONSOLE))
 
@@ -62,14 +62,14 @@ def test_trainer_loads_no_textual() -> None:
 
 def test_supervisor_side_loads_no_torch() -> None:
     names = existing(
-        "engine.supervisor",
-        "engine.store",
+        "engine.supervisor.daemon",
+        "engine.run.store",
         "engine.protocol",
-        "engine.doctor",
-        "engine.alert_rules",
-        "engine.alert_watch",
-        "engine.hardware_probe",
-        "engine.nvml_probe",
+        "engine.doctor.examiner",
+        "engine.alerts.rules",
+        "engine.alerts.watch",
+        "engine.doctor.hardware_probe",
+        "engine.doctor.nvml_probe",
     )
     loaded = top_level(modules_after_import(*names))
     assert not loaded & set(FORBIDDEN_IN_CONSOLE), names

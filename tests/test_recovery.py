@@ -22,10 +22,10 @@ import pytest
 from cli_harness import memtui, throwaway_home
 from cli_harness import wait_for as _wait_for
 
-from engine.checkpoint_catalog import staging_tags
-from engine.checkpoint_store import SLOW_SAVE_ENV, newest_verified_step
-from engine.rundir import RunDir, pid_alive
-from engine.store import Store
+from engine.checkpoints.catalog import staging_tags
+from engine.checkpoints.store import SLOW_SAVE_ENV, newest_verified_step
+from engine.run.directory import RunDir, pid_alive
+from engine.run.store import Store
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 

@@ -39,8 +39,8 @@ from typing import Any
 import torch
 
 from engine.domain import RunConfig
-from engine.memory_budget import budget_bytes
-from engine.memory_controller import (
+from engine.memory.budget import budget_bytes
+from engine.memory.controller import (
     Change,
     ControllerState,
     Geometry,
@@ -51,7 +51,7 @@ from engine.memory_controller import (
     decide,
     review_request,
 )
-from engine.memory_model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.memory.model import MemoryModel, model_state_bytes, transformer_activation_bytes
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
 from engine.trainer.link import Link

@@ -2,7 +2,7 @@
 
 DeepSpeed's own save is not atomic (plain ``torch.save`` to the final path, no fsync,
 ``latest`` rewritten in place) and ``load_checkpoint`` with no ``latest`` silently returns
-``(None, None)``. So DeepSpeed only ever writes a staging tag; ``engine.checkpoint_store``
+``(None, None)``. So DeepSpeed only ever writes a staging tag; ``engine.checkpoints.store``
 seals it (fsync, manifest with sha256 of every file, rename, ``latest`` by ``os.replace``)
 and picks the tag to resume from. This module is the torch side: the writer, the RNG
 states, and restoring what DeepSpeed does not.
@@ -30,13 +30,13 @@ from typing import Any
 
 import torch
 
-from engine.checkpoint_catalog import committed_tags, tag_for  # noqa: F401  (re-exported for callers)
-from engine.checkpoint_manifest import Manifest, config_hash
-from engine.checkpoint_policy import to_prune
-from engine.checkpoint_sealer import CheckpointSealer
-from engine.checkpoint_store import CheckpointStore, SaveOutcome
+from engine.checkpoints.catalog import committed_tags, tag_for  # noqa: F401  (re-exported for callers)
+from engine.checkpoints.manifest import Manifest, config_hash
+from engine.checkpoints.sealer import CheckpointSealer
+from engine.checkpoints.selection import to_prune
+from engine.checkpoints.store import CheckpointStore, SaveOutcome
 from engine.domain import RunConfig
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer.disk_full_injection import disk_full_if_due
 from engine.trainer.rank_group import RankGroup
 

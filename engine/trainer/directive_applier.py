@@ -32,8 +32,8 @@ from typing import Any
 
 from torch.optim.lr_scheduler import LambdaLR
 
+from engine.directives.policy import policy_bounds
 from engine.domain import RunConfig
-from engine.policy import policy_bounds
 from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.memory_controller import Geometry
+from engine.memory.controller import Geometry
 
 
 def current_geometry(engine: Any) -> Geometry:

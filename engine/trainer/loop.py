@@ -32,16 +32,16 @@ from typing import Any, Literal
 
 import torch
 
-from engine import checkpoint_policy
-from engine.checkpoint_sealer import CheckpointSealer
-from engine.checkpoint_store import SaveOutcome
+from engine.checkpoints import selection as checkpoint_policy
+from engine.checkpoints.sealer import CheckpointSealer
+from engine.checkpoints.store import SaveOutcome
+from engine.deepspeed_config import build_deepspeed_config
 from engine.domain import RunConfig
 from engine.protocol import StepReport
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
-from engine.trainer.deepspeed_config import build_deepspeed_config
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.link import Link
 from engine.trainer.lr_schedule import warmup_cosine
@@ -270,7 +270,7 @@ def maybe_checkpoint(training: Training) -> None:
 
 
 def save_checkpoint(training: Training, background: bool = True) -> None:
-    """A durable save (see engine.checkpoint_store); a skipped or failed one is an alert
+    """A durable save (see engine.checkpoints.store); a skipped or failed one is an alert
     event and the run goes on with its older checkpoints.
 
     With rank 0's sealer and ``background``, training waits only for the write (plus any

@@ -172,7 +172,7 @@ def enforce_budget(probe: MemoryProbe, budget: int) -> bool:
     """
     if probe.kind != "cuda" or budget >= probe.capacity:
         return False
-    from engine.memory_budget import budget_fraction
+    from engine.memory.budget import budget_fraction
 
     torch.cuda.set_per_process_memory_fraction(budget_fraction(budget, probe.capacity), probe.device)
     return True

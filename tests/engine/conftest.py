@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from engine import protocol
 from engine.domain import build_run_config
-from engine.rundir import RunDir
-from engine.supervisor import Supervisor
+from engine.run.directory import RunDir
+from engine.supervisor.daemon import Supervisor
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fakes" / "fake_trainer.py"
 FAKE_TRAINER_CMD = [sys.executable, str(FAKE_TRAINER)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(60)
 NO_STEP_S = 1.0

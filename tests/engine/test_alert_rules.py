@@ -9,10 +9,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine.alert_rules import AlertRules, Latch
+from engine.alerts.rules import AlertRules, Latch
+from engine.doctor.nvml_probe import probe_gpus
 from engine.domain import AlertConfig, TelemetrySample
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport
-from engine.nvml_probe import probe_gpus
 from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
 
 CFG = AlertConfig(throttle_s=60.0, repeat_s=3600.0, throughput_baseline_steps=5, loss_smoothing_steps=1)

@@ -19,11 +19,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine import alert_watch
-from engine.alert_watch import AlertWatch, run_alert_command
+from engine.alerts import watch as alert_watch
+from engine.alerts.watch import AlertWatch, run_alert_command
 from engine.domain import AlertConfig, Event, build_run_config
 from engine.protocol import Propose
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
 
 pytestmark = pytest.mark.timeout(60)
@@ -158,7 +158,7 @@ async def test_a_failing_tick_does_not_stop_the_alerts(
 async def test_the_op_survey_runs_once_and_every_later_report_carries_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.deepspeed_ops import OpStatus, OpSurvey
+    from engine.doctor.deepspeed_ops import OpStatus, OpSurvey
 
     surveys: list[float] = []
 
@@ -291,8 +291,8 @@ async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_fir
 ) -> None:
     """``memtui resume``: the old supervisor died with a heartbeat alert firing; the console's
     alert list must not show it firing forever, and the rules judge afresh."""
-    from engine.store import Store
-    from memtui.alert_timeline import alert_episodes
+    from engine.run.store import Store
+    from memtui.console.alert_timeline import alert_episodes
 
     with Store(run.store) as store:
         store.append_event(

@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.checkpoint_manifest import Verdict
-from engine.checkpoint_policy import plan_resume, save_due, select_newest_verified, space_needed, to_prune
+from engine.checkpoints.manifest import Verdict
+from engine.checkpoints.selection import plan_resume, save_due, select_newest_verified, space_needed, to_prune
 from engine.domain import RestartConfig
-from engine.restart_policy import EXIT_NO_CHECKPOINT, AttemptEnd, backoff_s, decide
+from engine.supervisor.restart_policy import EXIT_NO_CHECKPOINT, AttemptEnd, backoff_s, decide
 
 
 def verdict(step: int, problem: str | None = None) -> Verdict:

@@ -1,4 +1,4 @@
-"""Sealing a checkpoint on a background thread (engine.checkpoint_sealer), with a fake writer.
+"""Sealing a checkpoint on a background thread (engine.checkpoints.sealer), with a fake writer.
 
 The store's two halves: ``stage`` (the write training waits for) and ``seal`` (fsync,
 manifest, rename, verify, latest, prune), which the sealer runs while training goes on.
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from checkpoint_samples import FIELDS, writer
 
-from engine.checkpoint_catalog import committed_tags, latest_tag, staging_tags
-from engine.checkpoint_sealer import CheckpointSealer
-from engine.checkpoint_store import CheckpointStore, SaveOutcome, Staged
+from engine.checkpoints.catalog import committed_tags, latest_tag, staging_tags
+from engine.checkpoints.sealer import CheckpointSealer
+from engine.checkpoints.store import CheckpointStore, SaveOutcome, Staged
 
 
 def stage(store: CheckpointStore, step: int) -> Staged:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from checkpoint_samples import FIELDS, writer
 
-from engine.checkpoint_catalog import committed_tags, latest_tag, list_checkpoints
-from engine.checkpoint_manifest import verify_tag
-from engine.checkpoint_store import CheckpointStore, newest_verified_step
+from engine.checkpoints.catalog import committed_tags, latest_tag, list_checkpoints
+from engine.checkpoints.manifest import verify_tag
+from engine.checkpoints.store import CheckpointStore, newest_verified_step
 
 
 def save(store: CheckpointStore, step: int, **kw):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from engine.console_outbox import ConsoleClient
 from engine.domain import Event, TelemetrySample
 from engine.protocol import PROTOCOL_VERSION, EventMessage, Hello, Telemetry, decode_server
+from engine.supervisor.console_outbox import ConsoleClient
 
 
 def make_sample(step: int) -> TelemetrySample:

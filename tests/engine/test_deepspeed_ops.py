@@ -16,8 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine import doctor as doctor_module
-from engine.deepspeed_ops import (
+from engine.deepspeed_config import build_deepspeed_config
+from engine.doctor import examiner as doctor_module
+from engine.doctor.deepspeed_ops import (
     OpStatus,
     OpSurvey,
     parse_survey,
@@ -25,11 +26,17 @@ from engine.deepspeed_ops import (
     survey_ops,
     survey_ops_async,
 )
-from engine.doctor import EnvironmentDoctor, judge, op_fields, render_report, required_ops_of, verdict_of
+from engine.doctor.examiner import (
+    EnvironmentDoctor,
+    judge,
+    op_fields,
+    render_report,
+    required_ops_of,
+    verdict_of,
+)
 from engine.domain import build_run_config
 from engine.hardware_report import HardwareSnapshot, SoftwareReport
-from engine.rundir import RunDir
-from engine.trainer.deepspeed_config import build_deepspeed_config
+from engine.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,7 +53,7 @@ NO_GPU = HardwareSnapshot(ts=0.0, nvml="NVML: Driver Not Loaded")
 
 
 def fake_python(tmp_path: Path, body: str) -> str:
-    """An executable that stands in for ``python -m engine.deepspeed_ops``."""
+    """An executable that stands in for ``python -m engine.doctor.deepspeed_ops``."""
     path = tmp_path / "fake-python"
     path.write_text(f"#!/bin/sh\n{body}\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)

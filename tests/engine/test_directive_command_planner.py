@@ -14,9 +14,9 @@ import pytest
 
 from engine.domain import build_run_config
 from engine.protocol import Approve
-from engine.rundir import RunDir
-from engine.store import Store
-from memtui.cli import main as memtui_main
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.cli.main import main as memtui_main
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.directive_pacer import DirectivePacer
+from engine.directives.pacer import DirectivePacer
 
 
 class Clock:

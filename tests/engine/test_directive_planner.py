@@ -6,8 +6,8 @@ from typing import Any
 
 import planner_samples
 
+from engine.directives.planners.rules import COOLDOWN_STEPS, RulePlanner
 from engine.domain import TelemetrySample, build_run_config
-from engine.planner.rules import COOLDOWN_STEPS, RulePlanner
 
 CONFIG = build_run_config({})
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
-from engine.directive import DirectiveRefused
-from engine.directive_queue import DirectiveError, DirectiveQueue, answer_request
+from engine.directives.directive import DirectiveRefused
+from engine.directives.queue import DirectiveError, DirectiveQueue, answer_request
 from engine.domain import DecisionRecord, RunConfig, build_run_config
 from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
 

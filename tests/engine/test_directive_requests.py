@@ -10,8 +10,8 @@ import time
 import pytest
 
 from engine.protocol import ApplyDirective, Approve, Ping, Propose
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,10 +9,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine.doctor import NO_GPU, EnvironmentDoctor, judge, read_module_constants, verdict_of
-from engine.hardware_probe import HardwareProbe
+from engine.doctor.examiner import NO_GPU, EnvironmentDoctor, judge, read_module_constants, verdict_of
+from engine.doctor.hardware_probe import HardwareProbe
+from engine.doctor.nvml_probe import probe_gpu, probe_gpus, throttle_names
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport, SoftwareReport
-from engine.nvml_probe import probe_gpu, probe_gpus, throttle_names
 from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
 
 CUDA_SW = SoftwareReport(

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 MODULES = [
-    "engine.store",
-    "engine.supervisor",
-    "engine.launch",
-    "engine.runstatus",
-    "engine.peer",
+    "engine.run.store",
+    "engine.supervisor.daemon",
+    "engine.run.launch",
+    "engine.run.status",
+    "engine.supervisor.peer",
     "engine.__main__",
 ]
 

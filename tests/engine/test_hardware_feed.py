@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.console_outbox import ConsoleClient
 from engine.domain import build_run_config
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Hello, decode_server
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from engine.supervisor.console_outbox import ConsoleClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,16 +13,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine.alert_rules import AlertRules
-from engine.directive import draft
-from engine.doctor import judge, verdict_of
+from engine.alerts.health import HealthBoard, blocks, health_problems
+from engine.alerts.rules import AlertRules
+from engine.directives.directive import draft
+from engine.directives.policy import LocalPolicyEngine, PolicyContext
+from engine.doctor.examiner import judge, verdict_of
+from engine.doctor.nvml_probe import probe_gpus
 from engine.domain import AlertConfig, PolicyConfig, build_run_config
 from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
-from engine.health import HealthBoard, blocks, health_problems
-from engine.nvml_probe import probe_gpus
-from engine.policy import LocalPolicyEngine, PolicyContext
 from engine.protocol import Propose
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from tests.fakes.fake_nvml import FakeNvml, GiB, healthy_gpu
 
 CPU_SW = SoftwareReport(python="3.11", torch="2.4.0+cpu", deepspeed="0.15")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import launch
-from engine.rundir import RunDir, pid_alive
-from engine.runstatus import offline_status
-from engine.store import Store
+from engine.run import launch
+from engine.run.directory import RunDir, pid_alive
+from engine.run.status import offline_status
+from engine.run.store import Store
 
 pytestmark = pytest.mark.timeout(60)
 

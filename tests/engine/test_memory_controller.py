@@ -8,7 +8,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.memory_controller import (
+from engine.memory.controller import (
     ControllerState,
     Geometry,
     Policy,
@@ -115,7 +115,7 @@ def test_module_is_torch_free() -> None:
     import subprocess
 
     code = (
-        "import engine.memory_controller, engine.memory_model, engine.memory_budget, sys;"
+        "import engine.memory.controller, engine.memory.model, engine.memory.budget, sys;"
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

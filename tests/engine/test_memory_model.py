@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.memory_budget import budget_bytes, budget_fraction
-from engine.memory_model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.memory.budget import budget_bytes, budget_fraction
+from engine.memory.model import MemoryModel, model_state_bytes, transformer_activation_bytes
 
 MIB = 1 << 20
 

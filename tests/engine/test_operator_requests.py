@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from engine.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.directive import DirectiveRefused, draft, parse_directive
+from engine.directives.directive import DirectiveRefused, draft, parse_directive
+from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
 from engine.domain import build_run_config
-from engine.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
 from engine.protocol import DIRECTIVE_FIELDS
 
 NOW = 1_000_000.0

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.store import Store
 
 
 def is_event(kind: str, attempt: int | None = None) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from engine.rank_processes import rank_processes
+from engine.supervisor.rank_processes import rank_processes
 
 
 def test_children_with_a_rank_are_listed_in_rank_order() -> None:

@@ -7,9 +7,9 @@ import subprocess
 import time
 
 from engine.domain import TelemetrySample
-from engine.rundir import RunDir
-from engine.runstatus import offline_status
-from engine.store import Store
+from engine.run.directory import RunDir
+from engine.run.status import offline_status
+from engine.run.store import Store
 
 
 def _dead_pid() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.domain import RankMemory, TelemetrySample
-from engine.store import SCHEMA_VERSION, Store, StoreError
+from engine.run.store import SCHEMA_VERSION, Store, StoreError
 
 
 def sample(step: int, *, attempt: int = 1, loss: float = 1.0, **over: object) -> TelemetrySample:

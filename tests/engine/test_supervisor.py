@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from engine import peer, trainer_process
-from engine.console_outbox import ConsoleClient
 from engine.domain import RunStatus, TelemetrySample, build_run_config
 from engine.protocol import (
     MAX_LINE_BYTES,
@@ -26,10 +24,12 @@ from engine.protocol import (
     Stop,
     TrainerEvent,
 )
-from engine.rundir import RunDir
-from engine.runstatus import offline_status
-from engine.store import Store
-from engine.trainer_process import TrainerExit, ending
+from engine.run.directory import RunDir
+from engine.run.status import offline_status
+from engine.run.store import Store
+from engine.supervisor import peer, trainer_process
+from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.trainer_process import TrainerExit, ending
 
 pytestmark = pytest.mark.timeout(60)
 

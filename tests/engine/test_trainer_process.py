@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
-from engine.trainer_process import geometry_note
+from engine.run.directory import RunDir
+from engine.supervisor.trainer_process import geometry_note
 
 
 def test_the_note_of_this_attempt_is_read_and_an_older_one_is_not(tmp_path: Path) -> None:

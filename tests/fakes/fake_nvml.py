@@ -1,4 +1,4 @@
-"""A scripted NVML (``engine.nvml_probe.NvmlLibrary``) for tests: GPUs as dicts, any call
+"""A scripted NVML (``engine.doctor.nvml_probe.NvmlLibrary``) for tests: GPUs as dicts, any call
 can raise. ``FakeNvml(gpus=[healthy_gpu()], fail={"power": err})``."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.domain import build_run_config  # noqa: E402
-from engine.rundir import RunDir  # noqa: E402
+from engine.run.directory import RunDir  # noqa: E402
 
 
 @pytest.fixture
@@ -44,6 +44,6 @@ def prompt_redraws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pilot tests wait a fixed ~0.45 s for new data to be drawn; the console's own rate limit
     (REDRAW_INTERVAL_S, 0.5 s, sized for CPU in bench/console_live.py) could just miss that.
     Drawing is the same code at any rate; only the wait between two draws is shorter here."""
-    import memtui.app
+    import memtui.console.app
 
-    monkeypatch.setattr(memtui.app, "REDRAW_INTERVAL_S", 0.1)
+    monkeypatch.setattr(memtui.console.app, "REDRAW_INTERVAL_S", 0.1)

@@ -8,12 +8,12 @@ from typing import Any
 from textual.content import Content
 
 from engine.domain import Event
-from engine.rundir import RunDir
-from memtui.alert_timeline import alert_episodes
-from memtui.app import MemtuiApp
-from memtui.run_view import MAX_EVENTS, RunView
-from memtui.screens.alerts_screen import AlertsScreen, render_alert_list
-from memtui.screens.keys_screen import KeysScreen
+from engine.run.directory import RunDir
+from memtui.console.alert_timeline import alert_episodes
+from memtui.console.app import MemtuiApp
+from memtui.console.run_view import MAX_EVENTS, RunView
+from memtui.console.screens.alerts_screen import AlertsScreen, render_alert_list
+from memtui.console.screens.keys_screen import KeysScreen
 from tests.fakes.fake_engine import FakeEngine, make_event
 from tests.memtui.test_console import until
 

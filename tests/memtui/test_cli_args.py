@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memtui import __version__
-from memtui.cli import main
+from memtui.cli.main import main
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) ->
 
 
 def _subcommands() -> list[str]:
-    from memtui.cli import build_parser
+    from memtui.cli.main import build_parser
 
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(commands.choices)
@@ -98,8 +98,8 @@ def test_missing_config_file_is_a_config_error(home: Path, capsys: pytest.Captur
 
 def test_help_is_quick_and_lean() -> None:
     code = (
-        "import sys, memtui.cli\n"
-        "try:\n    memtui.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import sys, memtui.cli.main\n"
+        "try:\n    memtui.cli.main.main(['--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in ('textual', 'pydantic', 'torch', 'engine.domain') if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )

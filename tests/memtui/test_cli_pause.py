@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from engine.protocol import Pause
-from engine.rundir import RunDir
-from memtui.cli import main
+from engine.run.directory import RunDir
+from memtui.cli.main import main
 from tests.fakes.fake_engine import FakeEngine
 
 

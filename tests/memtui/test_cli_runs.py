@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import memtui.cli
+import memtui.cli.main
 from engine.domain import RunStatus, build_run_config
-from engine.rundir import RunDir
-from engine.store import Store
-from memtui.cli import main
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.cli.main import main
 from tests.fakes.fake_engine import FakeEngine, make_sample
 
 
@@ -88,7 +88,7 @@ def test_stop_waits_for_the_ending(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fabricate_store(live_run, "running")
-    monkeypatch.setattr(memtui.cli, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.main, "STOP_POLL_S", 0.02)
 
     def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
         with Store(live_run.store) as store:
@@ -106,7 +106,7 @@ def test_stop_waits_for_the_ending(
 def test_stop_times_out_with_a_clear_message(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(memtui.cli, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.main, "STOP_POLL_S", 0.02)
     with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, stop_after_s=60):
         assert main(["stop", "--timeout", "0.3"]) == 1
     assert "still stopping after 0.3 s" in capsys.readouterr().err
@@ -136,8 +136,8 @@ def test_logs_tail_and_choice(run_dir: RunDir, capsys: pytest.CaptureFixture[str
 def test_without_a_run_the_newest_live_run_is_meant(
     home: Path, live_run: RunDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from engine.rundir import list_runs
-    from memtui.resolver import resolve_run
+    from engine.run.directory import list_runs
+    from memtui.cli.resolver import resolve_run
 
     # An older run still going and a newer one that has finished.
     newer = RunDir.create(build_run_config(name="done", steps=10), home)

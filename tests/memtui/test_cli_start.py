@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.launch
-import memtui.cli
-from engine.rundir import RunDir, list_runs
-from memtui.cli import main
+import engine.run.launch
+import memtui.cli.main
+from engine.run.directory import RunDir, list_runs
+from memtui.cli.main import main
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ def launcher(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         started.append(run.run_id)
         return os.getpid()
 
-    monkeypatch.setattr(engine.launch, "spawn_supervisor", spawn)
-    monkeypatch.setattr(engine.launch, "wait_until_serving", lambda run, pid, timeout=30.0: None)
+    monkeypatch.setattr(engine.run.launch, "spawn_supervisor", spawn)
+    monkeypatch.setattr(engine.run.launch, "wait_until_serving", lambda run, pid, timeout=30.0: None)
     return started
 
 
@@ -37,7 +37,7 @@ def consoles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
         opened.append((run.run_id, theme))
         return 0
 
-    monkeypatch.setattr(memtui.cli, "open_console", open_console)
+    monkeypatch.setattr(memtui.cli.main, "open_console", open_console)
     return opened
 
 
@@ -60,9 +60,11 @@ def test_run_json_then_attach_with_theme(home: Path, launcher: list[str], consol
 
 def test_run_that_does_not_come_up(home: Path, launcher: list[str], monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     def dies(run: RunDir, pid: int, timeout: float = 30.0) -> None:
-        raise engine.launch.LaunchError("supervisor (pid 1) exited before serving\n--- log tail ---\nboom")
+        raise engine.run.launch.LaunchError(
+            "supervisor (pid 1) exited before serving\n--- log tail ---\nboom"
+        )
 
-    monkeypatch.setattr(engine.launch, "wait_until_serving", dies)
+    monkeypatch.setattr(engine.run.launch, "wait_until_serving", dies)
     assert main(["run", "--detach"]) == 1
     assert "the run did not start" in capsys.readouterr().err
 

@@ -8,16 +8,16 @@ from collections.abc import Callable
 import pytest
 from textual.widget import Widget
 
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
+from engine.run.directory import RunDir
+from memtui.console.app import MemtuiApp
+from memtui.console.screens.keys_screen import KeysScreen
+from memtui.console.widgets.event_log import EventLog
+from memtui.console.widgets.memory_panel import MemoryPanel
+from memtui.console.widgets.numerics_panel import NumericsPanel
+from memtui.console.widgets.panel import Panel
+from memtui.console.widgets.run_header import RunHeader
+from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.history import stored_view
-from memtui.screens.keys_screen import KeysScreen
-from memtui.widgets.event_log import EventLog
-from memtui.widgets.memory_panel import MemoryPanel
-from memtui.widgets.numerics_panel import NumericsPanel
-from memtui.widgets.panel import Panel
-from memtui.widgets.run_header import RunHeader
-from memtui.widgets.throughput_panel import ThroughputPanel
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 
 
@@ -118,7 +118,7 @@ async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fa
 
 
 async def test_finished_run_opens_read_only_on_its_history(run_dir: RunDir) -> None:
-    from engine.store import Store
+    from engine.run.store import Store
 
     with Store(run_dir.store) as store:
         for step in range(1, 4):
@@ -146,7 +146,7 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
 ) -> None:
     import dataclasses
 
-    from engine.store import Store
+    from engine.run.store import Store
 
     with Store(live_run.store) as store:  # what the supervisor stored before we attached
         store.add_step(make_sample(3))
@@ -166,7 +166,7 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
 
 async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake: FakeEngine) -> None:
     """The supervisor goes away (socket gone) and a new one comes up: the header says so, then recovers."""
-    from memtui.widgets.run_header import RunHeader
+    from memtui.console.widgets.run_header import RunHeader
 
     app = MemtuiApp(live_run)
     async with app.run_test(size=(100, 30)) as pilot:

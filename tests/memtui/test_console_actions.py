@@ -8,16 +8,16 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.rundir import RunDir
-from memtui.app import OPERATOR_ACTIONS, MemtuiApp
-from memtui.screens.clamp_screen import ClampScreen
-from memtui.screens.confirm_screen import ConfirmScreen
-from memtui.screens.directive_screen import DirectiveScreen
-from memtui.screens.keys_screen import KeysScreen
-from memtui.screens.reject_screen import RejectScreen
-from memtui.widgets.directives_panel import DirectivesPanel
-from memtui.widgets.event_log import EventLog
-from memtui.widgets.memory_panel import MemoryPanel
+from engine.run.directory import RunDir
+from memtui.console.app import OPERATOR_ACTIONS, MemtuiApp
+from memtui.console.screens.clamp_screen import ClampScreen
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.screens.directive_screen import DirectiveScreen
+from memtui.console.screens.keys_screen import KeysScreen
+from memtui.console.screens.reject_screen import RejectScreen
+from memtui.console.widgets.directives_panel import DirectivesPanel
+from memtui.console.widgets.event_log import EventLog
+from memtui.console.widgets.memory_panel import MemoryPanel
 from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_sample
 
 
@@ -221,7 +221,7 @@ async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
 
 
 async def test_window_key_reads_the_store_in_a_thread(live_run: RunDir, fake: FakeEngine) -> None:
-    from engine.store import Store
+    from engine.run.store import Store
 
     with Store(live_run.store) as store:
         for step in range(1, 501):

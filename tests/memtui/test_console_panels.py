@@ -5,13 +5,17 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
+from engine.run.directory import RunDir
+from memtui.console.app import MemtuiApp
+from memtui.console.run_view import RunView
+from memtui.console.screens.checkpoints_screen import (
+    CheckpointsScreen,
+    render_checkpoint_list,
+    render_last_save,
+)
+from memtui.console.widgets.memory_panel import render_adaptation, render_memory
+from memtui.console.widgets.run_header import render_header
 from memtui.formatting import PLACEHOLDER, format_bytes
-from memtui.run_view import RunView
-from memtui.screens.checkpoints_screen import CheckpointsScreen, render_checkpoint_list, render_last_save
-from memtui.widgets.memory_panel import render_adaptation, render_memory
-from memtui.widgets.run_header import render_header
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 from tests.memtui.test_console import until
 

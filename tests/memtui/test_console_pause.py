@@ -10,12 +10,12 @@ import pytest
 from textual.content import Content
 
 from engine.protocol import Pause
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
-from memtui.run_view import RunView
-from memtui.screens.confirm_screen import ConfirmScreen
-from memtui.screens.keys_screen import KeysScreen
-from memtui.widgets.run_header import RunHeader, render_header
+from engine.run.directory import RunDir
+from memtui.console.app import MemtuiApp
+from memtui.console.run_view import RunView
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.screens.keys_screen import KeysScreen
+from memtui.console.widgets.run_header import RunHeader, render_header
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 from tests.memtui.test_console_actions import until
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
-from engine.store import Store
-from memtui.app import MemtuiApp
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.console.app import MemtuiApp
 from memtui.history import stored_view
 from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.rundir import RunDir
-from engine.store import Store
-from memtui.cli import main
-from memtui.window_reader import read_window
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.cli.main import main
+from memtui.console.window_reader import read_window
 from tests.fakes.fake_engine import make_sample
 
 

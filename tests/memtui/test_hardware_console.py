@@ -14,11 +14,11 @@ from engine.hardware_report import (
     HostReport,
     ProcessReport,
 )
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
-from memtui.widgets.event_log import EventLog
-from memtui.widgets.hardware_panel import HardwarePanel
-from memtui.widgets.run_header import RunHeader
+from engine.run.directory import RunDir
+from memtui.console.app import MemtuiApp
+from memtui.console.widgets.event_log import EventLog
+from memtui.console.widgets.hardware_panel import HardwarePanel
+from memtui.console.widgets.run_header import RunHeader
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 from tests.memtui.test_console import text_of, until
 
@@ -204,7 +204,7 @@ def header_lines(app: MemtuiApp) -> list[str]:
 async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layout(
     live_run: RunDir, size: tuple[int, int]
 ) -> None:
-    from engine.doctor import NO_GPU
+    from engine.doctor.examiner import NO_GPU
 
     async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()) as fake:
         app = MemtuiApp(live_run)

@@ -6,10 +6,10 @@ import pytest
 from textual.content import Content
 
 from engine.hardware_report import DiskReport, GpuProcess, GpuReport, HardwareSnapshot, HostReport
-from memtui.alert_state import critical_after, critical_banner, rings_bell, toast
-from memtui.cli import build_parser
-from memtui.run_view import RunView
-from memtui.widgets.hardware_panel import hardware_title, render_hardware
+from memtui.cli.main import build_parser
+from memtui.console.alert_state import critical_after, critical_banner, rings_bell, toast
+from memtui.console.run_view import RunView
+from memtui.console.widgets.hardware_panel import hardware_title, render_hardware
 from tests.fakes.fake_engine import make_event, make_sample
 
 GiB = 1 << 30

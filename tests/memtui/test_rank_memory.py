@@ -10,14 +10,14 @@ from typing import Any
 
 from textual.content import Content
 
-from engine.console_outbox import ConsoleClient
 from engine.domain import RankMemory
 from engine.protocol import PROTOCOL_VERSION, Hello, Telemetry, decode_server
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
-from memtui.messages import TelemetryReceived
-from memtui.run_view import RunView
-from memtui.widgets.memory_panel import MemoryPanel, memory_title, render_memory, worst_rank
+from engine.run.directory import RunDir
+from engine.supervisor.console_outbox import ConsoleClient
+from memtui.console.app import MemtuiApp
+from memtui.console.messages import TelemetryReceived
+from memtui.console.run_view import RunView
+from memtui.console.widgets.memory_panel import MemoryPanel, memory_title, render_memory, worst_rank
 from tests.fakes.fake_engine import FakeEngine, make_ranks, make_sample
 from tests.memtui.test_console import text_of, until
 

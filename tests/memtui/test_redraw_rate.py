@@ -8,16 +8,16 @@ import math
 
 import pytest
 
-import memtui.app
-from engine.rundir import RunDir
-from memtui.app import MemtuiApp
-from memtui.run_view import RunView
+import memtui.console.app
+from engine.run.directory import RunDir
+from memtui.console.app import MemtuiApp
+from memtui.console.run_view import RunView
 from tests.fakes.fake_engine import make_sample
 
 
 @pytest.fixture
 def slow_redraws(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(memtui.app, "REDRAW_INTERVAL_S", 600.0)
+    monkeypatch.setattr(memtui.console.app, "REDRAW_INTERVAL_S", 600.0)
 
 
 def counting(app: MemtuiApp) -> list[bool]:

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from engine.protocol import EventMessage, Ok, Telemetry, Welcome
-from memtui.run_view import MAX_EVENTS, RunView
+from memtui.console.run_view import MAX_EVENTS, RunView
 from tests.fakes.fake_engine import make_event, make_sample
 
 

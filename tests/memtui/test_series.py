@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from textual.content import Content
 
-from memtui.chart import RESTART_MARK, render_chart, render_rule
-from memtui.series import Point, downsample, restart_columns, within
+from memtui.console.chart import RESTART_MARK, render_chart, render_rule
+from memtui.console.series import Point, downsample, restart_columns, within
 
 
 def point(step: int, **over: object) -> Point:

@@ -27,7 +27,7 @@ def test_bad_colour_and_unknown_keys_are_refused() -> None:
 
 @pytest.mark.parametrize("stem", ["dark", "light", "ansi"])
 async def test_app_runs_with_each_theme(stem: str, run_dir) -> None:  # type: ignore[no-untyped-def]
-    from memtui.app import MemtuiApp
+    from memtui.console.app import MemtuiApp
 
     app = MemtuiApp(run_dir, live=False, theme_name=stem)
     async with app.run_test() as pilot:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from textual.content import Content
 
-from engine.rundir import RunDir
-from engine.store import Store
-from memtui.app import MemtuiApp
-from memtui.chart import RESTART_MARK
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.console.app import MemtuiApp
+from memtui.console.chart import RESTART_MARK
+from memtui.console.widgets.memory_panel import MemoryPanel
+from memtui.console.widgets.throughput_panel import ThroughputPanel
+from memtui.console.window_reader import read_window
 from memtui.history import stored_view
-from memtui.widgets.memory_panel import MemoryPanel
-from memtui.widgets.throughput_panel import ThroughputPanel
-from memtui.window_reader import read_window
 from tests.fakes.fake_engine import make_sample
 from tests.memtui.test_console import until
 
@@ -80,8 +80,8 @@ async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:
 
 
 def test_live_chart_marks_a_restart_too() -> None:
-    from memtui.run_view import RunView
-    from memtui.widgets.throughput_panel import render_throughput_chart
+    from memtui.console.run_view import RunView
+    from memtui.console.widgets.throughput_panel import render_throughput_chart
 
     view = RunView()
     for step in range(1, 101):

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.protocol import ApplyDirective, StepReport, TrainerEvent
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink
 from engine.trainer.step_telemetry import loss_scale

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
-from engine.checkpoint_catalog import committed_tags, latest_tag
-from engine.checkpoint_manifest import verify_tag
-from engine.checkpoint_store import SLOW_SAVE_ENV
+from engine.checkpoints.catalog import committed_tags, latest_tag
+from engine.checkpoints.manifest import verify_tag
+from engine.checkpoints.store import SLOW_SAVE_ENV
 from engine.protocol import StepReport, TrainerEvent
 
 pytestmark = pytest.mark.deepspeed

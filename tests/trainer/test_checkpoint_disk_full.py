@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
-from engine.checkpoint_catalog import committed_tags, latest_tag, staging_tags
-from engine.checkpoint_manifest import verify_tag
+from engine.checkpoints.catalog import committed_tags, latest_tag, staging_tags
+from engine.checkpoints.manifest import verify_tag
 from engine.trainer.disk_full_injection import DISK_FULL_ENV
 
 pytestmark = pytest.mark.deepspeed

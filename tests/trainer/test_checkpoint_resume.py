@@ -12,10 +12,10 @@ import time
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
 
-from engine.checkpoint_catalog import committed_tags, latest_tag
+from engine.checkpoints.catalog import committed_tags, latest_tag
 from engine.domain import build_run_config
-from engine.restart_policy import EXIT_NO_CHECKPOINT
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
+from engine.supervisor.restart_policy import EXIT_NO_CHECKPOINT
 
 pytestmark = pytest.mark.deepspeed
 

@@ -17,7 +17,7 @@ import sys
 import pytest
 from trainer_harness import REPO_ROOT, make_run
 
-from engine.store import Store
+from engine.run.store import Store
 from engine.trainer.ballast import BALLAST_ENV
 
 pytestmark = pytest.mark.deepspeed

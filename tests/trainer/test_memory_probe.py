@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.domain import build_run_config
-from engine.memory_model import MemoryModel
+from engine.memory.model import MemoryModel
 from engine.trainer.adaptive_memory import AdaptiveMemory, Predictions
 from engine.trainer.link import NullLink
 from engine.trainer.memory_probe import MemoryProbe, RssReader

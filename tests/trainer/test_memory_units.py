@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from engine.memory_model import model_state_bytes
+from engine.memory.model import model_state_bytes
 from engine.trainer.ballast import Ballast, parse_schedule, parse_size
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error
 from engine.trainer.oom_injection import Injection, parse_injections

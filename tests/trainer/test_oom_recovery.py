@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer.oom_injection import INJECT_OOM_ENV
 
 pytestmark = pytest.mark.deepspeed

@@ -10,8 +10,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint_catalog import committed_tags
-from engine.checkpoint_store import CheckpointStore
+from engine.checkpoints.catalog import committed_tags
+from engine.checkpoints.store import CheckpointStore
 from engine.domain import build_run_config
 from engine.protocol import ApplyDirective
 from engine.trainer import checkpoint

@@ -24,10 +24,10 @@ import time
 import pytest
 from trainer_harness import REPO_ROOT, make_run
 
-from engine.checkpoint_catalog import committed_tags
-from engine.checkpoint_manifest import verify_tag
-from engine.rundir import RunDir
-from engine.store import Store
+from engine.checkpoints.catalog import committed_tags
+from engine.checkpoints.manifest import verify_tag
+from engine.run.directory import RunDir
+from engine.run.store import Store
 from engine.trainer.ballast import BALLAST_ENV, BALLAST_RANK_ENV
 from engine.trainer.oom_injection import INJECT_OOM_ENV, INJECT_OOM_RANK_ENV
 

@@ -14,7 +14,7 @@ import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
 
 from engine.domain import build_run_config
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 from engine.trainer.checkpoint import tags_on_disk
 
 pytestmark = pytest.mark.deepspeed

@@ -10,11 +10,11 @@ import types
 import pytest
 import torch
 
+from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
 from engine.domain import OWNED_DEEPSPEED_KEYS, RunConfig, build_run_config, deep_merge
 from engine.protocol import TrainerCommand, TrainerEvent, decode_client, encode
 from engine.trainer.checkpoint import tags_to_prune
 from engine.trainer.corpus import ByteCorpus, read_corpus
-from engine.trainer.deepspeed_config import build_deepspeed_config, grad_accum_steps
 from engine.trainer.link import NullLink, SocketLink
 from engine.trainer.lr_schedule import lr_ratio
 from engine.trainer.model import VOCAB_SIZE, ByteTransformer

@@ -26,7 +26,7 @@ from engine.protocol import (
     decode_client,
     encode,
 )
-from engine.rundir import RunDir
+from engine.run.directory import RunDir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,158 @@
+"""A planner that is a user's command, speaking JSON lines on stdin/stdout (issue 6).
+
+The command runs as one long-lived subprocess. Per planning tick the supervisor writes one
+JSON object (the telemetry summary) and a newline to its stdin and reads exactly one line
+back within ``timeout_s``: a directive object (see engine.directives.planners.reply) or ``{}``. A line
+over ``MAX_LINE_BYTES``, a reply that is not one JSON object, or no reply in time is a
+refused reply with a reason; a timeout also kills the command (its late answer would
+otherwise be read as the next tick's). A command that died or was killed is started again
+after a backoff that doubles per consecutive failure; after ``MAX_FAILURES`` in a row it is
+disabled and a ``planner_disabled`` event says so. Its stderr is discarded. Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.directives.planners.reply import MAX_REPLY_BYTES, PlannerReply, parse_reply, refused
+
+MAX_LINE_BYTES = MAX_REPLY_BYTES  # one reply line, newline included
+BACKOFF_S = 1.0  # first wait before a restart; doubles per consecutive failure
+MAX_BACKOFF_S = 60.0
+MAX_FAILURES = 5  # consecutive failures (death, timeout) before the command is disabled
+KILL_WAIT_S = 2.0  # after SIGKILL, how long we wait to reap it
+
+
+class OversizedLine(Exception):
+    """A reply line over MAX_LINE_BYTES (its bytes were read and dropped)."""
+
+
+class CommandPlanner:
+    """``argv`` as a JSON-lines planner; ``ask`` never raises."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        timeout_s: float,
+        record: Callable[..., Any],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.argv = list(argv)
+        self.timeout_s = timeout_s
+        self.record = record
+        self.clock = clock
+        self.source = f"command:{Path(argv[0]).name}"[:128]
+        self.proc: asyncio.subprocess.Process | None = None
+        self.failures = 0
+        self.not_before = 0.0  # monotonic s: no restart before this
+        self.disabled = False
+        self.starts = 0
+
+    async def ask(self, summary: dict[str, Any]) -> PlannerReply:
+        """One tick: the summary out, one reply line in."""
+        if self.disabled:
+            return PlannerReply()  # said once, in the planner_disabled event
+        if self.proc is None or self.proc.returncode is not None:
+            if self.clock() < self.not_before:
+                return PlannerReply()  # backing off: nothing this tick
+            problem = await self._start()
+            if problem is not None:
+                return self._failed(problem)
+        try:
+            line = await asyncio.wait_for(self._exchange(summary), self.timeout_s)
+        except TimeoutError:
+            await self._kill()
+            return self._failed(f"no reply within {self.timeout_s:g} s")
+        except OversizedLine:
+            return refused(f"reply line over the {MAX_LINE_BYTES}-byte cap")
+        except (EOFError, ConnectionError, BrokenPipeError) as err:
+            await self._kill()
+            return self._failed(f"command exited ({type(err).__name__})")
+        self.failures = 0
+        return parse_reply(line)
+
+    async def close(self) -> None:
+        await self._kill()
+
+    # ----------------------------------------------------------------- process
+
+    async def _start(self) -> str | None:
+        self.starts += 1
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                limit=MAX_LINE_BYTES,
+            )
+        except OSError as err:
+            return f"could not start {self.argv[0]!r}: {err}"
+        if self.starts > 1:
+            self.record(
+                "planner_restarted",
+                severity="warning",
+                message=f"planner {self.source} restarted after {self.failures} failure(s)",
+                data={"source": self.source, "failures": self.failures, "pid": self.proc.pid},
+            )
+        return None
+
+    async def _exchange(self, summary: dict[str, Any]) -> bytes:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(summary, allow_nan=False).encode() + b"\n")
+        await self.proc.stdin.drain()
+        return await bounded_line(self.proc.stdout)
+
+    async def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), KILL_WAIT_S)
+
+    def _failed(self, problem: str) -> PlannerReply:
+        """Count a failure, schedule the restart or disable, and refuse this tick's reply."""
+        self.failures += 1
+        if self.failures >= MAX_FAILURES:
+            self.disabled = True
+            self.record(
+                "planner_disabled",
+                severity="critical",
+                message=f"planner {self.source} disabled after {self.failures} failures: {problem}",
+                data={"source": self.source, "failures": self.failures, "reason": problem},
+            )
+        else:
+            self.not_before = self.clock() + min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))
+        return refused(problem)
+
+
+async def bounded_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line, at most the reader's limit; a longer one is drained and refused.
+
+    EOFError when the stream ends before a line (the command exited)."""
+    oversized = False
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError as err:
+            try:
+                await reader.readexactly(err.consumed)  # drop the over-long part, keep reading
+            except asyncio.IncompleteReadError:
+                raise EOFError("stream ended") from None
+            oversized = True
+            continue
+        except asyncio.IncompleteReadError as err:
+            if oversized or not err.partial:
+                raise EOFError("stream ended") from None
+            line = err.partial  # a last line without its newline
+        if oversized:
+            raise OversizedLine
+        return line

@@ -1,0 +1,156 @@
+"""Runs an external planner (a command or an LLM endpoint) on the run's telemetry (issue 6).
+
+Every ``planner_every_steps`` optimizer steps the supervisor's ``on_step`` hands the newest
+telemetry here; one ask runs at a time as its own task (a step that arrives while one is in
+flight is skipped: the next tick carries newer telemetry anyway), so a slow planner never
+blocks the supervisor's loop. Each reply goes through the queue's normal path: values are
+proposed as any planner's (edge checks, policy, approval); a refused reply (malformed,
+slow, hostile, an HTTP error) is proposed as an empty directive whose rationale names the
+reason, so the policy rejects it and the rejection is stored like any other verdict.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from engine.directives.directive import MAX_RATIONALE_CHARS, DirectiveRefused
+from engine.directives.planners.reply import PlannerReply
+from engine.directives.queue import DirectiveQueue, Entry
+from engine.domain import PolicyConfig, TelemetrySample
+
+log = logging.getLogger(__name__)
+
+SMOOTHING = 0.1  # weight of the newest loss in the exponential moving average
+Spawner = Callable[[Any], "asyncio.Task[Any]"]
+
+
+class Adapter(Protocol):
+    """What an external planner looks like to the driver."""
+
+    source: str
+
+    async def ask(self, summary: dict[str, Any]) -> PlannerReply: ...
+
+    async def close(self) -> None: ...
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN/inf: a non-finite figure is sent as null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+class TelemetrySummary:
+    """The figures a planner sees per tick, with a smoothed loss kept across steps."""
+
+    def __init__(self) -> None:
+        self.smoothed: float | None = None
+
+    def update(self, sample: TelemetrySample) -> None:
+        if math.isfinite(sample.loss):
+            old = self.smoothed
+            self.smoothed = sample.loss if old is None else old + SMOOTHING * (sample.loss - old)
+
+    def of(self, sample: TelemetrySample, effective: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "step": sample.step,
+            "loss": _finite(sample.loss),
+            "loss_smoothed": _finite(self.smoothed),
+            "lr": _finite(sample.lr),
+            "grad_norm": _finite(sample.grad_norm),
+            "loss_scale": _finite(sample.loss_scale),
+            "overflow": sample.overflow,
+            "overflow_count": sample.overflow_count,
+            "mem_step_peak": sample.mem_step_peak,  # bytes per rank
+            "mem_predicted": sample.mem_predicted,  # bytes per rank
+            "mem_budget": sample.mem_budget,  # bytes per rank
+            "mem_capacity": sample.mem_capacity,  # bytes per rank
+            "micro_batch": sample.micro_batch,
+            "grad_accum": sample.grad_accum,
+            "world_size": sample.world_size,
+            "effective": dict(effective),  # directive values applied so far
+        }
+
+
+def hand_over(queue: DirectiveQueue, source: str, reply: PlannerReply) -> Entry | None:
+    """A reply into the queue: proposed, or stored as a rejection with its reason; never raises."""
+    if reply.problem is None and not reply.values:
+        return None  # "{}": nothing to suggest this time
+    try:
+        if reply.problem is None:
+            try:
+                return queue.propose_raw(reply.values, source, reply.rationale)
+            except DirectiveRefused as err:
+                return _refuse(queue, source, f"refused at the edge: {err}")
+        return _refuse(queue, source, reply.problem)
+    except Exception:  # the queue is the supervisor's: a bug here must not reach it
+        log.exception("could not hand over a reply from %s", source)
+        return None
+
+
+def _refuse(queue: DirectiveQueue, source: str, reason: str) -> Entry:
+    """An empty directive carrying the reason: the policy rejects it, the queue stores it."""
+    rationale = f"planner output refused: {reason}"[:MAX_RATIONALE_CHARS]
+    return queue.propose_raw({}, source, rationale)
+
+
+class ExternalPlanner:
+    """Asks an adapter every ``every_steps`` steps; at most one ask in flight."""
+
+    def __init__(self, adapter: Adapter, queue: DirectiveQueue, every_steps: int) -> None:
+        self.adapter = adapter
+        self.queue = queue
+        self.every_steps = every_steps
+        self.summary = TelemetrySummary()
+        self.in_flight: asyncio.Task[Any] | None = None
+        self.asked = 0
+
+    def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None:
+        """Called on the loop for each step; starts an ask when one is due (never waits)."""
+        self.summary.update(sample)
+        if sample.step % self.every_steps != 0:
+            return
+        if self.in_flight is not None and not self.in_flight.done():
+            return  # still asking about older telemetry
+        summary = self.summary.of(sample, {str(k): v for k, v in self.queue.effective.items()})
+        self.in_flight = spawn(self.tick(summary))
+
+    async def tick(self, summary: dict[str, Any]) -> Entry | None:
+        self.asked += 1
+        try:
+            reply = await self.adapter.ask(summary)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # adapters should not raise; if one does, it is a refusal
+            log.exception("planner %s failed", self.adapter.source)
+            reply = PlannerReply(problem=f"planner failed: {type(err).__name__}: {err}")
+        return hand_over(self.queue, self.adapter.source, reply)
+
+    async def close(self) -> None:
+        if self.in_flight is not None:
+            self.in_flight.cancel()
+        await self.adapter.close()
+
+
+def build_external_planner(
+    policy: PolicyConfig, queue: DirectiveQueue, record: Callable[..., Any]
+) -> ExternalPlanner | None:
+    """The configured command or OpenAI-compatible planner, or None (rules, none)."""
+    adapter: Adapter
+    if policy.planner == "command" and policy.planner_command:
+        from engine.directives.planners.command import CommandPlanner
+
+        adapter = CommandPlanner(policy.planner_command, policy.planner_timeout_s, record)
+    elif policy.planner == "openai" and policy.planner_url and policy.planner_model:
+        from engine.directives.planners.openai_http import OpenAIPlanner
+
+        adapter = OpenAIPlanner(
+            policy.planner_url, policy.planner_model, policy.planner_api_key_env, policy.planner_timeout_s
+        )
+    else:
+        return None
+    return ExternalPlanner(adapter, queue, policy.planner_every_steps)

@@ -1,0 +1,251 @@
+"""The zero-trust policy every directive passes before it may reach the optimizer (issue 6).
+
+``LocalPolicyEngine.evaluate`` is pure and deterministic given the directive, the context
+(the trainer's latest telemetry, its health, the clock) and its own rate-limit history:
+the same inputs give the same verdict, decision id included. Its verdict is an audit
+record like an admission controller's: allow / clamp / reject, a reason per finding, the
+patch that would be applied, the bounds it was judged by and the policy's revision.
+
+What it rejects outright: an expired or stale directive, a source over its rate limit, an
+unhealthy environment (the loss scale at its floor, problems another check reported), a
+micro-batch the memory model predicts will not fit, a loss-scale power without fp16, and
+an empty directive. Values outside the bounds are clamped into them, each with a reason.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.directives.directive import Directive
+from engine.domain import PolicyConfig, RunConfig
+from engine.memory.controller import Policy as MemoryPolicy
+from engine.memory.controller import review_request
+from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue
+
+Decision = Literal["allow", "clamp", "reject"]
+Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
+
+
+class PolicyVerdict(BaseModel):
+    """One decision, as stored with the directive's events."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision: Decision
+    decision_id: str
+    policy_revision: str
+    """Short hash of the bounds and limits this verdict was judged by."""
+    directive_id: str
+    reasons: list[str] = Field(default_factory=list)
+    patch: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
+    """What would be applied (empty when rejected)."""
+    bounds: Bounds = Field(default_factory=dict)
+    rate_limited: bool = False
+    """Rejected for the rate limit alone (the queue stores these as a count, not one by one)."""
+
+    @property
+    def admitted(self) -> bool:
+        return self.decision != "reject"
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """The trainer's latest memory numbers (bytes per rank), from its telemetry."""
+
+    micro_batch: int
+    predicted_peak: int
+    """The memory model's predicted peak at ``micro_batch``."""
+    budget: int
+    world_size: int = 1
+
+    def predict(self, micro_batch: int) -> int:
+        """Peak at another micro-batch, scaled in proportion: an upper bound when growing
+        (part of the peak is model states that do not grow with the micro-batch)."""
+        return math.ceil(self.predicted_peak * micro_batch / max(1, self.micro_batch))
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What the policy judges a directive against."""
+
+    now: float
+    """Unix time, s."""
+    step: int = 0
+    """The trainer's newest reported optimizer step."""
+    precision: str = "fp16"
+    loss_scale: float | None = None
+    """The newest fp16 loss scale; None without fp16 or before any telemetry."""
+    min_loss_scale: float = 1.0
+    """The floor of the dynamic loss scale (DeepSpeed's min_loss_scale default)."""
+    memory: MemoryFigures | None = None
+    problems: tuple[str, ...] = ()
+    """Health problems reported elsewhere (the doctor, a missing accelerator, throttling)."""
+
+
+@dataclass
+class RateLimiter:
+    """At most ``limit`` proposals per source in any ``window_s`` seconds (sliding window)."""
+
+    limit: int
+    window_s: float
+    _seen: dict[str, deque[float]] = field(default_factory=dict)
+
+    max_sources: int = 1024  # distinct sources remembered; a flood of names cannot grow us
+
+    def admit(self, source: str, now: float) -> bool:
+        if source not in self._seen and len(self._seen) >= self.max_sources:
+            self._forget_idle(now)
+            if len(self._seen) >= self.max_sources:
+                return False  # too many live sources at once: refuse the newcomer
+        times = self._seen.setdefault(source, deque())
+        while times and times[0] <= now - self.window_s:
+            times.popleft()
+        if len(times) >= self.limit:
+            return False
+        times.append(now)
+        return True
+
+    def _forget_idle(self, now: float) -> None:
+        for source in [s for s, t in self._seen.items() if not t or t[-1] <= now - self.window_s]:
+            del self._seen[source]
+
+
+def policy_bounds(policy: PolicyConfig) -> Bounds:
+    """Inclusive ``(low, high)`` per field from the run's PolicyConfig."""
+    return {
+        name: (getattr(policy, f"{name}_min"), getattr(policy, f"{name}_max")) for name in DIRECTIVE_FIELDS
+    }
+
+
+def policy_revision(config: RunConfig) -> str:
+    """12 hex digits identifying the policy and the memory bounds it judges by."""
+    judged = {
+        "policy": config.policy.model_dump(mode="json"),
+        "memory": config.memory.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def clamp_value(
+    name: DirectiveField, value: DirectiveValue, bounds: Bounds
+) -> tuple[DirectiveValue, str | None]:
+    """``value`` within the field's bounds, and a reason when it had to move."""
+    low, high = bounds[name]
+    if value < low:
+        return low, f"{name} {value:g} raised to the policy minimum {low:g}"
+    if value > high:
+        return high, f"{name} {value:g} lowered to the policy maximum {high:g}"
+    return value, None
+
+
+class LocalPolicyEngine:
+    """Judges directives for one run. Keeps only the rate limiter's history between calls."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.bounds: Bounds = policy_bounds(config.policy)
+        self.revision = policy_revision(config)
+        self.limiter = RateLimiter(config.policy.rate_limit, config.policy.rate_window_s)
+        self._decisions = 0
+
+    def evaluate(self, directive: Directive, context: PolicyContext) -> PolicyVerdict:
+        """A planner's (or an operator's) proposal: counts toward its source's rate limit."""
+        if not self.limiter.admit(directive.source, context.now):
+            limit = self.config.policy
+            why = f"rate limit: {directive.source!r} over {limit.rate_limit} in {limit.rate_window_s:g} s"
+            return self._verdict(directive, "reject", [why], {}, rate_limited=True)
+        refused = self._refusal(directive, directive.values(), context)
+        if refused is not None:
+            return self._reject(directive, refused)
+        patch: dict[DirectiveField, DirectiveValue] = {}
+        reasons: list[str] = []
+        for name, value in directive.values().items():
+            patch[name], moved = clamp_value(name, value, self.bounds)
+            if moved is not None:
+                reasons.append(moved)
+        refused = self._memory_refusal(patch, context)
+        if refused is not None:
+            return self._reject(directive, refused)
+        return self._verdict(directive, "clamp" if reasons else "allow", reasons, patch)
+
+    def recheck(
+        self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
+    ) -> PolicyVerdict:
+        """An operator's edited values for a pending directive: outside the bounds is a
+        rejection naming the field (an operator's explicit number is not silently moved)."""
+        refused = self._refusal(directive, values, context)
+        for name, value in values.items():
+            if refused is None and clamp_value(name, value, self.bounds)[1] is not None:
+                low, high = self.bounds[name]
+                refused = f"{name} {value:g} is outside the policy bounds [{low:g}, {high:g}]"
+        refused = refused or self._memory_refusal(values, context)
+        if refused is not None:
+            return self._reject(directive, refused)
+        return self._verdict(directive, "clamp", ["values set by the operator"], dict(values))
+
+    # ----------------------------------------------------------------- findings
+
+    def _refusal(
+        self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
+    ) -> str | None:
+        """The first reason to reject outright, or None."""
+        if context.now >= directive.expires_at:
+            return f"expired {context.now - directive.expires_at:.0f} s ago"
+        behind = context.step - directive.step
+        if behind > self.config.policy.max_staleness_steps:
+            return f"stale: based on step {directive.step}, {behind} steps behind step {context.step}"
+        if not values:
+            return "nothing to change: no directive field was given"
+        if context.problems:
+            return "environment unhealthy: " + "; ".join(context.problems)
+        if context.loss_scale is not None and context.loss_scale <= context.min_loss_scale:
+            return f"environment unhealthy: loss scale at its floor ({context.loss_scale:g})"
+        if "loss_scale_initial_power" in values and context.precision != "fp16":
+            return f"loss_scale_initial_power: {context.precision} has no loss scale"
+        return None
+
+    def _memory_refusal(
+        self, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
+    ) -> str | None:
+        micro_batch = values.get("micro_batch_size")
+        if micro_batch is None:
+            return None
+        figures = context.memory
+        if figures is None:
+            return "micro_batch_size: no memory figures from the trainer yet to judge it by"
+        memory = MemoryPolicy.from_config(self.config.memory, self.config.train, figures.world_size)
+        verdict = review_request(int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory)
+        return None if verdict.accepted else f"micro_batch_size: {verdict.reason}"
+
+    # ----------------------------------------------------------------- verdicts
+
+    def _reject(self, directive: Directive, reason: str) -> PolicyVerdict:
+        return self._verdict(directive, "reject", [reason], {})
+
+    def _verdict(
+        self,
+        directive: Directive,
+        decision: Decision,
+        reasons: list[str],
+        patch: dict[DirectiveField, DirectiveValue],
+        rate_limited: bool = False,
+    ) -> PolicyVerdict:
+        self._decisions += 1
+        return PolicyVerdict(
+            decision=decision,
+            decision_id=f"{self.revision[:6]}-{self._decisions}",
+            policy_revision=self.revision,
+            directive_id=directive.id,
+            reasons=reasons,
+            patch=patch,
+            bounds=dict(self.bounds),
+            rate_limited=rate_limited,
+        )

@@ -1,0 +1,417 @@
+"""The directives of one run, from proposal to the trainer's echo (DESIGN: Directive lifecycle).
+
+::
+
+    proposed -> evaluated by the policy: allow | clamp | reject
+      -> pending (manual)  -> approved | clamped by the operator (re-checked) | rejected | expired
+      -> queued (sent to the trainer) -> applied at a step boundary -> echoed and recorded
+
+The supervisor owns one ``DirectiveQueue``; it hands it requests, telemetry and the
+trainer's echoes, and gives it three callables: ``record`` (store an event, then fan it
+out), ``send`` (to the trainer; False while none is connected, then the queue keeps the
+message and sends it when one connects) and ``keep`` (store one verdict, batched: the
+store's ``decisions`` table). Every verdict, each of a flood's included, is kept as a
+``DecisionRecord``. Events, which every console is sent, carry each decision whose
+``data["directive"]`` is a DirectiveView and ``data["verdict"]`` the policy's audit record,
+except rate-limited refusals: only the first of a burst per source is an event, and the
+rest are counted in a ``directives_rate_limited`` summary at most every
+``SUMMARY_EVERY_S``, so a flood cannot flood the consoles. Torch-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
+from engine.directives.planners.rules import RulePlanner
+from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext, PolicyVerdict
+from engine.domain import DecisionRecord, RunConfig, TelemetrySample
+from engine.protocol import (
+    DIRECTIVE_FIELDS,
+    ApplyDirective,
+    Approve,
+    Clamp,
+    DirectiveField,
+    DirectiveState,
+    DirectiveValue,
+    DirectiveView,
+    Error,
+    Ok,
+    Propose,
+    Reject,
+    TrainerEvent,
+)
+
+MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
+SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
+
+Recorder = Callable[..., Any]  # Supervisor._record(type, *, severity, message, data)
+Sender = Callable[[BaseModel], bool]
+Keeper = Callable[[DecisionRecord], None]  # Store.add_decision
+
+
+class DirectiveError(ValueError):
+    """An operator request that cannot be done (unknown id, not pending, refused values)."""
+
+
+@dataclass
+class Entry:
+    directive: Directive
+    verdict: PolicyVerdict
+    state: DirectiveState
+    reasons: list[str] = field(default_factory=list)
+    applied: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
+
+    def view(self) -> DirectiveView:
+        d = self.directive
+        shown = self.applied if self.state == "applied" else self.verdict.patch
+        return DirectiveView(
+            id=d.id,
+            source=d.source,
+            created_at=d.created_at,
+            expires_at=d.expires_at,
+            step=d.step,
+            requested=d.values(),
+            allowed=dict(shown),
+            bounds=dict(self.verdict.bounds),
+            reasons=([d.rationale] if d.rationale else []) + self.reasons,
+            state=self.state,
+        )
+
+
+class DirectiveQueue:
+    """Pending and decided directives of one run, and what goes to the trainer."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        record: Recorder,
+        send: Sender | None = None,
+        clock: Callable[[], float] = time.time,
+        keep: Keeper | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = LocalPolicyEngine(config)
+        self.record = record
+        self.send: Sender = send or (lambda _message: False)
+        self.keep: Keeper = keep or (lambda _decision: None)
+        self.clock = clock
+        self.entries: OrderedDict[str, Entry] = OrderedDict()
+        self.effective: dict[DirectiveField, DirectiveValue] = {}
+        """Values the trainer echoed as applied, newest per field (re-sent to a new trainer)."""
+        self.latest: TelemetrySample | None = None
+        self.problems: tuple[str, ...] = ()
+        """Health problems from elsewhere (the doctor may set these)."""
+        self.planner = RulePlanner(config) if config.policy.planner == "rules" else None
+        self._unsent: list[ApplyDirective] = []
+        self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet summarized
+        self._summarized_at = -math.inf  # clock() of the last rate-limit summary
+
+    # ------------------------------------------------------------------ context
+
+    def context(self) -> PolicyContext:
+        sample = self.latest
+        memory = None
+        if sample is not None and sample.mem_predicted and sample.mem_budget:
+            memory = MemoryFigures(
+                sample.micro_batch, sample.mem_predicted, sample.mem_budget, sample.world_size
+            )
+        return PolicyContext(
+            now=self.clock(),
+            step=sample.step if sample else 0,
+            precision=self.config.train.precision,
+            loss_scale=sample.loss_scale if sample else None,
+            memory=memory,
+            problems=self.problems,
+        )
+
+    # ---------------------------------------------------------------- proposals
+
+    def propose_raw(self, values: dict[str, Any], source: str, rationale: str = "") -> Entry:
+        """An operator's or an external planner's values, validated at the edge, then judged."""
+        step = self.latest.step if self.latest else 0
+        directive = draft(
+            values,
+            source=source,
+            step=step,
+            rationale=rationale,
+            ttl_s=self.config.policy.ttl_s,
+            now=self.clock(),
+        )
+        return self.propose(directive)
+
+    def propose_json(self, raw: Any) -> Entry:
+        """A whole directive object from outside (an adapter's output)."""
+        return self.propose(parse_directive(raw))
+
+    def propose(self, directive: Directive) -> Entry:
+        """Judge a directive; pending (manual), queued (auto) or rejected, each recorded."""
+        if directive.id in self.entries:
+            raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
+        verdict = self.policy.evaluate(directive, self.context())
+        if verdict.admitted and self._pending_count() >= self.config.policy.max_pending:
+            verdict = verdict.model_copy(
+                update={
+                    "decision": "reject",
+                    "patch": {},
+                    "reasons": [f"{self.config.policy.max_pending} directives already pending"],
+                }
+            )
+        entry = Entry(directive, verdict, "pending", list(verdict.reasons))
+        self._keep(entry)
+        if verdict.rate_limited:
+            return self._rate_limited(entry)
+        if not verdict.admitted:
+            return self._decide(entry, "rejected", "by the policy")
+        self._event(
+            "directive_proposed",
+            entry,
+            f"directive {directive.id} from {directive.source}: {verdict.decision}",
+        )
+        if self.config.policy.approval == "auto":
+            return self._decide(
+                entry, "clamped" if verdict.decision == "clamp" else "approved", "by the policy (auto)"
+            )
+        self._keep_verdict(entry)
+        return entry
+
+    # --------------------------------------------------------- operator answers
+
+    def approve(self, directive_id: str) -> Entry:
+        entry = self._pending(directive_id)
+        verdict = self.policy.recheck(entry.directive, dict(entry.verdict.patch), self.context())
+        return self._after_recheck(entry, verdict, "approved", "by the operator")
+
+    def clamp(self, directive_id: str, values: dict[str, Any]) -> Entry:
+        """Edited values (merged over what the policy allowed), validated and re-checked."""
+        entry = self._pending(directive_id)
+        try:
+            edited = _validated(entry.directive, values)
+        except DirectiveRefused as err:
+            raise DirectiveError(f"clamp {directive_id}: {err}") from None
+        verdict = self.policy.recheck(entry.directive, {**entry.verdict.patch, **edited}, self.context())
+        return self._after_recheck(entry, verdict, "clamped", "by the operator")
+
+    def reject(self, directive_id: str, reason: str) -> Entry:
+        entry = self._pending(directive_id)
+        entry.reasons.append(f"rejected by the operator: {reason}")
+        return self._decide(entry, "rejected", f"by the operator: {reason}")
+
+    # ------------------------------------------------------------ telemetry side
+
+    def on_step(self, sample: TelemetrySample) -> None:
+        """Newest telemetry: expire what is overdue, let the rule planner speak."""
+        self.latest = sample
+        self.expire()
+        if self.clock() - self._summarized_at >= SUMMARY_EVERY_S:
+            self.flush_rate_limited()
+        if self.planner is None:
+            return
+        for values, rationale in self.planner.observe(sample, {str(k): v for k, v in self.effective.items()}):
+            with contextlib.suppress(DirectiveRefused):  # unrepresentable: nothing to judge
+                self.propose_raw(values, "rules", rationale)
+
+    def expire(self) -> int:
+        now, count = self.clock(), 0
+        for entry in [e for e in self.entries.values() if e.state == "pending"]:
+            if now >= entry.directive.expires_at:
+                entry.reasons.append("expired before an operator decided")
+                self._decide(entry, "expired", "no decision before its expiry")
+                count += 1
+        return count
+
+    def flush_rate_limited(self) -> None:
+        """Record the count of rate-limited proposals per source since the last flush (each
+        of them is already a stored decision; this is the consoles' summary)."""
+        self._summarized_at = self.clock()
+        for source, count in self._limited.items():
+            self.record(
+                "directives_rate_limited",
+                severity="warning",
+                message=f"{count} directive(s) from {source!r} refused: over the rate limit",
+                data={"source": source, "count": count, "policy_revision": self.policy.revision},
+            )
+        self._limited.clear()
+
+    # --------------------------------------------------------------- trainer side
+
+    def trainer_connected(self) -> None:
+        """A (new) trainer: send what it has not got, then the effective values again
+        (a restart from an older checkpoint may have lost some; applying is idempotent)."""
+        unsent, self._unsent = self._unsent, []
+        if self.effective:
+            last = next((e for e in reversed(self.entries.values()) if e.state == "applied"), None)
+            resend = ApplyDirective(
+                directive_id=last.directive.id if last else "effective",
+                decision_id=last.verdict.decision_id if last else "",
+                values=dict(self.effective),
+            )
+            unsent.insert(0, resend)
+        for message in unsent:
+            self._send(message)
+
+    def on_trainer_event(self, message: TrainerEvent) -> bool:
+        """A ``directive_applied`` echo from the trainer; False for any other event."""
+        if message.type != "directive_applied":
+            return False
+        data = message.data
+        entry = self.entries.get(str(data.get("directive_id")))
+        applied = {k: v for k, v in dict(data.get("applied") or {}).items() if k in self.policy.bounds}
+        refused = dict(data.get("refused") or {})
+        if entry is None:
+            self.effective.update(applied)  # a re-send of the effective values: nothing new
+            return True
+        entry.applied = applied
+        for name, why in refused.items():
+            entry.reasons.append(f"trainer refused {name}: {why}")
+        if applied:
+            self.effective.update(applied)
+            entry.state = "applied"
+        else:
+            entry.state = "rejected"
+        step = data.get("step")
+        self._event(
+            "directive_applied",
+            entry,
+            f"directive {entry.directive.id} applied at step {step}: {applied}"
+            if applied
+            else f"directive {entry.directive.id} refused by the trainer",
+            severity="info" if applied else "warning",
+            step=step,
+            applied=applied,
+            refused=refused,
+            decision_id=entry.verdict.decision_id,
+        )
+        return True
+
+    # ------------------------------------------------------------------ listing
+
+    def views(self) -> list[DirectiveView]:
+        return [e.view() for e in self.entries.values()]
+
+    # ---------------------------------------------------------------- internals
+
+    def _pending(self, directive_id: str) -> Entry:
+        entry = self.entries.get(directive_id)
+        if entry is None:
+            raise DirectiveError(f"no directive {directive_id!r}")
+        if entry.state != "pending":
+            raise DirectiveError(f"directive {directive_id} is {entry.state}, not pending")
+        return entry
+
+    def _pending_count(self) -> int:
+        return sum(1 for e in self.entries.values() if e.state == "pending")
+
+    def _after_recheck(self, entry: Entry, verdict: PolicyVerdict, state: DirectiveState, how: str) -> Entry:
+        entry.verdict = verdict
+        if not verdict.admitted:
+            entry.reasons.extend(verdict.reasons)
+            expired = verdict.reasons[0].startswith("expired")
+            return self._decide(entry, "expired" if expired else "rejected", "on the policy's re-check")
+        if state == "clamped":
+            entry.reasons.append(f"clamped by the operator to {dict(verdict.patch)}")
+        return self._decide(entry, state, how)
+
+    def _decide(self, entry: Entry, state: DirectiveState, how: str) -> Entry:
+        entry.state = state
+        self._keep_verdict(entry)
+        self._event("directive_decided", entry, f"directive {entry.directive.id} {state} {how}")
+        if state in ("approved", "clamped"):
+            self._send(
+                ApplyDirective(
+                    directive_id=entry.directive.id,
+                    decision_id=entry.verdict.decision_id,
+                    values=dict(entry.verdict.patch),
+                )
+            )
+        return entry
+
+    def _rate_limited(self, entry: Entry) -> Entry:
+        entry.state = "rejected"
+        self._keep_verdict(entry)
+        source = entry.directive.source
+        if source not in self._limited:  # the first of a burst is recorded in full
+            self._event("directive_decided", entry, f"directive {entry.directive.id} rejected: rate limit")
+        self._limited[source] = self._limited.get(source, 0) + 1
+        return entry
+
+    def _keep_verdict(self, entry: Entry) -> None:
+        """The verdict as a DecisionRecord, to the store (batched there)."""
+        verdict = entry.verdict
+        self.keep(
+            DecisionRecord(
+                ts=self.clock(),
+                decision_id=verdict.decision_id,
+                directive_id=entry.directive.id,
+                source=entry.directive.source,
+                verdict=verdict.decision,
+                state=entry.state,
+                reasons=list(entry.reasons),
+                patch=dict(verdict.patch),
+                bounds=dict(verdict.bounds),
+                policy_revision=verdict.policy_revision,
+                rate_limited=verdict.rate_limited,
+            )
+        )
+
+    def _send(self, message: ApplyDirective) -> None:
+        if not self.send(message):
+            self._unsent.append(message)
+
+    def _event(self, type: str, entry: Entry, message: str, severity: str = "info", **extra: Any) -> None:
+        data = {
+            "directive": entry.view().model_dump(mode="json"),
+            "verdict": entry.verdict.model_dump(mode="json"),
+            **extra,
+        }
+        self.record(type, severity=severity, message=message[:4096], data=data)
+
+    def _keep(self, entry: Entry) -> None:
+        self.entries[entry.directive.id] = entry
+        while len(self.entries) > MAX_KEPT:
+            oldest = next((k for k, e in self.entries.items() if e.state != "pending"), None)
+            if oldest is None:
+                break
+            del self.entries[oldest]
+
+
+def _validated(directive: Directive, values: dict[str, Any]) -> dict[DirectiveField, DirectiveValue]:
+    """An operator's edited values through the same edge checks as any directive."""
+    for name in values:
+        if name not in DIRECTIVE_FIELDS:
+            raise DirectiveRefused(str(name)[:64], "not a directive field")
+    base = directive.model_dump(
+        exclude={"lr_multiplier", "gradient_clip_norm", "loss_scale_initial_power", "micro_batch_size"}
+    )
+    checked = parse_directive({**base, **values})
+    return {k: v for k, v in checked.values().items() if k in values}
+
+
+def answer_request(queue: DirectiveQueue | None, message: Approve | Clamp | Reject | Propose) -> Ok | Error:
+    """An operator's directive request, answered; never raises (a bad one is an Error)."""
+    if queue is None:
+        return Error(id=message.id, reason="directives are not available for this run (no readable run.json)")
+    try:
+        if isinstance(message, Approve):
+            entry = queue.approve(message.directive_id)
+        elif isinstance(message, Clamp):
+            entry = queue.clamp(message.directive_id, {str(k): v for k, v in message.values.items()})
+        elif isinstance(message, Reject):
+            entry = queue.reject(message.directive_id, message.reason)
+        else:
+            entry = queue.propose_raw(dict(message.values), message.source, message.rationale)
+    except (DirectiveError, DirectiveRefused) as err:
+        return Error(id=message.id, reason=str(err))
+    view = entry.view()
+    return Ok(
+        id=message.id,
+        result={"directive": view.model_dump(mode="json"), "verdict": entry.verdict.model_dump(mode="json")},
+    )

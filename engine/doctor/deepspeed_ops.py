@@ -1,0 +1,234 @@
+"""DeepSpeed's ops on this machine: pre-built or not, and whether each can be JIT-built here.
+
+What ``ds_report`` shows as "installed" and "compatible": for each op builder DeepSpeed
+knows for the accelerator it detects (``deepspeed.ops.op_builder.all_ops.ALL_OPS``),
+``installed`` says it was pre-built at install for this accelerator, and ``compatible`` that
+``builder.is_compatible()`` finds what a just-in-time build needs (compiler, headers,
+libraries). Asking means importing torch and DeepSpeed (seconds, and both may print), so
+``python -m engine.doctor.deepspeed_ops`` answers in a child process, as one JSON line on stdout;
+``survey_ops`` (blocking) and ``survey_ops_async`` run it with a timeout and ``parse_survey``
+turns whatever came back into an ``OpSurvey``. A timeout, a crash, garbage or a missing
+DeepSpeed is ``unavailable`` with the reason, never an exception.
+
+Torch-free at import: only ``main`` (the child) imports torch and DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SURVEY_TIMEOUT_S = 60.0
+"""Seconds the child gets: importing torch and DeepSpeed takes several on a small machine,
+and some ``is_compatible`` checks compile a test program."""
+MODULE = "engine.doctor.deepspeed_ops"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+"""Where ``engine`` lives: the child imports it from here whatever its working directory."""
+
+
+class OpStatus(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    installed: bool
+    """Pre-built at install, for the accelerator DeepSpeed detects now."""
+    compatible: bool
+    """Can be JIT-built here (``builder.is_compatible()``)."""
+    reason: str | None = None
+    """Why not, in DeepSpeed's words (its builder's last warning), when it is not compatible."""
+
+
+class OpSurvey(BaseModel):
+    """The child's answer, or why there is none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerator: str | None = None
+    """The accelerator DeepSpeed detected (``cuda``, ``cpu``...)."""
+    ninja: bool | None = None
+    """ninja found: JIT builds need it (None when unknown)."""
+    ops: dict[str, OpStatus] = {}
+    unavailable: str | None = None
+    """Why there is no answer (no DeepSpeed, a timeout, a crash); None when there is one."""
+
+
+# ------------------------------------------------------------------ the parent's side
+
+
+def command(python: str = sys.executable) -> list[str]:
+    return [python, "-m", MODULE]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def parse_survey(returncode: int | None, stdout: str, stderr: str) -> OpSurvey:
+    """The survey the child printed: its last line that parses (DeepSpeed may print first).
+
+    Pure: a non-zero exit or no parsable line is ``unavailable``, with stderr's last line.
+    """
+    if returncode != 0:
+        return OpSurvey(unavailable=f"op check exited with status {returncode}{_last_words(stderr)}")
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            with contextlib.suppress(ValidationError):
+                return OpSurvey.model_validate_json(line)
+    return OpSurvey(unavailable=f"op check printed no answer{_last_words(stderr)}")
+
+
+def _last_words(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def timed_out(timeout_s: float) -> OpSurvey:
+    return OpSurvey(unavailable=f"op check did not answer within {timeout_s:g} s")
+
+
+def survey_ops(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sys.executable) -> OpSurvey:
+    """Run the child and wait (blocking: seconds). Its process group is killed on timeout
+    (an ``is_compatible`` check may have started a compiler)."""
+    try:
+        proc = subprocess.Popen(
+            command(python),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=_child_env(),
+            start_new_session=True,
+        )
+    except OSError as err:
+        return OpSurvey(unavailable=f"op check could not start: {err}")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        proc.communicate()
+        return timed_out(timeout_s)
+    return parse_survey(proc.returncode, stdout, stderr)
+
+
+async def survey_ops_async(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sys.executable) -> OpSurvey:
+    """``survey_ops`` for an event loop; cancelling it kills the child's process group."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command(python),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+            env=_child_env(),
+            start_new_session=True,
+        )
+    except OSError as err:
+        return OpSurvey(unavailable=f"op check could not start: {err}")
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except asyncio.TimeoutError:
+        _kill_group(proc.pid)
+        await proc.wait()
+        return timed_out(timeout_s)
+    except asyncio.CancelledError:
+        _kill_group(proc.pid)
+        await proc.wait()
+        raise
+    return parse_survey(proc.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def required_ops(ds_config: Mapping[str, Any]) -> list[str]:
+    """The ops a DeepSpeed config cannot run without (a best effort for the common optimizers).
+
+    memtui's own config (``engine.deepspeed_config.defaults``) sets ``torch_adam``:
+    the optimizer is torch's AdamW, so no op is required and a default run is never degraded
+    by an op it cannot build. A user's ``deepspeed_config`` may ask for DeepSpeed's own:
+    Adam/AdamW without ``torch_adam`` is ``fused_adam`` (``cpu_adam`` with the optimizer
+    offloaded to the CPU), Lion is ``fused_lion``/``cpu_lion``, offloaded Adagrad ``cpu_adagrad``.
+    """
+    optimizer = ds_config.get("optimizer") or {}
+    kind = str(optimizer.get("type", "")).lower()
+    params = optimizer.get("params") or {}
+    offload = (ds_config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+    on_cpu = offload.get("device") in ("cpu", "nvme")
+    if kind in ("adam", "adamw") and not params.get("torch_adam"):
+        return ["cpu_adam" if on_cpu else "fused_adam"]
+    if kind == "lion":
+        return ["cpu_lion" if on_cpu else "fused_lion"]
+    if kind == "adagrad" and on_cpu:
+        return ["cpu_adagrad"]
+    return []
+
+
+# ------------------------------------------------------------------- the child's side
+
+
+def probe() -> OpSurvey:
+    """Import DeepSpeed and ask each op builder, as ``ds_report`` does. Whatever they print
+    goes to stderr: stdout carries only the answer."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            from deepspeed.accelerator import get_accelerator
+            from deepspeed.git_version_info import accelerator_name, installed_ops
+            from deepspeed.ops.op_builder.all_ops import ALL_OPS
+            from torch.utils.cpp_extension import is_ninja_available
+    except Exception as err:  # not installed, or broken: an answer, not a crash
+        return OpSurvey(unavailable=f"deepspeed is not importable: {type(err).__name__}: {err}")
+    accelerator = get_accelerator()._name
+    ops = {}
+    for name, builder in sorted(ALL_OPS.items()):
+        ops[name] = _ask(builder, bool(installed_ops.get(name, False)) and accelerator_name == accelerator)
+    return OpSurvey(accelerator=accelerator, ninja=bool(is_ninja_available()), ops=ops)
+
+
+def _ask(builder: Any, installed: bool) -> OpStatus:
+    """One builder's answer; a check that raises is "not compatible" (as ``ds_report``)."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said):
+            compatible = bool(builder.is_compatible(verbose=True))
+    except Exception as err:
+        return OpStatus(installed=installed, compatible=False, reason=f"{type(err).__name__}: {err}")
+    sys.stderr.write(said.getvalue())
+    if compatible:
+        return OpStatus(installed=installed, compatible=True)
+    reason = _first_warning(said.getvalue()) or getattr(builder, "error_log", None)
+    return OpStatus(installed=installed, compatible=False, reason=reason or None)
+
+
+def _first_warning(printed: str) -> str | None:
+    """The first line a builder printed, without colours or its ``[WARNING]`` tag (the
+    first says what is missing; the later ones how to install it)."""
+    for line in printed.splitlines():
+        text = _ANSI.sub("", line).replace("[WARNING]", "").strip()
+        if text:
+            return text[:300]
+    return None
+
+
+def main() -> int:
+    survey = probe()
+    sys.stdout.write(json.dumps(survey.model_dump(mode="json")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Starting a run's supervisor so that it outlives the terminal that started it.
+
+``memtui run`` calls ``spawn_supervisor`` then ``wait_until_serving``. The supervisor gets
+its own session and process group (``start_new_session``), stdin from /dev/null and its
+output appended to ``logs/supervisor.log``: a closed terminal, an SSH hang-up or SIGHUP
+never reaches it. Torch-free, so ``memtui run`` stays quick.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import engine
+from engine import protocol
+from engine.run.directory import RunDir, pid_alive
+
+LOG_TAIL_BYTES = 4000  # of supervisor.log quoted in a start failure
+POLL_S = 0.05  # between connection attempts
+
+# Popen objects of supervisors started here, kept so that dropping one neither warns nor
+# reaps: the supervisor outlives this process by design (init adopts it when we exit).
+_spawned: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class LaunchError(RuntimeError):
+    """The supervisor did not come up; the message carries the tail of its log."""
+
+
+def supervisor_command(run: RunDir, extra_args: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "engine", "supervise", str(run.path), *extra_args]
+
+
+def spawn_supervisor(
+    run: RunDir, *, extra_env: dict[str, str] | None = None, extra_args: Sequence[str] = ()
+) -> int:
+    """Start ``python -m engine supervise RUN_DIR [extra_args]`` detached; returns its pid at once."""
+    run.ensure_layout()
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    # The child runs the same engine as this process, installed or not.
+    source_root = str(Path(engine.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach supervisor.log as they happen
+    with open(os.devnull, "rb") as devnull, open(run.supervisor_log, "ab") as log:
+        proc = subprocess.Popen(
+            supervisor_command(run, extra_args),
+            stdin=devnull,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=run.path,
+            env=env,
+            close_fds=True,
+            start_new_session=True,  # own session + process group: no SIGHUP, no terminal
+        )
+    _spawned[proc.pid] = proc
+    return proc.pid
+
+
+def wait_until_serving(run: RunDir, pid: int, timeout: float = 30.0) -> None:
+    """Block until the supervisor ``pid`` answers a Hello on ``run.socket`` with a Welcome.
+
+    Raises LaunchError (with the tail of supervisor.log) if it died or ``timeout`` seconds
+    passed first.
+    """
+    deadline = time.monotonic() + timeout
+    last_problem = "socket not there yet"
+    while True:
+        problem = _hello_problem(run)
+        if problem is None:
+            return
+        last_problem = problem
+        if not pid_alive(pid):
+            raise LaunchError(f"supervisor (pid {pid}) exited before serving {run.socket}\n{log_tail(run)}")
+        if time.monotonic() >= deadline:
+            raise LaunchError(
+                f"supervisor (pid {pid}) not serving {run.socket} after {timeout:.0f} s "
+                f"({last_problem})\n{log_tail(run)}"
+            )
+        time.sleep(POLL_S)
+
+
+def _hello_problem(run: RunDir) -> str | None:
+    """None if a Hello on the run's socket is answered by a Welcome, else what went wrong."""
+    hello = protocol.Hello(
+        protocol=protocol.PROTOCOL_VERSION,
+        role="cli",
+        client="memtui launch",
+        replay_from=None,
+        telemetry=False,
+    )
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2.0)  # s: one attempt; the caller's deadline bounds the total
+            sock.connect(str(run.socket))
+            sock.sendall(protocol.encode(hello))
+            line = sock.makefile("rb").readline(protocol.MAX_LINE_BYTES)
+    except OSError as err:
+        return f"{type(err).__name__}: {err}"
+    if not line:
+        return "connection closed before a welcome"
+    try:
+        answer = protocol.decode_server(line.rstrip(b"\n"))
+    except protocol.ProtocolError as err:
+        return f"bad answer: {err.reason}"
+    if isinstance(answer, protocol.Error):
+        raise LaunchError(f"supervisor refused the hello: {answer.reason}")
+    return None if isinstance(answer, protocol.Welcome) else f"expected welcome, got {answer.kind}"
+
+
+def log_tail(run: RunDir, limit: int = LOG_TAIL_BYTES) -> str:
+    """The end of supervisor.log, for error messages."""
+    try:
+        with open(run.supervisor_log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            text = f.read().decode("utf-8", "replace")
+    except OSError as err:
+        return f"(no supervisor log: {err.strerror})"
+    return f"--- {run.supervisor_log} (tail) ---\n{text.rstrip()}"

@@ -1,0 +1,112 @@
+"""A run's status from what is on disk: ``run.json`` plus the store, read-only.
+
+``memtui status`` and ``memtui ls`` use ``offline_status`` for runs no supervisor serves;
+the supervisor answers ``status`` with ``compose_status`` over the same store plus its
+newest in-memory sample, so the two never disagree. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from engine.domain import TERMINAL_STATES, RunState, RunStatus, TelemetrySample
+from engine.run.directory import RunDir
+from engine.run.store import Store, StoreError
+
+# Sample fields copied into RunStatus as they are.
+_SAMPLE_FIELDS = (
+    "loss",
+    "tokens_per_s",
+    "loss_scale",
+    "mem_allocated",
+    "mem_reserved",
+    "mem_peak",
+    "mem_capacity",
+    "mem_kind",
+    "micro_batch",
+    "grad_accum",
+    "world_size",
+)
+
+
+def offline_status(run: RunDir) -> RunStatus:
+    """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it."""
+    alive = run.supervisor_pid() is not None
+    meta: dict[str, Any] = {}
+    latest: TelemetrySample | None = None
+    report: TelemetrySample | None = None
+    last_seq = 0
+    if run.store.exists():
+        try:
+            with Store(run.store, readonly=True) as store:
+                meta, latest, last_seq = store.meta(), store.latest_step(), store.last_seq()
+                report = rank_report(store, latest)
+        except (StoreError, sqlite3.Error) as err:
+            # A supervisor creating the file right now, or a damaged file: say so, do not
+            # crash a listing of every run.
+            meta = {} if alive else {"exit_reason": f"store unreadable: {err}"}
+    return compose_status(run, meta, latest, last_seq, supervisor_alive=alive, rank_report=report)
+
+
+def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample | None:
+    """The newest sample with every rank's memory, looked for only when there are ranks."""
+    if latest is None or latest.world_size <= 1:
+        return None
+    return latest if latest.ranks else store.latest_rank_report()
+
+
+def compose_status(
+    run: RunDir,
+    meta: dict[str, Any],
+    latest: TelemetrySample | None,
+    last_seq: int,
+    *,
+    supervisor_alive: bool,
+    rank_report: TelemetrySample | None = None,
+) -> RunStatus:
+    """RunStatus from the run's config, its stored meta, its newest step sample and (several
+    ranks) the newest sample that carried every rank's memory."""
+    run_id, name, target = _identity(run)
+    state: RunState = meta.get("state") or "starting"
+    exit_reason = meta.get("exit_reason")
+    if state not in TERMINAL_STATES and not supervisor_alive:
+        exit_reason = exit_reason or f"supervisor gone while {state}; the run never recorded an ending"
+        state = "interrupted"
+    fields: dict[str, Any] = {}
+    if latest is not None:
+        fields = {k: getattr(latest, k) for k in _SAMPLE_FIELDS}
+        fields.update(step=latest.step, updated_at=latest.ts)
+    if rank_report is not None and rank_report.ranks:
+        fields.update(ranks=rank_report.ranks, ranks_step=rank_report.step)
+    return RunStatus(
+        run_id=run_id,
+        name=name,
+        state=state,
+        run_dir=str(run.path),
+        target_steps=target,
+        restarts=int(meta.get("restarts") or 0),
+        attempt=int(meta.get("attempt") or 0),
+        started_at=meta.get("started_at"),
+        supervisor_pid=meta.get("supervisor_pid") if supervisor_alive else None,
+        trainer_pid=meta.get("trainer_pid") if supervisor_alive else None,
+        exit_reason=exit_reason,
+        last_seq=last_seq,
+        **fields,
+    )
+
+
+def _identity(run: RunDir) -> tuple[str, str, int]:
+    """(run_id, name, target steps) from run.json, read loosely: an old or damaged file
+    still lists (a status is for looking, not for running)."""
+    try:
+        doc = json.loads(run.config_file.read_text(encoding="utf-8"))
+        config = doc.get("config") or {}
+        return (
+            str(doc.get("run_id") or run.run_id),
+            str(config.get("name") or run.run_id),
+            int(config.get("steps") or 0),
+        )
+    except (OSError, ValueError, AttributeError, TypeError):
+        return run.run_id, run.run_id, 0

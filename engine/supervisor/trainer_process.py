@@ -1,0 +1,151 @@
+"""The trainer as the supervisor's child process: its command line, how an attempt ended,
+and signalling its process tree.
+
+One rank is ``python -m engine.trainer RUN_DIR --attempt N``; several are that module under
+torchrun, which starts each rank in a session of its own. Torch-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+from dataclasses import dataclass
+
+from engine.domain import RunState
+from engine.run.directory import RunDir
+
+TRAINER_CMD_ENV = "MEMTUI_TRAINER_CMD"  # shlex string; run dir and --attempt N are appended
+
+
+# ------------------------------------------------------------------- command line
+
+
+def default_trainer_command(environ: dict[str, str] | None = None, ranks: int = 1) -> list[str]:
+    """``$MEMTUI_TRAINER_CMD`` split like a shell would, else ``python -m engine.trainer``;
+    for several ranks that module under torchrun, which starts one process per rank and
+    tears the group down when one dies (we restart it, so torchrun itself never does)."""
+    env = os.environ if environ is None else environ
+    custom = env.get(TRAINER_CMD_ENV, "").strip()
+    if custom:
+        return shlex.split(custom)
+    if ranks == 1:
+        return [sys.executable, "-m", "engine.trainer"]
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={ranks}"]
+    return [sys.executable, *torchrun, "--max-restarts=0", "--monitor-interval=1", "-m", "engine.trainer"]
+
+
+def configured_ranks(run: RunDir) -> int:
+    """``train.ranks`` of the run (1 when its config cannot be read: the launch reports it)."""
+    try:
+        return run.read_config().train.ranks
+    except (OSError, ValueError, KeyError):
+        return 1
+
+
+# ---------------------------------------------------------------- trainer endings
+
+
+@dataclass(frozen=True)
+class TrainerExit:
+    """How one trainer attempt ended, as the restart decision and the run's ending see it."""
+
+    attempt: int
+    returncode: int | None
+    """Exit status; negative = killed by that signal; None = never started."""
+    finished_reason: str | None = None
+    """``reason`` of the trainer's trainer_finished event, if it sent one."""
+    last_error: str | None = None
+    """Message of its last trainer_error event."""
+    launch_error: str | None = None
+    """Why it could not be started at all."""
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"trainer killed by {name}"
+    return f"trainer exited with code {returncode}"
+
+
+def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str]:
+    """The run's final state and exit_reason after its last trainer attempt."""
+    if outcome.launch_error is not None:
+        return "failed", outcome.launch_error
+    if outcome.returncode is None:
+        return "stopped", f"stopped before the trainer started ({stop_reason or 'no reason given'})"
+    how = describe_exit(outcome.returncode)
+    if stop_reason is not None or outcome.finished_reason == "stopped":
+        why = f"on request ({stop_reason})" if stop_reason else "the trainer stopped by itself"
+        return "stopped", why if outcome.returncode == 0 else f"{why}; {how}"
+    if outcome.returncode == 0:
+        if outcome.finished_reason == "completed":
+            return "completed", "the trainer reached its target step"
+        return "failed", f"{how} without reporting trainer_finished"
+    if outcome.returncode > 0 and outcome.last_error:
+        how = f"{how}: {outcome.last_error}"
+    return "failed", how
+
+
+# ------------------------------------------------------------------ signalling
+
+
+def kill_group(pid: int, sig: signal.Signals) -> None:
+    """Signal the trainer's process group (it leads its own session), else just it. A
+    SIGKILL also reaches descendants in sessions of their own (torchrun's ranks), read
+    before the launcher dies; the ranks die with it anyway (PR_SET_PDEATHSIG)."""
+    others = descendant_groups(pid) if sig == signal.SIGKILL else []
+    for target in (pid, *others):
+        try:
+            os.killpg(target, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, sig)
+
+
+def descendant_groups(pid: int) -> list[int]:
+    """Process groups led by descendants of ``pid`` other than its own (psutil; [] if gone)."""
+    import psutil  # imported when needed: most runs never SIGKILL a trainer
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    groups = set()
+    for child in children:
+        with contextlib.suppress(psutil.Error, OSError):
+            groups.add(os.getpgid(child.pid))
+    groups.discard(pid)
+    return sorted(groups)
+
+
+def signal_name(returncode: int) -> str | None:
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return None
+
+
+def geometry_note(run: RunDir, since: float) -> str | None:
+    """The reason an attempt's OOM left in ``memory.json`` after ``since`` (Unix time), if any.
+
+    With several ranks only rank 0 talks to the supervisor: a rank that ran out of memory
+    exits with no word to it, but writes why into ``memory.json`` for the next attempt.
+    """
+    try:
+        if run.geometry_file.stat().st_mtime < since:
+            return None
+        reason = json.loads(run.geometry_file.read_text(encoding="utf-8")).get("reason")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(reason) if reason else None

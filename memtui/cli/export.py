@@ -1,0 +1,90 @@
+"""``memtui export``: a run's step telemetry and events from its store, as CSV or JSON lines.
+
+Reads the store read-only (a live run keeps writing), streams page by page, torch-free.
+CSV has one column per ``TelemetrySample`` field (steps) or per ``Event`` field (events,
+``data`` as a JSON string); JSON lines have one object per row. ``all`` in JSON lines
+tags each row with ``"record": "step" | "event"``; in CSV it needs a directory and writes
+``steps.csv`` and ``events.csv`` into it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from engine.domain import Event, TelemetrySample
+from engine.run.store import Store
+
+ExportFormat = Literal["csv", "jsonl"]
+ExportWhat = Literal["steps", "events", "all"]
+PAGE_ROWS = 5000
+STEP_FIELDS = list(TelemetrySample.model_fields)
+EVENT_FIELDS = list(Event.model_fields)
+
+
+def iter_steps(store: Store) -> Iterator[dict[str, Any]]:
+    """Every stored sample in arrival order, as plain values (NaN/inf stay floats)."""
+    return (s.model_dump() for s in store.iter_steps(PAGE_ROWS))
+
+
+def iter_events(store: Store) -> Iterator[dict[str, Any]]:
+    seq = 0
+    while page := store.events_since(seq, PAGE_ROWS):
+        yield from (e.model_dump() for e in page)
+        seq = page[-1].seq
+
+
+def write_csv(rows: Iterator[dict[str, Any]], fields: list[str], out: TextIO) -> int:
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    count = 0
+    for row in rows:
+        if "data" in row:
+            row = {**row, "data": json.dumps(row["data"], sort_keys=True)}
+        writer.writerow(row)
+        count += 1
+    return count
+
+
+def write_jsonl(rows: Iterator[dict[str, Any]], out: TextIO, record: str | None = None) -> int:
+    count = 0
+    for row in rows:
+        body = {"record": record, **row} if record else row
+        out.write(json.dumps(body, default=_json_value, allow_nan=True) + "\n")
+        count += 1
+    return count
+
+
+def _json_value(value: Any) -> Any:
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else repr(value)
+
+
+def export(store_path: Path, fmt: ExportFormat, what: ExportWhat, out: TextIO | Path) -> int:
+    """Write the export to ``out`` (a stream, or a directory for CSV ``all``); returns rows written."""
+    with Store(store_path, readonly=True) as store:
+        if fmt == "csv" and what == "all":
+            if not isinstance(out, Path):
+                raise ValueError("--format csv --what all writes two files: give --out DIRECTORY")
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / "steps.csv", "w", newline="", encoding="utf-8") as steps_out:
+                count = write_csv(iter_steps(store), STEP_FIELDS, steps_out)
+            with open(out / "events.csv", "w", newline="", encoding="utf-8") as events_out:
+                return count + write_csv(iter_events(store), EVENT_FIELDS, events_out)
+        if isinstance(out, Path):
+            with open(out, "w", newline="", encoding="utf-8") as stream:
+                return _export_stream(store, fmt, what, stream)
+        return _export_stream(store, fmt, what, out)
+
+
+def _export_stream(store: Store, fmt: ExportFormat, what: ExportWhat, out: TextIO) -> int:
+    if fmt == "csv":
+        if what == "steps":
+            return write_csv(iter_steps(store), STEP_FIELDS, out)
+        return write_csv(iter_events(store), EVENT_FIELDS, out)
+    if what == "all":
+        return write_jsonl(iter_steps(store), out, "step") + write_jsonl(iter_events(store), out, "event")
+    return write_jsonl(iter_steps(store) if what == "steps" else iter_events(store), out)

@@ -1,0 +1,77 @@
+"""Which run a command means: a run id, a unique prefix of one, or a run directory.
+
+With no spec, ``live=True`` picks the newest run whose supervisor is alive (stop, attach);
+``prefer_live=True`` the same, or the newest run of all when none is alive (status, logs,
+export, checkpoints: an older live run is what the operator asks about, not a newer
+finished one); and
+``live=False`` alone the newest run of all (resume). Errors name the choices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.run.directory import RunDir, list_runs, runs_root
+
+LISTED_CHOICES = 8
+"""Run ids quoted in an error message."""
+
+
+class RunNotFound(LookupError):
+    """No run, or no single run, matches; ``usage`` is True when the spec itself was wrong."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+def resolve_run(
+    spec: str | None, *, live: bool, home: Path | None = None, prefer_live: bool = False
+) -> RunDir:
+    if spec is not None and _looks_like_path(spec):
+        return _run_at(Path(spec))
+    runs = list_runs(home)
+    if spec is None:
+        return _newest(runs, live=live, prefer_live=prefer_live, home=home)
+    exact = [r for r in runs if r.run_id == spec]
+    if exact:
+        return exact[0]
+    matches = [r for r in runs if r.run_id.startswith(spec)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunNotFound(f"no run matches {spec!r} in {runs_root(home)}{_choices(runs)}", usage=True)
+    raise RunNotFound(
+        f"{spec!r} matches {len(matches)} runs, give more of the id{_choices(matches)}", usage=True
+    )
+
+
+def _looks_like_path(spec: str) -> bool:
+    return "/" in spec or spec in (".", "..") or (Path(spec) / "run.json").is_file()
+
+
+def _run_at(path: Path) -> RunDir:
+    if not (path / "run.json").is_file():
+        raise RunNotFound(f"{path} is not a run directory (no run.json)", usage=True)
+    return RunDir(path.resolve())
+
+
+def _newest(runs: list[RunDir], *, live: bool, prefer_live: bool, home: Path | None) -> RunDir:
+    if not runs:
+        raise RunNotFound(f"no runs in {runs_root(home)}; start one with 'memtui run'")
+    if not (live or prefer_live):
+        return runs[0]
+    alive = [r for r in runs if r.supervisor_pid() is not None]
+    if not alive and prefer_live:
+        return runs[0]
+    if not alive:
+        raise RunNotFound(f"no live run; name one of the finished runs{_choices(runs)}")
+    return alive[0]
+
+
+def _choices(runs: list[RunDir]) -> str:
+    if not runs:
+        return ""
+    names = ", ".join(r.run_id for r in runs[:LISTED_CHOICES])
+    more = f" and {len(runs) - LISTED_CHOICES} more" if len(runs) > LISTED_CHOICES else ""
+    return f" (runs: {names}{more})"

@@ -1,0 +1,76 @@
+"""``memtui resume [RUN] [--fresh]``: start a run again whose process tree is gone (a reboot,
+``kill -9`` of the supervisor), in the same run directory with its history.
+
+Checks first, so that the answer is immediate: no live supervisor, no old trainer still
+writing, and a checkpoint that verifies (or none ever committed, or ``--fresh``). The
+supervisor then starts and its trainer resumes from the newest verified checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engine.checkpoints.catalog import committed_before, verdicts_newest_first
+from engine.checkpoints.selection import plan_resume, select_newest_verified
+from engine.run.directory import RunDir, pid_alive
+from engine.run.status import offline_status
+from engine.run.store import Store
+
+OLD_TRAINER_WAIT_S = 30.0  # an orphaned trainer checkpoints and exits when its supervisor is gone
+
+
+class ResumeRefused(RuntimeError):
+    """The run cannot be resumed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """What a resume will do: from which step, and which newer tags it will skip."""
+
+    from_step: int | None
+    """None: step 0 (fresh start)."""
+    skipped: list[str]
+
+
+def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
+    """Raise ResumeRefused unless ``run`` can be started again now."""
+    pid = run.supervisor_pid()
+    if pid is not None:
+        raise ResumeRefused(f"{run.run_id} is live (supervisor pid {pid}); nothing to resume")
+    status = offline_status(run)
+    if status.state == "completed":
+        raise ResumeRefused(f"{run.run_id} completed at step {status.step}; nothing to resume")
+    _wait_for_old_trainer(run)
+    selection = select_newest_verified(verdicts_newest_first(run.checkpoints, "full"))
+    plan = plan_resume(selection, committed_before(run.checkpoints), fresh)
+    if plan.action == "refuse":
+        raise ResumeRefused(plan.reason)
+    skipped = [f"{v.tag}: {v.problem}" for v in selection.rejected]
+    return ResumeCheck(plan.chosen.step if plan.chosen else None, skipped)
+
+
+def _wait_for_old_trainer(run: RunDir) -> None:
+    """Two trainers must never write one run: wait for an orphan to finish its last save."""
+    try:
+        with Store(run.store, readonly=True) as store:
+            pid = store.meta().get("trainer_pid")
+    except Exception:
+        return
+    if not pid:
+        return
+    deadline = time.monotonic() + OLD_TRAINER_WAIT_S
+    while _is_trainer(int(pid)):
+        if time.monotonic() >= deadline:
+            raise ResumeRefused(f"the run's old trainer (pid {pid}) is still running; stop it first")
+        time.sleep(0.2)
+
+
+def _is_trainer(pid: int) -> bool:
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"engine.trainer" in f.read()
+    except OSError:
+        return True  # no /proc: assume it is ours rather than risk two writers

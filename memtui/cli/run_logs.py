@@ -1,0 +1,62 @@
+"""A run's log files for ``memtui logs``: pick one, print its tail, follow it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, TextIO
+
+from engine.run.directory import RunDir
+
+LogKind = Literal["trainer", "supervisor", "auto"]
+FOLLOW_POLL_S = 0.2
+TAIL_READ_BYTES = 1 << 20
+"""Most bytes read from the end of a log to find its last lines."""
+_ATTEMPT = re.compile(r"^trainer-(\d+)\.log$")
+
+
+def newest_trainer_log(run: RunDir) -> Path | None:
+    logs = [(int(m.group(1)), p) for p in run.logs.glob("trainer-*.log") if (m := _ATTEMPT.match(p.name))]
+    return max(logs)[1] if logs else None
+
+
+def pick_log(run: RunDir, kind: LogKind) -> Path:
+    """The newest attempt's trainer log, the supervisor log, or (auto) the first that exists."""
+    if kind == "supervisor":
+        return run.supervisor_log
+    trainer = newest_trainer_log(run)
+    if trainer is not None:
+        return trainer
+    if kind == "trainer":
+        raise FileNotFoundError(f"no trainer log yet in {run.logs}")
+    return run.supervisor_log
+
+
+def tail_lines(path: Path, n: int) -> list[str]:
+    """The last ``n`` lines of ``path`` (without newlines)."""
+    if n <= 0:
+        return []
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - TAIL_READ_BYTES))
+        text = f.read().decode("utf-8", "replace")
+    return text.splitlines()[-n:]
+
+
+def follow(path: Path, out: TextIO, *, alive: Callable[[], bool], poll_s: float = FOLLOW_POLL_S) -> None:
+    """Copy what is appended to ``path`` to ``out`` until ``alive()`` is False and nothing is left."""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        while True:
+            chunk = f.read()
+            if chunk:
+                out.write(chunk.decode("utf-8", "replace"))
+                out.flush()
+                continue
+            if not alive():
+                out.write(f.read().decode("utf-8", "replace"))
+                return
+            time.sleep(poll_s)

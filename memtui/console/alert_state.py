@@ -1,0 +1,65 @@
+"""Alerts as the console sees them: which critical ones are active, and how each is announced.
+
+The supervisor records every alert as an ``alert`` event (``engine.alerts.rules``):
+``data.rule`` names the condition (``heartbeat``, ``disk_low``, ``gpu_temperature.0``...)
+and ``data.state`` is ``firing`` or ``resolved``; the "back to normal" alert has severity
+``info``. A critical alert stays active until a resolved alert of the same rule arrives.
+Pure functions of events: the view folds them, the app announces them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from engine.domain import Event
+
+ALERT_EVENT = "alert"
+ToastSeverity = Literal["information", "warning", "error"]
+TOAST_SEVERITY: dict[str, ToastSeverity] = {"info": "information", "warning": "warning", "critical": "error"}
+"""Event severity -> ``App.notify`` severity."""
+TOAST_TIMEOUT_S: dict[str, float] = {"info": 5.0, "warning": 10.0, "critical": 30.0}
+"""Seconds a toast stays: a critical one long enough to be seen on return to the screen."""
+
+
+def alert_rule(event: Event) -> str:
+    return str(event.data.get("rule") or event.type)
+
+
+def is_resolved(event: Event) -> bool:
+    return event.data.get("state") == "resolved"
+
+
+def critical_after(event: Event, active: tuple[Event, ...]) -> tuple[Event, ...]:
+    """The active critical alerts (one per rule, newest wins) after ``event``."""
+    if event.type != ALERT_EVENT:
+        return active
+    rule = alert_rule(event)
+    others = tuple(e for e in active if alert_rule(e) != rule)
+    if is_resolved(event):
+        return others
+    return (*others, event) if event.severity == "critical" else active
+
+
+def toast(event: Event) -> tuple[str, str, ToastSeverity, float]:
+    """(title, message, severity, timeout) of the toast announcing an alert event."""
+    state = "resolved" if is_resolved(event) else event.severity
+    return (
+        f"alert · {alert_rule(event)} · {state}",
+        event.message or alert_rule(event),
+        TOAST_SEVERITY.get(event.severity, "information"),
+        TOAST_TIMEOUT_S.get(event.severity, 10.0),
+    )
+
+
+def rings_bell(event: Event) -> bool:
+    """A firing warning or critical alert rings the (opt-in) terminal bell; "resolved" does not."""
+    return event.type == ALERT_EVENT and not is_resolved(event) and event.severity != "info"
+
+
+def critical_banner(active: tuple[Event, ...]) -> str:
+    """``CRITICAL: heartbeat`` / ``CRITICAL ×2: heartbeat, disk_low``; empty when none."""
+    if not active:
+        return ""
+    rules = ", ".join(alert_rule(e) for e in active)
+    count = f" ×{len(active)}" if len(active) > 1 else ""
+    return f"⚠ CRITICAL{count}: {rules}"

@@ -1,0 +1,615 @@
+"""The console: ``MemtuiApp`` follows one run, draws it and carries the operator's commands.
+
+Data flow: ``EngineClient`` (a worker on the app's loop) -> Textual messages
+(``TelemetryReceived`` coalesces) -> folded into a frozen ``RunView`` -> handed to every panel
+at most twice a second (at once when the console has been quiet, so a step still reaches the
+screen in ~100 ms), the charts every two seconds. Longer chart windows are read from the
+store in a worker thread. Nothing here blocks the event loop.
+
+Operator commands (approve, clamp, reject, stop, pause, chaos) go to the supervisor as
+requests; each destructive one asks first (pausing loses nothing: it does not ask), and
+``--readonly`` hides and refuses all of them. ``q`` only closes the console: it never sends
+Stop, the run goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.events import Resize
+from textual.timer import Timer
+from textual.widgets import Footer
+
+from engine.domain import Event
+from engine.protocol import (
+    CHAOS_ACTIONS,
+    TELEMETRY_HZ,
+    Approve,
+    Chaos,
+    Clamp,
+    Error,
+    EventMessage,
+    Hardware,
+    Pause,
+    Reject,
+    ServerMessage,
+    Stop,
+    Telemetry,
+    Welcome,
+)
+from engine.run.directory import RunDir
+from memtui.client import (
+    ConnectionState,
+    EngineClient,
+    EngineRefused,
+    EngineUnavailable,
+    Request,
+    new_request_id,
+)
+from memtui.console.alert_state import ALERT_EVENT, rings_bell, toast
+from memtui.console.directive_text import render_changes
+from memtui.console.messages import (
+    ConnectionChanged,
+    EventReceived,
+    HardwareReceived,
+    TelemetryReceived,
+    WelcomeReceived,
+    WindowRead,
+)
+from memtui.console.palette import ConsoleCommands
+from memtui.console.run_view import RunView
+from memtui.console.screens.alerts_screen import AlertsScreen
+from memtui.console.screens.checkpoints_screen import CheckpointsScreen
+from memtui.console.screens.clamp_screen import ClampScreen, ClampValues
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.screens.directive_screen import DirectiveScreen
+from memtui.console.screens.keys_screen import KeysScreen
+from memtui.console.screens.reject_screen import RejectScreen
+from memtui.console.screens.too_small_screen import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
+from memtui.console.series import WINDOWS, ChartWindow
+from memtui.console.widgets.directives_panel import DirectivesPanel
+from memtui.console.widgets.event_log import EventLog
+from memtui.console.widgets.hardware_panel import HardwarePanel
+from memtui.console.widgets.memory_panel import MemoryPanel
+from memtui.console.widgets.numerics_panel import NumericsPanel
+from memtui.console.widgets.panel import Panel
+from memtui.console.widgets.run_header import RunHeader
+from memtui.console.widgets.throughput_panel import ThroughputPanel
+from memtui.history import initial_view
+from memtui.theming import DEFAULT_THEME, available_themes, load_theme
+
+REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
+"""At least this long (0.5 s) between two redraws of the figures. Each redraw costs a
+compositor pass over the union of what changed (header to charts: most of the screen), so
+this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
+leading edge), and what arrives within the interval is drawn at its end, so the step on
+screen is at most one telemetry period (0.1 s) old when drawn (bench/console_live.py)."""
+CHART_INTERVAL_S = 2.0
+"""At least this long between two repaints of the charts (most of the panels' cells); they
+scroll by a few columns in that time."""
+CLOCK_INTERVAL_S = 1.0
+"""The header's elapsed time and data age move on this often without new data; a pending
+chart repaint and a longer window's re-read are checked then too."""
+WINDOW_REFRESH_S = 10.0
+"""How often a longer chart window is read again from the store."""
+COMPACT_BELOW = (120, 36)
+"""Width or height under which the panels stack in the compact layout."""
+PANEL_KEYS: dict[str, str] = {
+    "1": "memory",
+    "2": "throughput",
+    "3": "numerics",
+    "4": "directives",
+    "5": "events",
+    "6": "hardware",
+}
+OPERATOR_ACTIONS = frozenset(
+    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos"}
+)
+"""Actions that change the run: hidden and refused in a read-only console."""
+PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
+"""Key P's two actions and the run being paused that each needs: one key toggles, and the
+footer, the keys list and the palette name what it does now."""
+
+
+class MemtuiApp(App[None]):
+    """The operator console for one run."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "memtui"
+    COMMANDS = {ConsoleCommands}
+    BINDINGS = [
+        Binding("q", "detach", "Detach"),
+        Binding("question_mark,f1", "keys", "Keys", key_display="?"),
+        Binding("a", "approve", "Approve"),
+        Binding("c", "clamp", "Clamp"),
+        Binding("r", "reject", "Reject"),
+        Binding("enter", "details", "Details", show=False),
+        Binding("s", "stop", "Stop run"),
+        Binding("P", "pause", "Pause"),
+        Binding("P", "unpause", "Continue"),
+        Binding("k", "kill_trainer", "Kill trainer", show=False),
+        Binding("f", "freeze", "Freeze"),
+        Binding("w", "window", "Window"),
+        Binding("e", "event_filter", "Filter", show=False),
+        Binding("z", "maximize", "Maximise", show=False),
+        Binding("p", "save_svg", "Screenshot", show=False),
+        Binding("t", "next_theme", "Theme", show=False),
+        Binding("C", "checkpoints", "Checkpoints", show=False),
+        Binding("A", "alerts", "Alerts", show=False),
+        *(
+            Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
+            for key, name in PANEL_KEYS.items()
+        ),
+    ]
+
+    def __init__(
+        self,
+        run: RunDir,
+        *,
+        live: bool = True,
+        view: RunView | None = None,
+        theme_name: str = DEFAULT_THEME,
+        clock: Callable[[], float] = time.time,
+        readonly: bool = False,
+        bell: bool = False,
+    ) -> None:
+        """``live=False`` shows ``view`` (e.g. a finished run's history) without connecting."""
+        super().__init__()
+        self.run_dir = run
+        self.live = live
+        self.readonly = readonly
+        """Hide and refuse every action that changes the run."""
+        self.bell_on_alert = bell
+        """Ring the terminal bell when a warning or critical alert arrives live."""
+        self._live_after: int | None = None  # events above this seq arrived live (not replayed)
+        self.view: RunView = view or initial_view(run)
+        """The newest folded snapshot; panels draw from it."""
+        self.client: EngineClient | None = None
+        self.frozen = False
+        """The display is paused; data still folds into ``view``."""
+        self.sent: list[BaseModel] = []
+        """Every request this console sent, in order (for the record and for tests)."""
+        self._header: RunHeader | None = None
+        self._panels: list[Panel] = []
+        self._clock = clock
+        self._dirty = True
+        self._charts_dirty = True
+        # Monotonic seconds of the last chart repaint and redraw; -inf: never, so the first
+        # data draws at once (monotonic time starts near 0 at boot, not at a large number).
+        self._charts_at = -math.inf
+        self._drawn_at = -math.inf
+        self._redraw_timer: Timer | None = None  # a redraw due at the end of the interval
+        self._redraw_pending = False  # a redraw due at once (after the queued messages)
+        self._window_read_at = 0.0
+        for stem in available_themes():
+            self.register_theme(load_theme(stem))
+        self.theme = load_theme(theme_name).name
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        with Container(id="grid"):
+            yield MemoryPanel(id="memory")
+            yield ThroughputPanel(id="throughput")
+            yield NumericsPanel(id="numerics")
+            yield DirectivesPanel(id="directives")
+            yield EventLog(id="events")
+        yield HardwarePanel(id="hardware")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        # Held here: the timer must reach them while another screen (keys) is on top,
+        # and after shutdown has begun.
+        self._header = self.query_one(RunHeader)
+        self._header.readonly = self.readonly
+        self._panels = list(self.query(Panel))
+        self._fit(self.size.width, self.size.height)
+        self.redraw()
+        self.set_interval(CLOCK_INTERVAL_S, self._tick)
+        if self.live:
+            self.run_worker(self._follow_engine(), name="engine", group="engine", exclusive=True)
+
+    # ------------------------------------------------------------------ layout
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Compact layout on small terminals; below the minimum, the "too small" screen."""
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        self.query_one("#grid").set_class(compact, "-compact")
+        self.query_one("#hardware").set_class(compact, "-compact")  # hidden there until toggled (6)
+        too_small = width < MIN_WIDTH or height < MIN_HEIGHT
+        showing = isinstance(self.screen, TooSmallScreen)
+        if too_small and not showing:
+            self.push_screen(TooSmallScreen())
+        elif showing and not too_small:
+            self.pop_screen()
+
+    # ------------------------------------------------------------------ drawing
+
+    def redraw(self, *, charts: bool = True) -> None:
+        """Hand the current snapshot to the header and every panel (and their charts if ``charts``)."""
+        now = self._clock()
+        if self._header is not None:
+            self._header.frozen = self.frozen
+            self._header.show(self.view, now)
+        for panel in self._panels:
+            if panel.display:
+                panel.show(self.view, now, charts=charts)
+        self._dirty = False
+        self._drawn_at = time.monotonic()
+        if charts:
+            self._charts_dirty, self._charts_at = False, self._drawn_at
+
+    def _charts_due(self) -> bool:
+        return self._charts_dirty and time.monotonic() - self._charts_at >= CHART_INTERVAL_S
+
+    def _tick(self) -> None:
+        """Once a second: re-read a longer window when due, repaint charts left pending, age the header."""
+        if self.view.window != "live" and self._clock() - self._window_read_at >= WINDOW_REFRESH_S:
+            self._read_window(self.view.window)
+        if self.frozen or self._redraw_scheduled:
+            return
+        if self._charts_due():
+            self.redraw(charts=True)
+        elif self._header is not None:  # ages and elapsed time move on without new data
+            self._header.show(self.view, self._clock())
+
+    def _schedule_redraw(self) -> None:
+        """Redraw now if the last one is REDRAW_INTERVAL_S old, else once it is; one pending at most."""
+        if self._redraw_scheduled or self.frozen or not self.is_running:
+            return
+        wait = self._drawn_at + REDRAW_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            self._redraw_timer = self.set_timer(wait, self._redraw_due, name="redraw")
+        else:  # after the messages already queued: a burst (a replay) folds into one draw
+            self._redraw_pending = True
+            self.call_later(self._redraw_due)
+
+    @property
+    def _redraw_scheduled(self) -> bool:
+        return self._redraw_pending or self._redraw_timer is not None
+
+    def _redraw_due(self) -> None:
+        self._redraw_timer, self._redraw_pending = None, False
+        if not self.frozen and self._dirty:
+            self.redraw(charts=self._charts_due())
+
+    def _fold(self, view: RunView) -> None:
+        if view is not self.view:
+            if (view.state == "paused") != (self.view.state == "paused"):
+                self.refresh_bindings()  # key P: pause <-> continue
+            self.view = view
+            self._dirty = self._charts_dirty = True
+            self._schedule_redraw()
+
+    # ------------------------------------------------------------------ engine
+
+    async def _follow_engine(self) -> None:
+        self.client = EngineClient(
+            self.run_dir.socket,
+            role="console",
+            replay_from=self.view.last_seq,
+            on_message=self._relay,
+            on_state=self._relay_state,
+            clock=self._clock,
+        )
+        try:
+            await self.client.run()
+        except EngineRefused as err:
+            self.notify(f"the supervisor refused the console: {err.reason}", severity="error", timeout=30)
+        finally:
+            await self.client.close()
+
+    def _relay(self, message: ServerMessage) -> None:
+        """Client callback (same event loop): turn server messages into app messages."""
+        if isinstance(message, Telemetry):
+            self.post_message(TelemetryReceived(message))
+        elif isinstance(message, EventMessage):
+            self.post_message(EventReceived(message.event))
+        elif isinstance(message, Welcome):
+            self.post_message(WelcomeReceived(message))
+        elif isinstance(message, Hardware):
+            self.post_message(HardwareReceived(message.snapshot))
+        elif isinstance(message, Error):
+            self.notify(message.reason, title="engine error", severity="error")
+
+    def _relay_state(self, state: ConnectionState) -> None:
+        self.post_message(ConnectionChanged(state))
+
+    def on_telemetry_received(self, message: TelemetryReceived) -> None:
+        self._fold(self.view.with_telemetry(message.telemetry, self._clock()))
+
+    def on_event_received(self, message: EventReceived) -> None:
+        event = message.event
+        fresh = event.seq > self.view.last_seq
+        self._fold(self.view.with_event(event, self._clock()))
+        live = self._live_after is not None and event.seq > self._live_after
+        if fresh and live and event.type == ALERT_EVENT:
+            self._announce(event)
+
+    def _announce(self, event: Event) -> None:
+        """A live alert: a toast (severity mapped), and the bell if asked for. Replayed
+        history is not announced: the events panel and the header show it."""
+        title, text, severity, timeout = toast(event)
+        self.notify(text, title=title, severity=severity, timeout=timeout, markup=False)
+        if self.bell_on_alert and rings_bell(event):
+            self.bell()
+
+    def on_hardware_received(self, message: HardwareReceived) -> None:
+        self._fold(self.view.with_hardware(message.snapshot))
+
+    def on_welcome_received(self, message: WelcomeReceived) -> None:
+        self._live_after = message.welcome.last_seq
+        self._fold(self.view.with_welcome(message.welcome))
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self._fold(self.view.with_connection(message.state))
+
+    def on_window_read(self, message: WindowRead) -> None:
+        if message.window == self.view.window:
+            self._fold(self.view.with_window(message.window, message.points))
+
+    # ------------------------------------------------------------------ requests
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only console neither shows nor runs the operator's actions; of key P's two,
+        only the one that fits the run's state (pause a running run, continue a paused one)."""
+        if self.readonly and action in OPERATOR_ACTIONS:
+            return False
+        if action in PAUSE_ACTIONS:
+            return PAUSE_ACTIONS[action] == (self.view.state == "paused")
+        return True
+
+    def send_request(self, request: Request, done: str, *, title: str | None = None) -> None:
+        """Send ``request`` in a worker; ``done`` is the notification on success, under ``title``
+        (default: the request's kind) as is a refusal."""
+        if self.readonly:
+            self.notify("read-only console: commands are refused", severity="warning")
+            return
+        if self.client is None:
+            self.notify("not connected to a live run", severity="error")
+            return
+        self.sent.append(request)
+        self.run_worker(self._request(self.client, request, done, title or request.kind), group="requests")
+
+    async def _request(self, client: EngineClient, request: Request, done: str, title: str) -> None:
+        try:
+            await client.request(request)
+        except EngineRefused as err:
+            self.notify(err.reason, title=f"{title} refused", severity="error", timeout=10)
+        except EngineUnavailable as err:
+            self.notify(str(err), title=f"{title} not delivered", severity="error", timeout=10)
+        else:
+            self.notify(done, title=title)
+
+    def _confirm(self, title: str, body: str, then: Callable[[], None], *, yes: str = "Yes") -> None:
+        def answered(ok: bool | None) -> None:
+            if ok:
+                then()
+
+        self.push_screen(ConfirmScreen(title, body, yes=yes), answered)
+
+    # ------------------------------------------------------------------ actions: run
+
+    def action_detach(self) -> None:
+        """Close the console only; the run goes on."""
+        self.exit()
+
+    def action_stop(self) -> None:
+        body = f"Stop {self.view.run_id}? The trainer finishes its step, checkpoints and exits."
+        self._confirm(
+            "Stop the run",
+            body,
+            lambda: self.send_request(Stop(id=new_request_id(), reason="operator (console)"), "stopping"),
+            yes="Stop",
+        )
+
+    def action_pause(self) -> None:
+        """Hold training at the next optimizer-step boundary. Nothing is lost, so no question."""
+        request = Pause(id=new_request_id(), paused=True, reason="operator (console)")
+        self.send_request(request, "the trainer holds at the next step boundary", title="pause")
+
+    def action_unpause(self) -> None:
+        """Let a paused run go on."""
+        request = Pause(id=new_request_id(), paused=False, reason="operator (console)")
+        self.send_request(request, "training goes on", title="continue")
+
+    def action_kill_trainer(self) -> None:
+        self.action_chaos("kill_trainer")
+
+    def action_chaos(self, action: str) -> None:
+        if action not in CHAOS_ACTIONS:
+            self.notify(f"unknown chaos action {action!r}", severity="error")
+            return
+        body = (
+            f"Inject chaos [b]{action}[/b] into {self.view.run_id}? This rehearses a failure on the live run."
+        )
+        self._confirm(
+            f"Chaos: {action}",
+            body,
+            lambda: self.send_request(Chaos(id=new_request_id(), action=action), f"{action} sent"),  # type: ignore[arg-type]
+            yes="Inject",
+        )
+
+    # ------------------------------------------------------------------ actions: directives
+
+    def _directive(self):  # type: ignore[no-untyped-def]
+        directive = self.query_one(DirectivesPanel).current()
+        if directive is None:
+            self.notify("no pending directive", severity="warning")
+        return directive
+
+    def action_approve(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+        self._confirm(
+            f"Approve {d.id}",
+            f"Apply as the policy allows it:\n{render_changes(d.requested, d.allowed)}",
+            lambda: self.send_request(Approve(id=new_request_id(), directive_id=d.id), f"{d.id} approved"),
+            yes="Approve",
+        )
+
+    def action_clamp(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+
+        def clamped(values: ClampValues | None) -> None:
+            if values:
+                self.send_request(
+                    Clamp(id=new_request_id(), directive_id=d.id, values=values),  # type: ignore[arg-type]
+                    f"{d.id} clamped",
+                )
+
+        self.push_screen(ClampScreen(d), clamped)
+
+    def action_reject(self) -> None:
+        d = self._directive()
+        if d is None:
+            return
+
+        def rejected(reason: str | None) -> None:
+            if reason:
+                self.send_request(
+                    Reject(id=new_request_id(), directive_id=d.id, reason=reason), f"{d.id} rejected"
+                )
+
+        self.push_screen(RejectScreen(d), rejected)
+
+    def action_details(self) -> None:
+        d = self._directive()
+        if d is not None:
+            self.push_screen(DirectiveScreen(d, self._clock()))
+
+    # ------------------------------------------------------------------ actions: display
+
+    def action_keys(self) -> None:
+        keys = [
+            (b.key.split(",")[0], b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding) and self.check_action(b.action.split("(")[0], ())
+        ]
+        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette"), ("↑/↓", "Directive cursor")]))
+
+    def action_freeze(self) -> None:
+        self.frozen = not self.frozen
+        self.redraw()  # the header's FROZEN mark; unfreezing catches up at once
+
+    def action_window(self) -> None:
+        window = WINDOWS[(WINDOWS.index(self.view.window) + 1) % len(WINDOWS)]
+        self._fold(self.view.with_window(window))
+        if window != "live":
+            self._read_window(window)
+        self.notify(f"charts: {window}", timeout=2)
+
+    def _read_window(self, window: ChartWindow) -> None:
+        self._window_read_at = self._clock()
+        self.run_worker(
+            lambda: self._window_points(window),
+            thread=True,
+            group="window",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    def _window_points(self, window: ChartWindow) -> None:
+        """Worker thread: read and downsample the store, then hand the points to the app."""
+        from memtui.console.window_reader import read_window
+
+        try:
+            points = tuple(read_window(self.run_dir.store, window, self._clock()))
+        except Exception as err:  # a store being written can be briefly unreadable
+            self.call_from_thread(self.notify, f"cannot read the history: {err}", severity="warning")
+            return
+        self.post_message(WindowRead(window, points))
+
+    def action_checkpoints(self) -> None:
+        """The run's checkpoints, verified in a worker thread, re-read on checkpoint events."""
+        if isinstance(self.screen, CheckpointsScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(CheckpointsScreen(self.run_dir, lambda: self.view, self._clock))
+
+    def action_alerts(self) -> None:
+        """The alert list (firing ones on top), kept up to date while open."""
+        if isinstance(self.screen, AlertsScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(AlertsScreen(lambda: self.view, self._clock))
+
+    def action_event_filter(self) -> None:
+        kind = self.query_one(EventLog).cycle_filter()
+        self.notify(f"events: {kind}", timeout=2)
+
+    def action_toggle_panel(self, name: str) -> None:
+        panel = self.query_one(f"#{name}", Panel)
+        panel.display = not panel.display
+        if panel.display:
+            panel.show(self.view, self._clock())
+
+    def action_maximize(self) -> None:
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        focused = screen.focused
+        if not (isinstance(focused, Panel) and focused.display and focused.region.area):
+            focused = self.query_one(MemoryPanel)  # e.g. the hidden hardware panel (compact) has focus
+        screen.maximize(focused)
+
+    def action_save_svg(self) -> None:
+        folder = self.run_dir.path / "screenshots"
+        try:
+            folder.mkdir(exist_ok=True)
+            path = self.save_screenshot(path=str(folder))
+        except OSError as err:
+            self.notify(f"cannot save the screenshot: {err}", severity="error")
+            return
+        self.notify(str(Path(path)), title="screenshot saved (SVG)")
+
+    def action_next_theme(self) -> None:
+        names = [load_theme(stem).name for stem in available_themes()]
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_set_theme(self, stem: str) -> None:
+        self.theme = load_theme(stem).name
+
+    # ------------------------------------------------------------------ palette
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) of every command; a read-only console lists no operator action."""
+        commands = [
+            ("Directive: approve", "apply the selected directive as the policy allows", "approve"),
+            ("Directive: clamp", "edit the selected directive's values", "clamp"),
+            ("Directive: reject", "refuse the selected directive with a reason", "reject"),
+            ("Directive: details", "everything about the selected directive", "details"),
+            *(
+                (f"Chaos: {a}", "inject a failure into the live run (asks first)", f"chaos('{a}')")
+                for a in CHAOS_ACTIONS
+            ),
+            ("Run: pause training", "hold at the next step boundary; nothing is lost (key P)", "pause"),
+            ("Run: continue training", "let the paused run go on (key P)", "unpause"),
+            ("Run: stop", "stop the run gracefully (asks first)", "stop"),
+            *((f"Panel: toggle {n}", f"key {k}", f"toggle_panel('{n}')") for k, n in PANEL_KEYS.items()),
+            ("Panel: maximise / restore", "the focused panel fills the screen", "maximize"),
+            ("Display: freeze / unfreeze", "pause drawing; data keeps arriving", "freeze"),
+            ("Charts: next window", "last 5 min / last hour / whole run", "window"),
+            ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
+            ("Checkpoints: list", "tag, step, size, age, verified (key C)", "checkpoints"),
+            ("Alerts: list", "every alert, firing ones on top; f: firing only (key A)", "alerts"),
+            ("Export: screenshot (SVG)", "into the run directory's screenshots/", "save_svg"),
+            *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),
+            ("Detach", "close the console; the run goes on", "detach"),
+        ]
+        return [c for c in commands if self.check_action(c[2].split("(")[0], ())]

@@ -1,0 +1,334 @@
+"""What the console shows about a run: a frozen snapshot folded from server messages.
+
+``RunView`` is pure data. Each ``with_*`` method returns a new view, so the panels draw
+from an immutable snapshot while the next one is being folded, and tests can drive it
+with plain messages and a fixed ``now``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
+
+from pydantic import ValidationError
+
+from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
+from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
+from memtui.console.alert_state import ALERT_EVENT, critical_after
+from memtui.console.series import (
+    LIVE_POINTS,
+    WINDOW_SECONDS,
+    ChartWindow,
+    Point,
+    downsample,
+    point_of,
+    within,
+)
+
+ViewConnection = Literal["connecting", "connected", "disconnected", "history"]
+"""The client's connection states, plus ``history``: a finished run read from its store."""
+
+MAX_EVENTS = 500
+"""Newest events kept for the log; the store keeps them all."""
+MAX_ALERTS = 1000
+"""Newest alert events kept for the alert list."""
+LOSS_EMA_ALPHA = 0.1
+"""Weight of the newest loss in the smoothed loss (about a 10-step window)."""
+LOSS_SCALE_FLOOR = 1.0
+"""DeepSpeed's default min_loss_scale: a scale sitting here cannot absorb another overflow."""
+OVERFLOW_ALERT_WINDOW = 50
+OVERFLOW_ALERT_COUNT = 3
+"""This many overflows within the newest OVERFLOW_ALERT_WINDOW points raise an alert."""
+DIRECTIVE_EVENTS = frozenset({"directive_proposed", "directive_decided"})
+ADAPTATION_EVENT = "memory_adapted"
+"""The memory controller changed the batch geometry (``data``: from/to micro-batch, reason)."""
+RESTART_EVENT = "trainer_restarted"
+"""The supervisor restarts a dead trainer (``data``: cause, resume_step, restarts, ...)."""
+CHECKPOINT_EVENTS = frozenset({"checkpoint_saved", "checkpoint_rejected"})
+"""Events after which the run's checkpoint list has changed."""
+SAVE_EVENTS = frozenset({"checkpoint_saved", "checkpoint_failed", "checkpoint_skipped"})
+"""How a save ended (one event per save)."""
+DOCTOR_EVENT = "doctor_report"
+"""The supervisor's periodic doctor report (``data``: a ``DoctorReport`` with its hardware)."""
+_RUN_STATES = frozenset(get_args(RunState))
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the panels draw, as of one moment."""
+
+    run_id: str = ""
+    name: str = ""
+    state: RunState = "starting"
+    target_steps: int = 0
+    started_at: float | None = None
+    """Unix time the run was created (from run.json)."""
+    connection: ViewConnection = "connecting"
+    newest_data_at: float | None = None
+    """Unix time the newest telemetry or event arrived."""
+    sample: TelemetrySample | None = None
+    """Newest step sample."""
+    window_start: TelemetrySample | None = None
+    """First sample of the current attempt (or since the last pause): averages are taken from it."""
+    resumed: bool = False
+    """Training continued after a pause: the next sample starts a new averaging window, so
+    the time held counts in neither the average pace nor the ETA."""
+    loss_smoothed: float | None = None
+    loss_scale_min: float | None = None
+    events: tuple[Event, ...] = ()
+    last_seq: int = 0
+    coalesced: int = 0
+    """Telemetry samples the supervisor did not send us (the store has them)."""
+    points: tuple[Point, ...] = ()
+    """Newest samples as chart points (the live window), oldest first."""
+    tokens_per_s_peak: float | None = None
+    directives: tuple[DirectiveView, ...] = ()
+    """Pending directives, oldest first."""
+    window: ChartWindow = "live"
+    """The throughput and memory charts' window."""
+    window_points: tuple[Point, ...] | None = None
+    """Downsampled store points for the hour/run windows; None until read."""
+    last_adaptation: Event | None = None
+    """The newest ``memory_adapted`` event."""
+    last_restart: Event | None = None
+    """The newest ``trainer_restarted`` event."""
+    restarts: int = 0
+    """Trainer restarts so far (as the newest restart event counts them)."""
+    checkpoint_seq: int = 0
+    """Seq of the newest checkpoint event: the checkpoint list changes with it."""
+    last_save: Event | None = None
+    """The newest save's ending: saved (with the training stall), failed or skipped."""
+    hardware: HardwareSnapshot | None = None
+    """Newest hardware reading (live ``hardware`` messages, or a stored doctor report's)."""
+    hardware_sample: TelemetrySample | None = None
+    """The step sample current when ``hardware`` arrived: the allocator's numbers shown
+    beside NVML's, as of the same moment (and the panel redraws only per reading)."""
+    critical_alerts: tuple[Event, ...] = ()
+    """Critical ``alert`` events still firing (one per rule) until a resolved one arrives."""
+    alerts: tuple[Event, ...] = ()
+    """Every ``alert`` event (firing and resolved), oldest first, the newest MAX_ALERTS:
+    kept apart from ``events`` so that chatty events never push an alert out."""
+    ranks: tuple[RankMemory, ...] = ()
+    """Every rank's memory as of the newest rank report (rank order); kept between the steps
+    that carry one, empty for a single-rank run."""
+    ranks_step: int | None = None
+    """The step whose sample carried ``ranks``."""
+
+    # ------------------------------------------------------------------ folding
+
+    def apply(self, message: ServerMessage, now: float) -> RunView:
+        """Fold any server message; ones the view does not show return it unchanged."""
+        if isinstance(message, Telemetry):
+            return self.with_telemetry(message, now)
+        if isinstance(message, EventMessage):
+            return self.with_event(message.event, now)
+        if isinstance(message, Welcome):
+            return self.with_welcome(message)
+        if isinstance(message, Hardware):
+            return self.with_hardware(message.snapshot)
+        return self
+
+    def with_welcome(self, welcome: Welcome) -> RunView:
+        return dataclasses.replace(self, run_id=welcome.run_id, state=welcome.state)
+
+    def with_connection(self, connection: ViewConnection) -> RunView:
+        return dataclasses.replace(self, connection=connection)
+
+    def with_telemetry(self, message: Telemetry, now: float) -> RunView:
+        view = self.with_sample(message.sample, now)
+        return dataclasses.replace(view, state=message.state, coalesced=self.coalesced + message.coalesced)
+
+    def with_sample(self, sample: TelemetrySample, now: float | None = None) -> RunView:
+        if (
+            self.sample is not None
+            and sample.step <= self.sample.step
+            and sample.attempt == self.sample.attempt
+        ):
+            return self  # stale or repeated
+        restarted = self.window_start is None or sample.attempt != self.window_start.attempt or self.resumed
+        ranks, ranks_step = _ranks_after(sample, self.ranks, self.ranks_step)
+        return dataclasses.replace(
+            self,
+            sample=sample,
+            ranks=ranks,
+            ranks_step=ranks_step,
+            window_start=sample if restarted else self.window_start,
+            resumed=False,
+            loss_smoothed=_ema(self.loss_smoothed, sample.loss),
+            loss_scale_min=_min(self.loss_scale_min, sample.loss_scale),
+            newest_data_at=now if now is not None else self.newest_data_at,
+            points=(*self.points, point_of(sample))[-LIVE_POINTS:],
+            tokens_per_s_peak=_max(self.tokens_per_s_peak, sample.tokens_per_s),
+        )
+
+    def with_hardware(self, snapshot: HardwareSnapshot) -> RunView:
+        """A newer hardware reading (an older or repeated one leaves the view as it is)."""
+        if self.hardware is not None and snapshot.ts <= self.hardware.ts:
+            return self
+        return dataclasses.replace(self, hardware=snapshot, hardware_sample=self.sample)
+
+    def with_window(self, window: ChartWindow, points: tuple[Point, ...] | None = None) -> RunView:
+        """Switch the chart window; ``points`` are the store's, read off the event loop."""
+        return dataclasses.replace(self, window=window, window_points=points)
+
+    def with_event(self, event: Event, now: float | None = None) -> RunView:
+        if event.seq <= self.last_seq:
+            return self  # already folded
+        return dataclasses.replace(
+            self,
+            events=(*self.events, event)[-MAX_EVENTS:],
+            last_seq=event.seq,
+            state=_state_after(event, self.state),
+            newest_data_at=now if now is not None else self.newest_data_at,
+            directives=_directives_after(event, self.directives),
+            last_adaptation=event if event.type == ADAPTATION_EVENT else self.last_adaptation,
+            last_restart=event if event.type == RESTART_EVENT else self.last_restart,
+            restarts=_restarts_after(event, self.restarts),
+            checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
+            last_save=event if event.type in SAVE_EVENTS else self.last_save,
+            critical_alerts=critical_after(event, self.critical_alerts),
+            resumed=self.resumed or event.type == "run_continued",
+            alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
+        ).with_stored_hardware(event)
+
+    def with_stored_hardware(self, event: Event) -> RunView:
+        """A ``doctor_report`` event carries a hardware reading: shown until a live one comes."""
+        if event.type != DOCTOR_EVENT or not isinstance(event.data.get("hardware"), dict):
+            return self
+        try:
+            snapshot = HardwareSnapshot.model_validate(event.data["hardware"])
+        except ValidationError:
+            return self
+        return self.with_hardware(snapshot)
+
+    # ------------------------------------------------------------------ derived
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def step(self) -> int:
+        return self.sample.step if self.sample else 0
+
+    @property
+    def progress(self) -> float | None:
+        """Fraction of target steps done."""
+        return min(1.0, self.step / self.target_steps) if self.target_steps else None
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        """Mean wall time per step over the current attempt (newest step time until there are two)."""
+        s, first = self.sample, self.window_start
+        if s is None or first is None:
+            return None
+        if s.step > first.step and s.ts > first.ts:
+            return (s.ts - first.ts) / (s.step - first.step)
+        return s.step_time_s or None
+
+    @property
+    def tokens_per_s_avg(self) -> float | None:
+        s, first = self.sample, self.window_start
+        if s is None or first is None or s.ts <= first.ts:
+            return s.tokens_per_s if s else None
+        return (s.tokens - first.tokens) / (s.ts - first.ts)
+
+    def eta_s(self) -> float | None:
+        """Seconds to the target step at the current pace; None when unknown or ended."""
+        per_step = self.seconds_per_step
+        if self.finished or not self.target_steps or per_step is None:
+            return None
+        return max(0, self.target_steps - self.step) * per_step
+
+    def elapsed_s(self, now: float) -> float | None:
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def data_age_s(self, now: float) -> float | None:
+        return None if self.newest_data_at is None else max(0.0, now - self.newest_data_at)
+
+    def chart_points(self, now: float, limit: int = LIVE_POINTS) -> tuple[Point, ...]:
+        """At most ``limit`` points the charts draw: the newest live ones, or a longer window's
+        store points folded to fit."""
+        if self.window == "live" or self.window_points is None:
+            newest = self.points[-1].ts if self.points else now
+            recent = self.points[-limit:] if limit > 0 else ()
+            return tuple(within(recent, max(now, newest), WINDOW_SECONDS["live"]))
+        if limit <= 0:
+            return ()
+        if len(self.window_points) <= limit:
+            return self.window_points
+        # the whole window across the chart, not just its newest end (a bucket never spans a restart)
+        return tuple(downsample(self.window_points, limit, len(self.window_points))[-limit:])
+
+    def numerics_alerts(self) -> list[str]:
+        """What an operator must look at now: scale at its floor, repeating overflows, NaN loss."""
+        s = self.sample
+        if s is None:
+            return []
+        alerts = []
+        if not math.isfinite(s.loss):
+            alerts.append(f"loss is {s.loss}")
+        if s.loss_scale is not None and s.loss_scale <= LOSS_SCALE_FLOOR:
+            alerts.append("loss scale at its floor")
+        recent = sum(p.overflow for p in self.points[-OVERFLOW_ALERT_WINDOW:])
+        if recent >= OVERFLOW_ALERT_COUNT:
+            alerts.append(f"{recent} overflows in the last {OVERFLOW_ALERT_WINDOW} steps")
+        return alerts
+
+
+def _state_after(event: Event, state: RunState) -> RunState:
+    """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
+    new = event.data.get("to") if event.type == "state_changed" else None
+    return cast(RunState, new) if new in _RUN_STATES else state
+
+
+def _ranks_after(
+    sample: TelemetrySample, ranks: tuple[RankMemory, ...], step: int | None
+) -> tuple[tuple[RankMemory, ...], int | None]:
+    """The newest rank report: the sample's own, else the one before; none for one rank."""
+    if sample.world_size <= 1:
+        return (), None
+    if sample.ranks:
+        return tuple(sorted(sample.ranks, key=lambda r: r.rank)), sample.step
+    return ranks, step
+
+
+def _restarts_after(event: Event, restarts: int) -> int:
+    """The restart count a ``trainer_restarted`` event gives (``data.restarts``), else one more."""
+    if event.type != RESTART_EVENT:
+        return restarts
+    count = event.data.get("restarts")
+    return count if isinstance(count, int) else restarts + 1
+
+
+def _directives_after(event: Event, pending: tuple[DirectiveView, ...]) -> tuple[DirectiveView, ...]:
+    """Pending directives after a ``directive_*`` event (``data: {"directive": DirectiveView}``)."""
+    if event.type not in DIRECTIVE_EVENTS:
+        return pending
+    try:
+        directive = DirectiveView.model_validate(event.data.get("directive"))
+    except ValidationError:
+        return pending  # a directive we cannot read is still in the event log
+    others = tuple(d for d in pending if d.id != directive.id)
+    return (*others, directive) if directive.state == "pending" else others
+
+
+def _max(previous: float | None, value: float) -> float | None:
+    return value if previous is None else max(previous, value)
+
+
+def _ema(previous: float | None, value: float) -> float | None:
+    if not math.isfinite(value):
+        return previous  # a NaN step should not poison the trend; the raw loss shows it
+    if previous is None:
+        return value
+    return previous + LOSS_EMA_ALPHA * (value - previous)
+
+
+def _min(previous: float | None, value: float | None) -> float | None:
+    if value is None:
+        return previous
+    return value if previous is None else min(previous, value)

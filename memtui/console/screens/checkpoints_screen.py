@@ -1,0 +1,148 @@
+"""The run's checkpoints: tag, step, size, age and whether each verifies against its manifest.
+
+Read off the event loop, in a worker thread: a quick pass (manifests and sizes) shows at
+once, then a full pass (sha256 of every file) replaces it. The list is read again whenever
+a checkpoint event arrives (``RunView.checkpoint_seq`` moves on), checked once a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from engine.checkpoints.manifest import Check
+from engine.domain import Event
+from engine.run.directory import RunDir
+from memtui.checkpoint_report import checkpoint_rows
+from memtui.console.run_view import RunView
+from memtui.formatting import format_age, format_bytes
+
+STATE_STYLES: dict[str, str] = {
+    "verified": "$text-success",
+    "checked": "$text",
+    "staging": "$text-warning",
+    "half-written": "$text-error",
+    "corrupt": "$text-error",
+}
+POLL_S = 1.0
+"""How often the screen looks for a new checkpoint event in the app's view."""
+PASSES: tuple[Check, ...] = ("quick", "full")
+
+
+def render_checkpoint_list(rows: Sequence[dict[str, Any]], check: Check | None) -> str:
+    """One line per checkpoint, newest first, its state coloured; ``check`` is the pass shown."""
+    if check is None:
+        return "[$text-muted]reading the checkpoints…[/]"
+    if not rows:
+        return "[$text-muted]no checkpoints yet[/]"
+    tag_w = max(3, *(len(r["tag"]) for r in rows))
+    lines = [f"[$text-muted]{'TAG':<{tag_w}}  {'STEP':>7}  {'SIZE':>10}  {'AGE':>12}  STATE[/]"]
+    lines += [_row(r, tag_w) for r in rows]
+    if check == "quick":
+        lines += ["", "[$text-muted]verifying checksums…[/]"]
+    return "\n".join(lines)
+
+
+def render_last_save(event: Event | None) -> str:
+    """How the newest save went: what it cost training (ms), and where it was sealed."""
+    if event is None:
+        return "[$text-muted]no save this session yet[/]"
+    data = event.data
+    if event.type != "checkpoint_saved":
+        return f"[$text-error]last save (step {data.get('step', '?')}): {escape(event.message)}[/]"
+    where = "in the background" if data.get("background") else "in line"
+    return (
+        f"[$text-muted]last save (step {data.get('step', '?')}): training waited "
+        f"{_ms(data.get('seconds'))}; written in {_ms(data.get('write_s'))}, "
+        f"sealed {where} in {_ms(data.get('seal_s'))}[/]"
+    )
+
+
+def _ms(seconds: Any) -> str:
+    return f"{seconds * 1000:.0f} ms" if isinstance(seconds, (int, float)) else "?"
+
+
+def _row(r: dict[str, Any], tag_w: int) -> str:
+    style = STATE_STYLES.get(r["state"], "$text")
+    problem = f": {r['problem']}" if r["problem"] and r["state"] != "staging" else ""
+    latest = "  [b $text-accent]latest[/]" if r["latest"] else ""
+    return (
+        f"{escape(r['tag']):<{tag_w}}  {r['step']:>7}  {format_bytes(r['size_bytes']):>10}"
+        f"  {format_age(r['age_s']):>12}  [{style}]{escape(r['state'] + problem)}[/]{latest}"
+    )
+
+
+class CheckpointsScreen(ModalScreen[None]):
+    """Every checkpoint of the run; esc closes, r reads them again."""
+
+    DEFAULT_CSS = """
+    CheckpointsScreen { align: center middle; }
+    CheckpointsScreen > Vertical {
+        width: auto; min-width: 60; max-width: 95%; height: auto; max-height: 90%;
+        padding: 1 2; border: round $primary; background: $surface;
+        border-title-color: $text-primary;
+    }
+    CheckpointsScreen #checkpoint-list { width: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    CheckpointsScreen #last-save { margin-top: 1; }
+    """
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("C", "dismiss", "Close"),
+        Binding("r", "reload", "Read again"),
+    ]
+
+    def __init__(self, run: RunDir, view: Callable[[], RunView], clock: Callable[[], float]) -> None:
+        """``view`` returns the app's newest view; ``clock`` is Unix time (for the ages)."""
+        super().__init__()
+        self.run = run
+        self._view = view
+        self._clock = clock
+        self._seq = -1
+        self.check: Check | None = None
+        """The pass the list on screen came from; None until the first is read."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = f"Checkpoints · {self.run.run_id}"
+            yield Static(render_checkpoint_list([], None), id="checkpoint-list")
+            yield Static(render_last_save(self._view().last_save), id="last-save")
+            yield Static("\n[$text-muted]esc closes · r reads again[/]")
+
+    def on_mount(self) -> None:
+        self.action_reload()
+        self.set_interval(POLL_S, self._poll)
+
+    def _poll(self) -> None:
+        if self._view().checkpoint_seq != self._seq:
+            self.action_reload()
+        self.query_one("#last-save", Static).update(render_last_save(self._view().last_save))
+
+    def action_reload(self) -> None:
+        self._seq = self._view().checkpoint_seq
+        self.run_worker(self._read, thread=True, group="checkpoints", exclusive=True, exit_on_error=False)
+
+    def _read(self) -> None:
+        """Worker thread: a quick pass, then a full one, each shown as it completes."""
+        worker = get_current_worker()
+        for check in PASSES:
+            try:
+                rows = checkpoint_rows(self.run, self._clock(), check)
+            except Exception as err:  # e.g. a tag pruned while we read it: the next event reads again
+                message = f"cannot read the checkpoints: {err}"
+                self.app.call_from_thread(self.notify, message, severity="warning")
+                return
+            if worker.is_cancelled:
+                return
+            self.app.call_from_thread(self._show, rows, check)
+
+    def _show(self, rows: list[dict[str, Any]], check: Check) -> None:
+        self.check = check
+        self.query_one("#checkpoint-list", Static).update(render_checkpoint_list(rows, check))

@@ -1,0 +1,54 @@
+"""Everything about one directive: source, timing, each field asked/allowed/bounds, reasons."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from engine.protocol import DIRECTIVE_FIELDS, DirectiveView
+from memtui.console.directive_text import FIELD_LABELS, format_value, render_timing
+
+
+def render_details(d: DirectiveView, now: float) -> str:
+    lines = [
+        f"[$text-muted]source[/]  {escape(d.source)}   [$text-muted]state[/] {d.state}",
+        f"[$text-muted]based on[/] step {d.step}   {render_timing(d, now)}",
+        "",
+        f"[$text-muted]{'field':<13}{'asked':>10}{'policy':>10}  bounds[/]",
+    ]
+    for field in DIRECTIVE_FIELDS:
+        if field in d.requested or field in d.allowed:
+            low, high = d.bounds.get(field, (None, None))
+            lines.append(
+                f"{FIELD_LABELS[field]:<13}{format_value(d.requested.get(field)):>10}"
+                f"{format_value(d.allowed.get(field)):>10}  [{format_value(low)}, {format_value(high)}]"
+            )
+    lines += ["", "[$text-muted]reasons[/]", *(f"· {escape(r)}" for r in d.reasons or ["(none given)"])]
+    return "\n".join(lines)
+
+
+class DirectiveScreen(ModalScreen[None]):
+    """Details of one directive; esc closes."""
+
+    DEFAULT_CSS = """
+    DirectiveScreen { align: center middle; }
+    DirectiveScreen > Vertical {
+        width: 80; max-width: 95%; height: auto; padding: 1 2;
+        border: round $primary; background: $surface;
+    }
+    """
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "dismiss", "Close")]
+
+    def __init__(self, directive: DirectiveView, now: float) -> None:
+        super().__init__()
+        self.directive, self.now = directive, now
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = f"Directive {self.directive.id}"
+            yield Static(render_details(self.directive, self.now))
+            yield Static("\n[$text-muted]esc closes · a approve · c clamp · r reject (from the panel)[/]")

@@ -1,0 +1,100 @@
+"""The base of every console panel: it draws a ``RunView`` snapshot, nothing else.
+
+A panel never reads the socket or the store; the app folds messages into a new
+``RunView`` and calls ``show`` on each panel at most a few times a second.
+
+A panel is a bordered box holding a body (figures, ``height: auto``) and, for panels with
+a history, a ``ChartView`` below it. They are separate widgets so that a new step repaints
+only the few lines of figures; the chart, most of the box, is redrawn at the slower chart
+rate the app asks for (``show(..., charts=True)``). Repainting, not building the markup, is
+what an attached console spends its CPU on.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widget import Widget
+from textual.widgets import Static
+
+from memtui.console.run_view import RunView
+from memtui.console.widgets.chart_view import ChartView
+
+
+class Panel(Widget):
+    """A bordered box that renders a view with pure functions: ``draw`` and ``draw_chart``."""
+
+    DEFAULT_CSS = """
+    Panel {
+        border: round $panel-lighten-2;
+        border-title-color: $text-primary;
+        padding: 0 1;
+        width: 100%;
+        height: 100%;
+        layout: vertical;
+        overflow: hidden hidden;
+    }
+    Panel:focus { border: round $primary; }
+    Panel > .panel-body {
+        width: 100%;
+        height: auto;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+    can_focus = True
+    """Focus picks the panel to maximise (and the directives list's cursor)."""
+    HAS_CHART = False
+    """Compose a ``ChartView`` under the body and fill it from ``draw_chart``."""
+
+    def __init__(self, *, title: str = "", id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = title
+        self.body = Static(classes="panel-body", markup=True)
+        """The figures: redrawn whenever the view changes."""
+        self.chart: ChartView | None = ChartView() if self.HAS_CHART else None
+        """The history chart, if any: redrawn at the chart rate."""
+        self._view: RunView | None = None
+        self._now = 0.0
+        self._content = ""
+
+    def compose(self) -> ComposeResult:
+        yield self.body
+        if self.chart is not None:
+            yield self.chart
+
+    def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
+        """Redraw from ``view`` as of ``now`` (Unix time); the chart too when ``charts``.
+
+        Nothing is repainted where the text is unchanged.
+        """
+        self._view, self._now = view, now
+        content = self.draw(view, now)
+        if content != self._content:
+            # height: auto: a layout pass only when the number of lines changes (rarely)
+            relayout = content.count("\n") != self._content.count("\n")
+            self._content = content
+            self.body.update(content, layout=relayout)
+        if charts and self.chart is not None:
+            size = self.chart.content_size
+            self.chart.show(self.draw_chart(view, now, size.width, size.height))
+
+    @property
+    def text(self) -> str:
+        """The body's content markup as last drawn."""
+        return self._content
+
+    def draw(self, view: RunView, now: float) -> str:
+        """Body markup for ``view``; subclasses call their module's pure renderer."""
+        raise NotImplementedError
+
+    def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
+        """Chart markup, ``height`` lines of ``width`` cells; for panels with ``HAS_CHART``."""
+        return ""
+
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self.show(self._view, self._now)
+
+    def on_chart_view_resized(self, message: ChartView.Resized) -> None:
+        message.stop()
+        self.on_resize()

@@ -1,0 +1,179 @@
+"""The top bar: which run, its state, progress, time, and how fresh the data is; and, in
+every layout, what the environment lacks (no GPU, the doctor's verdict when not healthy)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from engine.domain import Event
+from engine.hardware_report import HardwareSnapshot
+from memtui.console.alert_state import critical_banner
+from memtui.console.run_view import DOCTOR_EVENT, RunView
+from memtui.formatting import format_age, format_duration, format_percent
+
+STATE_STYLES: dict[str, str] = {
+    "running": "$text-success",
+    "completed": "$text-success",
+    "starting": "$text-primary",
+    "paused": "b reverse $text-accent",  # a held run must not read like a running one
+    "restarting": "$text-warning",
+    "stopping": "$text-warning",
+    "stopped": "$text-muted",
+    "failed": "$text-error",
+    "interrupted": "$text-error",
+}
+CONNECTION_LABELS: dict[str, tuple[str, str]] = {
+    "connected": ("● live", "$text-success"),
+    "connecting": ("◌ connecting", "$text-warning"),
+    "disconnected": ("○ disconnected", "$text-error"),
+    "history": ("◆ history (read-only)", "$text-muted"),
+}
+STALE_AFTER_S = 10.0
+"""Data older than this while connected is flagged: the trainer may be stuck (not while
+paused: a held trainer sends no steps)."""
+PAUSED_EVENT = "run_paused"
+"""The supervisor's record that the trainer holds at a step boundary (``Pause``)."""
+NO_GPU_FINDING = "no GPU"
+"""How the doctor's no-GPU finding begins (``engine.doctor.examiner.NO_GPU``): the no-GPU
+note says it already."""
+
+
+def render_header(
+    view: RunView, now: float, *, frozen: bool = False, readonly: bool = False, doctor: Event | None = None
+) -> str:
+    """Two lines of content markup. ``doctor``: the newest ``doctor_report`` event.
+
+    What the environment lacks rides on lines every layout shows (the compact one hides the
+    hardware panel): no GPU after the connection, the doctor's verdict after the progress.
+    """
+    return (
+        f"{_identity_line(view, now, frozen, readonly)}{_with_gap(gpu_note(view.hardware))}\n"
+        f"{_progress_line(view, now)}{_with_gap(doctor_note(doctor))}"
+    )
+
+
+def _with_gap(note: str) -> str:
+    return f"  {note}" if note else ""
+
+
+def gpu_note(hardware: HardwareSnapshot | None) -> str:
+    """``⚠ no GPU: CPU training (NVML: …)`` when the newest reading has no GPU; else empty.
+
+    The hardware panel says it at length; the memory panel names the CPU stand-ins.
+    """
+    if hardware is None or hardware.gpus:
+        return ""
+    why = (hardware.nvml or "NVML found no devices").removeprefix("NVML: ")
+    why = why if why.startswith("NVML") else f"NVML: {why}"  # "NVML: NVML Shared..." says it twice
+    return f"[$text-warning]⚠ no GPU: CPU training[/] [$text-muted]({escape(why)})[/]"
+
+
+def doctor_note(doctor: Event | None) -> str:
+    """``doctor: degraded — <worst reason> (+N)``; empty when healthy or not known yet. The
+    no-GPU reason is left to ``gpu_note`` (said once, not twice)."""
+    report: Mapping[str, Any] = doctor.data if doctor is not None else {}
+    verdict = report.get("verdict")
+    if verdict not in ("degraded", "unhealthy"):
+        return ""
+    reasons = [
+        str(f.get("message", ""))
+        for f in report.get("findings") or []
+        if isinstance(f, dict)
+        and f.get("level") != "info"
+        and not str(f.get("message", "")).startswith(NO_GPU_FINDING)
+    ]
+    if not reasons:
+        return ""
+    style = "$text-error" if verdict == "unhealthy" else "$text-warning"
+    more = f" (+{len(reasons) - 1})" if len(reasons) > 1 else ""
+    return f"[{style}]doctor: {verdict} — {escape(reasons[0])}{more}[/]"
+
+
+def _identity_line(view: RunView, now: float, frozen: bool, readonly: bool) -> str:
+    state_style = STATE_STYLES.get(view.state, "$text")
+    label, conn_style = CONNECTION_LABELS[view.connection]
+    flags = ("  [reverse $text-warning] FROZEN [/]" if frozen else "") + (
+        "  [$text-muted]read-only[/]" if readonly and view.connection != "history" else ""
+    )
+    if view.critical_alerts and not view.finished:  # until a "resolved" alert of each rule
+        flags += f"  [reverse $text-error] {escape(critical_banner(view.critical_alerts))} [/]"
+    state = f" {view.state} " if view.state == "paused" else view.state  # a badge, padded
+    return (
+        f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{state}[/]{_restart_note(view)}"
+        f"{_paused_note(view, now)}  [{conn_style}]{label}[/]{flags}"
+    )
+
+
+def _paused_note(view: RunView, now: float) -> str:
+    """While paused: for how long, from the newest ``run_paused`` event (when still in view)."""
+    if view.state != "paused":
+        return ""
+    since = next((e.ts for e in reversed(view.events) if e.type == PAUSED_EVENT), None)
+    return "" if since is None else f" [$text-accent]for {format_duration(max(0.0, now - since))}[/]"
+
+
+def _restart_note(view: RunView) -> str:
+    """While restarting: why and from which step; afterwards: how many restarts so far."""
+    event = view.last_restart
+    if event is None:
+        return ""
+    if view.state == "restarting":
+        cause = escape(str(event.data.get("cause", "trainer exited")))
+        resume = event.data.get("resume_step")
+        where = f"; resuming from step {resume}" if resume is not None else ""
+        return f" [$text-warning]({cause}{where})[/]"
+    count = view.restarts
+    return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}[/]"
+
+
+def _progress_line(view: RunView, now: float) -> str:
+    target = f"/{view.target_steps}" if view.target_steps else ""
+    age = view.data_age_s(now)
+    stale = view.connection == "connected" and view.state != "paused" and (age or 0.0) > STALE_AFTER_S
+    age_style = "$text-warning" if stale else "$text-muted"
+    return (
+        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)})"
+        f"  elapsed {format_duration(view.elapsed_s(now))}"
+        f"  ETA {format_duration(view.eta_s())}"
+        f"  [{age_style}]data {format_age(age)}[/]"
+    )
+
+
+class RunHeader(Static):
+    """Run id, state, connection, step/target, elapsed, ETA, age of the newest data."""
+
+    DEFAULT_CSS = """
+    RunHeader {
+        height: 2;
+        padding: 0 1;
+        background: $panel;
+        text-wrap: nowrap;  /* a long line is cut, never wrapped over the second one */
+        text-overflow: ellipsis;
+    }
+    """
+
+    frozen = False
+    """The display is paused (data still arrives)."""
+    readonly = False
+    _shown = ""
+    _doctor: Event | None = None
+    """The newest doctor report seen: kept after chatty events push it out of ``view.events``."""
+
+    def show(self, view: RunView, now: float) -> None:
+        self._doctor = newest_doctor_report(view.events, self._doctor)
+        content = render_header(view, now, frozen=self.frozen, readonly=self.readonly, doctor=self._doctor)
+        if content != self._shown:
+            self._shown = content
+            self.update(content, layout=False)
+
+
+def newest_doctor_report(events: tuple[Event, ...], held: Event | None) -> Event | None:
+    """The newest ``doctor_report`` in ``events``, or ``held`` when that is newer."""
+    found = next((e for e in reversed(events) if e.type == DOCTOR_EVENT), None)
+    if found is None or (held is not None and held.seq >= found.seq):
+        return held
+    return found

@@ -1,0 +1,54 @@
+"""Throughput: tokens/s now, average and peak, step time, and a chart over the chosen window."""
+
+from __future__ import annotations
+
+from memtui.console.chart import render_chart, render_rows, render_rule
+from memtui.console.run_view import RunView
+from memtui.console.series import WINDOW_LABELS, restart_columns
+from memtui.console.widgets.panel import Panel
+from memtui.formatting import format_duration, format_rate
+
+BASELINE = 0.8
+"""The chart starts at this fraction of the lowest rate shown."""
+
+
+def render_throughput(view: RunView) -> str:
+    """Two lines of figures: tokens/s now, average and peak; step time now and mean."""
+    s = view.sample
+    return (
+        f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
+        f"  [$text-muted]avg[/] {format_rate(view.tokens_per_s_avg)}"
+        f"  [$text-muted]peak[/] {format_rate(view.tokens_per_s_peak)}\n"
+        f"[$text-muted]step time[/] {format_duration(s.step_time_s if s else None)}"
+        f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}"
+    )
+
+
+def render_throughput_chart(view: RunView, width: int, height: int, now: float) -> str:
+    """A labelled tokens/s chart over the chosen window, ``height`` lines in all."""
+    if height < 2 or width < 1:
+        return ""
+    label = f"tokens/s, {WINDOW_LABELS[view.window]}" + (
+        " (reading…)" if view.window != "live" and view.window_points is None else ""
+    )
+    points = view.chart_points(now, width)
+    values = [p.tokens_per_s for p in points]
+    bottom = BASELINE * min(values, default=0.0)  # show the variation, not a wall of full bars
+    rows = render_chart(values, width, height - 1, bottom=bottom)
+    marks = restart_columns(points, width)
+    return "\n".join([render_rule(label, width, marks), *render_rows(rows, "$primary", marks)])
+
+
+class ThroughputPanel(Panel):
+    """Tokens per second and step time, with their history."""
+
+    HAS_CHART = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(title="Throughput", id=id)
+
+    def draw(self, view: RunView, now: float) -> str:
+        return render_throughput(view)
+
+    def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
+        return render_throughput_chart(view, width, height, now)
