@@ -29,7 +29,7 @@ DEFAULT_EVERY = 500  # CheckpointConfig.every_steps's default
 
 def one(preset: str, steps: int, every: int, background: bool) -> dict[str, Any]:
     """Train once in this process; the figures as a dict."""
-    from engine.domain import build_run_config
+    from engine.config_file import build_run_config
     from engine.run.directory import RunDir
     from engine.trainer import loop
     from engine.trainer.link import NullLink

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.domain import build_run_config  # noqa: E402
+from engine.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.run.store import Store  # noqa: E402
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample  # noqa: E402

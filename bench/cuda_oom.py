@@ -48,7 +48,7 @@ def parse_args() -> argparse.Namespace:
 
 def run(raw: dict[str, Any]) -> tuple[list[Any], list[Any]]:
     """One run through ``python -m engine supervise``; its (steps, events) from the store."""
-    from engine.domain import build_run_config
+    from engine.config_file import build_run_config
     from engine.run.directory import RunDir
     from engine.run.store import Store
 

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.memory.controller import Policy
 from engine.trainer import loop
 from engine.trainer.geometry import apply_geometry

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.trainer import loop
 from engine.trainer.link import SocketLink
 from engine.trainer.memory_probe import MemoryProbe

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_once(ranks: int, steps: int, zero_stage: int) -> dict[str, float]:
-    from engine.domain import build_run_config
+    from engine.config_file import build_run_config
     from engine.run.directory import RunDir
     from engine.run.store import Store
 

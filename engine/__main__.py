@@ -97,7 +97,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _config_grace(run_dir: Path) -> float:
     """The run's ``checkpoint.stop_grace_s``; the built-in default if run.json cannot say."""
-    from engine.domain import CheckpointConfig
+    from engine.config import CheckpointConfig
     from engine.run.directory import RunDir
 
     try:

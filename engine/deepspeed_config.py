@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from engine.domain import RunConfig, deep_merge
+from engine.config import RunConfig
+from engine.config_file import deep_merge
 
 QUIET_STEPS_PER_PRINT = 10**12  # DeepSpeed prints a progress line every N steps: never
 

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Verdict = Literal["healthy", "degraded", "unhealthy"]
 FindingLevel = Literal["info", "degraded", "unhealthy"]
+SLOWING_THROTTLES = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
+"""Throttle reasons that mean heat or power trouble (a software power cap at full load is normal)."""
 
 
 class _Report(BaseModel):

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from engine.domain import Event, RunState, TelemetrySample
+from engine.domain import DirectiveField, DirectiveState, DirectiveValue, Event, RunState, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 
 PROTOCOL_VERSION = 1
@@ -118,18 +118,6 @@ class TrainerEvent(_Message):
 # wire (``DirectiveView``, carried in ``directive_proposed`` / ``directive_decided`` event
 # data under ``"directive"``) and the operator's answers to it. The supervisor refuses them
 # until that issue lands; the fake engine in tests/fakes handles them.
-
-DirectiveField = Literal[
-    "lr_multiplier", "gradient_clip_norm", "loss_scale_initial_power", "micro_batch_size"
-]
-DIRECTIVE_FIELDS: tuple[DirectiveField, ...] = (
-    "lr_multiplier",
-    "gradient_clip_norm",
-    "loss_scale_initial_power",
-    "micro_batch_size",
-)
-DirectiveState = Literal["pending", "approved", "clamped", "rejected", "expired", "applied"]
-DirectiveValue = int | float
 
 
 class DirectiveView(_Message):

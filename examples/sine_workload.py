@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from engine.domain import RunConfig
+from engine.config import RunConfig
 from engine.trainer.workload import Workload
 
 

@@ -11,7 +11,7 @@ import pytest
 from cli_harness import MEMTUI, throwaway_home
 from fakes.fake_engine import make_sample
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 

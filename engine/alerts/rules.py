@@ -18,14 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.domain import AlertConfig, Event, Severity, TelemetrySample
-from engine.hardware_report import HardwareSnapshot
+from engine.config import AlertConfig
+from engine.domain import Event, Severity, TelemetrySample
+from engine.events import INSTANT_RULES
+from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
-SLOWING_THROTTLES = frozenset({"hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake"})
-"""Throttle reasons that mean heat or power trouble (a software power cap at full load is normal)."""
-INSTANT_RULES = frozenset({"restart"})
-"""Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
 SUPERVISOR_RESTARTED = "supervisor_restarted"
 """``data.reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""
 

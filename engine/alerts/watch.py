@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_firing
+from engine.config import AlertConfig
 from engine.doctor.deepspeed_ops import survey_ops_async
-from engine.domain import AlertConfig, Event, TelemetrySample
+from engine.domain import Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 
 log = logging.getLogger("engine.alerts")

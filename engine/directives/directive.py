@@ -16,19 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveField
+from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, DirectiveField
 
 MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
 MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
-
-# The widest value each field may carry at the edge, inclusive. Absurd beyond these.
-EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
-    "lr_multiplier": (1e-6, 10.0),  # a factor on the schedule
-    "gradient_clip_norm": (1e-6, 1e6),  # a global L2 norm
-    "loss_scale_initial_power": (0, 40),  # 2**40 already overflows fp16 maths
-    "micro_batch_size": (1, 65536),  # samples
-}
-INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
 
 
 class DirectiveRefused(ValueError):
@@ -55,10 +46,21 @@ class Directive(BaseModel):
     expires_at: float = Field(allow_inf_nan=False, ge=0.0)
     """Unix time after which it may no longer be applied."""
     rationale: str = Field("", max_length=MAX_RATIONALE_CHARS)
-    lr_multiplier: float | None = Field(None, allow_inf_nan=False, ge=1e-6, le=10.0)
-    gradient_clip_norm: float | None = Field(None, allow_inf_nan=False, ge=1e-6, le=1e6)
-    loss_scale_initial_power: int | None = Field(None, ge=0, le=40)
-    micro_batch_size: int | None = Field(None, ge=1, le=65536)
+    lr_multiplier: float | None = Field(
+        None, allow_inf_nan=False, ge=EDGE_LIMITS["lr_multiplier"][0], le=EDGE_LIMITS["lr_multiplier"][1]
+    )
+    gradient_clip_norm: float | None = Field(
+        None,
+        allow_inf_nan=False,
+        ge=EDGE_LIMITS["gradient_clip_norm"][0],
+        le=EDGE_LIMITS["gradient_clip_norm"][1],
+    )
+    loss_scale_initial_power: int | None = Field(
+        None, ge=EDGE_LIMITS["loss_scale_initial_power"][0], le=EDGE_LIMITS["loss_scale_initial_power"][1]
+    )
+    micro_batch_size: int | None = Field(
+        None, ge=EDGE_LIMITS["micro_batch_size"][0], le=EDGE_LIMITS["micro_batch_size"][1]
+    )
 
     def values(self) -> dict[DirectiveField, int | float]:
         """The fields it asks to change, in DIRECTIVE_FIELDS order."""

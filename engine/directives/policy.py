@@ -24,11 +24,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.config import RunConfig
 from engine.directives.directive import Directive
-from engine.domain import PolicyConfig, RunConfig
+from engine.domain import DirectiveField, DirectiveValue
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue
 
 Decision = Literal["allow", "clamp", "reject"]
 Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
@@ -118,13 +118,6 @@ class RateLimiter:
             del self._seen[source]
 
 
-def policy_bounds(policy: PolicyConfig) -> Bounds:
-    """Inclusive ``(low, high)`` per field from the run's PolicyConfig."""
-    return {
-        name: (getattr(policy, f"{name}_min"), getattr(policy, f"{name}_max")) for name in DIRECTIVE_FIELDS
-    }
-
-
 def policy_revision(config: RunConfig) -> str:
     """12 hex digits identifying the policy and the memory bounds it judges by."""
     judged = {
@@ -151,7 +144,7 @@ class LocalPolicyEngine:
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.bounds: Bounds = policy_bounds(config.policy)
+        self.bounds: Bounds = config.policy.bounds()
         self.revision = policy_revision(config)
         self.limiter = RateLimiter(config.policy.rate_limit, config.policy.rate_window_s)
         self._decisions = 0

@@ -30,18 +30,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from engine.config import RunConfig
 from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
 from engine.directives.planners.rules import RulePlanner
 from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext, PolicyVerdict
-from engine.domain import DecisionRecord, RunConfig, TelemetrySample
-from engine.protocol import (
+from engine.domain import (
     DIRECTIVE_FIELDS,
-    ApplyDirective,
-    Approve,
-    Clamp,
+    DecisionRecord,
     DirectiveField,
     DirectiveState,
     DirectiveValue,
+    TelemetrySample,
+)
+from engine.protocol import (
+    ApplyDirective,
+    Approve,
+    Clamp,
     DirectiveView,
     Error,
     Ok,

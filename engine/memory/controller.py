@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from engine.domain import MemoryConfig, TrainConfig
+from engine.config import MemoryConfig, TrainConfig
 
 Level = Literal["ok", "warn", "critical"]
 ChangeKind = Literal["shrink", "grow", "oom", "request", "resume"]

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.domain import RunConfig
+from engine.config import RunConfig
 
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included
 

@@ -30,19 +30,11 @@ from pydantic import BaseModel
 from engine.alerts.health import HealthBoard
 from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
+from engine.config import AlertConfig, RestartConfig
 from engine.directives.pacer import DirectivePacer
 from engine.directives.planners.external import ExternalPlanner, build_external_planner
 from engine.directives.queue import DirectiveQueue, answer_request
-from engine.domain import (
-    TERMINAL_STATES,
-    AlertConfig,
-    Event,
-    RestartConfig,
-    RunState,
-    RunStatus,
-    Severity,
-    TelemetrySample,
-)
+from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, Severity, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     MAX_LINE_BYTES,

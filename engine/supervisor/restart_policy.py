@@ -12,10 +12,8 @@ import signal
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.domain import RestartConfig
-
-EXIT_NO_CHECKPOINT = 66  # EX_NOINPUT: the trainer refused to start, no checkpoint verifies
-"""Trainer exit status for "checkpoints exist but none verifies": restarting cannot help."""
+from engine.config import RestartConfig
+from engine.domain import EXIT_NO_CHECKPOINT
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import warnings
 from pathlib import Path
 from types import FrameType
 
+from engine.domain import EXIT_NO_CHECKPOINT
 from engine.run.directory import RunDir
-from engine.supervisor.restart_policy import EXIT_NO_CHECKPOINT
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from engine.domain import RunConfig
+from engine.config import RunConfig
 from engine.memory.budget import budget_bytes
 from engine.memory.controller import (
     Change,

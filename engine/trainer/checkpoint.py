@@ -35,7 +35,7 @@ from engine.checkpoints.manifest import Manifest, config_hash
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.checkpoints.selection import to_prune
 from engine.checkpoints.store import CheckpointStore, SaveOutcome
-from engine.domain import RunConfig
+from engine.config import RunConfig
 from engine.run.directory import RunDir
 from engine.trainer.disk_full_injection import disk_full_if_due
 from engine.trainer.rank_group import RankGroup

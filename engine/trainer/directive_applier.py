@@ -32,9 +32,9 @@ from typing import Any
 
 from torch.optim.lr_scheduler import LambdaLR
 
-from engine.directives.policy import policy_bounds
-from engine.domain import RunConfig
-from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective
+from engine.config import RunConfig
+from engine.domain import DIRECTIVE_FIELDS
+from engine.protocol import ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class DirectiveApplier:
         self.link = link
         inbox = getattr(link, "directives", None)  # an empty deque is falsy: test for None
         self.inbox: deque[ApplyDirective] = inbox if inbox is not None else deque()
-        self.bounds = policy_bounds(config.policy)
+        self.bounds = config.policy.bounds()
         self.lr_multiplier = 1.0
         self.effective: dict[str, float | int] = {}
         """Field -> value in effect (what a checkpoint records and a resume re-applies)."""

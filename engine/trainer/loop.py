@@ -35,8 +35,8 @@ import torch
 from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.checkpoints.store import SaveOutcome
+from engine.config import RunConfig
 from engine.deepspeed_config import build_deepspeed_config
-from engine.domain import RunConfig
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.domain import ModelConfig
+from engine.config import ModelConfig
 
 VOCAB_SIZE = 256  # one token per byte
 

@@ -2,7 +2,7 @@
 
 A workload is a model plus a deterministic source of batches::
 
-    from engine.domain import RunConfig
+    from engine.config import RunConfig
     from engine.trainer.workload import Workload
 
     def build(config: RunConfig) -> Workload:
@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from engine.domain import RunConfig
+from engine.config import RunConfig
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
 """(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""

@@ -23,7 +23,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.domain import RunConfig, RunStatus
+    from engine.config import RunConfig
+    from engine.domain import RunStatus
     from engine.run.directory import RunDir
 
 STOP_TIMEOUT_S = 120.0
@@ -360,7 +361,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
     live = next((r for r in list_runs() if r.supervisor_pid() is not None), None)
     if live is None:
-        from engine.domain import build_run_config
+        from engine.config_file import build_run_config
 
         live = _start(build_run_config(preset="tiny"))
         print(f"started the demo run {live.run_id}", file=sys.stderr)
@@ -368,7 +369,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from engine.domain import ConfigError, load_run_config
+    from engine.config_file import ConfigError, load_run_config
 
     try:
         config = load_run_config(

@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.alerts.rules import INSTANT_RULES
 from engine.domain import Event
+from engine.events import INSTANT_RULES
 from memtui.console.alert_state import ALERT_EVENT, alert_rule, is_resolved
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveView
+from engine.domain import DIRECTIVE_FIELDS, DirectiveField
+from engine.protocol import DirectiveView
 from memtui.formatting import format_duration, format_float
 
 FIELD_LABELS: dict[str, str] = {
@@ -13,7 +14,6 @@ FIELD_LABELS: dict[str, str] = {
     "loss_scale_initial_power": "scale power",
     "micro_batch_size": "micro-batch",
 }
-INTEGER_FIELDS = frozenset({"loss_scale_initial_power", "micro_batch_size"})
 
 
 def format_value(value: float | int | None) -> str:

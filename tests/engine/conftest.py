@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from engine import protocol
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,8 +10,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.alerts.rules import AlertRules, Latch
+from engine.config import AlertConfig
 from engine.doctor.nvml_probe import probe_gpus
-from engine.domain import AlertConfig, TelemetrySample
+from engine.domain import TelemetrySample
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport
 from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
 

@@ -21,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for t
 
 from engine.alerts import watch as alert_watch
 from engine.alerts.watch import AlertWatch, run_alert_command
-from engine.domain import AlertConfig, Event, build_run_config
+from engine.config import AlertConfig
+from engine.config_file import build_run_config
+from engine.domain import Event
 from engine.protocol import Propose
 from engine.run.directory import RunDir
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from engine.checkpoints.manifest import Verdict
 from engine.checkpoints.selection import plan_resume, save_due, select_newest_verified, space_needed, to_prune
-from engine.domain import RestartConfig
-from engine.supervisor.restart_policy import EXIT_NO_CHECKPOINT, AttemptEnd, backoff_s, decide
+from engine.config import RestartConfig
+from engine.domain import EXIT_NO_CHECKPOINT
+from engine.supervisor.restart_policy import AttemptEnd, backoff_s, decide
 
 
 def verdict(step: int, problem: str | None = None) -> Verdict:

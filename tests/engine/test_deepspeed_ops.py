@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
+from engine.config_file import build_run_config
 from engine.deepspeed_config import build_deepspeed_config
 from engine.doctor import examiner as doctor_module
 from engine.doctor.deepspeed_ops import (
@@ -34,7 +35,6 @@ from engine.doctor.examiner import (
     required_ops_of,
     verdict_of,
 )
-from engine.domain import build_run_config
 from engine.hardware_report import HardwareSnapshot, SoftwareReport
 from engine.run.directory import RunDir
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import planner_samples
 
+from engine.config_file import build_run_config
 from engine.directives.planners.rules import COOLDOWN_STEPS, RulePlanner
-from engine.domain import TelemetrySample, build_run_config
+from engine.domain import TelemetrySample
 
 CONFIG = build_run_config({})
 

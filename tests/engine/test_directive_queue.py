@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
+from engine.config import RunConfig
+from engine.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused
 from engine.directives.queue import DirectiveError, DirectiveQueue, answer_request
-from engine.domain import DecisionRecord, RunConfig, build_run_config
-from engine.protocol import DIRECTIVE_FIELDS, ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
+from engine.domain import DIRECTIVE_FIELDS, DecisionRecord
+from engine.protocol import ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
 
 
 class Harness:

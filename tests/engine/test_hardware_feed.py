@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Hello, decode_server
 from engine.run.directory import RunDir

@@ -15,11 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for t
 
 from engine.alerts.health import HealthBoard, blocks, health_problems
 from engine.alerts.rules import AlertRules
+from engine.config import AlertConfig, PolicyConfig
+from engine.config_file import build_run_config
 from engine.directives.directive import draft
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.doctor.examiner import judge, verdict_of
 from engine.doctor.nvml_probe import probe_gpus
-from engine.domain import AlertConfig, PolicyConfig, build_run_config
 from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
 from engine.protocol import Propose
 from engine.run.directory import RunDir

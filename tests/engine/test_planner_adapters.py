@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from planner_samples import sample
 
+from engine.config import RunConfig
+from engine.config_file import ConfigError, build_run_config
 from engine.directives.planners.command import MAX_FAILURES, CommandPlanner
 from engine.directives.planners.external import ExternalPlanner, TelemetrySummary, hand_over
 from engine.directives.planners.openai_http import OpenAIPlanner
 from engine.directives.planners.reply import parse_reply
 from engine.directives.queue import DirectiveQueue
-from engine.domain import ConfigError, RunConfig, build_run_config
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
 

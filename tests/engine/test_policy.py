@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused, draft, parse_directive
 from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
-from engine.domain import build_run_config
-from engine.protocol import DIRECTIVE_FIELDS
+from engine.domain import DIRECTIVE_FIELDS
 
 NOW = 1_000_000.0
 CONFIG = build_run_config(

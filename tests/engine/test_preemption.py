@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 

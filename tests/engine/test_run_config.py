@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import ConfigError, build_run_config, load_run_config
+from engine.config_file import ConfigError, build_run_config, load_run_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

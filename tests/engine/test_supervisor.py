@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from engine.domain import RunStatus, TelemetrySample, build_run_config
+from engine.config_file import build_run_config
+from engine.domain import RunStatus, TelemetrySample
 from engine.protocol import (
     MAX_LINE_BYTES,
     TELEMETRY_HZ,

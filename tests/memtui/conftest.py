@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine.domain import build_run_config  # noqa: E402
+from engine.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import memtui.cli.main
-from engine.domain import RunStatus, build_run_config
+from engine.config_file import build_run_config
+from engine.domain import RunStatus
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main

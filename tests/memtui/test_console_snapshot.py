@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.domain import RunConfig
+from engine.config import RunConfig
 from engine.trainer.workload import Workload, builtin_workload
 
 OVERFLOW_FROM = 3

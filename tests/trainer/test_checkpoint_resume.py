@@ -13,9 +13,9 @@ import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
 
 from engine.checkpoints.catalog import committed_tags, latest_tag
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
+from engine.domain import EXIT_NO_CHECKPOINT
 from engine.run.directory import RunDir
-from engine.supervisor.restart_policy import EXIT_NO_CHECKPOINT
 
 pytestmark = pytest.mark.deepspeed
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, ExponentialLR, LambdaLR, MultiplicativeLR, StepLR
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.protocol import ApplyDirective
 from engine.trainer.directive_applier import DirectiveApplier
 

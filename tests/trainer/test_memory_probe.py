@@ -8,7 +8,7 @@ import psutil
 import pytest
 import torch
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.memory.model import MemoryModel
 from engine.trainer.adaptive_memory import AdaptiveMemory, Predictions
 from engine.trainer.link import NullLink

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.checkpoints.catalog import committed_tags
 from engine.checkpoints.store import CheckpointStore
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.protocol import ApplyDirective
 from engine.trainer import checkpoint
 from engine.trainer.link import NullLink

@@ -13,7 +13,7 @@ import time
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
 
-from engine.domain import build_run_config
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.trainer.checkpoint import tags_on_disk
 

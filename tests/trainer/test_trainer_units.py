@@ -10,8 +10,9 @@ import types
 import pytest
 import torch
 
+from engine.config import OWNED_DEEPSPEED_KEYS, RunConfig
+from engine.config_file import build_run_config, deep_merge
 from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
-from engine.domain import OWNED_DEEPSPEED_KEYS, RunConfig, build_run_config, deep_merge
 from engine.protocol import TrainerCommand, TrainerEvent, decode_client, encode
 from engine.trainer.checkpoint import tags_to_prune
 from engine.trainer.corpus import ByteCorpus, read_corpus

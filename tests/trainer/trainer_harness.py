@@ -15,7 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from engine.domain import RunConfig, TelemetrySample, build_run_config
+from engine.config import RunConfig
+from engine.config_file import build_run_config
+from engine.domain import TelemetrySample
 from engine.protocol import (
     Hello,
     StepReport,

@@ -18,10 +18,11 @@ import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from engine.config import PolicyConfig
 from engine.directives.directive import MAX_RATIONALE_CHARS, DirectiveRefused
 from engine.directives.planners.reply import PlannerReply
 from engine.directives.queue import DirectiveQueue, Entry
-from engine.domain import PolicyConfig, TelemetrySample
+from engine.domain import TelemetrySample
 
 log = logging.getLogger(__name__)
 

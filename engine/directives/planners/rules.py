@@ -22,7 +22,8 @@ import statistics
 from collections import deque
 from typing import Any
 
-from engine.domain import RunConfig, TelemetrySample
+from engine.config import RunConfig
+from engine.domain import TelemetrySample
 
 WINDOW = 50  # steps of history each rule looks at
 SPIKE_FACTOR = 3.0  # loss over this x its window mean is a spike

@@ -14,8 +14,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveField, DirectiveView
-from memtui.console.directive_text import FIELD_LABELS, INTEGER_FIELDS, format_value
+from engine.domain import DIRECTIVE_FIELDS, INTEGER_FIELDS, DirectiveField
+from engine.protocol import DirectiveView
+from memtui.console.directive_text import FIELD_LABELS, format_value
 
 ClampValues = dict[DirectiveField, float | int]
 

@@ -9,7 +9,8 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from engine.protocol import DIRECTIVE_FIELDS, DirectiveView
+from engine.domain import DIRECTIVE_FIELDS
+from engine.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value, render_timing
 
 

@@ -13,9 +13,8 @@ from typing import Any
 
 from textual.markup import escape
 
-from engine.alerts.rules import SLOWING_THROTTLES
 from engine.domain import TelemetrySample
-from engine.hardware_report import GpuReport, HardwareSnapshot, HostReport
+from engine.hardware_report import SLOWING_THROTTLES, GpuReport, HardwareSnapshot, HostReport
 from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel
 from memtui.formatting import PLACEHOLDER, format_bytes

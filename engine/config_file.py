@@ -1,0 +1,129 @@
+"""Reading a run's configuration: a TOML file, a DeepSpeed JSON and ``--set`` overrides.
+
+Everything is validated here, once, into a ``RunConfig``; a wrong key or value is a
+``ConfigError`` that names it, before anything starts. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.config import OWNED_DEEPSPEED_KEYS, PRESETS, RunConfig
+from engine.config_override import OverrideError, parse_override
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names every offending key."""
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """A new dict: ``over``'s values win; nested dicts merge key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(config)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key")
+        else:
+            lines.append(f"{where}: {e['msg']} (got {e.get('input')!r})")
+    return "; ".join(lines)
+
+
+def _check_deepspeed_keys(ds: dict[str, Any]) -> None:
+    for dotted, ours in OWNED_DEEPSPEED_KEYS.items():
+        node: Any = ds
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            raise ConfigError(f"deepspeed_config.{dotted}: set by memtui, use {ours} instead")
+
+
+def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> RunConfig:
+    """Validate ``raw`` (a parsed TOML document) on top of its preset.
+
+    ``overrides`` are top-level keys from the command line (``steps``, ``name``, ``preset``),
+    applied last; ``None`` values are ignored.
+    """
+    raw = dict(raw or {})
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    preset = raw.get("preset", "tiny")
+    if preset not in PRESETS:
+        raise ConfigError(f"preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    if raw.get("workload") and not raw.get("workload_dir"):
+        raw["workload_dir"] = os.getcwd()  # the trainer runs elsewhere: remember where we were
+    merged = deep_merge(PRESETS[preset], raw)
+    try:
+        config = RunConfig.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_describe(err)) from None
+    if config.deepspeed_config:
+        _check_deepspeed_keys(config.deepspeed_config)
+    return config
+
+
+def load_run_config(
+    path: Path | None = None, settings: list[str] | None = None, **overrides: Any
+) -> RunConfig:
+    """Read a TOML config (optional) plus command-line overrides into a RunConfig.
+
+    A ``deepspeed_config = "file.json"`` string is read relative to the TOML file.
+    ``settings``: ``--set KEY=VALUE`` texts (engine.config_override), applied over the file.
+    """
+    raw = _read_toml(path) if path is not None else {}
+    for text in settings or []:
+        try:
+            raw = deep_merge(raw, parse_override(text))
+        except OverrideError as err:
+            raise ConfigError(str(err)) from None
+    return build_run_config(raw, **overrides)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's table, with its relative paths resolved against the file's directory."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    here = Path(path).resolve().parent
+    if raw.get("workload") and not raw.get("workload_dir"):
+        raw["workload_dir"] = str(here)
+    elif isinstance(raw.get("workload_dir"), str):
+        raw["workload_dir"] = str(here / raw["workload_dir"])
+    ds = raw.get("deepspeed_config")
+    if isinstance(ds, str):
+        raw["deepspeed_config"] = _read_json(Path(path).parent / ds)
+    return raw
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"deepspeed_config: {path}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"deepspeed_config: {path}: not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"deepspeed_config: {path}: must hold a JSON object")
+    return value
