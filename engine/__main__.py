@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from engine.doctor.examiner import EnvironmentDoctor, render_report, required_ops_of
+    from engine.doctor.examiner import EnvironmentDoctor, required_ops_of
+    from engine.doctor.report_text import render_report
 
     checkpoints = args.checkpoint_dir
     if checkpoints is None and args.run_dir is not None:
@@ -86,8 +87,7 @@ def _doctor(args: argparse.Namespace) -> int:
     doctor = EnvironmentDoctor(
         run_dir=args.run_dir,
         checkpoint_dir=checkpoints,
-        import_torch=args.deep,
-        check_ops=args.deep,  # the op survey imports torch and DeepSpeed too: the same wait
+        check_ops=args.deep,  # a child imports torch and DeepSpeed: seconds
         required_ops=required_ops_of(args.run_dir),
     )
     report = doctor.examine()

@@ -62,6 +62,33 @@ EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
 INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
 
 
+Decision = Literal["allow", "clamp", "reject"]
+Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
+
+
+class Verdict(BaseModel):
+    """The policy's decision on one directive, with what it was judged by: what the policy
+    returns, what every directive event carries and what the store's decision rows are made of."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision: Decision
+    decision_id: str
+    policy_revision: str
+    """Short hash of the bounds and limits this verdict was judged by."""
+    directive_id: str
+    reasons: list[str] = Field(default_factory=list)
+    patch: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
+    """What would be applied (empty when rejected)."""
+    bounds: Bounds = Field(default_factory=dict)
+    rate_limited: bool = False
+    """Rejected for the rate limit alone (the queue stores these as a count, not one by one)."""
+
+    @property
+    def admitted(self) -> bool:
+        return self.decision != "reject"
+
+
 # ------------------------------------------------------------------------ telemetry
 
 
@@ -169,7 +196,7 @@ class DecisionRecord(BaseModel):
     directive_id: str
     source: str
     """Who proposed it: operator, rules, command:NAME, openai:MODEL, ..."""
-    verdict: Literal["allow", "clamp", "reject"]
+    verdict: Decision
     """The policy's decision."""
     state: str
     """The directive's state after it: pending, approved, clamped, rejected, expired."""
@@ -180,6 +207,25 @@ class DecisionRecord(BaseModel):
     """Field -> (low, high) the policy judged by."""
     policy_revision: str = ""
     rate_limited: bool = False
+
+    @classmethod
+    def of(
+        cls, verdict: Verdict, *, ts: float, source: str, state: str, reasons: list[str]
+    ) -> DecisionRecord:
+        """The row for ``verdict`` on a directive from ``source``, now in ``state``."""
+        return cls(
+            ts=ts,
+            decision_id=verdict.decision_id,
+            directive_id=verdict.directive_id,
+            source=source,
+            verdict=verdict.decision,
+            state=state,
+            reasons=reasons,
+            patch=dict(verdict.patch),
+            bounds=dict(verdict.bounds),
+            policy_revision=verdict.policy_revision,
+            rate_limited=verdict.rate_limited,
+        )
 
 
 class RunStatus(BaseModel):

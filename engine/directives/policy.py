@@ -20,40 +20,12 @@ import json
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from engine.config import RunConfig
 from engine.directives.directive import Directive
-from engine.domain import DirectiveField, DirectiveValue
+from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, Verdict
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
-
-Decision = Literal["allow", "clamp", "reject"]
-Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
-
-
-class PolicyVerdict(BaseModel):
-    """One decision, as stored with the directive's events."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    decision: Decision
-    decision_id: str
-    policy_revision: str
-    """Short hash of the bounds and limits this verdict was judged by."""
-    directive_id: str
-    reasons: list[str] = Field(default_factory=list)
-    patch: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
-    """What would be applied (empty when rejected)."""
-    bounds: Bounds = Field(default_factory=dict)
-    rate_limited: bool = False
-    """Rejected for the rate limit alone (the queue stores these as a count, not one by one)."""
-
-    @property
-    def admitted(self) -> bool:
-        return self.decision != "reject"
 
 
 @dataclass(frozen=True)
@@ -149,7 +121,7 @@ class LocalPolicyEngine:
         self.limiter = RateLimiter(config.policy.rate_limit, config.policy.rate_window_s)
         self._decisions = 0
 
-    def evaluate(self, directive: Directive, context: PolicyContext) -> PolicyVerdict:
+    def evaluate(self, directive: Directive, context: PolicyContext) -> Verdict:
         """A planner's (or an operator's) proposal: counts toward its source's rate limit."""
         if not self.limiter.admit(directive.source, context.now):
             limit = self.config.policy
@@ -171,7 +143,7 @@ class LocalPolicyEngine:
 
     def recheck(
         self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
-    ) -> PolicyVerdict:
+    ) -> Verdict:
         """An operator's edited values for a pending directive: outside the bounds is a
         rejection naming the field (an operator's explicit number is not silently moved)."""
         refused = self._refusal(directive, values, context)
@@ -220,7 +192,7 @@ class LocalPolicyEngine:
 
     # ----------------------------------------------------------------- verdicts
 
-    def _reject(self, directive: Directive, reason: str) -> PolicyVerdict:
+    def _reject(self, directive: Directive, reason: str) -> Verdict:
         return self._verdict(directive, "reject", [reason], {})
 
     def _verdict(
@@ -230,9 +202,9 @@ class LocalPolicyEngine:
         reasons: list[str],
         patch: dict[DirectiveField, DirectiveValue],
         rate_limited: bool = False,
-    ) -> PolicyVerdict:
+    ) -> Verdict:
         self._decisions += 1
-        return PolicyVerdict(
+        return Verdict(
             decision=decision,
             decision_id=f"{self.revision[:6]}-{self._decisions}",
             policy_revision=self.revision,

@@ -20,7 +20,6 @@ rest are counted in a ``directives_rate_limited`` summary at most every
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import OrderedDict
@@ -32,8 +31,7 @@ from pydantic import BaseModel
 
 from engine.config import RunConfig
 from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
-from engine.directives.planners.rules import RulePlanner
-from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext, PolicyVerdict
+from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
 from engine.domain import (
     DIRECTIVE_FIELDS,
     DecisionRecord,
@@ -41,6 +39,7 @@ from engine.domain import (
     DirectiveState,
     DirectiveValue,
     TelemetrySample,
+    Verdict,
 )
 from engine.protocol import (
     ApplyDirective,
@@ -69,7 +68,7 @@ class DirectiveError(ValueError):
 @dataclass
 class Entry:
     directive: Directive
-    verdict: PolicyVerdict
+    verdict: Verdict
     state: DirectiveState
     reasons: list[str] = field(default_factory=list)
     applied: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
@@ -114,7 +113,6 @@ class DirectiveQueue:
         self.latest: TelemetrySample | None = None
         self.problems: tuple[str, ...] = ()
         """Health problems from elsewhere (the doctor may set these)."""
-        self.planner = RulePlanner(config) if config.policy.planner == "rules" else None
         self._unsent: list[ApplyDirective] = []
         self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet summarized
         self._summarized_at = -math.inf  # clock() of the last rate-limit summary
@@ -212,16 +210,11 @@ class DirectiveQueue:
     # ------------------------------------------------------------ telemetry side
 
     def on_step(self, sample: TelemetrySample) -> None:
-        """Newest telemetry: expire what is overdue, let the rule planner speak."""
+        """Newest telemetry: what the policy judges by; expire what is overdue."""
         self.latest = sample
         self.expire()
         if self.clock() - self._summarized_at >= SUMMARY_EVERY_S:
             self.flush_rate_limited()
-        if self.planner is None:
-            return
-        for values, rationale in self.planner.observe(sample, {str(k): v for k, v in self.effective.items()}):
-            with contextlib.suppress(DirectiveRefused):  # unrepresentable: nothing to judge
-                self.propose_raw(values, "rules", rationale)
 
     def expire(self) -> int:
         now, count = self.clock(), 0
@@ -314,7 +307,7 @@ class DirectiveQueue:
     def _pending_count(self) -> int:
         return sum(1 for e in self.entries.values() if e.state == "pending")
 
-    def _after_recheck(self, entry: Entry, verdict: PolicyVerdict, state: DirectiveState, how: str) -> Entry:
+    def _after_recheck(self, entry: Entry, verdict: Verdict, state: DirectiveState, how: str) -> Entry:
         entry.verdict = verdict
         if not verdict.admitted:
             entry.reasons.extend(verdict.reasons)
@@ -349,22 +342,14 @@ class DirectiveQueue:
 
     def _keep_verdict(self, entry: Entry) -> None:
         """The verdict as a DecisionRecord, to the store (batched there)."""
-        verdict = entry.verdict
-        self.keep(
-            DecisionRecord(
-                ts=self.clock(),
-                decision_id=verdict.decision_id,
-                directive_id=entry.directive.id,
-                source=entry.directive.source,
-                verdict=verdict.decision,
-                state=entry.state,
-                reasons=list(entry.reasons),
-                patch=dict(verdict.patch),
-                bounds=dict(verdict.bounds),
-                policy_revision=verdict.policy_revision,
-                rate_limited=verdict.rate_limited,
-            )
+        record = DecisionRecord.of(
+            entry.verdict,
+            ts=self.clock(),
+            source=entry.directive.source,
+            state=entry.state,
+            reasons=list(entry.reasons),
         )
+        self.keep(record)
 
     def _send(self, message: ApplyDirective) -> None:
         if not self.send(message):

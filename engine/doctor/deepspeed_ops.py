@@ -4,21 +4,20 @@ What ``ds_report`` shows as "installed" and "compatible": for each op builder De
 knows for the accelerator it detects (``deepspeed.ops.op_builder.all_ops.ALL_OPS``),
 ``installed`` says it was pre-built at install for this accelerator, and ``compatible`` that
 ``builder.is_compatible()`` finds what a just-in-time build needs (compiler, headers,
-libraries). Asking means importing torch and DeepSpeed (seconds, and both may print), so
-``python -m engine.doctor.deepspeed_ops`` answers in a child process, as one JSON line on stdout;
+libraries); torch says how many CUDA devices it can use. Asking means importing torch and
+DeepSpeed (seconds, and both may print), so the child ``python -m engine.doctor.torch_probe``
+answers, as one JSON line on stdout;
 ``survey_ops`` (blocking) and ``survey_ops_async`` run it with a timeout and ``parse_survey``
 turns whatever came back into an ``OpSurvey``. A timeout, a crash, garbage or a missing
 DeepSpeed is ``unavailable`` with the reason, never an exception.
 
-Torch-free at import: only ``main`` (the child) imports torch and DeepSpeed.
+Torch-free: only the child (``engine.doctor.torch_probe``) imports torch and DeepSpeed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import json
 import os
 import re
 import signal
@@ -30,12 +29,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import engine
+
 SURVEY_TIMEOUT_S = 60.0
 """Seconds the child gets: importing torch and DeepSpeed takes several on a small machine,
 and some ``is_compatible`` checks compile a test program."""
-MODULE = "engine.doctor.deepspeed_ops"
+MODULE = "engine.doctor.torch_probe"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_SOURCE_ROOT = Path(engine.__file__).resolve().parent.parent
 """Where ``engine`` lives: the child imports it from here whatever its working directory."""
 
 
@@ -60,6 +61,10 @@ class OpSurvey(BaseModel):
     ninja: bool | None = None
     """ninja found: JIT builds need it (None when unknown)."""
     ops: dict[str, OpStatus] = {}
+    cuda_devices: int | None = None
+    """CUDA devices torch itself can use (0: none); None when torch could not say."""
+    cuda_error: str | None = None
+    """Why torch could not say (its import or CUDA initialisation failed)."""
     unavailable: str | None = None
     """Why there is no answer (no DeepSpeed, a timeout, a crash); None when there is one."""
 
@@ -73,7 +78,7 @@ def command(python: str = sys.executable) -> list[str]:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_SOURCE_ROOT), env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -176,59 +181,3 @@ def required_ops(ds_config: Mapping[str, Any]) -> list[str]:
     if kind == "adagrad" and on_cpu:
         return ["cpu_adagrad"]
     return []
-
-
-# ------------------------------------------------------------------- the child's side
-
-
-def probe() -> OpSurvey:
-    """Import DeepSpeed and ask each op builder, as ``ds_report`` does. Whatever they print
-    goes to stderr: stdout carries only the answer."""
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            from deepspeed.accelerator import get_accelerator
-            from deepspeed.git_version_info import accelerator_name, installed_ops
-            from deepspeed.ops.op_builder.all_ops import ALL_OPS
-            from torch.utils.cpp_extension import is_ninja_available
-    except Exception as err:  # not installed, or broken: an answer, not a crash
-        return OpSurvey(unavailable=f"deepspeed is not importable: {type(err).__name__}: {err}")
-    accelerator = get_accelerator()._name
-    ops = {}
-    for name, builder in sorted(ALL_OPS.items()):
-        ops[name] = _ask(builder, bool(installed_ops.get(name, False)) and accelerator_name == accelerator)
-    return OpSurvey(accelerator=accelerator, ninja=bool(is_ninja_available()), ops=ops)
-
-
-def _ask(builder: Any, installed: bool) -> OpStatus:
-    """One builder's answer; a check that raises is "not compatible" (as ``ds_report``)."""
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said):
-            compatible = bool(builder.is_compatible(verbose=True))
-    except Exception as err:
-        return OpStatus(installed=installed, compatible=False, reason=f"{type(err).__name__}: {err}")
-    sys.stderr.write(said.getvalue())
-    if compatible:
-        return OpStatus(installed=installed, compatible=True)
-    reason = _first_warning(said.getvalue()) or getattr(builder, "error_log", None)
-    return OpStatus(installed=installed, compatible=False, reason=reason or None)
-
-
-def _first_warning(printed: str) -> str | None:
-    """The first line a builder printed, without colours or its ``[WARNING]`` tag (the
-    first says what is missing; the later ones how to install it)."""
-    for line in printed.splitlines():
-        text = _ANSI.sub("", line).replace("[WARNING]", "").strip()
-        if text:
-            return text[:300]
-    return None
-
-
-def main() -> int:
-    survey = probe()
-    sys.stdout.write(json.dumps(survey.model_dump(mode="json")) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -32,7 +32,7 @@ from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
 from engine.config import AlertConfig, RestartConfig
 from engine.directives.pacer import DirectivePacer
-from engine.directives.planners.external import ExternalPlanner, build_external_planner
+from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue, answer_request
 from engine.domain import TERMINAL_STATES, Event, RunState, RunStatus, Severity, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
@@ -215,7 +215,7 @@ class Supervisor:
         """Alert rules, hardware readings and doctor reports (issue 7); started by ``_listen``."""
         self.directives: DirectiveQueue | None = None
         """Planner and operator directives (issue 6); built from run.json by ``_open``."""
-        self.planner: ExternalPlanner | None = None
+        self.planner: Planner | None = None
         """A command or OpenAI-compatible planner (issue 6), asked from ``_on_step``."""
         self._directive_pacer = DirectivePacer()
         """Paces directive requests from all consoles (a flood costs the trainer no CPU)."""
@@ -296,7 +296,7 @@ class Supervisor:
         self.directives = self._directive_queue()
         if self.directives is not None:
             policy = self.directives.config.policy
-            self.planner = build_external_planner(policy, self.directives, self._record)
+            self.planner = build_planner(policy, self.directives, self._record)
         self._judge_health()
 
     def _directive_queue(self) -> DirectiveQueue | None:

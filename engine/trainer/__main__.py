@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from engine.domain import EXIT_NO_CHECKPOINT
+from engine.events import TrainerError
 from engine.run.directory import RunDir
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
@@ -117,24 +118,20 @@ def main(argv: list[str] | None = None) -> int:
             log.error("cannot resume: %s", err)
             message = f"cannot resume: {err}"
             # restartable=False: under torchrun the exit status is torchrun's, not ours
-            link.event(
-                "trainer_error", message, severity="critical", error="NoVerifiedCheckpoint", restartable=False
-            )
+            link.event(TrainerError(error="NoVerifiedCheckpoint", restartable=False), message)
             return EXIT_NO_CHECKPOINT
         log.info("trainer %s", outcome)
         return 0
     except Exception as err:  # report anything, then exit non-zero
         traceback.print_exc()
-        link.event(
-            "trainer_error",
-            f"{type(err).__name__}: {err}"[:4000],
-            severity="critical",
+        failure = TrainerError(
             error=type(err).__name__,
             traceback=traceback.format_exc()[-3000:],
             # MemoryHalt (adaptive memory): False = a restart cannot help (OOM at micro-batch 1,
             # fp16 loss-scale floor); True = restart with RUN_DIR/memory.json's micro-batch.
             restartable=getattr(err, "restartable", None),
         )
+        link.event(failure, f"{type(err).__name__}: {err}"[:4000])
         return 1
     finally:
         link.close()

@@ -39,6 +39,8 @@ from typing import Any
 import torch
 
 from engine.config import RunConfig
+from engine.domain import Severity
+from engine.events import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel
 from engine.memory.budget import budget_bytes
 from engine.memory.controller import (
     Change,
@@ -286,19 +288,17 @@ class AdaptiveMemory:
             self._level_event(previous, step, expected)
         return change, expected
 
-    def _apply(self, change: Change, step: int, mem_before: int | None, **extra: Any) -> None:
+    def _apply(
+        self, change: Change, step: int, mem_before: int | None, mem_resident_after: int | None = None
+    ) -> None:
         apply_geometry(self.engine, change.after)
         if change.after.micro_batch < change.before.micro_batch:
             release_memory()  # what the larger micro-batch's activations left cached
         self.state = ControllerState(self.state.level, last_change_step=step, steady=0)
         before, after = change.before, change.after
         mem_after = self.model.predict(after.micro_batch)
-        severity = "warning" if change.kind in ("shrink", "oom") else "info"
-        self.link.event(
-            "memory_adapted",
-            f"micro-batch {before.micro_batch}x{before.grad_accum} -> {after.micro_batch}x{after.grad_accum} "
-            f"at step {step} ({change.kind}: {change.reason})",
-            severity=severity,
+        severity: Severity = "warning" if change.kind in ("shrink", "oom") else "info"
+        adapted = MemoryAdapted(
             kind=change.kind,
             reason=change.reason,
             step=step,
@@ -310,7 +310,13 @@ class AdaptiveMemory:
             mem_after_predicted=mem_after,
             mem_budget=self.budget,
             mem_kind=self.probe.kind,
-            **extra,
+            mem_resident_after=mem_resident_after,
+        )
+        self.link.event(
+            adapted,
+            f"micro-batch {before.micro_batch}x{before.grad_accum} -> {after.micro_batch}x{after.grad_accum} "
+            f"at step {step} ({change.kind}: {change.reason})",
+            severity=severity,
         )
 
     def _recover(self, err: BaseException, step: int) -> bool:
@@ -333,8 +339,7 @@ class AdaptiveMemory:
             self._halt(
                 f"out of memory at micro-batch {before.micro_batch}, the smallest allowed, "
                 f"in step {step} ({err})",
-                restartable=False,
-                step=step,
+                MemoryExhausted(step=step, restartable=False),
             )
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
@@ -348,30 +353,26 @@ class AdaptiveMemory:
         self._halt(
             f"fp16 loss scale at its minimum and still overflowing at step {step} ({detail}); "
             "the run diverged: lower the learning rate or use bf16",
-            restartable=False,
-            step=step,
-            alert="loss_scale_floor",
+            LossScaleFloor(step=step, restartable=False),
         )
 
-    def _halt(self, reason: str, restartable: bool, step: int, alert: str = "memory_exhausted") -> None:
+    def _halt(self, reason: str, why: MemoryExhausted | LossScaleFloor) -> None:
         if self.halted is not None:
             return
-        self.halted = MemoryHalt(reason, restartable)
-        self.link.event(alert, reason, severity="critical", step=step, restartable=restartable)
+        self.halted = MemoryHalt(reason, why.restartable)
+        self.link.event(why, reason)
 
     def _level_event(self, previous: str, step: int, expected: int) -> None:
         level = self.state.level
-        severity = {"ok": "info", "warn": "warning", "critical": "critical"}[level]
+        severities: dict[str, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
+        severity = severities[level]
         self.link.event(
-            "memory_level",
+            MemoryLevel(
+                step=step, level=level, previous=previous, expected_peak=expected, mem_budget=self.budget
+            ),
             f"memory {previous} -> {level} at step {step}: "
             f"expected peak {expected / self.budget:.0%} of the budget",
             severity=severity,
-            step=step,
-            level=level,
-            previous=previous,
-            expected_peak=expected,
-            mem_budget=self.budget,
         )
 
     def _write_geometry(self, geometry: Geometry, reason: str) -> None:

@@ -36,6 +36,7 @@ from engine.checkpoints.sealer import CheckpointSealer
 from engine.checkpoints.selection import to_prune
 from engine.checkpoints.store import CheckpointStore, SaveOutcome
 from engine.config import RunConfig
+from engine.events import CheckpointRejected, FreshStart
 from engine.run.directory import RunDir
 from engine.trainer.disk_full_injection import disk_full_if_due
 from engine.trainer.rank_group import RankGroup
@@ -238,21 +239,14 @@ def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
     """Verify, choose, report and set aside (rank 0 only: it reads and moves files)."""
     for name in store.clear_staging():
         link.event(
-            "checkpoint_rejected",
+            CheckpointRejected(tag=name, problem="half-written: a save cut short"),
             f"{name}: half-written (a save cut short); removed",
-            severity="warning",
-            tag=name,
-            problem="half-written: a save cut short",
         )
     plan, rejected = store.plan_resume(allow_fresh)
     for verdict in rejected:
         link.event(
-            "checkpoint_rejected",
+            CheckpointRejected(tag=verdict.tag, step=verdict.step, problem=verdict.problem),
             f"{verdict.tag}: {verdict.problem}; skipped",
-            severity="warning",
-            tag=verdict.tag,
-            step=verdict.step,
-            problem=verdict.problem,
         )
     skipped = [f"{v.tag}: {v.problem}" for v in rejected]
     if plan.action == "refuse":
@@ -260,7 +254,7 @@ def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
     store.set_aside(rejected, plan)
     if plan.action == "fresh" or plan.chosen is None:
         if rejected or allow_fresh:
-            link.event("fresh_start", plan.reason, severity="warning")
+            link.event(FreshStart(), plan.reason)
         return _Choice("fresh", plan.reason, None, skipped)
     return _Choice("resume", plan.reason, plan.chosen, skipped)
 

@@ -34,6 +34,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from engine.config import RunConfig
 from engine.domain import DIRECTIVE_FIELDS
+from engine.events import DirectiveApplied
 from engine.protocol import ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
 
@@ -78,16 +79,18 @@ class DirectiveApplier:
             else:
                 refused[name] = why
         self.effective.update(applied)
-        self.link.event(
-            "directive_applied",
-            f"directive {message.directive_id} at step {step}: applied {applied}"
-            + (f", refused {refused}" if refused else ""),
-            severity="info" if not refused else "warning",
+        echo = DirectiveApplied(
             directive_id=message.directive_id,
             decision_id=message.decision_id,
             step=step,
             applied=applied,
             refused=refused,
+        )
+        self.link.event(
+            echo,
+            f"directive {message.directive_id} at step {step}: applied {applied}"
+            + (f", refused {refused}" if refused else ""),
+            severity="info" if not refused else "warning",
         )
         return {"applied": applied, "refused": refused}
 

@@ -17,10 +17,12 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
+from engine.domain import Severity
+from engine.events import Payload
 from engine.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
@@ -53,7 +55,7 @@ class Link(Protocol):
 
     def send(self, message: BaseModel) -> None: ...
 
-    def event(self, type: str, message: str = "", severity: str = "info", **data: Any) -> None: ...
+    def event(self, payload: Payload, message: str = "", severity: Severity | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -64,9 +66,16 @@ class _EventSender(ABC):
     @abstractmethod
     def send(self, message: BaseModel) -> None: ...
 
-    def event(self, type: str, message: str = "", severity: str = "info", **data: Any) -> None:
-        """Send a TrainerEvent; ``data`` must be JSON-serialisable."""
-        self.send(TrainerEvent(type=type, message=message, severity=severity, data=data))  # type: ignore[arg-type]
+    def event(self, payload: Payload, message: str = "", severity: Severity | None = None) -> None:
+        """Send a TrainerEvent of the payload's type (``severity``: the type's usual one if None)."""
+        self.send(
+            TrainerEvent(
+                type=payload.event_type,
+                message=message,
+                severity=severity or payload.severity,
+                data=payload.data(),
+            )
+        )
 
 
 class NullLink(_EventSender):

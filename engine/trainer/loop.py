@@ -37,6 +37,16 @@ from engine.checkpoints.sealer import CheckpointSealer
 from engine.checkpoints.store import SaveOutcome
 from engine.config import RunConfig
 from engine.deepspeed_config import build_deepspeed_config
+from engine.events import (
+    CheckpointFailed,
+    CheckpointLoaded,
+    CheckpointSaved,
+    CheckpointSkipped,
+    RunContinued,
+    RunPaused,
+    TrainerFinished,
+    TrainerStarted,
+)
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
@@ -153,10 +163,8 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
         training.sealer.close()  # idle by now: ends its thread
     training.memory.raise_if_halted()  # OOM at the smallest micro-batch, loss-scale floor
     link.event(
-        "trainer_finished",
+        TrainerFinished(reason=outcome, step=int(engine.global_steps)),
         f"training {outcome} at step {engine.global_steps}",
-        reason=outcome,
-        step=int(engine.global_steps),
     )
     return outcome
 
@@ -226,7 +234,7 @@ def hold(training: Training, agree: Callable[[], None] | None) -> None:
     leaves a rank inside one collective long enough for its timeout).
     """
     link, step = training.link, int(training.engine.global_steps)
-    link.event("run_paused", f"training paused at step {step}", step=step)
+    link.event(RunPaused(step=step), f"training paused at step {step}")
     started = time.monotonic()
     while link.pause_requested.is_set() and not link.stop_requested.is_set():
         time.sleep(HOLD_POLL_S)
@@ -236,7 +244,7 @@ def hold(training: Training, agree: Callable[[], None] | None) -> None:
     held_s = time.monotonic() - started
     if not link.stop_requested.is_set():
         message = f"training continues at step {step} after {held_s:.0f} s paused"
-        link.event("run_continued", message, step=step, paused_s=round(held_s, 1))
+        link.event(RunContinued(step=step, paused_s=round(held_s, 1)), message)
 
 
 def report_step(
@@ -324,30 +332,32 @@ def report_save(training: Training, saved: SaveOutcome, stall_s: float, backgrou
     """One event per save: ``checkpoint_saved`` with the training stall (s), or
     ``checkpoint_skipped`` (no room) / ``checkpoint_failed`` as a critical alert."""
     if saved.status != "saved":
+        not_saved = CheckpointSkipped if saved.status == "skipped" else CheckpointFailed
         training.link.event(
-            f"checkpoint_{saved.status}",
+            not_saved(
+                step=saved.step,
+                tag=saved.tag,
+                reason=saved.reason,
+                free_bytes=saved.free_bytes,
+                needed_bytes=saved.needed_bytes,
+            ),
             f"checkpoint {saved.tag} {saved.status}: {saved.reason}",
-            severity="critical",
-            step=saved.step,
-            tag=saved.tag,
-            reason=saved.reason,
-            free_bytes=saved.free_bytes,
-            needed_bytes=saved.needed_bytes,
         )
         return
     where = f"sealed in the background in {saved.seal_s:.2f} s" if background else "sealed in line"
     training.link.event(
-        "checkpoint_saved",
+        CheckpointSaved(
+            step=saved.step,
+            tag=saved.tag,
+            seconds=round(stall_s, 4),  # the training stall
+            write_s=round(saved.write_s, 4),
+            seal_s=round(saved.seal_s, 4),
+            background=background,
+            size_bytes=saved.size_bytes,
+            pruned=saved.pruned,
+        ),
         f"checkpoint {saved.tag} saved: training waited {stall_s:.2f} s, {where} "
         f"({saved.size_bytes / 1e6:.1f} MB)",
-        step=saved.step,
-        tag=saved.tag,
-        seconds=round(stall_s, 4),  # the training stall
-        write_s=round(saved.write_s, 4),
-        seal_s=round(saved.seal_s, 4),
-        background=background,
-        size_bytes=saved.size_bytes,
-        pruned=saved.pruned,
     )
 
 
@@ -443,17 +453,12 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         if resumed.step != engine.global_steps:
             log.warning("checkpoint says step %d, DeepSpeed restored %d", resumed.step, engine.global_steps)
         training.link.event(
-            "checkpoint_loaded",
+            CheckpointLoaded(step=resumed.step, tag=resumed.tag, skipped=resumed.skipped),
             f"resumed from {resumed.tag}"
             + (f", skipped {len(resumed.skipped)} newer" if resumed.skipped else ""),
-            step=resumed.step,
-            tag=resumed.tag,
-            skipped=resumed.skipped,
         )
     device = engine.device.type if isinstance(engine.device, torch.device) else str(engine.device)
-    training.link.event(
-        "trainer_started",
-        f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}",
+    started = TrainerStarted(
         attempt=attempt,
         pid=os.getpid(),
         device=device,
@@ -464,4 +469,7 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         micro_batch=int(engine.train_micro_batch_size_per_gpu()),
         grad_accum=int(engine.gradient_accumulation_steps()),
         resumed_from_step=resumed.step if resumed else None,
+    )
+    training.link.event(
+        started, f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}"
     )

@@ -36,7 +36,8 @@ def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int
     checkpoints = run_dir / "checkpoints" if run_dir else runs_root(home)
     if deep:
         return _run_child(as_json=as_json, run_dir=home, checkpoint_dir=checkpoints)
-    from engine.doctor.examiner import EnvironmentDoctor, render_report
+    from engine.doctor.examiner import EnvironmentDoctor
+    from engine.doctor.report_text import render_report
 
     report = EnvironmentDoctor(run_dir=home, checkpoint_dir=checkpoints).examine()
     print(report.model_dump_json(indent=2) if as_json else render_report(report))
@@ -57,7 +58,7 @@ def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path) -> int:
         sys.stderr.write(done.stderr)
         print("memtui: the deep doctor printed no report", file=sys.stderr)
         return 1
-    from engine.doctor.examiner import render_report
+    from engine.doctor.report_text import render_report
     from engine.hardware_report import DoctorReport
 
     report = DoctorReport.model_validate(raw)

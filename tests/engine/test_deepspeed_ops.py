@@ -27,14 +27,9 @@ from engine.doctor.deepspeed_ops import (
     survey_ops,
     survey_ops_async,
 )
-from engine.doctor.examiner import (
-    EnvironmentDoctor,
-    judge,
-    op_fields,
-    render_report,
-    required_ops_of,
-    verdict_of,
-)
+from engine.doctor.examiner import EnvironmentDoctor, op_fields, required_ops_of
+from engine.doctor.findings import judge, verdict_of
+from engine.doctor.report_text import render_report
 from engine.hardware_report import HardwareSnapshot, SoftwareReport
 from engine.run.directory import RunDir
 

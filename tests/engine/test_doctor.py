@@ -9,7 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
-from engine.doctor.examiner import NO_GPU, EnvironmentDoctor, judge, read_module_constants, verdict_of
+from engine.doctor.examiner import EnvironmentDoctor, read_module_constants
+from engine.doctor.findings import NO_GPU, judge, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
 from engine.doctor.nvml_probe import probe_gpu, probe_gpus, throttle_names
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport, SoftwareReport

@@ -19,7 +19,7 @@ from engine.config import AlertConfig, PolicyConfig
 from engine.config_file import build_run_config
 from engine.directives.directive import draft
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
-from engine.doctor.examiner import judge, verdict_of
+from engine.doctor.findings import judge, verdict_of
 from engine.doctor.nvml_probe import probe_gpus
 from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
 from engine.protocol import Propose

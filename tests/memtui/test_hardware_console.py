@@ -204,7 +204,7 @@ def header_lines(app: MemtuiApp) -> list[str]:
 async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layout(
     live_run: RunDir, size: tuple[int, int]
 ) -> None:
-    from engine.doctor.examiner import NO_GPU
+    from engine.doctor.findings import NO_GPU
 
     async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()) as fake:
         app = MemtuiApp(live_run)

@@ -13,6 +13,7 @@ import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, ExponentialLR, LambdaLR, MultiplicativeLR, StepLR
 
 from engine.config_file import build_run_config
+from engine.events import Payload
 from engine.protocol import ApplyDirective
 from engine.trainer.directive_applier import DirectiveApplier
 
@@ -32,8 +33,8 @@ class Link:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
 
-    def event(self, type: str, message: str = "", **data: Any) -> None:
-        self.events.append(data)
+    def event(self, payload: Payload, message: str = "", severity: str | None = None) -> None:
+        self.events.append(payload.data())
 
 
 def engine_with(build: Callable[[torch.optim.Optimizer], Any]) -> SimpleNamespace:

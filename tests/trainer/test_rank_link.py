@@ -13,6 +13,7 @@ from typing import Any
 from engine.checkpoints.catalog import committed_tags
 from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
+from engine.events import FreshStart
 from engine.protocol import ApplyDirective
 from engine.trainer import checkpoint
 from engine.trainer.link import NullLink
@@ -53,7 +54,7 @@ def test_rank0_shares_its_directives_and_any_ranks_stop() -> None:
     link.sync()
     assert [d.directive_id for d in link.directives] == ["d1", "d2"] and not inner.directives
     assert link.stop_requested.is_set()
-    link.event("checkpoint_saved", "x")
+    link.event(FreshStart(), "x")
     assert len(inner.sent or []) == 1  # rank 0 speaks
 
 
@@ -65,7 +66,7 @@ def test_other_ranks_queue_rank0s_directives_and_stay_quiet() -> None:
     link.sync()
     assert list(link.directives) == [directive(3)] and not link.stop_requested.is_set()
     assert group.calls == ["max", "broadcast"]
-    link.event("memory_adapted", "y")
+    link.event(FreshStart(), "y")
     assert inner.sent == []  # only rank 0 reports
 
 

@@ -13,6 +13,7 @@ import torch
 from engine.config import OWNED_DEEPSPEED_KEYS, RunConfig
 from engine.config_file import build_run_config, deep_merge
 from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
+from engine.events import FreshStart, RunPaused, TrainerFinished
 from engine.protocol import TrainerCommand, TrainerEvent, decode_client, encode
 from engine.trainer.checkpoint import tags_to_prune
 from engine.trainer.corpus import ByteCorpus, read_corpus
@@ -244,9 +245,9 @@ def _drain_one(sock: socket.socket) -> bytes:
 def test_socket_link_sends_lines_and_stops_on_command() -> None:
     ours, theirs = socket.socketpair()
     link = SocketLink(ours)
-    link.event("trainer_started", "hi", attempt=1)
+    link.event(RunPaused(step=7), "hi")
     message = decode_client(_drain_one(theirs))
-    assert isinstance(message, TrainerEvent) and message.data == {"attempt": 1}
+    assert isinstance(message, TrainerEvent) and message.type == "run_paused" and message.data == {"step": 7}
     assert not link.stop_requested.is_set()
     theirs.sendall(b"not json\n")  # ignored, with a warning
     theirs.sendall(encode(TrainerCommand(command="stop", reason="operator")))
@@ -261,14 +262,14 @@ def test_socket_link_stops_when_the_supervisor_hangs_up() -> None:
     link = SocketLink(ours)
     theirs.close()
     assert link.stop_requested.wait(5)
-    link.event("trainer_finished")  # dropped, not raised
+    link.event(TrainerFinished(reason="stopped", step=1))  # dropped, not raised
     link.close()
 
 
 def test_null_link_records() -> None:
     link = NullLink(record=True)
-    link.event("x")
-    assert link.sent and link.sent[0].type == "x"  # type: ignore[attr-defined]
+    link.event(FreshStart())
+    assert link.sent and link.sent[0].type == "fresh_start"  # type: ignore[attr-defined]
 
 
 def test_the_trainer_never_imports_textual() -> None:

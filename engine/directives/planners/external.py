@@ -18,7 +18,6 @@ import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from engine.config import PolicyConfig
 from engine.directives.directive import MAX_RATIONALE_CHARS, DirectiveRefused
 from engine.directives.planners.reply import PlannerReply
 from engine.directives.queue import DirectiveQueue, Entry
@@ -135,23 +134,3 @@ class ExternalPlanner:
         if self.in_flight is not None:
             self.in_flight.cancel()
         await self.adapter.close()
-
-
-def build_external_planner(
-    policy: PolicyConfig, queue: DirectiveQueue, record: Callable[..., Any]
-) -> ExternalPlanner | None:
-    """The configured command or OpenAI-compatible planner, or None (rules, none)."""
-    adapter: Adapter
-    if policy.planner == "command" and policy.planner_command:
-        from engine.directives.planners.command import CommandPlanner
-
-        adapter = CommandPlanner(policy.planner_command, policy.planner_timeout_s, record)
-    elif policy.planner == "openai" and policy.planner_url and policy.planner_model:
-        from engine.directives.planners.openai_http import OpenAIPlanner
-
-        adapter = OpenAIPlanner(
-            policy.planner_url, policy.planner_model, policy.planner_api_key_env, policy.planner_timeout_s
-        )
-    else:
-        return None
-    return ExternalPlanner(adapter, queue, policy.planner_every_steps)

@@ -38,7 +38,7 @@ paused: a held trainer sends no steps)."""
 PAUSED_EVENT = "run_paused"
 """The supervisor's record that the trainer holds at a step boundary (``Pause``)."""
 NO_GPU_FINDING = "no GPU"
-"""How the doctor's no-GPU finding begins (``engine.doctor.examiner.NO_GPU``): the no-GPU
+"""How the doctor's no-GPU finding begins (``engine.doctor.findings.NO_GPU``): the no-GPU
 note says it already."""
 
 

@@ -1,0 +1,64 @@
+"""Which planner a run has, from its ``policy.planner``, and the one interface they share.
+
+The supervisor asks ``build_planner`` once and calls ``on_step`` with each step's telemetry
+(after the queue has seen it): the rule planner judges at once, an external one asks in a
+task of its own. Every suggestion goes through the queue, so through the policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from engine.config import PolicyConfig
+from engine.directives.directive import DirectiveRefused
+from engine.directives.planners.external import Adapter, ExternalPlanner, Spawner
+from engine.directives.planners.rules import RulePlanner
+from engine.directives.queue import DirectiveQueue
+from engine.domain import TelemetrySample
+
+
+class Planner(Protocol):
+    """What the supervisor drives."""
+
+    def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class RulePlanning:
+    """The built-in rules (``RulePlanner``, pure) feeding the queue as source ``rules``."""
+
+    def __init__(self, queue: DirectiveQueue) -> None:
+        self.rules = RulePlanner(queue.config)
+        self.queue = queue
+
+    def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None:
+        effective = {str(k): v for k, v in self.queue.effective.items()}
+        for values, rationale in self.rules.observe(sample, effective):
+            with contextlib.suppress(DirectiveRefused):  # unrepresentable: nothing to judge
+                self.queue.propose_raw(values, "rules", rationale)
+
+    async def close(self) -> None:
+        pass
+
+
+def build_planner(policy: PolicyConfig, queue: DirectiveQueue, record: Callable[..., Any]) -> Planner | None:
+    """The configured planner: the rules, a command, an OpenAI-compatible endpoint; None: none."""
+    adapter: Adapter
+    if policy.planner == "rules":
+        return RulePlanning(queue)
+    if policy.planner == "command" and policy.planner_command:
+        from engine.directives.planners.command import CommandPlanner
+
+        adapter = CommandPlanner(policy.planner_command, policy.planner_timeout_s, record)
+    elif policy.planner == "openai" and policy.planner_url and policy.planner_model:
+        from engine.directives.planners.openai_http import OpenAIPlanner
+
+        adapter = OpenAIPlanner(
+            policy.planner_url, policy.planner_model, policy.planner_api_key_env, policy.planner_timeout_s
+        )
+    else:
+        return None
+    return ExternalPlanner(adapter, queue, policy.planner_every_steps)
