@@ -55,6 +55,7 @@ from memtui.client import (
 )
 from memtui.console.alert_state import ALERT_EVENT, rings_bell, toast
 from memtui.console.directive_text import render_changes
+from memtui.console.history_view import initial_view
 from memtui.console.messages import (
     ConnectionChanged,
     EventReceived,
@@ -82,7 +83,6 @@ from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
-from memtui.history import initial_view
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 
 REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ

@@ -13,10 +13,10 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.chart import RESTART_MARK
+from memtui.console.history_view import stored_view
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.console.window_reader import read_window
-from memtui.history import stored_view
 from tests.fakes.fake_engine import make_sample
 from tests.memtui.test_console import until
 
