@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.domain import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue
+from engine.domain import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue, Thresholds
 
 Precision = Literal["fp16", "bf16", "fp32"]
 PresetName = Literal["tiny", "small"]
@@ -329,6 +329,14 @@ class RunConfig(_Strict):
     of the config file, or where ``memtui run`` was started."""
     deepspeed_config: dict[str, Any] | None = None
     """A user's DeepSpeed JSON config: passed through, except keys memtui owns."""
+
+    def thresholds(self) -> Thresholds:
+        """The levels the console colours by, taken from the parts of the config that own them."""
+        return Thresholds(
+            memory_warn=self.memory.warn,
+            memory_critical=self.memory.critical,
+            loss_scale_floor=self.alerts.loss_scale_floor,
+        )
 
 
 PRESETS: dict[str, dict[str, Any]] = {

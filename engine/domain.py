@@ -228,6 +228,30 @@ class DecisionRecord(BaseModel):
         )
 
 
+MemoryLevel = Literal["ok", "warning", "critical"]
+
+
+class Thresholds(BaseModel):
+    """The levels a run judges memory and numerics by, as the console needs them to colour
+    its figures. No defaults here: they are built from the run's config
+    (``RunConfig.thresholds()``), so each level has one source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_warn: float = Field(gt=0.0, le=1.0)
+    """Memory / budget (or capacity) from which memory is at its warning level (``memory.warn``)."""
+    memory_critical: float = Field(gt=0.0, le=1.0)
+    """Memory / budget (or capacity) from which memory is critical (``memory.critical``)."""
+    loss_scale_floor: float = Field(gt=0.0)
+    """fp16 loss scale at or below which the scale is at its floor (``alerts.loss_scale_floor``)."""
+
+    def memory_level(self, fraction: float) -> MemoryLevel:
+        """Where ``fraction`` (used / budget or capacity) stands against the memory levels."""
+        if fraction >= self.memory_critical:
+            return "critical"
+        return "warning" if fraction >= self.memory_warn else "ok"
+
+
 class RunStatus(BaseModel):
     """What ``memtui status --json`` prints and the supervisor answers to ``status``."""
 

@@ -6,7 +6,7 @@ object has a ``kind`` that selects its model in a discriminated union; one modul
 
 Conversation::
 
-    client -> Hello(protocol, role, replay_from)      server -> Welcome(run_id, state, last_seq)
+    client -> Hello(protocol, role, replay_from)      server -> Welcome(run_id, state, last_seq, thresholds)
                                                       server -> EventMessage* (replay, in seq order)
     client -> Status/Stop/Ping/Replay(id=...)         server -> Ok(id, result) | Error(id, reason)
                                                       server -> Telemetry (coalesced, ~10 Hz)
@@ -28,7 +28,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from engine.domain import DirectiveField, DirectiveState, DirectiveValue, Event, RunState, TelemetrySample
+from engine.domain import (
+    DirectiveField,
+    DirectiveState,
+    DirectiveValue,
+    Event,
+    RunState,
+    TelemetrySample,
+    Thresholds,
+)
 from engine.hardware_report import HardwareSnapshot
 
 PROTOCOL_VERSION = 1
@@ -220,6 +228,10 @@ class Welcome(_Message):
     state: RunState
     last_seq: int = Field(ge=0)
     """Newest event seq in the store when the client joined."""
+    thresholds: Thresholds | None = None
+    """The run's memory and loss-scale levels (``RunConfig.thresholds()``); None from a
+    supervisor that does not send them or cannot read its config: the console then uses
+    the config models' defaults."""
 
 
 class Ok(_Message):

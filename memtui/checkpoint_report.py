@@ -1,5 +1,8 @@
 """``memtui checkpoints [RUN] [--json]``: a run's checkpoints with step, size, age and whether
 each verifies against its manifest. Reads the run directory only (no supervisor needed).
+
+Also what the console's checkpoint list reads: ``checkpoint_rows`` for each of ``PASSES``
+(``Check`` names a pass), so the console needs nothing from ``engine.checkpoints``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from memtui.formatting import format_age, format_bytes
 from memtui.status_report import render_table
 
 HEADER = ("TAG", "STEP", "SIZE", "AGE", "STATE", "")
+PASSES: tuple[Check, ...] = ("quick", "full")
+"""A reader's passes in turn: manifests and sizes (shown at once), then sha256 of every file."""
 
 
 def checkpoint_rows(run: RunDir, now: float, check: Check = "full") -> list[dict[str, Any]]:

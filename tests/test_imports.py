@@ -45,6 +45,7 @@ def test_console_loads_no_torch_or_deepspeed() -> None:
         "memtui.status_report",
         "memtui.cli.export",
         "memtui.console.window_reader",
+        "memtui.console.history_view",
         "memtui.cli.doctor_report",
     )
     # What the CLI imports lazily on its way (launching, offline status) must be clean too.

@@ -54,9 +54,8 @@ class PolicyContext:
     """The trainer's newest reported optimizer step."""
     precision: str = "fp16"
     loss_scale: float | None = None
-    """The newest fp16 loss scale; None without fp16 or before any telemetry."""
-    min_loss_scale: float = 1.0
-    """The floor of the dynamic loss scale (DeepSpeed's min_loss_scale default)."""
+    """The newest fp16 loss scale; None without fp16 or before any telemetry (its floor is
+    the run's ``alerts.loss_scale_floor``)."""
     memory: MemoryFigures | None = None
     problems: tuple[str, ...] = ()
     """Health problems reported elsewhere (the doctor, a missing accelerator, throttling)."""
@@ -91,10 +90,11 @@ class RateLimiter:
 
 
 def policy_revision(config: RunConfig) -> str:
-    """12 hex digits identifying the policy and the memory bounds it judges by."""
+    """12 hex digits identifying the policy, the memory bounds and the loss-scale floor it judges by."""
     judged = {
         "policy": config.policy.model_dump(mode="json"),
         "memory": config.memory.model_dump(mode="json"),
+        "loss_scale_floor": config.alerts.loss_scale_floor,
     }
     return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -171,7 +171,7 @@ class LocalPolicyEngine:
             return "nothing to change: no directive field was given"
         if context.problems:
             return "environment unhealthy: " + "; ".join(context.problems)
-        if context.loss_scale is not None and context.loss_scale <= context.min_loss_scale:
+        if context.loss_scale is not None and context.loss_scale <= self.config.alerts.loss_scale_floor:
             return f"environment unhealthy: loss scale at its floor ({context.loss_scale:g})"
         if "loss_scale_initial_power" in values and context.precision != "fp16":
             return f"loss_scale_initial_power: {context.precision} has no loss scale"

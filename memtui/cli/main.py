@@ -445,7 +445,7 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
     import os
 
     from memtui.console.app import MemtuiApp
-    from memtui.history import stored_view
+    from memtui.console.history_view import stored_view
     from memtui.theming import DEFAULT_THEME
 
     live = run.supervisor_pid() is not None

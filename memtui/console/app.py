@@ -7,7 +7,7 @@ screen in ~100 ms), the charts every two seconds. Longer chart windows are read 
 store in a worker thread. Nothing here blocks the event loop.
 
 Operator commands (approve, clamp, reject, stop, pause, chaos) go to the supervisor as
-requests; each destructive one asks first (pausing loses nothing: it does not ask), and
+requests (``memtui.console.operator_commands``); each destructive one asks first, and
 ``--readonly`` hides and refuses all of them. ``q`` only closes the console: it never sends
 Stop, the run goes on.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
@@ -31,30 +31,17 @@ from engine.domain import Event
 from engine.protocol import (
     CHAOS_ACTIONS,
     TELEMETRY_HZ,
-    Approve,
-    Chaos,
-    Clamp,
     Error,
     EventMessage,
     Hardware,
-    Pause,
-    Reject,
     ServerMessage,
-    Stop,
     Telemetry,
     Welcome,
 )
 from engine.run.directory import RunDir
-from memtui.client import (
-    ConnectionState,
-    EngineClient,
-    EngineRefused,
-    EngineUnavailable,
-    Request,
-    new_request_id,
-)
+from memtui.client import ConnectionState, EngineClient, EngineRefused
 from memtui.console.alert_state import ALERT_EVENT, rings_bell, toast
-from memtui.console.directive_text import render_changes
+from memtui.console.history_view import initial_view
 from memtui.console.messages import (
     ConnectionChanged,
     EventReceived,
@@ -63,15 +50,12 @@ from memtui.console.messages import (
     WelcomeReceived,
     WindowRead,
 )
+from memtui.console.operator_commands import OperatorCommands
 from memtui.console.palette import ConsoleCommands
 from memtui.console.run_view import RunView
 from memtui.console.screens.alerts_screen import AlertsScreen
 from memtui.console.screens.checkpoints_screen import CheckpointsScreen
-from memtui.console.screens.clamp_screen import ClampScreen, ClampValues
-from memtui.console.screens.confirm_screen import ConfirmScreen
-from memtui.console.screens.directive_screen import DirectiveScreen
 from memtui.console.screens.keys_screen import KeysScreen
-from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.screens.too_small_screen import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from memtui.console.series import WINDOWS, ChartWindow
 from memtui.console.widgets.directives_panel import DirectivesPanel
@@ -82,7 +66,6 @@ from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
-from memtui.history import initial_view
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 
 REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
@@ -109,17 +92,10 @@ PANEL_KEYS: dict[str, str] = {
     "5": "events",
     "6": "hardware",
 }
-OPERATOR_ACTIONS = frozenset(
-    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos"}
-)
-"""Actions that change the run: hidden and refused in a read-only console."""
-PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
-"""Key P's two actions and the run being paused that each needs: one key toggles, and the
-footer, the keys list and the palette name what it does now."""
 
 
-class MemtuiApp(App[None]):
-    """The operator console for one run."""
+class MemtuiApp(OperatorCommands):
+    """The operator console for one run (its requests to the run: ``OperatorCommands``)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "memtui"
@@ -357,138 +333,11 @@ class MemtuiApp(App[None]):
         if message.window == self.view.window:
             self._fold(self.view.with_window(message.window, message.points))
 
-    # ------------------------------------------------------------------ requests
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """A read-only console neither shows nor runs the operator's actions; of key P's two,
-        only the one that fits the run's state (pause a running run, continue a paused one)."""
-        if self.readonly and action in OPERATOR_ACTIONS:
-            return False
-        if action in PAUSE_ACTIONS:
-            return PAUSE_ACTIONS[action] == (self.view.state == "paused")
-        return True
-
-    def send_request(self, request: Request, done: str, *, title: str | None = None) -> None:
-        """Send ``request`` in a worker; ``done`` is the notification on success, under ``title``
-        (default: the request's kind) as is a refusal."""
-        if self.readonly:
-            self.notify("read-only console: commands are refused", severity="warning")
-            return
-        if self.client is None:
-            self.notify("not connected to a live run", severity="error")
-            return
-        self.sent.append(request)
-        self.run_worker(self._request(self.client, request, done, title or request.kind), group="requests")
-
-    async def _request(self, client: EngineClient, request: Request, done: str, title: str) -> None:
-        try:
-            await client.request(request)
-        except EngineRefused as err:
-            self.notify(err.reason, title=f"{title} refused", severity="error", timeout=10)
-        except EngineUnavailable as err:
-            self.notify(str(err), title=f"{title} not delivered", severity="error", timeout=10)
-        else:
-            self.notify(done, title=title)
-
-    def _confirm(self, title: str, body: str, then: Callable[[], None], *, yes: str = "Yes") -> None:
-        def answered(ok: bool | None) -> None:
-            if ok:
-                then()
-
-        self.push_screen(ConfirmScreen(title, body, yes=yes), answered)
-
-    # ------------------------------------------------------------------ actions: run
+    # ------------------------------------------------------------------ actions: the console
 
     def action_detach(self) -> None:
         """Close the console only; the run goes on."""
         self.exit()
-
-    def action_stop(self) -> None:
-        body = f"Stop {self.view.run_id}? The trainer finishes its step, checkpoints and exits."
-        self._confirm(
-            "Stop the run",
-            body,
-            lambda: self.send_request(Stop(id=new_request_id(), reason="operator (console)"), "stopping"),
-            yes="Stop",
-        )
-
-    def action_pause(self) -> None:
-        """Hold training at the next optimizer-step boundary. Nothing is lost, so no question."""
-        request = Pause(id=new_request_id(), paused=True, reason="operator (console)")
-        self.send_request(request, "the trainer holds at the next step boundary", title="pause")
-
-    def action_unpause(self) -> None:
-        """Let a paused run go on."""
-        request = Pause(id=new_request_id(), paused=False, reason="operator (console)")
-        self.send_request(request, "training goes on", title="continue")
-
-    def action_kill_trainer(self) -> None:
-        self.action_chaos("kill_trainer")
-
-    def action_chaos(self, action: str) -> None:
-        if action not in CHAOS_ACTIONS:
-            self.notify(f"unknown chaos action {action!r}", severity="error")
-            return
-        body = (
-            f"Inject chaos [b]{action}[/b] into {self.view.run_id}? This rehearses a failure on the live run."
-        )
-        self._confirm(
-            f"Chaos: {action}",
-            body,
-            lambda: self.send_request(Chaos(id=new_request_id(), action=action), f"{action} sent"),  # type: ignore[arg-type]
-            yes="Inject",
-        )
-
-    # ------------------------------------------------------------------ actions: directives
-
-    def _directive(self):  # type: ignore[no-untyped-def]
-        directive = self.query_one(DirectivesPanel).current()
-        if directive is None:
-            self.notify("no pending directive", severity="warning")
-        return directive
-
-    def action_approve(self) -> None:
-        d = self._directive()
-        if d is None:
-            return
-        self._confirm(
-            f"Approve {d.id}",
-            f"Apply as the policy allows it:\n{render_changes(d.requested, d.allowed)}",
-            lambda: self.send_request(Approve(id=new_request_id(), directive_id=d.id), f"{d.id} approved"),
-            yes="Approve",
-        )
-
-    def action_clamp(self) -> None:
-        d = self._directive()
-        if d is None:
-            return
-
-        def clamped(values: ClampValues | None) -> None:
-            if values:
-                self.send_request(
-                    Clamp(id=new_request_id(), directive_id=d.id, values=values),  # type: ignore[arg-type]
-                    f"{d.id} clamped",
-                )
-
-        self.push_screen(ClampScreen(d), clamped)
-
-    def action_reject(self) -> None:
-        d = self._directive()
-        if d is None:
-            return
-
-        def rejected(reason: str | None) -> None:
-            if reason:
-                self.send_request(
-                    Reject(id=new_request_id(), directive_id=d.id, reason=reason), f"{d.id} rejected"
-                )
-
-        self.push_screen(RejectScreen(d), rejected)
-
-    def action_details(self) -> None:
-        d = self._directive()
-        if d is not None:
-            self.push_screen(DirectiveScreen(d, self._clock()))
 
     # ------------------------------------------------------------------ actions: display
 

@@ -14,7 +14,8 @@ from typing import Literal, cast, get_args
 
 from pydantic import ValidationError
 
-from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample
+from engine.config import RunConfig
+from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample, Thresholds
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
 from memtui.console.alert_state import ALERT_EVENT, critical_after
@@ -37,8 +38,9 @@ MAX_ALERTS = 1000
 """Newest alert events kept for the alert list."""
 LOSS_EMA_ALPHA = 0.1
 """Weight of the newest loss in the smoothed loss (about a 10-step window)."""
-LOSS_SCALE_FLOOR = 1.0
-"""DeepSpeed's default min_loss_scale: a scale sitting here cannot absorb another overflow."""
+DEFAULT_THRESHOLDS: Thresholds = RunConfig().thresholds()
+"""The config models' defaults: the levels of a run that has not said its own (an older
+supervisor, an unreadable run.json)."""
 OVERFLOW_ALERT_WINDOW = 50
 OVERFLOW_ALERT_COUNT = 3
 """This many overflows within the newest OVERFLOW_ALERT_WINDOW points raise an alert."""
@@ -116,6 +118,9 @@ class RunView:
     that carry one, empty for a single-rank run."""
     ranks_step: int | None = None
     """The step whose sample carried ``ranks``."""
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    """The run's memory and loss-scale levels, as its supervisor's Welcome or its run.json
+    said; the panels colour by them."""
 
     # ------------------------------------------------------------------ folding
 
@@ -132,7 +137,10 @@ class RunView:
         return self
 
     def with_welcome(self, welcome: Welcome) -> RunView:
-        return dataclasses.replace(self, run_id=welcome.run_id, state=welcome.state)
+        """The supervisor's identity and state, and its thresholds when it sends them (an older
+        one does not: the ones already known stay)."""
+        thresholds = welcome.thresholds or self.thresholds
+        return dataclasses.replace(self, run_id=welcome.run_id, state=welcome.state, thresholds=thresholds)
 
     def with_connection(self, connection: ViewConnection) -> RunView:
         return dataclasses.replace(self, connection=connection)
@@ -271,7 +279,7 @@ class RunView:
         alerts = []
         if not math.isfinite(s.loss):
             alerts.append(f"loss is {s.loss}")
-        if s.loss_scale is not None and s.loss_scale <= LOSS_SCALE_FLOOR:
+        if s.loss_scale is not None and s.loss_scale <= self.thresholds.loss_scale_floor:
             alerts.append("loss scale at its floor")
         recent = sum(p.overflow for p in self.points[-OVERFLOW_ALERT_WINDOW:])
         if recent >= OVERFLOW_ALERT_COUNT:

@@ -74,6 +74,19 @@ def test_rejections_name_their_cause() -> None:
     assert "no memory figures" in reason(make({"micro_batch_size": 4}), context(memory=None))
 
 
+def test_loss_scale_floor_is_the_runs_configured_one() -> None:
+    alerts = UNLIMITED.alerts.model_copy(update={"loss_scale_floor": 64.0})
+    engine = LocalPolicyEngine(UNLIMITED.model_copy(update={"alerts": alerts}))
+    at_floor = engine.evaluate(make({"lr_multiplier": 0.5}), context(loss_scale=64.0))
+    assert at_floor.decision == "reject" and "loss scale at its floor (64)" in at_floor.reasons[0]
+    assert engine.evaluate(make({"lr_multiplier": 0.5}), context(loss_scale=128.0)).admitted
+    # the default floor (1.0) lets the same scale through
+    assert (
+        LocalPolicyEngine(UNLIMITED).evaluate(make({"lr_multiplier": 0.5}), context(loss_scale=64.0)).admitted
+    )
+    assert engine.revision != LocalPolicyEngine(UNLIMITED).revision  # the floor is part of what it judges by
+
+
 def test_rate_limit_per_source() -> None:
     engine = LocalPolicyEngine(CONFIG)
     limit = CONFIG.policy.rate_limit

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import protocol
+from engine.config import RunConfig
 from engine.domain import Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
@@ -87,6 +88,7 @@ CLIENT_MESSAGES = [
 ]
 SERVER_MESSAGES = [
     Welcome(run_id="demo-1", state="running", last_seq=9),
+    Welcome(run_id="demo-1", state="paused", last_seq=0, thresholds=RunConfig().thresholds()),
     Ok(id="s", result={"state": "stopping", "nested": {"x": [1.5]}}),
     Error(id=None, reason="bad"),
     Error(id="q", reason="bad"),
@@ -117,6 +119,21 @@ def test_client_round_trip(message: object) -> None:
 @pytest.mark.parametrize("message", SERVER_MESSAGES, ids=lambda m: m.kind)
 def test_server_round_trip(message: object) -> None:
     assert decode_server(encode(message)[:-1]) == message  # type: ignore[arg-type]
+
+
+def test_welcome_carries_the_runs_thresholds_or_none() -> None:
+    config = RunConfig.model_validate(
+        {"memory": {"warn": 0.5, "critical": 0.6}, "alerts": {"loss_scale_floor": 8}}
+    )
+    sent = Welcome(run_id="r", state="running", last_seq=0, thresholds=config.thresholds())
+    thresholds = decode_server(encode(sent)[:-1]).thresholds  # type: ignore[union-attr]
+    assert (thresholds.memory_warn, thresholds.memory_critical, thresholds.loss_scale_floor) == (
+        0.5,
+        0.6,
+        8.0,
+    )
+    old = b'{"kind": "welcome", "protocol": 1, "run_id": "r", "state": "running", "last_seq": 0}'
+    assert decode_server(old).thresholds is None  # type: ignore[union-attr]  # a supervisor that sends none
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])

@@ -1,18 +1,19 @@
 """A scripted fake supervisor that speaks the real wire protocol.
 
-Like httpx's mock transport: the console and CLI are tested against it without torch or a
-real engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello``
-with a ``Welcome`` and a replay of its scripted events, streams scripted telemetry at a
-rate, answers Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records
-every message it received so tests can assert on them. ``ranks=2`` plays a two-rank run:
-every sample says ``world_size=2`` and every ``rank_report_every``-th step carries both
-ranks' memory (``RankMemory``), as the trainer's ranks exchange it. Directives: ``propose`` announces one
+Like httpx's mock transport: the console and CLI are tested against it without torch or a real
+engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello`` with a
+``Welcome`` and a replay of its scripted events, streams scripted telemetry at a rate, answers
+Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records every message it
+received so tests can assert on them. ``ranks=2`` plays a two-rank run: every sample says
+``world_size=2`` and every ``rank_report_every``-th step carries both ranks' memory
+(``RankMemory``), as the trainer's ranks exchange it. ``thresholds`` are the run's levels its
+Welcome carries (None: a supervisor that sends none). Directives: ``propose`` announces one
 (``directive_proposed``); Approve/Clamp/Reject decide it (``directive_decided``), a clamp
-outside the directive's bounds is refused as the policy would. Chaos is recorded as a
-``chaos`` event and answered Ok. ``Pause`` is answered Ok at once; ``pause_after_s`` later the
-"trainer" holds (``state_changed`` to paused, ``run_paused``) and the telemetry stream waits,
-until ``Pause(paused=False)`` (``state_changed`` to running, ``run_continued``); a run that has
-ended or is stopping refuses it::
+outside the directive's bounds is refused as the policy would. Chaos is recorded as a ``chaos``
+event and answered Ok. ``Pause`` is answered Ok at once; ``pause_after_s`` later the "trainer"
+holds (``state_changed`` to paused, ``run_paused``) and the telemetry stream waits, until
+``Pause(paused=False)`` (``state_changed`` to running, ``run_continued``); a run that has ended
+or is stopping refuses it::
 
     async with FakeEngine(sock, events=[...], telemetry=[...]) as engine:
         ...
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, RunStatus, TelemetrySample
+from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, RunStatus, TelemetrySample, Thresholds
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
@@ -160,6 +161,7 @@ class FakeEngine:
         hardware: HardwareSnapshot | None = None,
         ranks: int = 1,
         rank_report_every: int = 4,
+        thresholds: Thresholds | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
@@ -182,6 +184,8 @@ class FakeEngine:
         """Ranks the run plays: above one, samples carry world_size and rank reports."""
         self.rank_report_every = rank_report_every
         """Steps between two rank reports (steps divisible by it carry one)."""
+        self.thresholds = thresholds
+        """The run's levels sent in each Welcome; None plays a supervisor that sends none."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
@@ -351,7 +355,9 @@ class FakeEngine:
         conn.hello = hello
         self.hellos.append(hello)
         last_seq = self.events[-1].seq if self.events else 0
-        conn.send(Welcome(run_id=self.run_id, state=self.state, last_seq=last_seq))
+        conn.send(
+            Welcome(run_id=self.run_id, state=self.state, last_seq=last_seq, thresholds=self.thresholds)
+        )
         if hello.replay_from is not None:
             for event in self.events:
                 if event.seq > hello.replay_from:

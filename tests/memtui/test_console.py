@@ -10,6 +10,7 @@ from textual.widget import Widget
 
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
+from memtui.console.history_view import stored_view
 from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.memory_panel import MemoryPanel
@@ -17,7 +18,6 @@ from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
-from memtui.history import stored_view
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 
 

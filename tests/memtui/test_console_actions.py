@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from engine.run.directory import RunDir
-from memtui.console.app import OPERATOR_ACTIONS, MemtuiApp
+from memtui.console.app import MemtuiApp
+from memtui.console.operator_commands import OPERATOR_ACTIONS
 from memtui.console.screens.clamp_screen import ClampScreen
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.directive_screen import DirectiveScreen

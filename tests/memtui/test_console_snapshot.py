@@ -21,7 +21,7 @@ from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
-from memtui.history import stored_view
+from memtui.console.history_view import stored_view
 from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
 
 CREATED_AT = 1_700_000_000.0

@@ -4,6 +4,7 @@ in the order they ran, and the charts mark the restart."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,11 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.chart import RESTART_MARK
+from memtui.console.history_view import stored_view
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.console.window_reader import read_window
-from memtui.history import stored_view
+from memtui.history import stored_steps
 from tests.fakes.fake_engine import make_sample
 from tests.memtui.test_console import until
 
@@ -60,6 +62,16 @@ def test_last_hour_starts_at_the_first_step_inside_it(resumed: RunDir) -> None:
         assert store.count_steps(since_ts=now - 3600) == 60 and store.count_steps() == 170
         assert [s.step for s in store.iter_steps(7, since_ts=1095.0)][:7] == [95, 96, 97, 98, 99, 100, 81]
         assert store.count_steps(since_ts=1e12) == 0 and list(store.iter_steps(since_ts=1e12)) == []
+
+
+def test_stored_steps_are_streamed_not_listed(resumed: RunDir) -> None:
+    """The data layer hands out a count and a lazy stream (one keyset page in memory at a time)."""
+    with stored_steps(resumed.store, since_ts=1095.0) as steps:
+        assert steps.total == 6 + 70  # attempt 1's steps 95..100, then all of attempt 2
+        assert isinstance(steps.samples, Iterator) and not isinstance(steps.samples, (list, tuple))
+        assert [next(steps.samples).step for _ in range(7)] == [95, 96, 97, 98, 99, 100, 81]
+    with stored_steps(resumed.path / "none.sqlite") as nothing:
+        assert nothing.total == 0 and list(nothing.samples) == []
 
 
 async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:

@@ -18,10 +18,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from engine.checkpoints.manifest import Check
 from engine.domain import Event
 from engine.run.directory import RunDir
-from memtui.checkpoint_report import checkpoint_rows
+from memtui.checkpoint_report import PASSES, Check, checkpoint_rows
 from memtui.console.run_view import RunView
 from memtui.formatting import format_age, format_bytes
 
@@ -34,7 +33,6 @@ STATE_STYLES: dict[str, str] = {
 }
 POLL_S = 1.0
 """How often the screen looks for a new checkpoint event in the app's view."""
-PASSES: tuple[Check, ...] = ("quick", "full")
 
 
 def render_checkpoint_list(rows: Sequence[dict[str, Any]], check: Check | None) -> str:

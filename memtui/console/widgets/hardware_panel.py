@@ -13,16 +13,16 @@ from typing import Any
 
 from textual.markup import escape
 
-from engine.domain import TelemetrySample
+from engine.domain import MemoryLevel, TelemetrySample, Thresholds
 from engine.hardware_report import SLOWING_THROTTLES, GpuReport, HardwareSnapshot, HostReport
-from memtui.console.run_view import RunView
+from memtui.console.run_view import DEFAULT_THRESHOLDS, RunView
 from memtui.console.widgets.panel import Panel
 from memtui.formatting import PLACEHOLDER, format_bytes
 
 UTIL_LOW_PCT = 30
 """GPU utilization under this while training is worth a look (an input-bound or stuck run)."""
-MEMORY_WARN_AT = 0.90
-MEMORY_CRITICAL_AT = 0.97
+LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$text", "warning": "$text-warning", "critical": "$text-error"}
+"""Memory figures' colour by level (the run's ``memory.warn`` and ``memory.critical``)."""
 TEMPERATURE_WARN_BELOW_C = 10
 """Degrees under the GPU's slowdown threshold from which its temperature is flagged."""
 POWER_WARN_AT = 0.98
@@ -33,17 +33,22 @@ NO_READING = "[$text-muted]waiting for the first hardware reading…[/]"
 LABEL_WIDTH = 5
 
 
-def render_hardware(snapshot: HardwareSnapshot | None, sample: TelemetrySample | None = None) -> str:
+def render_hardware(
+    snapshot: HardwareSnapshot | None,
+    sample: TelemetrySample | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> str:
     """Body markup: a banner or one line per GPU, then host, disks and engine processes.
 
     ``sample`` is the step sample current when the reading came: its allocator figures are
     shown beside NVML's "used" on the GPU our trainer holds. Lines are not wrapped; the
-    panel crops them, so each line leads with what matters most.
+    panel crops them, so each line leads with what matters most. Memory is coloured by the
+    run's ``thresholds`` (the panel passes its view's).
     """
     if snapshot is None:
         return NO_READING
-    lines = gpu_lines(snapshot, sample)
-    lines += host_lines(snapshot.host)
+    lines = gpu_lines(snapshot, sample, thresholds)
+    lines += host_lines(snapshot.host, thresholds)
     return "\n".join(lines)
 
 
@@ -56,13 +61,15 @@ def hardware_title(snapshot: HardwareSnapshot | None) -> str:
     return f"Hardware{what} · {time.strftime('%H:%M:%S', time.localtime(snapshot.ts))}"
 
 
-def gpu_lines(snapshot: HardwareSnapshot, sample: TelemetrySample | None) -> list[str]:
+def gpu_lines(
+    snapshot: HardwareSnapshot, sample: TelemetrySample | None, thresholds: Thresholds
+) -> list[str]:
     if not snapshot.gpus:
         reason = snapshot.nvml or "NVML found no devices"
         reason = reason.removeprefix("NVML: ")
         return [f"[$text-warning]no GPU: NVML unavailable ({escape(reason)})[/] [$text-muted]host only[/]"]
     ours = _allocator_gpu(snapshot.gpus, sample)
-    return [gpu_line(g, sample if g.index == ours else None) for g in snapshot.gpus]
+    return [gpu_line(g, thresholds, sample if g.index == ours else None) for g in snapshot.gpus]
 
 
 def _allocator_gpu(gpus: list[GpuReport], sample: TelemetrySample | None) -> int | None:
@@ -76,9 +83,12 @@ def _allocator_gpu(gpus: list[GpuReport], sample: TelemetrySample | None) -> int
     return gpus[0].index if len(gpus) == 1 else None
 
 
-def gpu_line(gpu: GpuReport, sample: TelemetrySample | None = None) -> str:
+def gpu_line(gpu: GpuReport, thresholds: Thresholds, sample: TelemetrySample | None = None) -> str:
     """``GPU0 util  95%  mem 10.0 GiB/80.0 GiB alloc 8.00 GiB rsv 9.10 GiB  62°C  400/700 W  ok``."""
-    parts = [f"[b]{f'GPU{gpu.index}':<{LABEL_WIDTH}}[/b]" + _util(gpu.utilization_pct), _memory(gpu, sample)]
+    parts = [
+        f"[b]{f'GPU{gpu.index}':<{LABEL_WIDTH}}[/b]" + _util(gpu.utilization_pct),
+        _memory(gpu, sample, thresholds),
+    ]
     parts += [_temperature(gpu), _power(gpu), _throttle(gpu.throttle_reasons)]
     if gpu.ecc_uncorrected:
         parts.append(f"[$text-error]ECC {gpu.ecc_uncorrected}[/]")
@@ -95,15 +105,9 @@ def _util(pct: int | None) -> str:
     return f"[$text-muted]util[/] [{style}]{pct:>3}%[/]"
 
 
-def _memory(gpu: GpuReport, sample: TelemetrySample | None) -> str:
+def _memory(gpu: GpuReport, sample: TelemetrySample | None, thresholds: Thresholds) -> str:
     used, total = gpu.memory_used, gpu.memory_total
-    style = "$text"
-    if used is not None and total:
-        fraction = used / total
-        if fraction >= MEMORY_CRITICAL_AT:
-            style = "$text-error"
-        elif fraction >= MEMORY_WARN_AT:
-            style = "$text-warning"
+    style = LEVEL_STYLES[thresholds.memory_level(used / total)] if used is not None and total else "$text"
     text = f"[$text-muted]mem[/] [{style}]{format_bytes(used)}[/]/{format_bytes(total)}"
     if sample is not None:
         text += (
@@ -142,14 +146,14 @@ def _throttle(reasons: list[str]) -> str:
     return f"[{style}]throttled: {escape(', '.join(reasons))}[/]"
 
 
-def host_lines(host: HostReport) -> list[str]:
+def host_lines(host: HostReport, thresholds: Thresholds) -> list[str]:
     """Host CPU and RAM; free disk at the run and checkpoint directories; engine processes."""
     if "psutil" in host.unavailable:
         return [f"[$text-warning]host readings unavailable ({escape(host.unavailable['psutil'])})[/]"]
     cpu = PLACEHOLDER if host.cpu_pct is None else f"{host.cpu_pct:.0f}%"
     cores = f" of {host.cpu_count}" if host.cpu_count else ""
     load = f" load {host.load_1m:.1f}" if host.load_1m is not None else ""
-    ram = _ram(host)
+    ram = _ram(host, thresholds)
     swap = f"  [$text-muted]swap[/] {format_bytes(host.swap_used)}" if host.swap_total else ""
     head = f"[$text-muted]{'host':<{LABEL_WIDTH}}[/]"
     lines = [f"{head}CPU {cpu}{cores}{load}  [$text-muted]RAM[/] {ram}{swap}"]
@@ -162,12 +166,14 @@ def host_lines(host: HostReport) -> list[str]:
     return lines
 
 
-def _ram(host: HostReport) -> str:
+def _ram(host: HostReport, thresholds: Thresholds) -> str:
+    """Host RAM in use; flagged (never as an error: it is not the run's budget) from the warning level."""
     total, available = host.ram_total, host.ram_available
     if total is None or available is None:
         return PLACEHOLDER
     used = total - available
-    style = "$text-warning" if total and used / total >= MEMORY_WARN_AT else "$text"
+    high = bool(total) and thresholds.memory_level(used / total) != "ok"
+    style = "$text-warning" if high else "$text"
     return f"[{style}]{format_bytes(used)}[/]/{format_bytes(total)}"
 
 
@@ -201,7 +207,7 @@ class HardwarePanel(Panel):
     def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
         """Draw only when the reading (or the panel's size) changed: hardware comes every
         few seconds, while the app hands every panel each new step."""
-        key = (view.hardware, view.hardware_sample, self.content_size)
+        key = (view.hardware, view.hardware_sample, view.thresholds, self.content_size)
         if self._drawn is not None and all(a is b or a == b for a, b in zip(key, self._drawn, strict=True)):
             self._view, self._now = view, now
             return
@@ -210,4 +216,4 @@ class HardwarePanel(Panel):
 
     def draw(self, view: RunView, now: float) -> str:
         self.border_title = hardware_title(view.hardware)
-        return render_hardware(view.hardware, view.hardware_sample)
+        return render_hardware(view.hardware, view.hardware_sample, view.thresholds)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from textual.markup import escape
 
-from engine.domain import Event, RankMemory
+from engine.domain import Event, MemoryLevel, RankMemory, Thresholds
 from memtui.console.chart import render_chart, render_rows, render_rule
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
@@ -28,8 +28,8 @@ KIND_LABELS: dict[str, str] = {
     "cpu-rss": "process RSS (CPU stand-in)",
 }
 CAPACITY_LABELS: dict[str, str] = {"cuda": "capacity", "cpu-rss": "budget"}
-WARN_AT = 0.75
-CRITICAL_AT = 0.90
+LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$success", "warning": "$warning", "critical": "$error"}
+"""Bar colour by memory level (the levels are the run's ``memory.warn`` and ``memory.critical``)."""
 LABEL_WIDTH = 10
 FIGURES_WIDTH = 17  # " 1023.9 MiB  100%"
 WIDE_AT = 60
@@ -82,11 +82,11 @@ def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:
     if not view.ranks:
         return "\n".join(lines)
     if height < TEXT_LINES:
-        return "\n".join([*lines[:-1], render_worst_rank(view.ranks, width)])
+        return "\n".join([*lines[:-1], render_worst_rank(view.ranks, width, view.thresholds)])
     table = height - TEXT_LINES - CHART_MIN_LINES  # lines for the header and rank rows
     if table < 2:
-        return "\n".join([*lines, render_worst_rank(view.ranks, width)])
-    return "\n".join([*lines, *render_rank_rows(view.ranks, width, table)])
+        return "\n".join([*lines, render_worst_rank(view.ranks, width, view.thresholds)])
+    return "\n".join([*lines, *render_rank_rows(view.ranks, width, table, view.thresholds)])
 
 
 def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
@@ -94,10 +94,11 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
     assert s is not None
     capacity = s.mem_capacity or None
     bar_width = max(4, width - LABEL_WIDTH - FIGURES_WIDTH)
+    levels = view.thresholds
     lines: list[str] = [
-        _bar_line("allocated", s.mem_allocated, capacity, bar_width),
-        _bar_line("reserved", s.mem_reserved, capacity, bar_width),
-        _bar_line("peak", s.mem_peak, capacity, bar_width),
+        _bar_line("allocated", s.mem_allocated, capacity, bar_width, levels),
+        _bar_line("reserved", s.mem_reserved, capacity, bar_width, levels),
+        _bar_line("peak", s.mem_peak, capacity, bar_width, levels),
         _gap_line(
             s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
         ),
@@ -116,7 +117,9 @@ def worst_rank(ranks: tuple[RankMemory, ...]) -> RankMemory:
     return max(ranks, key=lambda r: (_fraction(r.peak, r.capacity), r.reserved, -r.rank))
 
 
-def render_rank_rows(ranks: tuple[RankMemory, ...], width: int, limit: int) -> list[str]:
+def render_rank_rows(
+    ranks: tuple[RankMemory, ...], width: int, limit: int, thresholds: Thresholds
+) -> list[str]:
     """A column header and up to ``limit - 1`` rank rows, rank order; when not all fit, the
     worst ranks are the ones shown and the header says how many are not."""
     bar, peak, gap = _rank_columns(width)
@@ -132,10 +135,11 @@ def render_rank_rows(ranks: tuple[RankMemory, ...], width: int, limit: int) -> l
         + (f"{'gap':>{RANK_COLUMN_WIDTH}}" if gap else "")
     )
     worst = worst_rank(ranks).rank
-    return [f"[$text-muted]{header}[/]", *(_rank_row(r, bar, peak, gap, r.rank == worst) for r in shown)]
+    rows = (_rank_row(r, bar, peak, gap, r.rank == worst, thresholds) for r in shown)
+    return [f"[$text-muted]{header}[/]", *rows]
 
 
-def render_worst_rank(ranks: tuple[RankMemory, ...], width: int) -> str:
+def render_worst_rank(ranks: tuple[RankMemory, ...], width: int, thresholds: Thresholds) -> str:
     """One line for all ranks: how many, and the worst one's bar, reserved and share."""
     r = worst_rank(ranks)
     label = f"{len(ranks)} ranks"
@@ -143,7 +147,7 @@ def render_worst_rank(ranks: tuple[RankMemory, ...], width: int) -> str:
     bar = max(2, width - len(lead) - RANK_FIGURES_WIDTH)  # 3 cells in the 80x24 layout
     return (
         f"[$text-muted]{lead}[/]"
-        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar)
+        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar, thresholds)
         + _rank_figures(r)
     )
 
@@ -158,11 +162,11 @@ def _rank_columns(width: int) -> tuple[int, bool, bool]:
     return max(4, width - fixed), False, False
 
 
-def _rank_row(r: RankMemory, bar: int, peak: bool, gap: bool, worst: bool) -> str:
+def _rank_row(r: RankMemory, bar: int, peak: bool, gap: bool, worst: bool, thresholds: Thresholds) -> str:
     label_style = "$text-warning" if worst else "$text-muted"
     return (
         f"[{label_style}]{f'r{r.rank}':<{RANK_LABEL_WIDTH}}[/]"
-        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar)
+        + render_stacked_bar(r.allocated, r.reserved, r.capacity, bar, thresholds)
         + _rank_figures(r)
         + (f"{format_bytes(r.peak):>{RANK_COLUMN_WIDTH}}" if peak else "")
         + (f"{format_bytes(r.reserved - r.allocated):>{RANK_COLUMN_WIDTH}}" if gap else "")
@@ -179,15 +183,16 @@ def _fraction(used: int, capacity: int) -> float:
     return used / capacity if capacity else 0.0
 
 
-def render_stacked_bar(allocated: int, reserved: int, capacity: int, width: int) -> str:
+def render_stacked_bar(
+    allocated: int, reserved: int, capacity: int, width: int, thresholds: Thresholds
+) -> str:
     """``width`` cells: allocated (█), then reserved's cached gap (▒), then free (░), against
-    ``capacity``, coloured by how full reserved is."""
+    ``capacity``, coloured by how full reserved is against the run's memory levels."""
     if not capacity:
         return f"[$text-disabled]{'·' * width}[/]"
     used = round(min(1.0, allocated / capacity) * width)
     held = max(used, round(min(1.0, reserved / capacity) * width))
-    fraction = reserved / capacity
-    style = "$error" if fraction >= CRITICAL_AT else "$warning" if fraction >= WARN_AT else "$success"
+    style = LEVEL_STYLES[thresholds.memory_level(reserved / capacity)]
     return f"[{style}]{'█' * used}{'▒' * (held - used)}[/][$text-disabled]{'░' * (width - held)}[/]"
 
 
@@ -267,18 +272,18 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{budget}{extra}"
 
 
-def _bar_line(label: str, used: int, capacity: int | None, width: int) -> str:
+def _bar_line(label: str, used: int, capacity: int | None, width: int, thresholds: Thresholds) -> str:
     fraction = min(1.0, used / capacity) if capacity else None
     figures = f"{format_bytes(used):>10} {format_percent(fraction):>6}"
-    return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{render_bar(fraction, width)}{figures}"
+    return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{render_bar(fraction, width, thresholds)}{figures}"
 
 
-def render_bar(fraction: float | None, width: int) -> str:
-    """A bar of ``width`` cells, coloured by how full it is."""
+def render_bar(fraction: float | None, width: int, thresholds: Thresholds) -> str:
+    """A bar of ``width`` cells, coloured by how full it is against the run's memory levels."""
     if fraction is None:
         return f"[$text-disabled]{'·' * width}[/]"
     filled = round(fraction * width)
-    style = "$error" if fraction >= CRITICAL_AT else "$warning" if fraction >= WARN_AT else "$success"
+    style = LEVEL_STYLES[thresholds.memory_level(fraction)]
     return f"[{style}]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
 
 
