@@ -258,19 +258,17 @@ class Supervisor:
 
     def _open(self) -> None:
         self._store = Store(self.run.store)
-        meta = self.store.meta()
-        previous = meta.get("state")
-        self.attempt = int(meta.get("attempt") or 0)
-        self.restarts = int(meta.get("restarts") or 0)
-        self._hold = bool(meta.get("hold"))
+        meta = self.store.read_meta()
+        previous = meta.state
+        self.attempt = meta.attempt
+        self.restarts = meta.restarts
+        self._hold = meta.hold
         self.store.update_meta(
-            {
-                "started_at": meta.get("started_at") or time.time(),
-                "supervisor_pid": os.getpid(),
-                "exit_reason": None,
-                "attempt": self.attempt,
-                "restarts": self.restarts,
-            }
+            started_at=meta.started_at or time.time(),
+            supervisor_pid=os.getpid(),
+            exit_reason=None,
+            attempt=self.attempt,
+            restarts=self.restarts,
         )
         log.info("supervising %s (pid %d)", self.run.path, os.getpid())
         self._record(
@@ -279,7 +277,7 @@ class Supervisor:
             data={"supervisor_pid": os.getpid(), "run_dir": str(self.run.path), "previous_state": previous},
         )
         self.state = "starting"
-        self.store.set_meta("state", "starting")
+        self.store.update_meta(state="starting")
         if previous != "starting":  # previous is None for a fresh store
             self._record(
                 "state_changed",
@@ -357,8 +355,7 @@ class Supervisor:
         await asyncio.gather(*(c.drain(CLIENT_DRAIN_S) for c in list(self._clients)))
 
     def _end(self, state: RunState, reason: str) -> None:
-        meta = {"exit_reason": reason, "ended_at": time.time(), "trainer_pid": None, "hold": False}
-        self.store.update_meta(meta)
+        self.store.update_meta(exit_reason=reason, ended_at=time.time(), trainer_pid=None, hold=False)
         self._set_state(state)
         self._record(
             "run_ended",
@@ -486,7 +483,7 @@ class Supervisor:
                     )
                 return outcome
             self.restarts += 1
-            self.store.set_meta("restarts", self.restarts)
+            self.store.update_meta(restarts=self.restarts)
             self._set_state("restarting")
             self._announce_restart(outcome, decision, resume_step)
             await self._sleep_unless_stopped(decision.delay_s)
@@ -586,7 +583,7 @@ class Supervisor:
             self._record("trainer_launch_failed", severity="critical", message=reason, attempt=attempt)
             return TrainerExit(attempt, None, launch_error=reason)
         self._proc = proc
-        self.store.update_meta({"attempt": attempt, "trainer_pid": proc.pid})
+        self.store.update_meta(attempt=attempt, trainer_pid=proc.pid)
         self._record(
             "trainer_launched",
             message=f"trainer attempt {attempt} started (pid {proc.pid})",
@@ -652,7 +649,7 @@ class Supervisor:
             return Error(id=request_id, reason=f"the run is {self.state}: there is no training to pause")
         if paused != self._hold:
             self._hold = paused
-            self.store.set_meta("hold", paused)
+            self.store.update_meta(hold=paused)
             verb = "pause" if paused else "continue"
             self._record(f"{verb}_requested", message=f"{verb} requested: {reason}", data={"reason": reason})
             if self._trainer is not None:
@@ -682,7 +679,7 @@ class Supervisor:
         if to == self.state:
             return
         before, self.state = self.state, to
-        self.store.set_meta("state", to)
+        self.store.update_meta(state=to)
         self._record("state_changed", message=f"{before} -> {to}", data={"from": before, "to": to})
 
     def _record(
@@ -709,7 +706,7 @@ class Supervisor:
         latest = self.latest or self.store.latest_step()
         return compose_status(
             self.run,
-            self.store.meta(),
+            self.store.read_meta(),
             latest,
             self.store.last_seq(),
             supervisor_alive=True,

@@ -26,6 +26,7 @@ from engine.protocol import (
     TrainerEvent,
 )
 from engine.run.directory import RunDir
+from engine.run.meta import RunMeta
 from engine.run.status import offline_status
 from engine.run.store import Store
 from engine.supervisor import peer, trainer_process
@@ -43,9 +44,9 @@ def event(type_: str) -> Any:
     return lambda m: m.kind == "event" and m.event.type == type_
 
 
-def stored(run: RunDir) -> tuple[dict[str, Any], list[Any]]:
+def stored(run: RunDir) -> tuple[RunMeta, list[Any]]:
     with Store(run.store, readonly=True) as store:
-        return store.meta(), store.events_since(0)
+        return store.read_meta(), store.events_since(0)
 
 
 async def test_console_gets_welcome_history_telemetry(run: RunDir, start, connect, fake_env) -> None:
@@ -221,7 +222,8 @@ async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) 
     assert await running.result() == 0
     assert not run.socket.exists() and not run.pid_file.exists()
     meta, events = stored(run)
-    assert meta["state"] == "stopped" and "test over" in meta["exit_reason"]
+    assert meta.state == "stopped" and "test over" in (meta.exit_reason or "")
+    assert meta.trainer_pid is None and meta.ended_at is not None and meta.attempt == 1
     assert events[-1].type == "run_ended" and [e.seq for e in events] == list(range(1, len(events) + 1))
     changes = [(e.data["from"], e.data["to"]) for e in events if e.type == "state_changed"]
     assert changes == [
@@ -278,7 +280,7 @@ async def test_a_run_whose_supervisor_died_while_paused_comes_back_paused(
     await client.until(kind("telemetry"))
     await client.answer(Pause(id="p1"))
     await client.until(event("run_paused"))
-    assert stored(run)[0]["hold"] is True  # what a SIGKILLed supervisor leaves behind
+    assert stored(run)[0].hold is True  # what a SIGKILLed supervisor leaves behind
     first.task.cancel()  # an in-process supervisor cannot be SIGKILLed: end it without a stop
     await asyncio.gather(first.task, return_exceptions=True)
     await client.close()
@@ -292,7 +294,7 @@ async def test_a_run_whose_supervisor_died_while_paused_comes_back_paused(
     await client.answer(Pause(id="p2", paused=False))
     await client.until(event("run_continued"))
     await client.until(lambda m: m.kind == "telemetry" and m.sample.step > paused.event.data["step"])
-    assert stored(run)[0]["hold"] is False
+    assert stored(run)[0].hold is False
     await client.answer(Stop(id="stop", reason="done"))
     await client.until(event("run_ended"))
 
@@ -303,8 +305,8 @@ async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake
     running = await start()
     assert await running.result() == 0
     meta, events = stored(run)
-    assert meta["state"] == "failed"
-    assert meta["exit_reason"] == "trainer exited with code 3: fake trainer failing on purpose with code 3"
+    assert meta.state == "failed"
+    assert meta.exit_reason == "trainer exited with code 3: fake trainer failing on purpose with code 3"
     exited = next(e for e in events if e.type == "trainer_exited")
     assert exited.data["returncode"] == 3 and exited.severity == "critical" and exited.attempt == 1
     assert events[-1].type == "run_ended" and events[-1].data["state"] == "failed"
@@ -316,7 +318,7 @@ async def test_trainer_reaching_its_steps_completes(run: RunDir, start, fake_env
     running = await start()
     assert await running.result() == 0
     meta, _ = stored(run)
-    assert meta["state"] == "completed"
+    assert meta.state == "completed"
     with Store(run.store, readonly=True) as store:
         steps = store.steps()
     assert [s.step for s in steps] == [1, 2, 3, 4, 5]
@@ -332,7 +334,7 @@ async def test_stuck_trainer_is_killed_after_the_grace(run: RunDir, start, conne
     await client.answer(Stop(id="s"))
     assert await running.result() == 0
     meta, events = stored(run)
-    assert meta["state"] == "stopped" and "SIGKILL" in meta["exit_reason"]
+    assert meta.state == "stopped" and "SIGKILL" in (meta.exit_reason or "")
     assert next(e for e in events if e.type == "trainer_exited").data["signal"] == "SIGKILL"
 
 
@@ -343,14 +345,14 @@ async def test_silent_trainer_gets_sigterm(run: RunDir, start, fake_env) -> None
     assert running.supervisor.request_stop("test") == "stopping"
     assert await running.result() == 0
     meta, _ = stored(run)
-    assert meta["state"] == "stopped" and meta["exit_reason"] == "on request (test)"
+    assert meta.state == "stopped" and meta.exit_reason == "on request (test)"
 
 
 async def test_trainer_that_cannot_start_fails_the_run(run: RunDir, start) -> None:
     running = await start(trainer_cmd=[str(run.path / "no-such-trainer")])
     assert await running.result() == 0
     meta, events = stored(run)
-    assert meta["state"] == "failed" and "could not launch the trainer" in meta["exit_reason"]
+    assert meta.state == "failed" and "could not launch the trainer" in (meta.exit_reason or "")
     assert any(e.type == "trainer_launch_failed" for e in events)
 
 

@@ -22,9 +22,7 @@ def fabricate_store(run: RunDir, state: str, steps: int = 5, **meta: object) -> 
         for step in range(1, steps + 1):
             store.add_step(make_sample(step))
         store.append_event("run_started", message="started")
-        store.update_meta(
-            {"state": state, "started_at": 1_700_000_000.0, "attempt": 1, "restarts": 0, **meta}
-        )
+        store.update_meta(state=state, started_at=1_700_000_000.0, attempt=1, restarts=0, **meta)
 
 
 def test_ls_and_status_json_on_offline_runs(
@@ -93,7 +91,7 @@ def test_stop_waits_for_the_ending(
 
     def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
         with Store(live_run.store) as store:
-            store.update_meta({"state": "stopped"})
+            store.update_meta(state="stopped")
         live_run.pid_file.unlink()
 
     with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
