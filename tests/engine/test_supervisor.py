@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import sys
@@ -31,6 +32,7 @@ from engine.run.status import offline_status
 from engine.run.store import Store
 from engine.supervisor import peer, trainer_process
 from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit, ending
 
 pytestmark = pytest.mark.timeout(60)
@@ -354,6 +356,34 @@ async def test_trainer_that_cannot_start_fails_the_run(run: RunDir, start) -> No
     meta, events = stored(run)
     assert meta.state == "failed" and "could not launch the trainer" in (meta.exit_reason or "")
     assert any(e.type == "trainer_launch_failed" for e in events)
+
+
+def _damage_restart(run: RunDir) -> None:
+    doc = json.loads(run.config_file.read_text())
+    doc["config"]["restart"]["max_restarts"] = "many"
+    run.config_file.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        (lambda run: run.config_file.write_text("{oops"), "not valid JSON"),
+        (_damage_restart, "restart.max_restarts"),
+        (lambda run: run.config_file.unlink(), "No such file"),
+    ],
+)
+async def test_an_unusable_run_json_fails_the_run_with_the_reason(run: RunDir, damage, named: str) -> None:
+    damage(run)
+    supervisor = Supervisor(run, [str(run.path / "never-launched")])
+    assert await asyncio.wait_for(supervisor.serve(), 15) == 1
+    meta, events = stored(run)
+    assert meta.state == "failed" and "run config unusable" in (meta.exit_reason or "")
+    assert named in (meta.exit_reason or "") and str(run.config_file) in (meta.exit_reason or "")
+    assert [e.type for e in events] == ["run_started", "state_changed", "state_changed", "run_ended"]
+    assert events[-1].severity == "critical" and named in events[-1].message
+    assert not run.socket.exists() and not run.pid_file.exists()
+    status = offline_status(run)
+    assert status.state == "failed" and status.exit_reason == meta.exit_reason
 
 
 async def test_trainer_cannot_forge_supervisor_events(run: RunDir, start, connect, fake_env) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +155,24 @@ def test_without_a_run_the_newest_live_run_is_meant(
     live_run.pid_file.unlink()  # no live run left: the newest run of all
     assert main(["logs", "--supervisor"]) == 0
     assert capsys.readouterr().out.splitlines() == ["finished"]
+
+
+def test_status_names_why_a_run_with_an_unusable_run_json_failed(
+    run_dir: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real supervisor refuses to run on a run.json that does not validate, says why in
+    the store, and ``memtui status`` shows it."""
+    doc = json.loads(run_dir.config_file.read_text())
+    doc["config"]["steps"] = "lots"
+    run_dir.config_file.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "supervise", str(run_dir.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "run config unusable" in done.stdout and "steps" in done.stdout  # supervisor.log
+    assert main(["status", run_dir.run_id]) == 0
+    out = capsys.readouterr().out
+    assert "failed" in out and "run config unusable" in out and "steps:" in out
