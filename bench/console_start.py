@@ -42,7 +42,7 @@ def fabricate(home: Path, state: str) -> RunDir:
             store.add_step(make_sample(step))
         for _ in range(50):
             store.append_event("note", message="bench event")
-        store.update_meta({"state": state, "started_at": time.time() - 60})
+        store.update_meta(state=state, started_at=time.time() - 60)
     return run
 
 

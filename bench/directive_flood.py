@@ -191,7 +191,8 @@ def main() -> None:
     try:
         wait_for_steps(run, 30)  # past start-up (the first steps build kernels)
         with Store(run.store, readonly=True) as store:
-            trainer = int(store.meta()["trainer_pid"])
+            trainer = store.read_meta().trainer_pid
+        assert trainer is not None, "no trainer is running"
         supervisor = run.supervisor_pid()
         assert supervisor is not None, "the supervisor is gone"
         measured(phases[0], supervisor, trainer, lambda: time.sleep(args.seconds))

@@ -41,12 +41,13 @@ def main(kills: int = 3) -> None:
         for attempt in range(1, kills + 1):
             while True:
                 with Store(run.store, readonly=True) as store:
-                    latest, meta = store.latest_step(), store.meta()
+                    latest, meta = store.latest_step(), store.read_meta()
                 if latest is not None and latest.attempt == attempt and latest.step % 20 > 5:
                     break
                 time.sleep(0.05)
             killed_at = time.time()
-            os.killpg(meta["trainer_pid"], signal.SIGKILL)
+            assert meta.trainer_pid is not None
+            os.killpg(meta.trainer_pid, signal.SIGKILL)
             while True:
                 with Store(run.store, readonly=True) as store:
                     latest = store.latest_step()

@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.run_dir}: not a run directory (no run.json)")
     from engine.supervisor import daemon as supervisor  # here, so `--help` stays instant
 
-    grace = _config_grace(args.run_dir) if args.stop_grace is None else args.stop_grace
-    return supervisor.main(args.run_dir, stop_grace_s=grace, fresh_start=args.fresh)
+    return supervisor.main(args.run_dir, stop_grace_s=args.stop_grace, fresh_start=args.fresh)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -93,17 +92,6 @@ def _doctor(args: argparse.Namespace) -> int:
     report = doctor.examine()
     print(report.model_dump_json(indent=2) if args.json else render_report(report))
     return 1 if report.verdict == "unhealthy" else 0
-
-
-def _config_grace(run_dir: Path) -> float:
-    """The run's ``checkpoint.stop_grace_s``; the built-in default if run.json cannot say."""
-    from engine.config import CheckpointConfig
-    from engine.run.directory import RunDir
-
-    try:
-        return RunDir(run_dir).read_config().checkpoint.stop_grace_s
-    except Exception:
-        return CheckpointConfig().stop_grace_s
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _describe(err: ValidationError) -> str:
+def describe_validation(err: ValidationError) -> str:
+    """One line naming every offending key of a RunConfig validation, ``a.b: why (got x)``."""
     lines = []
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"]) or "(config)"
@@ -75,7 +76,7 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
     try:
         config = RunConfig.model_validate(merged)
     except ValidationError as err:
-        raise ConfigError(_describe(err)) from None
+        raise ConfigError(describe_validation(err)) from None
     if config.deepspeed_config:
         _check_deepspeed_keys(config.deepspeed_config)
     return config

@@ -29,7 +29,7 @@ def throwaway_home(prefix: str) -> Iterator[Path]:
     for run in list_runs(path):  # never leave a detached engine behind
         try:
             with Store(run.store, readonly=True) as store:
-                trainer = store.meta().get("trainer_pid")
+                trainer = store.read_meta().trainer_pid
         except Exception:
             trainer = None
         for pid in (run.supervisor_pid(), trainer):

@@ -25,6 +25,7 @@ from cli_harness import wait_for as _wait_for
 from engine.checkpoints.catalog import staging_tags
 from engine.checkpoints.store import SLOW_SAVE_ENV, newest_verified_step
 from engine.run.directory import RunDir, pid_alive
+from engine.run.meta import RunMeta
 from engine.run.store import Store
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
@@ -59,12 +60,12 @@ def start(home: Path, steps: int, slow_save_s: float = 0.0) -> RunDir:
     return RunDir(Path(json.loads(done.stdout)["run_dir"]))
 
 
-def meta(run: RunDir) -> dict[str, Any]:
+def meta(run: RunDir) -> RunMeta:
     try:
         with Store(run.store, readonly=True) as store:
-            return store.meta()
+            return store.read_meta()
     except Exception:
-        return {}
+        return RunMeta()
 
 
 def events(run: RunDir, type: str | None = None) -> list[Any]:
@@ -93,8 +94,8 @@ def run_processes(run: RunDir) -> set[int]:
 def trainer_running(run: RunDir, attempt: int) -> int | None:
     """The trainer pid once attempt ``attempt`` has started training."""
     started = [e for e in events(run, "trainer_started") if e.attempt == attempt]
-    pid = meta(run).get("trainer_pid")
-    return pid if started and pid and meta(run).get("attempt") == attempt else None
+    now = meta(run)
+    return now.trainer_pid if started and now.trainer_pid and now.attempt == attempt else None
 
 
 def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(home: Path) -> None:
@@ -111,9 +112,9 @@ def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(hom
         wait_for(lambda p=pid: not pid_alive(p), 10, "the trainer to die")
         expected = newest_verified_step(run.checkpoints, "full") or 0
         kills.append((attempt, expected, bool(staging_tags(run.checkpoints))))
-    wait_for(lambda: meta(run).get("state") in ("completed", "failed"), 120, "the run to end")
+    wait_for(lambda: meta(run).state in ("completed", "failed"), 120, "the run to end")
 
-    assert meta(run)["state"] == "completed" and meta(run)["restarts"] == 5
+    assert meta(run).state == "completed" and meta(run).restarts == 5
     assert any(mid_save for _, _, mid_save in kills), kills
     loaded = {e.attempt: e.data["step"] for e in events(run, "checkpoint_loaded")}
     first_step = {}

@@ -56,7 +56,7 @@ from engine.protocol import (
 MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
 SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
 
-Recorder = Callable[..., Any]  # Supervisor._record(type, *, severity, message, data)
+Recorder = Callable[..., Any]  # Journal.record(type, *, severity, message, data)
 Sender = Callable[[BaseModel], bool]
 Keeper = Callable[[DecisionRecord], None]  # Store.add_decision
 

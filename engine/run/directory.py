@@ -21,7 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from engine.config import RunConfig
+from engine.config_file import ConfigError, describe_validation
+from engine.run.durable_file import replace_atomically
 
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included
 
@@ -123,13 +127,24 @@ class RunDir:
 
     def write_config(self, config: RunConfig) -> None:
         doc = {"run_id": self.run_id, "created_at": time.time(), "config": config.model_dump(mode="json")}
-        tmp = self.config_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.config_file)
+        replace_atomically(self.config_file, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 
     def read_config(self) -> RunConfig:
-        doc = json.loads(self.config_file.read_text(encoding="utf-8"))
-        return RunConfig.model_validate(doc["config"])
+        """``run.json``'s config, validated; a ``ConfigError`` naming the problem if it cannot
+        be read or does not validate (the file, its JSON, the key or field at fault)."""
+        where = self.config_file
+        try:
+            doc = json.loads(where.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(f"{where}: {err.strerror or err}") from None
+        except ValueError as err:
+            raise ConfigError(f"{where}: not valid JSON: {err}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+            raise ConfigError(f'{where}: no "config" object')
+        try:
+            return RunConfig.model_validate(doc["config"])
+        except ValidationError as err:
+            raise ConfigError(f"{where}: {describe_validation(err)}") from None
 
     def created_at(self) -> float:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.domain import TERMINAL_STATES, RunState, RunStatus, TelemetrySample
 from engine.run.directory import RunDir
+from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
 
 # Sample fields copied into RunStatus as they are.
@@ -34,19 +35,19 @@ _SAMPLE_FIELDS = (
 def offline_status(run: RunDir) -> RunStatus:
     """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it."""
     alive = run.supervisor_pid() is not None
-    meta: dict[str, Any] = {}
+    meta = RunMeta()
     latest: TelemetrySample | None = None
     report: TelemetrySample | None = None
     last_seq = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
-                meta, latest, last_seq = store.meta(), store.latest_step(), store.last_seq()
+                meta, latest, last_seq = store.read_meta(), store.latest_step(), store.last_seq()
                 report = rank_report(store, latest)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
-            meta = {} if alive else {"exit_reason": f"store unreadable: {err}"}
+            meta = RunMeta() if alive else RunMeta(exit_reason=f"store unreadable: {err}")
     return compose_status(run, meta, latest, last_seq, supervisor_alive=alive, rank_report=report)
 
 
@@ -59,7 +60,7 @@ def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample
 
 def compose_status(
     run: RunDir,
-    meta: dict[str, Any],
+    meta: RunMeta,
     latest: TelemetrySample | None,
     last_seq: int,
     *,
@@ -69,8 +70,8 @@ def compose_status(
     """RunStatus from the run's config, its stored meta, its newest step sample and (several
     ranks) the newest sample that carried every rank's memory."""
     run_id, name, target = _identity(run)
-    state: RunState = meta.get("state") or "starting"
-    exit_reason = meta.get("exit_reason")
+    state: RunState = meta.state or "starting"
+    exit_reason = meta.exit_reason
     if state not in TERMINAL_STATES and not supervisor_alive:
         exit_reason = exit_reason or f"supervisor gone while {state}; the run never recorded an ending"
         state = "interrupted"
@@ -86,11 +87,11 @@ def compose_status(
         state=state,
         run_dir=str(run.path),
         target_steps=target,
-        restarts=int(meta.get("restarts") or 0),
-        attempt=int(meta.get("attempt") or 0),
-        started_at=meta.get("started_at"),
-        supervisor_pid=meta.get("supervisor_pid") if supervisor_alive else None,
-        trainer_pid=meta.get("trainer_pid") if supervisor_alive else None,
+        restarts=meta.restarts,
+        attempt=meta.attempt,
+        started_at=meta.started_at,
+        supervisor_pid=meta.supervisor_pid if supervisor_alive else None,
+        trainer_pid=meta.trainer_pid if supervisor_alive else None,
         exit_reason=exit_reason,
         last_seq=last_seq,
         **fields,

@@ -7,7 +7,8 @@ One SQLite file per run (``telemetry.sqlite``) in WAL mode, so the supervisor wr
   repeats step numbers; the ``attempt`` column tells them apart and ``id`` keeps the order.
 * ``events`` numbered by ``seq`` (AUTOINCREMENT: never reused, no gaps while one writer
   appends), committed before ``append_event`` returns.
-* ``meta``   key -> JSON value: state, exit_reason, attempt, restarts, pids, times.
+* ``meta``   key -> JSON value: state, exit_reason, attempt, restarts, pids, times, read
+  and written as a ``RunMeta`` (engine.run.meta).
 * ``decisions`` one row per policy verdict on a directive (``DecisionRecord``), every one
   of a flood included; reasons, patch and bounds as JSON text.
 
@@ -33,6 +34,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 
 from engine.domain import DecisionRecord, Event, Severity, TelemetrySample
+from engine.run.meta import RunMeta, meta_from_rows, meta_values
 
 SCHEMA_VERSION = 1  # PRAGMA user_version
 STEP_BATCH_ROWS = 256  # add_step flushes by itself once this many samples wait
@@ -363,12 +365,11 @@ class Store:
 
     # --------------------------------------------------------------------- meta
 
-    def set_meta(self, key: str, value: Any) -> None:
-        self.update_meta({key: value})
-
-    def update_meta(self, values: dict[str, Any]) -> None:
-        """Set several keys in one transaction."""
+    def update_meta(self, **fields: Any) -> None:
+        """Set several meta keys in one transaction; each is validated by ``RunMeta``
+        (an unknown key or a wrong type raises ``MetaError``, and nothing is written)."""
         self._writable()
+        values = meta_values(fields)
         with self._transaction():
             self._db.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?)"
@@ -376,16 +377,11 @@ class Store:
                 [(k, json.dumps(v)) for k, v in values.items()],
             )
 
-    def get_meta(self, key: str, default: Any = None) -> Any:
+    def read_meta(self) -> RunMeta:
+        """The run's meta; keys this version does not know are left aside (``engine.run.meta``)."""
         if not self._has_tables():
-            return default
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
-
-    def meta(self) -> dict[str, Any]:
-        if not self._has_tables():
-            return {}
-        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+            return RunMeta()
+        return meta_from_rows(self._db.execute("SELECT key, value FROM meta"))
 
     # ---------------------------------------------------------------- lifecycle
 

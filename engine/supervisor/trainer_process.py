@@ -38,14 +38,6 @@ def default_trainer_command(environ: dict[str, str] | None = None, ranks: int = 
     return [sys.executable, *torchrun, "--max-restarts=0", "--monitor-interval=1", "-m", "engine.trainer"]
 
 
-def configured_ranks(run: RunDir) -> int:
-    """``train.ranks`` of the run (1 when its config cannot be read: the launch reports it)."""
-    try:
-        return run.read_config().train.ranks
-    except (OSError, ValueError, KeyError):
-        return 1
-
-
 # ---------------------------------------------------------------- trainer endings
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -54,6 +53,7 @@ from engine.memory.controller import (
     review_request,
 )
 from engine.memory.model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.run.durable_file import replace_atomically
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
 from engine.trainer.link import Link
@@ -379,9 +379,7 @@ class AdaptiveMemory:
         if self.geometry_file is None:
             return
         data = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum, "reason": reason}
-        tmp = self.geometry_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data) + "\n")
-        os.replace(tmp, self.geometry_file)
+        replace_atomically(self.geometry_file, (json.dumps(data) + "\n").encode("utf-8"))
 
     def _begin_window(self, resident: int | None) -> None:
         """A new per-step peak (from ``resident``, bytes read just now, if given)."""

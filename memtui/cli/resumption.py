@@ -54,13 +54,13 @@ def _wait_for_old_trainer(run: RunDir) -> None:
     """Two trainers must never write one run: wait for an orphan to finish its last save."""
     try:
         with Store(run.store, readonly=True) as store:
-            pid = store.meta().get("trainer_pid")
+            pid = store.read_meta().trainer_pid
     except Exception:
         return
     if not pid:
         return
     deadline = time.monotonic() + OLD_TRAINER_WAIT_S
-    while _is_trainer(int(pid)):
+    while _is_trainer(pid):
         if time.monotonic() >= deadline:
             raise ResumeRefused(f"the run's old trainer (pid {pid}) is still running; stop it first")
         time.sleep(0.2)

@@ -8,7 +8,7 @@ import contextlib
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,25 @@ def fake_env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     set_env(rate_hz=100, steps=100000)
     return set_env
+
+
+async def _wait_until(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """Poll ``predicate`` (every 10 ms, on the loop) until it is truthy and return its value;
+    fail naming ``what`` after ``timeout`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (value := predicate()):
+        if loop.time() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
+    return value
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., Awaitable[Any]]:
+    """``await wait_until(predicate, "what", timeout=10.0)``: the positive condition a test
+    waits for instead of a fixed sleep."""
+    return _wait_until
 
 
 class Client:

@@ -28,7 +28,7 @@ async def test_sigstopped_trainer_raises_heartbeat_alert(run: RunDir, start, con
     running = await start()
     client = await connect()
     await client.until(lambda m: m.kind == "telemetry")
-    pid = running.supervisor._proc.pid
+    pid = running.supervisor.attempts.pid
     os.kill(pid, signal.SIGSTOP)
     try:
         stopped_at = time.monotonic()

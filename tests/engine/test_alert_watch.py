@@ -261,7 +261,7 @@ async def test_a_restart_raises_an_alert_and_the_command_finishes_before_the_end
     running = await start()
     client = await connect()
     await client.until(lambda m: m.kind == "telemetry")
-    os.kill(running.supervisor._proc.pid, signal.SIGKILL)
+    os.kill(running.supervisor.attempts.pid, signal.SIGKILL)
     alert, _ = await client.until(is_event("alert", "restart"), timeout=15)
     assert alert.event.severity == "warning" and "SIGKILL" in alert.event.message
     running.supervisor.request_stop("test over")  # while the slow command (0.5 s) still runs

@@ -36,7 +36,7 @@ async def test_propose_approve_and_hostile_values(run: RunDir, start, connect, f
         assert error.kind == "error" and field in error.reason
     sent: list[object] = []
     supervisor = running.supervisor
-    original = supervisor._send_to_trainer
+    original = supervisor.directives.send
     supervisor.directives.send = lambda m: sent.append(m) or original(m)
     ok, _ = await client.answer(Approve(id="a1", directive_id=view["id"]))
     assert ok.kind == "ok" and ok.result["directive"]["state"] == "approved"

@@ -36,7 +36,7 @@ async def test_console_gets_hardware_with_engine_processes(run: RunDir, start, c
     assert snapshot.ts > first.snapshot.ts
     roles = {p.role: p for p in snapshot.host.processes}
     assert roles["supervisor"].rss_bytes and roles["supervisor"].cpu_pct is not None
-    assert roles["trainer"].pid == running.supervisor._proc.pid
+    assert roles["trainer"].pid == running.supervisor.attempts.pid
     assert {d.label for d in snapshot.host.disks} == {"run", "checkpoints"}
     if not snapshot.gpus:  # this machine: no NVML; the reason travels with the reading
         assert snapshot.nvml

@@ -146,7 +146,7 @@ async def test_stuck_run_rejects_a_proposal_and_a_healthy_one_accepts(
     await client.until(lambda m: m.kind == "telemetry")
     ok, _ = await client.answer(Propose(id="p0", values={"lr_multiplier": 0.5}))
     assert ok.kind == "ok" and ok.result["directive"]["state"] == "pending", ok
-    pid = running.supervisor._proc.pid
+    pid = running.supervisor.attempts.pid
     os.kill(pid, signal.SIGSTOP)
     try:
         await client.until(is_alert("heartbeat", "firing"), timeout=NO_STEP_S + 5)

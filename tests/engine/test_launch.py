@@ -48,7 +48,7 @@ def spawned(run: RunDir) -> Iterator[list[int]]:
     pids: list[int] = []
     yield pids
     with contextlib.suppress(Exception), Store(run.store, readonly=True) as store:
-        _kill_group(store.get_meta("trainer_pid"))
+        _kill_group(store.read_meta().trainer_pid)
     for pid in pids:
         _kill_group(pid)
         with contextlib.suppress(Exception):

@@ -47,8 +47,8 @@ async def test_sigterm_to_the_trainer_restarts_only_when_asked(
         running.supervisor.request_stop("test over")
     assert await running.result() == 0
     with Store(run.store, readonly=True) as store:
-        meta = store.meta()
+        meta = store.read_meta()
         kinds = [e.type for e in store.events_since(0)]
-    assert meta["state"] == "stopped"
+    assert meta.state == "stopped"
     assert kinds.count("trainer_started") == (2 if restart_on_preemption else 1)
     assert ("trainer_restarted" in kinds) is restart_on_preemption

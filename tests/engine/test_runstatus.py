@@ -38,14 +38,7 @@ def _sample(step: int) -> TelemetrySample:
 def _write(run: RunDir, *, state: str, pid: int, steps: int = 0) -> None:
     with Store(run.store) as store:
         store.update_meta(
-            {
-                "state": state,
-                "supervisor_pid": pid,
-                "trainer_pid": pid + 1,
-                "attempt": 1,
-                "started_at": 123.0,
-                "restarts": 0,
-            }
+            state=state, supervisor_pid=pid, trainer_pid=pid + 1, attempt=1, started_at=123.0, restarts=0
         )
         store.append_event("run_started")
         for step in range(1, steps + 1):

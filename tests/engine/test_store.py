@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.domain import RankMemory, TelemetrySample
+from engine.run.meta import MetaError, RunMeta
 from engine.run.store import SCHEMA_VERSION, Store, StoreError
 
 
@@ -143,24 +144,38 @@ def test_steps_are_batched_until_flush(tmp_path: Path) -> None:
         reader.close()
 
 
-def test_meta(store: Store) -> None:
-    assert store.get_meta("state") is None and store.get_meta("state", "x") == "x"
-    store.set_meta("state", "running")
-    store.update_meta({"attempt": 2, "exit_reason": None, "nested": {"a": [1]}})
-    store.set_meta("state", "stopped")
-    assert store.meta() == {"state": "stopped", "attempt": 2, "exit_reason": None, "nested": {"a": [1]}}
+def test_meta_is_typed_and_refuses_unknown_keys_and_wrong_types(store: Store) -> None:
+    assert store.read_meta() == RunMeta()
+    store.update_meta(state="running")
+    store.update_meta(attempt=2, exit_reason=None, started_at=12.5)
+    store.update_meta(state="stopped")
+    assert store.read_meta() == RunMeta(state="stopped", attempt=2, started_at=12.5)
+    with pytest.raises(MetaError, match="unknown meta key.*nested"):
+        store.update_meta(state="running", nested={"a": [1]})
+    with pytest.raises(MetaError, match="state"):
+        store.update_meta(state="sleeping")
+    with pytest.raises(MetaError, match="attempt"):
+        store.update_meta(attempt="second")
+    assert store.read_meta().state == "stopped"  # a refused write writes nothing
+
+
+def test_meta_written_by_other_code_still_reads(store: Store) -> None:
+    """Keys this version does not know, and a value that does not validate, are left aside."""
+    rows = {"state": '"completed"', "restarts": "3", "legacy_key": '{"a": [1]}', "hold": '"maybe"'}
+    store._db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", list(rows.items()))
+    assert store.read_meta() == RunMeta(state="completed", restarts=3)
 
 
 def test_readonly_store_cannot_write(store: Store, tmp_path: Path) -> None:
-    store.set_meta("state", "running")
+    store.update_meta(state="running")
     store.add_step(sample(1))
     store.flush()
     with Store(tmp_path / "t.sqlite", readonly=True) as reader:
-        assert reader.get_meta("state") == "running" and len(reader.steps()) == 1
+        assert reader.read_meta().state == "running" and len(reader.steps()) == 1
         with pytest.raises(StoreError):
             reader.append_event("tick")
         with pytest.raises(StoreError):
-            reader.set_meta("state", "x")
+            reader.update_meta(state="stopped")
         with pytest.raises(StoreError):
             reader.add_step(sample(2))
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
@@ -176,7 +191,7 @@ def test_readonly_store_of_missing_file(tmp_path: Path) -> None:
 def test_readonly_store_before_the_schema_exists(tmp_path: Path) -> None:
     (tmp_path / "empty.sqlite").touch()  # the supervisor has just created the file
     with Store(tmp_path / "empty.sqlite", readonly=True) as reader:
-        assert reader.meta() == {} and reader.last_seq() == 0
+        assert reader.read_meta() == RunMeta() and reader.last_seq() == 0
         assert reader.steps() == [] and reader.latest_step() is None and reader.events_since(0) == []
 
 

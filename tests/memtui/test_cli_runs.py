@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +24,7 @@ def fabricate_store(run: RunDir, state: str, steps: int = 5, **meta: object) -> 
         for step in range(1, steps + 1):
             store.add_step(make_sample(step))
         store.append_event("run_started", message="started")
-        store.update_meta(
-            {"state": state, "started_at": 1_700_000_000.0, "attempt": 1, "restarts": 0, **meta}
-        )
+        store.update_meta(state=state, started_at=1_700_000_000.0, attempt=1, restarts=0, **meta)
 
 
 def test_ls_and_status_json_on_offline_runs(
@@ -93,7 +93,7 @@ def test_stop_waits_for_the_ending(
 
     def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
         with Store(live_run.store) as store:
-            store.update_meta({"state": "stopped"})
+            store.update_meta(state="stopped")
         live_run.pid_file.unlink()
 
     with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
@@ -155,3 +155,24 @@ def test_without_a_run_the_newest_live_run_is_meant(
     live_run.pid_file.unlink()  # no live run left: the newest run of all
     assert main(["logs", "--supervisor"]) == 0
     assert capsys.readouterr().out.splitlines() == ["finished"]
+
+
+def test_status_names_why_a_run_with_an_unusable_run_json_failed(
+    run_dir: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real supervisor refuses to run on a run.json that does not validate, says why in
+    the store, and ``memtui status`` shows it."""
+    doc = json.loads(run_dir.config_file.read_text())
+    doc["config"]["steps"] = "lots"
+    run_dir.config_file.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "supervise", str(run_dir.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "run config unusable" in done.stdout and "steps" in done.stdout  # supervisor.log
+    assert main(["status", run_dir.run_id]) == 0
+    out = capsys.readouterr().out
+    assert "failed" in out and "run config unusable" in out and "steps:" in out

@@ -124,7 +124,7 @@ async def test_finished_run_opens_read_only_on_its_history(run_dir: RunDir) -> N
         for step in range(1, 4):
             store.add_step(make_sample(step, mem_kind="cuda"))
         store.append_event("run_ended", message="completed at step 3")
-        store.update_meta({"state": "completed"})
+        store.update_meta(state="completed")
     app = MemtuiApp(run_dir, live=False, view=stored_view(run_dir))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.15)
@@ -152,7 +152,7 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
         store.add_step(make_sample(3))
         store.append_event("run_started", message="run started")
         store.append_event("trainer_started", message="trainer attempt 1")
-        store.update_meta({"state": "running"})
+        store.update_meta(state="running")
     view = dataclasses.replace(stored_view(live_run), connection="connecting")
     assert view.step == 3 and view.last_seq == 2
     app = MemtuiApp(live_run, view=view)

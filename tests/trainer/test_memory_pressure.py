@@ -50,7 +50,7 @@ def test_ballast_pressure_adapts_down_and_back_up_keeping_the_global_batch() -> 
     with Store(run.store, readonly=True) as store:
         steps = store.steps()
         events = store.events_since(0)
-        state = store.get_meta("state")
+        state = store.read_meta().state
     assert state == "completed", logs
     assert [s.step for s in steps] == list(range(1, 41))
     assert all(s.attempt == 1 for s in steps)  # no crash, no restart

@@ -74,7 +74,7 @@ def test_pressure_on_one_rank_adapts_both_and_every_rank_reports() -> None:
     assert returncode == 0, logs(run, proc)
     with Store(run.store, readonly=True) as store:
         steps = store.steps()
-        state = store.get_meta("state")
+        state = store.read_meta().state
         exits = [e.data["returncode"] for e in store.events_since(0) if e.type == "trainer_exited"]
     assert state == "completed", logs(run, proc)
     assert exits == [0], logs(run, proc)  # both ranks ended cleanly: no abort in the teardown
@@ -109,7 +109,8 @@ def test_a_killed_group_restarts_both_ranks_from_the_checkpoint() -> None:
             assert time.monotonic() < deadline and proc.poll() is None, logs(run, proc)
             time.sleep(0.1)
         with Store(run.store, readonly=True) as store:
-            pid = store.meta()["trainer_pid"]  # torchrun, leader of the ranks' process group
+            pid = store.read_meta().trainer_pid  # torchrun, leader of the ranks' process group
+        assert pid is not None
         os.killpg(pid, signal.SIGKILL)
         returncode = proc.wait(timeout=300)
     finally:
@@ -155,7 +156,7 @@ def test_an_oom_on_one_rank_restarts_the_group_with_a_smaller_micro_batch() -> N
         steps = store.steps()
         restarted = [e for e in store.events_since(0) if e.type == "trainer_restarted"]
         exited = [e for e in store.events_since(0) if e.type == "trainer_exited"]
-        state = store.get_meta("state")
+        state = store.read_meta().state
     assert state == "completed" and len(restarted) == 1, logs(run, proc)
     assert "OOM at rank 1 of 2 in step 14" in exited[0].data["error"]  # rank 1's word, via memory.json
     assert restarted[0].data["resume_step"] == 10
@@ -205,7 +206,7 @@ def latest_step(run: RunDir) -> int:
 
 def state(run: RunDir) -> str | None:
     with Store(run.store, readonly=True) as store:
-        return store.get_meta("state")
+        return store.read_meta().state
 
 
 def wait_for_step(run: RunDir, proc: subprocess.Popen[str], step: int) -> None:

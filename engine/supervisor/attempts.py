@@ -1,0 +1,362 @@
+"""The trainer's attempts: launching each as a child process, stopping and killing it, and
+restarting it after an unasked death, with backoff and a limit.
+
+One attempt is one trainer process (torchrun with several ranks), started in a session of
+its own with its output in ``logs/trainer-<attempt>.log``. When it ends,
+``engine.supervisor.restart_policy.decide`` says whether the run ends or goes on from the
+newest verified checkpoint; a restart is announced (``trainer_exited`` then
+``trainer_restarted`` with the steps it cost) before its backoff. A stop request signals
+the trainer (a command if it is connected, SIGTERM if not) and SIGKILLs its process group
+after the grace. The command line and the endings are ``engine.supervisor.trainer_process``.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.alerts.watch import AlertWatch
+from engine.checkpoints.store import newest_verified_step
+from engine.config import RestartConfig
+from engine.protocol import TrainerCommand
+from engine.run.directory import RunDir
+from engine.supervisor.journal import Journal
+from engine.supervisor.rank_processes import rank_processes
+from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
+from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.trainer_process import (
+    TrainerExit,
+    describe_exit,
+    geometry_note,
+    kill_group,
+    signal_name,
+)
+
+log = logging.getLogger("engine.supervisor.attempts")
+
+TRAINER_DRAIN_S = 2.0  # s to read a dead trainer's last lines before judging its exit
+
+
+class Attempts:
+    """Trainer attempts of one run, from the first launch to the one that ends the run."""
+
+    def __init__(
+        self,
+        run: RunDir,
+        journal: Journal,
+        command: list[str],
+        config: RestartConfig,
+        alerts: AlertWatch,
+        *,
+        ranks: int,
+        stop_grace_s: float,
+        fresh_start: bool,
+        link: Callable[[], TrainerLink | None],
+        latest_step: Callable[[], int],
+        attempt: int = 0,
+        restarts: int = 0,
+        hold: bool = False,
+    ) -> None:
+        self.run = run
+        self.journal = journal
+        self.command = command
+        """Command prefix; the run dir and ``--attempt N`` are appended."""
+        self.config = config
+        self.ranks = ranks
+        self.stop_grace_s = stop_grace_s
+        self.alerts = alerts
+        """Told of each launch (the heartbeat clock starts) and each restart."""
+        self.attempt = attempt
+        """Number of the newest attempt (the run's, across supervisors)."""
+        self.restarts = restarts
+        self.stop_reason: str | None = None
+        self.hold = hold
+        """The operator paused training: kept across restarts (and, in the meta, supervisors)."""
+        self._link = link
+        self._latest_step = latest_step
+        self._fresh_pending = fresh_start  # pass --fresh to the next trainer (once)
+        self._stopping = asyncio.Event()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._kill_timer: asyncio.TimerHandle | None = None
+        self._finished_reason: str | None = None  # the trainer's trainer_finished reason
+        self._last_error: str | None = None  # message of its last trainer_error
+        self._error_restartable: bool | None = None  # that error's "restartable"
+        self._streak = 0  # restarts in a row without a new checkpoint
+        self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
+        self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
+
+    @property
+    def pid(self) -> int | None:
+        """The running trainer's pid (torchrun with several ranks), or None."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    # ------------------------------------------------------------------- what it says
+
+    def note_finished(self, reason: str | None) -> None:
+        """The trainer's ``trainer_finished``: why it is about to exit (completed | stopped)."""
+        self._finished_reason = reason or None
+
+    def note_error(self, message: str | None, restartable: Any) -> None:
+        """The trainer's ``trainer_error``; ``restartable`` False: a restart cannot help."""
+        self._last_error = message or None
+        self._error_restartable = restartable
+
+    # ---------------------------------------------------------------------- the loop
+
+    async def run_to_end(self) -> TrainerExit:
+        """Run attempts until one ends the run; returns how the last one ended."""
+        while True:
+            outcome = await self._run_attempt()
+            decision, resume_step = await self._restart_decision(outcome)
+            if decision.action == "end":
+                if decision.streak > 1:  # restarts were tried and ran out
+                    self.journal.record(
+                        "restarts_exhausted",
+                        severity="critical",
+                        message=f"gave up: {decision.streak - 1} restarts in a row without a new checkpoint",
+                        data={"streak": decision.streak, "cause": decision.cause},
+                        attempt=outcome.attempt,
+                    )
+                return outcome
+            self.restarts += 1
+            self.journal.store.update_meta(restarts=self.restarts)
+            self.journal.set_state("restarting")
+            self._announce_restart(outcome, decision, resume_step)
+            with contextlib.suppress(asyncio.TimeoutError):  # a stop cuts the backoff short
+                await asyncio.wait_for(self._stopping.wait(), decision.delay_s)
+
+    async def _run_attempt(self) -> TrainerExit:
+        self.attempt += 1
+        attempt = self.attempt
+        self._finished_reason = self._last_error = None
+        if self.stop_reason is not None:
+            return TrainerExit(attempt, None)
+        command = [*self.command, str(self.run.path), "--attempt", str(attempt)]
+        if self._fresh_pending:  # memtui resume --fresh: once, for the first attempt
+            command.append("--fresh")
+            self._fresh_pending = False
+        try:
+            proc = await self._launch(command, attempt)
+        except OSError as err:
+            reason = f"could not launch the trainer ({shlex.join(command)}): {err.strerror or err}"
+            self.journal.record("trainer_launch_failed", severity="critical", message=reason, attempt=attempt)
+            return TrainerExit(attempt, None, launch_error=reason)
+        self._proc = proc
+        self.journal.store.update_meta(attempt=attempt, trainer_pid=proc.pid)
+        self.journal.record(
+            "trainer_launched",
+            message=f"trainer attempt {attempt} started (pid {proc.pid})",
+            data={"attempt": attempt, "pid": proc.pid, "command": command},
+            attempt=attempt,
+        )
+        self.alerts.trainer_launched()  # the heartbeat clock starts here
+        if self.stop_reason is not None:  # a stop arrived while it was being launched
+            self._signal_stop()
+        launched_at = time.time()
+        returncode = await proc.wait()
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        await self._await_disconnect()
+        self._proc = None
+        error = self._last_error
+        if returncode != 0:  # an OOM's own word first: with several ranks, rank 0 only
+            error = geometry_note(self.run, since=launched_at) or error  # saw its peer vanish
+        return TrainerExit(attempt, returncode, self._finished_reason, error)
+
+    async def _launch(self, command: list[str], attempt: int) -> asyncio.subprocess.Process:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.run.trainer_log(attempt), "ab") as out:
+            return await asyncio.create_subprocess_exec(
+                *command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.run.path,
+                env=env,
+                start_new_session=True,  # its own process group: a stop can kill torchrun's ranks too
+            )
+
+    async def _await_disconnect(self) -> None:
+        """The trainer's last lines (trainer_finished) may still be in the socket."""
+        link = self._link()
+        if link is None:
+            return
+        try:
+            await asyncio.wait_for(link.closed.wait(), TRAINER_DRAIN_S)
+        except asyncio.TimeoutError:
+            log.warning("trainer exited but its connection stayed open; closing it")
+            link.writer.close()
+
+    # --------------------------------------------------------------------- restarts
+
+    async def _restart_decision(self, outcome: TrainerExit) -> tuple[RestartDecision, int | None]:
+        """Restart a trainer that died unasked (signal, crash, non-zero exit) from the newest
+        verified checkpoint, with backoff and a limit (``restart_policy.decide``). Returns the
+        decision and the step a restart would resume from (None: step 0)."""
+        newest = await asyncio.to_thread(newest_verified_step, self.run.checkpoints)
+        progressed = newest is not None and newest > self._streak_checkpoint
+        end = AttemptEnd(
+            outcome.returncode,
+            self.stop_reason is not None,
+            outcome.finished_reason,
+            outcome.launch_error,
+            restartable=self._error_restartable is not False,
+        )
+        self._error_restartable = None
+        decision = decide(end, self._streak, progressed, self.config)
+        if progressed:
+            self._streak_checkpoint = newest if newest is not None else -1
+        self._streak = decision.streak
+        return decision, newest
+
+    def _announce_restart(
+        self, outcome: TrainerExit, decision: RestartDecision, resume_step: int | None
+    ) -> None:
+        """trainer_exited for the attempt that died, then trainer_restarted with the cost."""
+        returncode = outcome.returncode if outcome.returncode is not None else 0
+        self.journal.record(
+            "trainer_exited",
+            severity="warning",
+            message=f"{describe_exit(returncode)} (attempt {outcome.attempt})"
+            + (f": {outcome.last_error}" if outcome.last_error else ""),
+            data={
+                "attempt": outcome.attempt,
+                "returncode": returncode,
+                "signal": signal_name(returncode),
+                "reason": decision.cause,
+                "error": outcome.last_error,
+            },
+            attempt=outcome.attempt,
+        )
+        last_step = self._latest_step()
+        resume = resume_step or 0
+        steps_lost = max(0, last_step - resume)
+        self.journal.record(
+            "trainer_restarted",
+            severity="warning",
+            message=(
+                f"trainer {decision.cause}; restarting from step {resume} in {decision.delay_s:.1f} s "
+                f"({steps_lost} steps lost; restart {self.restarts})"
+            ),
+            data={
+                "cause": decision.cause,
+                "returncode": returncode,
+                "signal": signal_name(returncode),
+                "last_step": last_step,
+                "resume_step": resume,
+                "steps_lost": steps_lost,
+                "delay_s": decision.delay_s,
+                "restarts": self.restarts,
+                "streak": decision.streak,
+                "next_attempt": self.attempt + 1,
+            },
+            attempt=outcome.attempt,
+        )
+        self.alerts.on_restart(f"{decision.cause}, restart {self.restarts}", {"cause": decision.cause})
+
+    def announce_end(self, outcome: TrainerExit, failed: bool, reason: str) -> None:
+        """``trainer_exited`` for the attempt that ended the run (none if it never started)."""
+        if outcome.returncode is None:
+            return
+        self.journal.record(
+            "trainer_exited",
+            severity="critical" if failed else "info",
+            message=f"{describe_exit(outcome.returncode)} (attempt {outcome.attempt})",
+            data={
+                "attempt": outcome.attempt,
+                "returncode": outcome.returncode,
+                "signal": signal_name(outcome.returncode),
+                "reason": reason,
+            },
+            attempt=outcome.attempt,
+        )
+
+    # ---------------------------------------------------- holding, stopping, killing
+
+    def greet(self, link: TrainerLink) -> None:
+        """A trainer just connected: the stop or the hold it has to know of."""
+        if self.stop_reason is not None:
+            link.send(TrainerCommand(command="stop", reason=self.stop_reason))
+        elif self.hold:  # paused before this attempt started: it holds at its first boundary
+            link.send(TrainerCommand(command="pause", reason="the run is paused"))
+
+    def set_hold(self, paused: bool, reason: str) -> None:
+        """Hold training at the next step boundary (``paused``) or let it go on; recorded
+        (``pause_requested`` / ``continue_requested``) and kept in the meta if it changes."""
+        if paused == self.hold:
+            return
+        self.hold = paused
+        self.journal.store.update_meta(hold=paused)
+        verb = "pause" if paused else "continue"
+        self.journal.record(
+            f"{verb}_requested", message=f"{verb} requested: {reason}", data={"reason": reason}
+        )
+        link = self._link()
+        if link is not None:
+            link.send(TrainerCommand(command="pause" if paused else "resume", reason=reason))
+
+    def stop(self, reason: str) -> None:
+        """Stop the run (once; not an ended one): recorded, state ``stopping``, no further
+        attempt, and the running one asked to stop (SIGKILL after the grace)."""
+        if self.journal.ended or self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        self.journal.record("stop_requested", message=f"stop requested: {reason}", data={"reason": reason})
+        self.journal.set_state("stopping")
+        self._stopping.set()
+        self._signal_stop()
+
+    def _signal_stop(self) -> None:
+        proc, link = self._proc, self._link()
+        if link is not None:
+            link.send(TrainerCommand(command="stop", reason=self.stop_reason or ""))
+        elif proc is not None and proc.returncode is None:
+            kill_group(proc.pid, signal.SIGTERM)  # it never connected: the classic way
+        if proc is not None and proc.returncode is None:
+            if self._kill_timer is not None:
+                self._kill_timer.cancel()
+            self._kill_timer = asyncio.get_running_loop().call_later(self.stop_grace_s, self.kill)
+
+    def kill(self) -> None:
+        """SIGKILL the running trainer's process group (and torchrun's ranks), if any."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            log.warning("killing trainer pid %d (SIGKILL)", proc.pid)
+            kill_group(proc.pid, signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Leave no trainer behind (a running one here means the supervisor crashed or was cancelled)."""
+        if self._kill_timer is not None:
+            self._kill_timer.cancel()
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            self.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5.0)
+
+    # ---------------------------------------------------------------- processes
+
+    def pids(self) -> dict[str, int]:
+        """The trainer's processes for the hardware panel: itself and (torchrun) its ranks."""
+        launcher = self.pid
+        if launcher is None:
+            return {}
+        return {"trainer": launcher, **self._rank_pids(launcher)}
+
+    def _rank_pids(self, launcher: int) -> dict[str, int]:
+        """torchrun's rank processes, found once per attempt (none for a single rank)."""
+        if self.ranks == 1:
+            return {}
+        if self._ranks_seen[0] != launcher or len(self._ranks_seen[1]) < self.ranks:
+            self._ranks_seen = (launcher, rank_processes(launcher))
+        return self._ranks_seen[1]

@@ -1,0 +1,30 @@
+"""Failure injections the operator asks for (``Chaos`` requests), done by the supervisor.
+
+Each is recorded (a ``chaos`` event, stored before anything happens) and then done. Only
+``kill_trainer`` is available: SIGKILL of the running trainer's process group, which the
+restart policy then treats like any other unasked death. Torch-free.
+"""
+
+from __future__ import annotations
+
+from engine.protocol import Chaos, Error, Ok
+from engine.supervisor.attempts import Attempts
+from engine.supervisor.journal import Journal
+
+
+def inject(message: Chaos, attempts: Attempts, journal: Journal) -> Ok | Error:
+    """Record and do ``message``'s injection; an Error if it is unknown or cannot be done now."""
+    if message.action != "kill_trainer":
+        return Error(id=message.id, reason=f"chaos {message.action!r} is not available yet")
+    pid = attempts.pid
+    if pid is None:
+        return Error(id=message.id, reason="no trainer is running to kill")
+    journal.record(
+        "chaos",
+        severity="warning",
+        message=f"chaos: kill_trainer (SIGKILL pid {pid})",
+        data={"action": message.action, "params": message.params, "pid": pid},
+        attempt=attempts.attempt,
+    )
+    attempts.kill()
+    return Ok(id=message.id, result={"action": message.action, "pid": pid})

@@ -1,0 +1,389 @@
+"""The supervisor's socket: who may connect, the hello, and the conversations that follow.
+
+Every connection is checked (peer credentials: only the run's owner), then must say hello
+within ``HELLO_TIMEOUT_S``. A console gets a welcome, the history it asks for (replayed
+from the store, paced by its outbox) and answers to its requests; the one trainer gets a
+welcome and the commands it missed, and reports steps and events. What each side may say
+is a table from message type to handler; anything else is answered with an ``Error`` and
+the conversation goes on. What the requests do to the run is the ``Served`` run's
+business (the ``Supervisor``). Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from engine.directives.pacer import DirectivePacer
+from engine.domain import RunState, RunStatus, TelemetrySample
+from engine.hardware_report import HardwareSnapshot
+from engine.protocol import (
+    STREAM_LIMIT,
+    Approve,
+    Chaos,
+    Clamp,
+    ClientMessage,
+    Error,
+    EventMessage,
+    Hello,
+    LineTooLong,
+    Ok,
+    Pause,
+    Ping,
+    Propose,
+    ProtocolError,
+    Reject,
+    Replay,
+    Status,
+    StepReport,
+    Stop,
+    TrainerEvent,
+    Welcome,
+    check_hello,
+    decode_client,
+    encode,
+    read_line,
+)
+from engine.run.store import Store
+from engine.supervisor import peer
+from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.consoles import Consoles
+from engine.supervisor.trainer_link import TrainerLink
+
+log = logging.getLogger("engine.supervisor.connections")
+
+HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
+REPLAY_PAGE = 256  # events read from the store per replay page
+
+# Event types only the supervisor may write; a trainer claiming one is refused.
+SUPERVISOR_EVENTS = frozenset(
+    {"run_started", "run_ended", "state_changed", "trainer_launched", "trainer_exited", "stop_requested"}
+    | {"chaos"}
+    | {"trainer_restarted", "restarts_exhausted"}
+    | {"alert", "doctor_report"}
+    | {"directive_proposed", "directive_decided", "directives_rate_limited"}
+    | {"planner_restarted", "planner_disabled"}
+)
+
+DirectiveRequest = Approve | Clamp | Reject | Propose
+
+
+# ------------------------------------------------------------------ reading a peer
+
+
+async def decoded_lines(
+    reader: asyncio.StreamReader, reply: Callable[[BaseModel], None]
+) -> AsyncIterator[ClientMessage]:
+    """Valid messages from ``reader`` until EOF; each bad line is answered with an Error.
+
+    An over-long line, malformed JSON, an unknown kind or wrong types cost the peer one
+    ``Error`` naming the reason; the connection goes on.
+    """
+    while True:
+        try:
+            line = await read_line(reader)
+        except LineTooLong as err:
+            reply(Error(reason=err.reason))
+            continue
+        except (ConnectionError, OSError):
+            return
+        if line is None:
+            return
+        if not line.strip():
+            continue
+        try:
+            message = decode_client(line)
+        except ProtocolError as err:
+            reply(Error(id=err.request_id, reason=err.reason))
+            continue
+        yield message
+
+
+async def say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> None:
+    """One last message (within 1 s), then close."""
+    with contextlib.suppress(Exception):
+        writer.write(encode(message))
+        await asyncio.wait_for(writer.drain(), 1.0)
+    writer.close()
+
+
+# ------------------------------------------------------------------- the served run
+
+
+class Served(Protocol):
+    """What the conversations ask of the run they serve."""
+
+    @property
+    def state(self) -> RunState: ...
+
+    @property
+    def latest(self) -> TelemetrySample | None: ...
+
+    def hardware(self) -> HardwareSnapshot | None: ...
+
+    def status(self) -> RunStatus: ...
+
+    def request_stop(self, reason: str = "operator") -> RunState: ...
+
+    def request_pause(self, paused: bool, reason: str, request_id: Any = None) -> Ok | Error: ...
+
+    def chaos(self, message: Chaos) -> Ok | Error: ...
+
+    def directive_request(self, message: DirectiveRequest) -> Ok | Error: ...
+
+    def greet_trainer(self, link: TrainerLink) -> None:
+        """A trainer just connected (and was welcomed): tell it what it missed."""
+
+    def on_step(self, sample: TelemetrySample) -> None: ...
+
+    def on_trainer_event(self, message: TrainerEvent) -> None: ...
+
+
+ConsoleHandler = Callable[[ConsoleClient, Any], Awaitable[None]]
+TrainerHandler = Callable[[TrainerLink, Any], None]
+
+
+# ----------------------------------------------------------------------- the server
+
+
+class ConnectionServer:
+    """``engine.sock``: accepts consoles and the trainer, and converses with each."""
+
+    def __init__(
+        self, served: Served, store: Store, consoles: Consoles, *, run_id: str, owner_uid: int
+    ) -> None:
+        self.served = served
+        self.store = store
+        self.consoles = consoles
+        self.run_id = run_id
+        self.owner_uid = owner_uid
+        """Only peers of this uid may connect."""
+        self.trainer: TrainerLink | None = None
+        """The connected trainer, if any."""
+        self._server: asyncio.AbstractServer | None = None
+        self._path: Path | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pacer = DirectivePacer()  # paces directive requests from all consoles together
+        self._console_handlers: dict[type[BaseModel], ConsoleHandler] = {
+            Status: self._status,
+            Ping: self._ping,
+            Stop: self._stop,
+            Pause: self._pause,
+            Replay: self._replay_request,
+            Chaos: self._chaos,
+            Approve: self._directive,
+            Clamp: self._directive,
+            Reject: self._directive,
+            Propose: self._directive,
+            Hello: self._hello_again,
+        }
+        self._trainer_handlers: dict[type[BaseModel], TrainerHandler] = {
+            StepReport: self._step,
+            TrainerEvent: self._trainer_event,
+            Ping: self._trainer_ping,
+        }
+
+    def send_to_trainer(self, message: BaseModel) -> bool:
+        """Send ``message`` to the connected trainer; False if none is connected now."""
+        if self.trainer is None:
+            return False
+        self.trainer.send(message)
+        return True
+
+    async def listen(self, path: Path) -> None:
+        """Serve ``path`` (mode 0600); a socket file left there is stale (we hold the pid file)."""
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        self._server = await asyncio.start_unix_server(self._on_connect, path=str(path), limit=STREAM_LIMIT)
+        self._path = path
+        path.chmod(0o600)  # the 0700 run dir already covers the moment before this
+
+    async def close(self) -> None:
+        """Stop listening, remove the socket, close every connection."""
+        if self._server is not None:
+            self._server.close()
+            if self._path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self._path.unlink()
+        await self.consoles.close()
+        if self.trainer is not None:
+            self.trainer.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -------------------------------------------------------------- any connection
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._converse(reader, writer)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        creds = peer.peer_credentials(writer.get_extra_info("socket"))
+        refused = peer.refusal(creds, self.owner_uid)
+        if refused is not None:
+            log.warning("connection %s", refused)
+            await say_and_close(writer, Error(reason=refused))
+            return
+        hello = await self._read_hello(reader, writer)
+        if hello is None:
+            return
+        if hello.role == "trainer":
+            await self._serve_trainer(reader, writer, creds.pid if creds else None)
+        else:
+            await self._serve_console(hello, reader, writer)
+
+    async def _read_hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Hello | None:
+        try:
+            line = await asyncio.wait_for(read_line(reader), HELLO_TIMEOUT_S)
+            if line is None:
+                return None
+            return check_hello(decode_client(line))
+        except ProtocolError as err:
+            await say_and_close(writer, Error(id=err.request_id, reason=err.reason))
+        except asyncio.TimeoutError:
+            await say_and_close(writer, Error(reason=f"no hello within {HELLO_TIMEOUT_S:.0f} s"))
+        except (ConnectionError, OSError):
+            pass
+        return None
+
+    def _welcome(self) -> Welcome:
+        return Welcome(run_id=self.run_id, state=self.served.state, last_seq=self.store.last_seq())
+
+    # ------------------------------------------------------------------- consoles
+
+    async def _serve_console(
+        self, hello: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        client = ConsoleClient(writer, hello)
+        # No await between reading last_seq and joining the fan-out: nothing can slip between.
+        welcome = self._welcome()
+        client.send(welcome)
+        client.sent_seq = welcome.last_seq
+        self.consoles.add(client)
+        latest, hardware = self.served.latest, self.served.hardware()
+        if latest is not None:
+            client.offer_telemetry(latest, self.served.state)
+        if hardware is not None:
+            client.offer_hardware(hardware)
+        try:
+            if hello.replay_from is not None:
+                await self._replay(client, hello.replay_from)
+            async for message in decoded_lines(reader, client.send):
+                if client.closed:
+                    return
+                handler = self._console_handlers.get(type(message), self._trainer_only)
+                await handler(client, message)
+        finally:
+            self.consoles.discard(client)
+            await client.close()
+
+    async def _replay(self, client: ConsoleClient, since: int) -> int:
+        """Queue every stored event with seq > since, paced by the client; returns how many.
+
+        Live events arriving meanwhile are held and released after, de-duplicated by seq.
+        """
+        client.hold_live()
+        # A client that claims more than the store holds (a stale seq from elsewhere) gets
+        # live events from the store's newest on, not silence until it catches up.
+        cursor, count = min(since, self.store.last_seq()), 0
+        try:
+            while not client.closed:
+                page = self.store.events_since(cursor, REPLAY_PAGE)
+                if not page:
+                    break
+                for event in page:
+                    client.send(EventMessage(event=event))
+                cursor, count = page[-1].seq, count + len(page)
+                await client.wait_room()
+        finally:
+            client.release_live(cursor)
+        return count
+
+    async def _status(self, client: ConsoleClient, message: Status) -> None:
+        client.send(Ok(id=message.id, result=self.served.status().model_dump(mode="json")))
+
+    async def _ping(self, client: ConsoleClient, message: Ping) -> None:
+        client.send(Ok(id=message.id, result={"time": time.time()}))
+
+    async def _stop(self, client: ConsoleClient, message: Stop) -> None:
+        state = self.served.request_stop(message.reason)
+        client.send(Ok(id=message.id, result={"state": state}))
+
+    async def _pause(self, client: ConsoleClient, message: Pause) -> None:
+        client.send(self.served.request_pause(message.paused, message.reason, message.id))
+
+    async def _replay_request(self, client: ConsoleClient, message: Replay) -> None:
+        count = await self._replay(client, message.since)
+        client.send(Ok(id=message.id, result={"replayed": count}))
+
+    async def _chaos(self, client: ConsoleClient, message: Chaos) -> None:
+        client.send(self.served.chaos(message))
+
+    async def _directive(self, client: ConsoleClient, message: DirectiveRequest) -> None:
+        wait_s = self._pacer.delay()  # a flood must not starve the trainer
+        if wait_s > 0:
+            await asyncio.sleep(wait_s)
+        client.send(self.served.directive_request(message))
+
+    async def _hello_again(self, client: ConsoleClient, message: Hello) -> None:
+        client.send(Error(reason="hello already received on this connection"))
+
+    async def _trainer_only(self, client: ConsoleClient, message: ClientMessage) -> None:
+        client.send(Error(reason=f"{message.kind!r} is accepted only from the trainer"))
+
+    # -------------------------------------------------------------------- trainer
+
+    async def _serve_trainer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None
+    ) -> None:
+        if self.trainer is not None:
+            refusal = f"a trainer is already connected (pid {self.trainer.pid})"
+            await say_and_close(writer, Error(reason=refusal))
+            return
+        link = self.trainer = TrainerLink(writer, pid)
+        log.info("trainer connected (pid %s)", pid)
+        link.send(self._welcome())
+        self.served.greet_trainer(link)
+        try:
+            async for message in decoded_lines(reader, link.send):
+                handler = self._trainer_handlers.get(type(message), self._not_from_trainer)
+                handler(link, message)
+        finally:
+            link.closed.set()
+            if self.trainer is link:
+                self.trainer = None
+            log.info("trainer disconnected (pid %s)", pid)
+
+    def _step(self, link: TrainerLink, message: StepReport) -> None:
+        self.served.on_step(message.sample)
+
+    def _trainer_event(self, link: TrainerLink, message: TrainerEvent) -> None:
+        if message.type in SUPERVISOR_EVENTS:
+            link.send(Error(reason=f"event type {message.type!r} is the supervisor's to record"))
+        else:
+            self.served.on_trainer_event(message)
+
+    def _trainer_ping(self, link: TrainerLink, message: Ping) -> None:
+        link.send(Ok(id=message.id))
+
+    def _not_from_trainer(self, link: TrainerLink, message: ClientMessage) -> None:
+        link.send(Error(reason=f"{message.kind!r} is not a trainer message"))

@@ -1,0 +1,111 @@
+"""The run's journal: every event stored, then told to every console; the run's state; its
+beginning under a supervisor and its ending.
+
+An event is committed to the store before any console hears of it, so a console that
+reconnects gets it by replay and never sees one the store lacks. A change of state is a
+``state_changed`` event plus the store's meta, in that order. Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from engine.domain import TERMINAL_STATES, Event, RunState, Severity
+from engine.run.meta import RunMeta
+from engine.run.store import Store
+from engine.supervisor.consoles import Consoles
+
+log = logging.getLogger("engine.supervisor.journal")
+
+
+class Journal:
+    """Records the run's events and state in ``store`` and fans them out to ``consoles``."""
+
+    def __init__(self, store: Store, consoles: Consoles) -> None:
+        self.store = store
+        self.consoles = consoles
+        self.state: RunState = "starting"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def record(
+        self,
+        type: str,
+        *,
+        severity: Severity = "info",
+        message: str = "",
+        data: dict[str, Any] | None = None,
+        attempt: int | None = None,
+    ) -> Event:
+        """Store an event (committed), then tell every console."""
+        event = self.store.append_event(type, severity=severity, message=message, data=data, attempt=attempt)
+        log.info("event %d %s %s", event.seq, event.type, event.message)
+        self.consoles.push_event(event)
+        return event
+
+    async def keep_flushing(self, interval_s: float) -> None:
+        """Write the store's batched steps and decisions every ``interval_s`` s (until cancelled)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            self.store.flush()
+
+    def set_state(self, to: RunState) -> None:
+        if to == self.state:
+            return
+        before, self.state = self.state, to
+        self.store.update_meta(state=to)
+        self.record("state_changed", message=f"{before} -> {to}", data={"from": before, "to": to})
+
+    def begin(self, run_id: str, run_dir: str, pid: int) -> RunMeta:
+        """This supervisor takes the run: meta, ``run_started``, state ``starting``.
+
+        Returns the meta as the previous supervisor (if any) left it: its attempt and restart
+        counters go on, and a run held paused stays paused (``pause_kept``).
+        """
+        before = self.store.read_meta()
+        self.store.update_meta(
+            started_at=before.started_at or time.time(),
+            supervisor_pid=pid,
+            exit_reason=None,
+            attempt=before.attempt,
+            restarts=before.restarts,
+        )
+        self.record(
+            "run_started",
+            message=f"supervisor pid {pid} serving {run_id}",
+            data={"supervisor_pid": pid, "run_dir": run_dir, "previous_state": before.state},
+        )
+        self.state = "starting"
+        self.store.update_meta(state="starting")
+        if before.state != "starting":  # None for a fresh store
+            self.record(
+                "state_changed",
+                message=f"{before.state or '(new run)'} -> starting",
+                data={"from": before.state, "to": "starting"},
+            )
+        if before.hold:
+            self.record(
+                "pause_kept",
+                message="the run was paused when its last supervisor ended: it stays paused "
+                "(memtui unpause lets it go on)",
+                data={"previous_state": before.state},
+            )
+        return before
+
+    def end(self, state: RunState, reason: str) -> None:
+        """The run's ending: meta (reason, time, no trainer, no hold), the state, ``run_ended``."""
+        self.store.update_meta(exit_reason=reason, ended_at=time.time(), trainer_pid=None, hold=False)
+        self.set_state(state)
+        self.record(
+            "run_ended",
+            severity="critical" if state == "failed" else "info",
+            message=f"run ended {state}: {reason}",
+            data={"state": state, "reason": reason},
+        )
+        self.store.flush()
+        log.info("run %s: %s", state, reason)

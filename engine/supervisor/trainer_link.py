@@ -1,0 +1,33 @@
+"""The trainer's connection as the supervisor holds it: commands go out, its lines come in.
+
+Writes never wait: a trainer that stops reading gets no more answers once its unread
+bytes pass ``TRAINER_WRITE_BUFFER_MAX``, rather than costing the supervisor memory.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+
+from engine.protocol import MAX_LINE_BYTES, encode
+
+TRAINER_WRITE_BUFFER_MAX = MAX_LINE_BYTES  # bytes unread by the trainer before we stop answering
+
+
+class TrainerLink:
+    """The connected trainer: ``send`` to it; ``closed`` is set once it disconnected."""
+
+    def __init__(self, writer: asyncio.StreamWriter, pid: int | None) -> None:
+        self.writer = writer
+        self.pid = pid
+        """The peer's pid (SO_PEERCRED), if the platform says."""
+        self.closed = asyncio.Event()
+
+    def send(self, message: BaseModel) -> None:
+        if self.writer.is_closing():
+            return
+        if self.writer.transport.get_write_buffer_size() > TRAINER_WRITE_BUFFER_MAX:
+            return  # a trainer that reads nothing gets no more answers, rather than our memory
+        self.writer.write(encode(message))

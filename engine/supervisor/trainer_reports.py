@@ -1,0 +1,103 @@
+"""What the supervisor does with what the trainer reports: its steps and its events.
+
+A step is stored (batched), becomes the run's newest sample, moves a starting run to
+running, and goes to every console, the alert rules, the directive queue and the planner.
+An event is recorded with the current attempt; a few also move the run's state
+(``trainer_started``, ``run_paused``, ``run_continued``) or tell the attempts how the
+trainer is about to end (``trainer_finished``, ``trainer_error``): a table by event type.
+A ``directive_applied`` echo is the directive queue's to record. (Event types only the
+supervisor may write never get here: the connection refuses them.) Torch-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from engine.alerts.watch import AlertWatch
+from engine.directives.planners.factory import Planner
+from engine.directives.queue import DirectiveQueue
+from engine.domain import TelemetrySample
+from engine.protocol import TrainerEvent
+from engine.supervisor.attempts import Attempts
+from engine.supervisor.journal import Journal
+
+log = logging.getLogger("engine.supervisor.trainer_reports")
+
+
+class TrainerReports:
+    """Takes the trainer's steps and events into the run."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        attempts: Attempts,
+        alerts: AlertWatch,
+        directives: DirectiveQueue,
+        planner: Planner | None,
+        spawn: Callable[[Any], asyncio.Task[Any]],
+    ) -> None:
+        self.journal = journal
+        self.attempts = attempts
+        self.alerts = alerts
+        self.directives = directives
+        self.planner = planner
+        self._spawn = spawn  # the planner asks in a task of the supervisor's
+        self.latest: TelemetrySample | None = None
+        """The newest step sample of this supervisor's life."""
+        self._reactions: dict[str, Callable[[TrainerEvent], None]] = {
+            "trainer_started": self._started,
+            "run_paused": self._paused,
+            "run_continued": self._continued,
+            "trainer_finished": self._finished,
+            "trainer_error": self._error,
+        }
+
+    def on_step(self, sample: TelemetrySample) -> None:
+        self.journal.store.add_step(sample)
+        self.latest = sample
+        if self.journal.state in ("starting", "restarting"):
+            self.journal.set_state("running")
+        self.journal.consoles.offer_telemetry(sample, self.journal.state)
+        self.alerts.on_step(sample)
+        try:
+            self.directives.on_step(sample)
+            if self.planner is not None:
+                self.planner.on_step(sample, self._spawn)  # asks in its own task
+        except Exception:  # a planner bug must not cost the run its supervisor
+            log.exception("directive planner failed on step %d", sample.step)
+
+    def on_event(self, message: TrainerEvent) -> None:
+        if self.directives.on_trainer_event(message):
+            return  # directive_applied: recorded by the queue with its DirectiveView
+        self.journal.record(
+            message.type,
+            severity=message.severity,
+            message=message.message,
+            data=message.data,
+            attempt=self.attempts.attempt,
+        )
+        react = self._reactions.get(message.type)
+        if react is not None:
+            react(message)
+
+    def _started(self, message: TrainerEvent) -> None:
+        if self.journal.state in ("starting", "restarting"):
+            self.journal.set_state("running")
+
+    def _paused(self, message: TrainerEvent) -> None:
+        if self.journal.state == "running":
+            self.journal.set_state("paused")  # no heartbeat alert while paused: no step is expected
+
+    def _continued(self, message: TrainerEvent) -> None:
+        if self.journal.state == "paused":
+            self.journal.set_state("running")
+            self.alerts.trainer_launched()  # the heartbeat clock starts again
+
+    def _finished(self, message: TrainerEvent) -> None:
+        self.attempts.note_finished(str(message.data.get("reason") or "") or None)
+
+    def _error(self, message: TrainerEvent) -> None:
+        self.attempts.note_error(message.message, message.data.get("restartable"))
