@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from engine.directives.pacer import DirectivePacer
-from engine.domain import RunState, RunStatus, TelemetrySample
+from engine.domain import RunState, RunStatus, TelemetrySample, Thresholds
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
@@ -157,12 +157,21 @@ class ConnectionServer:
     """``engine.sock``: accepts consoles and the trainer, and converses with each."""
 
     def __init__(
-        self, served: Served, store: Store, consoles: Consoles, *, run_id: str, owner_uid: int
+        self,
+        served: Served,
+        store: Store,
+        consoles: Consoles,
+        *,
+        run_id: str,
+        owner_uid: int,
+        thresholds: Thresholds,
     ) -> None:
         self.served = served
         self.store = store
         self.consoles = consoles
         self.run_id = run_id
+        self.thresholds = thresholds
+        """The run's memory levels and loss-scale floor: consoles colour by them."""
         self.owner_uid = owner_uid
         """Only peers of this uid may connect."""
         self.trainer: TrainerLink | None = None
@@ -266,7 +275,12 @@ class ConnectionServer:
         return None
 
     def _welcome(self) -> Welcome:
-        return Welcome(run_id=self.run_id, state=self.served.state, last_seq=self.store.last_seq())
+        return Welcome(
+            run_id=self.run_id,
+            state=self.served.state,
+            last_seq=self.store.last_seq(),
+            thresholds=self.thresholds,
+        )
 
     # ------------------------------------------------------------------- consoles
 

@@ -166,7 +166,12 @@ class Supervisor:
         self.config = config
         record = self.journal.record
         connections = self._connections = ConnectionServer(
-            self, self.store, self.consoles, run_id=self.run.run_id, owner_uid=self.owner_uid
+            self,
+            self.store,
+            self.consoles,
+            run_id=self.run.run_id,
+            owner_uid=self.owner_uid,
+            thresholds=config.thresholds(),
         )
         self.directives = DirectiveQueue(
             config, record, connections.send_to_trainer, keep=self.store.add_decision

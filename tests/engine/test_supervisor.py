@@ -76,6 +76,17 @@ async def test_console_gets_welcome_history_telemetry(run: RunDir, start, connec
     assert telemetry[-1].state == "running"
 
 
+async def test_welcome_carries_the_runs_thresholds(run: RunDir, start, connect, fake_env) -> None:
+    config = build_run_config(
+        {"memory": {"warn": 0.6, "critical": 0.7}, "alerts": {"loss_scale_floor": 4.0}}, steps=100
+    )
+    run.write_config(config)
+    await start()
+    welcome = await (await connect()).recv()
+    assert welcome.thresholds == config.thresholds()  # what consoles colour memory by
+    assert (welcome.thresholds.memory_warn, welcome.thresholds.loss_scale_floor) == (0.6, 4.0)
+
+
 async def test_telemetry_off_sends_none(start, connect, fake_env) -> None:
     await start()
     client = await connect(telemetry=False)
