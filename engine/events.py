@@ -15,7 +15,7 @@ messages, and a trainer that claims a supervisor's type is refused. Torch-free.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,6 +65,12 @@ class Payload(BaseModel):
     def data(self) -> dict[str, Any]:
         """The JSON object stored as the event's ``data``."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+class Recorder(Protocol):
+    """What records an event: the supervisor's journal, handed to the parts that raise them."""
+
+    def __call__(self, payload: Payload, message: str = "", *, severity: Severity | None = None) -> Event: ...
 
 
 def payload_of(event: Event) -> Payload | None:
@@ -364,7 +370,8 @@ class DirectiveRecord(Payload):
     """A directive's view and the policy's verdict, as every directive event carries them."""
 
     directive: DirectiveView
-    verdict: Verdict
+    verdict: Verdict | None = None
+    """The policy's verdict (every writer gives it; a reader needs only the view)."""
 
 
 class DirectiveProposed(DirectiveRecord):

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from pydantic import ValidationError
-
+from engine.domain import Event
+from engine.events import INSTANT_RULES, AlertRaised, DoctorReported
 from engine.hardware_report import DoctorReport
 
 BLOCKING_RULES = ("heartbeat", "loss_nan", "gpu_temperature", "gpu_throttle", "disk_low")
@@ -62,21 +61,20 @@ class HealthBoard:
     active: dict[str, str] = field(default_factory=dict)
     """Firing alert rule -> its newest message."""
 
-    def observe(self, type: str, data: Mapping[str, Any], message: str) -> bool:
-        """Take an ``alert`` or ``doctor_report`` event; True if it was one."""
-        if type == "doctor_report":
-            try:
-                self.report = DoctorReport.model_validate(dict(data))
-            except ValidationError:
-                return False  # an unreadable report changes nothing
+    def observe(self, event: Event) -> bool:
+        """Take an ``alert`` or ``doctor_report`` event; True if it was one (an unreadable
+        one changes nothing)."""
+        reported = DoctorReported.of(event)
+        if reported is not None:
+            self.report = reported.report()
             return True
-        if type != "alert" or not isinstance(data.get("rule"), str):
+        alert = AlertRaised.of(event)
+        if alert is None:
             return False
-        rule = data["rule"]
-        if data.get("state") == "resolved":
-            self.active.pop(rule, None)
-        elif rule != "restart":  # a restart is an instant, never a standing state
-            self.active[rule] = message
+        if alert.resolved:
+            self.active.pop(alert.rule, None)
+        elif alert.rule not in INSTANT_RULES:  # a restart is an instant, never a standing state
+            self.active[alert.rule] = event.message
         return True
 
     def problems(self, require_accelerator: bool = False) -> tuple[str, ...]:

@@ -20,12 +20,10 @@ from typing import Any, Literal
 
 from engine.config import AlertConfig
 from engine.domain import Event, Severity, TelemetrySample
-from engine.events import INSTANT_RULES
+from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
-SUPERVISOR_RESTARTED = "supervisor_restarted"
-"""``data.reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +36,9 @@ class Alert:
     resolved: bool = False
     """True for the "back to normal" alert after one that fired."""
 
-    def event_data(self) -> dict[str, Any]:
-        return {"rule": self.rule, "state": "resolved" if self.resolved else "firing", **self.data}
+    def payload(self) -> AlertRaised:
+        """The ``alert`` event's payload: the rule, firing or resolved, and its figures."""
+        return AlertRaised(rule=self.rule, state="resolved" if self.resolved else "firing", **self.data)
 
 
 @dataclass
@@ -313,13 +312,13 @@ def still_firing(events: Iterable[Event]) -> dict[str, Event]:
     """
     firing: dict[str, Event] = {}
     for event in events:
-        rule = event.data.get("rule")
-        if event.type != "alert" or not isinstance(rule, str) or rule in INSTANT_RULES:
+        alert = AlertRaised.of(event)
+        if alert is None or alert.rule in INSTANT_RULES:
             continue
-        if event.data.get("state") == "resolved":
-            firing.pop(rule, None)
+        if alert.resolved:
+            firing.pop(alert.rule, None)
         else:
-            firing[rule] = event
+            firing[alert.rule] = event
     return firing
 
 

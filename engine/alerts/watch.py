@@ -1,7 +1,7 @@
 """The supervisor's side of alerts and hardware: the timers, the readings off the event
 loop, and the user's alert command. The rules themselves are ``engine.alerts.rules``.
 
-``AlertWatch`` is given a ``record`` callback (the supervisor's ``_record``, which stores
+``AlertWatch`` is given a ``record`` callback (the supervisor's journal, which stores
 the event and fans it out) and is fed step samples and restarts; ``run()`` is its timer
 task: a heartbeat check every ``TICK_S``, a hardware reading every
 ``alerts.hardware_interval_s`` and a doctor report at start and every
@@ -28,6 +28,7 @@ from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_fi
 from engine.config import AlertConfig
 from engine.doctor.deepspeed_ops import survey_ops_async
 from engine.domain import Event, TelemetrySample
+from engine.events import DoctorReported, Recorder
 from engine.hardware_report import HardwareSnapshot
 
 log = logging.getLogger("engine.alerts")
@@ -85,7 +86,7 @@ class AlertWatch:
     def __init__(
         self,
         config: AlertConfig,
-        record: Callable[..., Any],
+        record: Recorder,
         *,
         run_dir: Path,
         checkpoint_dir: Path,
@@ -152,15 +153,12 @@ class AlertWatch:
 
     def raise_all(self, alerts: list[Alert]) -> None:
         for alert in alerts:
-            event = self._record(
-                "alert", severity=alert.severity, message=alert.message, data=alert.event_data()
-            )
+            event = self._record(alert.payload(), alert.message, severity=alert.severity)
             if self.config.command:
-                payload = (
-                    event.model_dump(mode="json") if hasattr(event, "model_dump") else alert.event_data()
-                )
                 task = asyncio.ensure_future(
-                    run_alert_command(self.config.command, payload, self.config.command_timeout_s)
+                    run_alert_command(
+                        self.config.command, event.model_dump(mode="json"), self.config.command_timeout_s
+                    )
                 )
                 self._commands.add(task)
                 task.add_done_callback(self._commands.discard)
@@ -215,11 +213,9 @@ class AlertWatch:
             log.exception("doctor failed")
             return
         self._record(
-            "doctor_report",
+            DoctorReported.model_validate(report.model_dump()),
+            f"doctor: {report.verdict}" + (f" ({'; '.join(report.reasons)})" if report.reasons else ""),
             severity="warning" if report.verdict != "healthy" else "info",
-            message=f"doctor: {report.verdict}"
-            + (f" ({'; '.join(report.reasons)})" if report.reasons else ""),
-            data=report.model_dump(mode="json"),
         )
         await self._judge_hardware(report.hardware)
 

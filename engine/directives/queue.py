@@ -41,6 +41,13 @@ from engine.domain import (
     TelemetrySample,
     Verdict,
 )
+from engine.events import (
+    DirectiveApplied,
+    DirectiveDecided,
+    DirectiveProposed,
+    DirectivesRateLimited,
+    Recorder,
+)
 from engine.protocol import (
     ApplyDirective,
     Approve,
@@ -50,13 +57,11 @@ from engine.protocol import (
     Ok,
     Propose,
     Reject,
-    TrainerEvent,
 )
 
 MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
 SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
 
-Recorder = Callable[..., Any]  # Journal.record(type, *, severity, message, data)
 Sender = Callable[[BaseModel], bool]
 Keeper = Callable[[DecisionRecord], None]  # Store.add_decision
 
@@ -174,7 +179,7 @@ class DirectiveQueue:
         if not verdict.admitted:
             return self._decide(entry, "rejected", "by the policy")
         self._event(
-            "directive_proposed",
+            DirectiveProposed,
             entry,
             f"directive {directive.id} from {directive.source}: {verdict.decision}",
         )
@@ -231,10 +236,8 @@ class DirectiveQueue:
         self._summarized_at = self.clock()
         for source, count in self._limited.items():
             self.record(
-                "directives_rate_limited",
-                severity="warning",
-                message=f"{count} directive(s) from {source!r} refused: over the rate limit",
-                data={"source": source, "count": count, "policy_revision": self.policy.revision},
+                DirectivesRateLimited(source=source, count=count, policy_revision=self.policy.revision),
+                f"{count} directive(s) from {source!r} refused: over the rate limit",
             )
         self._limited.clear()
 
@@ -255,17 +258,16 @@ class DirectiveQueue:
         for message in unsent:
             self._send(message)
 
-    def on_trainer_event(self, message: TrainerEvent) -> bool:
-        """A ``directive_applied`` echo from the trainer; False for any other event."""
-        if message.type != "directive_applied":
-            return False
-        data = message.data
-        entry = self.entries.get(str(data.get("directive_id")))
-        applied = {k: v for k, v in dict(data.get("applied") or {}).items() if k in self.policy.bounds}
-        refused = dict(data.get("refused") or {})
+    def on_applied(self, echo: DirectiveApplied) -> None:
+        """The trainer's ``directive_applied`` echo: what it applied and what it refused."""
+        entry = self.entries.get(str(echo.directive_id))
+        applied: dict[DirectiveField, DirectiveValue] = {
+            k: v for k, v in echo.applied.items() if k in self.policy.bounds
+        }
+        refused = dict(echo.refused)
         if entry is None:
             self.effective.update(applied)  # a re-send of the effective values: nothing new
-            return True
+            return
         entry.applied = applied
         for name, why in refused.items():
             entry.reasons.append(f"trainer refused {name}: {why}")
@@ -274,20 +276,25 @@ class DirectiveQueue:
             entry.state = "applied"
         else:
             entry.state = "rejected"
-        step = data.get("step")
-        self._event(
-            "directive_applied",
-            entry,
-            f"directive {entry.directive.id} applied at step {step}: {applied}"
-            if applied
-            else f"directive {entry.directive.id} refused by the trainer",
-            severity="info" if applied else "warning",
-            step=step,
-            applied=applied,
-            refused=refused,
+        step = echo.step
+        recorded = DirectiveApplied(
+            directive_id=entry.directive.id,
             decision_id=entry.verdict.decision_id,
+            step=step,
+            applied=dict(applied),
+            refused=refused,
+            directive=entry.view(),
+            verdict=entry.verdict,
         )
-        return True
+        self.record(
+            recorded,
+            (
+                f"directive {entry.directive.id} applied at step {step}: {applied}"
+                if applied
+                else f"directive {entry.directive.id} refused by the trainer"
+            )[:4096],
+            severity="info" if applied else "warning",
+        )
 
     # ------------------------------------------------------------------ listing
 
@@ -320,7 +327,7 @@ class DirectiveQueue:
     def _decide(self, entry: Entry, state: DirectiveState, how: str) -> Entry:
         entry.state = state
         self._keep_verdict(entry)
-        self._event("directive_decided", entry, f"directive {entry.directive.id} {state} {how}")
+        self._event(DirectiveDecided, entry, f"directive {entry.directive.id} {state} {how}")
         if state in ("approved", "clamped"):
             self._send(
                 ApplyDirective(
@@ -336,7 +343,7 @@ class DirectiveQueue:
         self._keep_verdict(entry)
         source = entry.directive.source
         if source not in self._limited:  # the first of a burst is recorded in full
-            self._event("directive_decided", entry, f"directive {entry.directive.id} rejected: rate limit")
+            self._event(DirectiveDecided, entry, f"directive {entry.directive.id} rejected: rate limit")
         self._limited[source] = self._limited.get(source, 0) + 1
         return entry
 
@@ -355,13 +362,8 @@ class DirectiveQueue:
         if not self.send(message):
             self._unsent.append(message)
 
-    def _event(self, type: str, entry: Entry, message: str, severity: str = "info", **extra: Any) -> None:
-        data = {
-            "directive": entry.view().model_dump(mode="json"),
-            "verdict": entry.verdict.model_dump(mode="json"),
-            **extra,
-        }
-        self.record(type, severity=severity, message=message[:4096], data=data)
+    def _event(self, kind: type[DirectiveProposed | DirectiveDecided], entry: Entry, message: str) -> None:
+        self.record(kind(directive=entry.view(), verdict=entry.verdict), message[:4096])
 
     def _keep(self, entry: Entry) -> None:
         self.entries[entry.directive.id] = entry

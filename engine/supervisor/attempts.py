@@ -27,6 +27,16 @@ from typing import Any
 from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
 from engine.config import RestartConfig
+from engine.events import (
+    ContinueRequested,
+    PauseRequested,
+    RestartsExhausted,
+    StopRequested,
+    TrainerExited,
+    TrainerLaunched,
+    TrainerLaunchFailed,
+    TrainerRestarted,
+)
 from engine.protocol import TrainerCommand
 from engine.run.directory import RunDir
 from engine.supervisor.journal import Journal
@@ -121,10 +131,8 @@ class Attempts:
             if decision.action == "end":
                 if decision.streak > 1:  # restarts were tried and ran out
                     self.journal.record(
-                        "restarts_exhausted",
-                        severity="critical",
-                        message=f"gave up: {decision.streak - 1} restarts in a row without a new checkpoint",
-                        data={"streak": decision.streak, "cause": decision.cause},
+                        RestartsExhausted(streak=decision.streak, cause=decision.cause),
+                        f"gave up: {decision.streak - 1} restarts in a row without a new checkpoint",
                         attempt=outcome.attempt,
                     )
                 return outcome
@@ -149,14 +157,13 @@ class Attempts:
             proc = await self._launch(command, attempt)
         except OSError as err:
             reason = f"could not launch the trainer ({shlex.join(command)}): {err.strerror or err}"
-            self.journal.record("trainer_launch_failed", severity="critical", message=reason, attempt=attempt)
+            self.journal.record(TrainerLaunchFailed(), reason, attempt=attempt)
             return TrainerExit(attempt, None, launch_error=reason)
         self._proc = proc
         self.journal.store.update_meta(attempt=attempt, trainer_pid=proc.pid)
         self.journal.record(
-            "trainer_launched",
-            message=f"trainer attempt {attempt} started (pid {proc.pid})",
-            data={"attempt": attempt, "pid": proc.pid, "command": command},
+            TrainerLaunched(attempt=attempt, pid=proc.pid, command=command),
+            f"trainer attempt {attempt} started (pid {proc.pid})",
             attempt=attempt,
         )
         self.alerts.trainer_launched()  # the heartbeat clock starts here
@@ -224,42 +231,39 @@ class Attempts:
     ) -> None:
         """trainer_exited for the attempt that died, then trainer_restarted with the cost."""
         returncode = outcome.returncode if outcome.returncode is not None else 0
+        exited = TrainerExited(
+            attempt=outcome.attempt,
+            returncode=returncode,
+            signal=signal_name(returncode),
+            reason=decision.cause,
+            error=outcome.last_error,
+        )
         self.journal.record(
-            "trainer_exited",
-            severity="warning",
-            message=f"{describe_exit(returncode)} (attempt {outcome.attempt})"
+            exited,
+            f"{describe_exit(returncode)} (attempt {outcome.attempt})"
             + (f": {outcome.last_error}" if outcome.last_error else ""),
-            data={
-                "attempt": outcome.attempt,
-                "returncode": returncode,
-                "signal": signal_name(returncode),
-                "reason": decision.cause,
-                "error": outcome.last_error,
-            },
+            severity="warning",
             attempt=outcome.attempt,
         )
         last_step = self._latest_step()
         resume = resume_step or 0
         steps_lost = max(0, last_step - resume)
+        restarted = TrainerRestarted(
+            cause=decision.cause,
+            returncode=returncode,
+            signal=signal_name(returncode),
+            last_step=last_step,
+            resume_step=resume,
+            steps_lost=steps_lost,
+            delay_s=decision.delay_s,
+            restarts=self.restarts,
+            streak=decision.streak,
+            next_attempt=self.attempt + 1,
+        )
         self.journal.record(
-            "trainer_restarted",
-            severity="warning",
-            message=(
-                f"trainer {decision.cause}; restarting from step {resume} in {decision.delay_s:.1f} s "
-                f"({steps_lost} steps lost; restart {self.restarts})"
-            ),
-            data={
-                "cause": decision.cause,
-                "returncode": returncode,
-                "signal": signal_name(returncode),
-                "last_step": last_step,
-                "resume_step": resume,
-                "steps_lost": steps_lost,
-                "delay_s": decision.delay_s,
-                "restarts": self.restarts,
-                "streak": decision.streak,
-                "next_attempt": self.attempt + 1,
-            },
+            restarted,
+            f"trainer {decision.cause}; restarting from step {resume} in {decision.delay_s:.1f} s "
+            f"({steps_lost} steps lost; restart {self.restarts})",
             attempt=outcome.attempt,
         )
         self.alerts.on_restart(f"{decision.cause}, restart {self.restarts}", {"cause": decision.cause})
@@ -268,16 +272,16 @@ class Attempts:
         """``trainer_exited`` for the attempt that ended the run (none if it never started)."""
         if outcome.returncode is None:
             return
+        exited = TrainerExited(
+            attempt=outcome.attempt,
+            returncode=outcome.returncode,
+            signal=signal_name(outcome.returncode),
+            reason=reason,
+        )
         self.journal.record(
-            "trainer_exited",
+            exited,
+            f"{describe_exit(outcome.returncode)} (attempt {outcome.attempt})",
             severity="critical" if failed else "info",
-            message=f"{describe_exit(outcome.returncode)} (attempt {outcome.attempt})",
-            data={
-                "attempt": outcome.attempt,
-                "returncode": outcome.returncode,
-                "signal": signal_name(outcome.returncode),
-                "reason": reason,
-            },
             attempt=outcome.attempt,
         )
 
@@ -298,9 +302,8 @@ class Attempts:
         self.hold = paused
         self.journal.store.update_meta(hold=paused)
         verb = "pause" if paused else "continue"
-        self.journal.record(
-            f"{verb}_requested", message=f"{verb} requested: {reason}", data={"reason": reason}
-        )
+        asked = PauseRequested(reason=reason) if paused else ContinueRequested(reason=reason)
+        self.journal.record(asked, f"{verb} requested: {reason}")
         link = self._link()
         if link is not None:
             link.send(TrainerCommand(command="pause" if paused else "resume", reason=reason))
@@ -311,7 +314,7 @@ class Attempts:
         if self.journal.ended or self.stop_reason is not None:
             return
         self.stop_reason = reason
-        self.journal.record("stop_requested", message=f"stop requested: {reason}", data={"reason": reason})
+        self.journal.record(StopRequested(reason=reason), f"stop requested: {reason}")
         self.journal.set_state("stopping")
         self._stopping.set()
         self._signal_stop()

@@ -7,6 +7,7 @@ restart policy then treats like any other unasked death. Torch-free.
 
 from __future__ import annotations
 
+from engine.events import ChaosInjected
 from engine.protocol import Chaos, Error, Ok
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.journal import Journal
@@ -20,10 +21,8 @@ def inject(message: Chaos, attempts: Attempts, journal: Journal) -> Ok | Error:
     if pid is None:
         return Error(id=message.id, reason="no trainer is running to kill")
     journal.record(
-        "chaos",
-        severity="warning",
-        message=f"chaos: kill_trainer (SIGKILL pid {pid})",
-        data={"action": message.action, "params": message.params, "pid": pid},
+        ChaosInjected(action=message.action, params=message.params, pid=pid),
+        f"chaos: kill_trainer (SIGKILL pid {pid})",
         attempt=attempts.attempt,
     )
     attempts.kill()

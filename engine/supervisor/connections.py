@@ -19,10 +19,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from engine.directives.pacer import DirectivePacer
 from engine.domain import RunState, RunStatus, TelemetrySample, Thresholds
+from engine.events import PAYLOADS, SUPERVISOR_EVENTS, Payload
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
@@ -61,16 +62,6 @@ log = logging.getLogger("engine.supervisor.connections")
 
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
 REPLAY_PAGE = 256  # events read from the store per replay page
-
-# Event types only the supervisor may write; a trainer claiming one is refused.
-SUPERVISOR_EVENTS = frozenset(
-    {"run_started", "run_ended", "state_changed", "trainer_launched", "trainer_exited", "stop_requested"}
-    | {"chaos"}
-    | {"trainer_restarted", "restarts_exhausted"}
-    | {"alert", "doctor_report"}
-    | {"directive_proposed", "directive_decided", "directives_rate_limited"}
-    | {"planner_restarted", "planner_disabled"}
-)
 
 DirectiveRequest = Approve | Clamp | Reject | Propose
 
@@ -143,7 +134,7 @@ class Served(Protocol):
 
     def on_step(self, sample: TelemetrySample) -> None: ...
 
-    def on_trainer_event(self, message: TrainerEvent) -> None: ...
+    def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None: ...
 
 
 ConsoleHandler = Callable[[ConsoleClient, Any], Awaitable[None]]
@@ -391,10 +382,20 @@ class ConnectionServer:
         self.served.on_step(message.sample)
 
     def _trainer_event(self, link: TrainerLink, message: TrainerEvent) -> None:
+        """A trainer's event: one of the supervisor's own types is refused, a known type's data
+        must fit its payload (an Error names the field), an unknown type is recorded as sent."""
         if message.type in SUPERVISOR_EVENTS:
             link.send(Error(reason=f"event type {message.type!r} is the supervisor's to record"))
-        else:
-            self.served.on_trainer_event(message)
+            return
+        model = PAYLOADS.get(message.type)
+        try:
+            payload = None if model is None else model.model_validate(message.data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(data)"
+            link.send(Error(reason=f"{message.type}: data.{where}: {first['msg']}"))
+            return
+        self.served.on_trainer_event(message, payload)
 
     def _trainer_ping(self, link: TrainerLink, message: Ping) -> None:
         link.send(Ok(id=message.id))

@@ -26,7 +26,8 @@ from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue, answer_request
-from engine.domain import Event, RunState, RunStatus, TelemetrySample
+from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample
+from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
@@ -263,10 +264,12 @@ class Supervisor:
 
     # ---------------------------------------------------------- alerts and health
 
-    def _record_watched(self, type: str, **fields: Any) -> Event:
+    def _record_watched(
+        self, payload: Payload, message: str = "", *, severity: Severity | None = None
+    ) -> Event:
         """``record`` for AlertWatch: an alert or doctor report also re-judges the health."""
-        event = self.journal.record(type, **fields)
-        if self.health.observe(event.type, event.data, event.message):
+        event = self.journal.record(payload, message, severity=severity)
+        if self.health.observe(event):
             self._judge_health()
         return event
 
@@ -325,8 +328,8 @@ class Supervisor:
     def on_step(self, sample: TelemetrySample) -> None:
         self.reports.on_step(sample)
 
-    def on_trainer_event(self, message: TrainerEvent) -> None:
-        self.reports.on_event(message)
+    def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None:
+        self.reports.on_event(message, payload)
 
 
 # --------------------------------------------------------------------- entry point

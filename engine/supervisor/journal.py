@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from engine.domain import TERMINAL_STATES, Event, RunState, Severity
+from engine.events import PauseKept, Payload, RunEnded, RunStarted, StateChanged
 from engine.run.meta import RunMeta
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
@@ -35,14 +36,22 @@ class Journal:
 
     def record(
         self,
-        type: str,
-        *,
-        severity: Severity = "info",
+        payload: Payload,
         message: str = "",
-        data: dict[str, Any] | None = None,
+        *,
+        severity: Severity | None = None,
         attempt: int | None = None,
     ) -> Event:
-        """Store an event (committed), then tell every console."""
+        """Store an event of the payload's type (committed), then tell every console;
+        ``severity`` None is the type's usual one."""
+        return self.append(
+            payload.event_type, severity or payload.severity, message, payload.data(), attempt=attempt
+        )
+
+    def append(
+        self, type: str, severity: Severity, message: str, data: dict[str, Any], *, attempt: int | None = None
+    ) -> Event:
+        """``record`` for an event that arrived typed already (a trainer's, validated)."""
         event = self.store.append_event(type, severity=severity, message=message, data=data, attempt=attempt)
         log.info("event %d %s %s", event.seq, event.type, event.message)
         self.consoles.push_event(event)
@@ -59,7 +68,7 @@ class Journal:
             return
         before, self.state = self.state, to
         self.store.update_meta(state=to)
-        self.record("state_changed", message=f"{before} -> {to}", data={"from": before, "to": to})
+        self.record(StateChanged(from_state=before, to=to), f"{before} -> {to}")
 
     def begin(self, run_id: str, run_dir: str, pid: int) -> RunMeta:
         """This supervisor takes the run: meta, ``run_started``, state ``starting``.
@@ -76,24 +85,21 @@ class Journal:
             restarts=before.restarts,
         )
         self.record(
-            "run_started",
-            message=f"supervisor pid {pid} serving {run_id}",
-            data={"supervisor_pid": pid, "run_dir": run_dir, "previous_state": before.state},
+            RunStarted(supervisor_pid=pid, run_dir=run_dir, previous_state=before.state),
+            f"supervisor pid {pid} serving {run_id}",
         )
         self.state = "starting"
         self.store.update_meta(state="starting")
         if before.state != "starting":  # None for a fresh store
             self.record(
-                "state_changed",
-                message=f"{before.state or '(new run)'} -> starting",
-                data={"from": before.state, "to": "starting"},
+                StateChanged(from_state=before.state, to="starting"),
+                f"{before.state or '(new run)'} -> starting",
             )
         if before.hold:
             self.record(
-                "pause_kept",
-                message="the run was paused when its last supervisor ended: it stays paused "
+                PauseKept(previous_state=before.state),
+                "the run was paused when its last supervisor ended: it stays paused "
                 "(memtui unpause lets it go on)",
-                data={"previous_state": before.state},
             )
         return before
 
@@ -102,10 +108,9 @@ class Journal:
         self.store.update_meta(exit_reason=reason, ended_at=time.time(), trainer_pid=None, hold=False)
         self.set_state(state)
         self.record(
-            "run_ended",
+            RunEnded(state=state, reason=reason),
+            f"run ended {state}: {reason}",
             severity="critical" if state == "failed" else "info",
-            message=f"run ended {state}: {reason}",
-            data={"state": state, "reason": reason},
         )
         self.store.flush()
         log.info("run %s: %s", state, reason)

@@ -20,6 +20,15 @@ from engine.alerts.watch import AlertWatch
 from engine.directives.planners.factory import Planner
 from engine.directives.queue import DirectiveQueue
 from engine.domain import TelemetrySample
+from engine.events import (
+    DirectiveApplied,
+    Payload,
+    RunContinued,
+    RunPaused,
+    TrainerError,
+    TrainerFinished,
+    TrainerStarted,
+)
 from engine.protocol import TrainerEvent
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.journal import Journal
@@ -47,12 +56,11 @@ class TrainerReports:
         self._spawn = spawn  # the planner asks in a task of the supervisor's
         self.latest: TelemetrySample | None = None
         """The newest step sample of this supervisor's life."""
-        self._reactions: dict[str, Callable[[TrainerEvent], None]] = {
-            "trainer_started": self._started,
-            "run_paused": self._paused,
-            "run_continued": self._continued,
-            "trainer_finished": self._finished,
-            "trainer_error": self._error,
+        self._reactions: dict[str, Callable[[Payload], None]] = {
+            TrainerStarted.event_type: self._started,
+            RunPaused.event_type: self._paused,
+            RunContinued.event_type: self._continued,
+            TrainerFinished.event_type: self._finished,
         }
 
     def on_step(self, sample: TelemetrySample) -> None:
@@ -69,35 +77,34 @@ class TrainerReports:
         except Exception:  # a planner bug must not cost the run its supervisor
             log.exception("directive planner failed on step %d", sample.step)
 
-    def on_event(self, message: TrainerEvent) -> None:
-        if self.directives.on_trainer_event(message):
-            return  # directive_applied: recorded by the queue with its DirectiveView
-        self.journal.record(
-            message.type,
-            severity=message.severity,
-            message=message.message,
-            data=message.data,
-            attempt=self.attempts.attempt,
+    def on_event(self, message: TrainerEvent, payload: Payload | None) -> None:
+        """A trainer's event, its payload validated by the connection (None: a type this
+        supervisor does not know, recorded as it came)."""
+        if isinstance(payload, DirectiveApplied):
+            self.directives.on_applied(payload)  # recorded by the queue with its DirectiveView
+            return
+        self.journal.append(
+            message.type, message.severity, message.message, message.data, attempt=self.attempts.attempt
         )
         react = self._reactions.get(message.type)
-        if react is not None:
-            react(message)
+        if react is not None and payload is not None:
+            react(payload)
+        if isinstance(payload, TrainerError):
+            self.attempts.note_error(message.message, payload.restartable)
 
-    def _started(self, message: TrainerEvent) -> None:
+    def _started(self, payload: Payload) -> None:
         if self.journal.state in ("starting", "restarting"):
             self.journal.set_state("running")
 
-    def _paused(self, message: TrainerEvent) -> None:
+    def _paused(self, payload: Payload) -> None:
         if self.journal.state == "running":
             self.journal.set_state("paused")  # no heartbeat alert while paused: no step is expected
 
-    def _continued(self, message: TrainerEvent) -> None:
+    def _continued(self, payload: Payload) -> None:
         if self.journal.state == "paused":
             self.journal.set_state("running")
             self.alerts.trainer_launched()  # the heartbeat clock starts again
 
-    def _finished(self, message: TrainerEvent) -> None:
-        self.attempts.note_finished(str(message.data.get("reason") or "") or None)
-
-    def _error(self, message: TrainerEvent) -> None:
-        self.attempts.note_error(message.message, message.data.get("restartable"))
+    def _finished(self, payload: Payload) -> None:
+        assert isinstance(payload, TrainerFinished)
+        self.attempts.note_finished(payload.reason)

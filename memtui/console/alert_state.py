@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.domain import Event
+from engine.events import AlertRaised
 
-ALERT_EVENT = "alert"
+ALERT_EVENT = AlertRaised.event_type
 ToastSeverity = Literal["information", "warning", "error"]
 TOAST_SEVERITY: dict[str, ToastSeverity] = {"info": "information", "warning": "warning", "critical": "error"}
 """Event severity -> ``App.notify`` severity."""
@@ -22,11 +23,13 @@ TOAST_TIMEOUT_S: dict[str, float] = {"info": 5.0, "warning": 10.0, "critical": 3
 
 
 def alert_rule(event: Event) -> str:
-    return str(event.data.get("rule") or event.type)
+    alert = AlertRaised.of(event)
+    return alert.rule if alert is not None else event.type
 
 
 def is_resolved(event: Event) -> bool:
-    return event.data.get("state") == "resolved"
+    alert = AlertRaised.of(event)
+    return alert is not None and alert.resolved
 
 
 def critical_after(event: Event, active: tuple[Event, ...]) -> tuple[Event, ...]:

@@ -10,12 +10,23 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
-
-from pydantic import ValidationError
+from typing import Literal
 
 from engine.config import RunConfig
 from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample, Thresholds
+from engine.events import (
+    CheckpointFailed,
+    CheckpointRejected,
+    CheckpointSaved,
+    CheckpointSkipped,
+    DirectiveDecided,
+    DirectiveProposed,
+    DoctorReported,
+    MemoryAdapted,
+    RunContinued,
+    StateChanged,
+    TrainerRestarted,
+)
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
 from memtui.console.alert_state import ALERT_EVENT, critical_after
@@ -44,18 +55,10 @@ supervisor, an unreadable run.json)."""
 OVERFLOW_ALERT_WINDOW = 50
 OVERFLOW_ALERT_COUNT = 3
 """This many overflows within the newest OVERFLOW_ALERT_WINDOW points raise an alert."""
-DIRECTIVE_EVENTS = frozenset({"directive_proposed", "directive_decided"})
-ADAPTATION_EVENT = "memory_adapted"
-"""The memory controller changed the batch geometry (``data``: from/to micro-batch, reason)."""
-RESTART_EVENT = "trainer_restarted"
-"""The supervisor restarts a dead trainer (``data``: cause, resume_step, restarts, ...)."""
-CHECKPOINT_EVENTS = frozenset({"checkpoint_saved", "checkpoint_rejected"})
+CHECKPOINT_EVENTS = frozenset({CheckpointSaved.event_type, CheckpointRejected.event_type})
 """Events after which the run's checkpoint list has changed."""
-SAVE_EVENTS = frozenset({"checkpoint_saved", "checkpoint_failed", "checkpoint_skipped"})
+SAVE_EVENTS = frozenset(m.event_type for m in (CheckpointSaved, CheckpointFailed, CheckpointSkipped))
 """How a save ended (one event per save)."""
-DOCTOR_EVENT = "doctor_report"
-"""The supervisor's periodic doctor report (``data``: a ``DoctorReport`` with its hardware)."""
-_RUN_STATES = frozenset(get_args(RunState))
 
 
 @dataclass(frozen=True)
@@ -192,25 +195,20 @@ class RunView:
             state=_state_after(event, self.state),
             newest_data_at=now if now is not None else self.newest_data_at,
             directives=_directives_after(event, self.directives),
-            last_adaptation=event if event.type == ADAPTATION_EVENT else self.last_adaptation,
-            last_restart=event if event.type == RESTART_EVENT else self.last_restart,
+            last_adaptation=event if event.type == MemoryAdapted.event_type else self.last_adaptation,
+            last_restart=event if event.type == TrainerRestarted.event_type else self.last_restart,
             restarts=_restarts_after(event, self.restarts),
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
             last_save=event if event.type in SAVE_EVENTS else self.last_save,
             critical_alerts=critical_after(event, self.critical_alerts),
-            resumed=self.resumed or event.type == "run_continued",
+            resumed=self.resumed or event.type == RunContinued.event_type,
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:
         """A ``doctor_report`` event carries a hardware reading: shown until a live one comes."""
-        if event.type != DOCTOR_EVENT or not isinstance(event.data.get("hardware"), dict):
-            return self
-        try:
-            snapshot = HardwareSnapshot.model_validate(event.data["hardware"])
-        except ValidationError:
-            return self
-        return self.with_hardware(snapshot)
+        report = DoctorReported.of(event)
+        return self if report is None else self.with_hardware(report.hardware)
 
     # ------------------------------------------------------------------ derived
 
@@ -288,9 +286,9 @@ class RunView:
 
 
 def _state_after(event: Event, state: RunState) -> RunState:
-    """A ``state_changed`` event (``data: {"from": ..., "to": ...}``) moves the view to ``to``."""
-    new = event.data.get("to") if event.type == "state_changed" else None
-    return cast(RunState, new) if new in _RUN_STATES else state
+    """A ``state_changed`` event moves the view to its ``to``."""
+    changed = StateChanged.of(event)
+    return state if changed is None else changed.to
 
 
 def _ranks_after(
@@ -305,21 +303,19 @@ def _ranks_after(
 
 
 def _restarts_after(event: Event, restarts: int) -> int:
-    """The restart count a ``trainer_restarted`` event gives (``data.restarts``), else one more."""
-    if event.type != RESTART_EVENT:
+    """The restart count a ``trainer_restarted`` event gives; one more if its data is unreadable."""
+    if event.type != TrainerRestarted.event_type:
         return restarts
-    count = event.data.get("restarts")
-    return count if isinstance(count, int) else restarts + 1
+    restarted = TrainerRestarted.of(event)
+    return restarted.restarts if restarted is not None else restarts + 1
 
 
 def _directives_after(event: Event, pending: tuple[DirectiveView, ...]) -> tuple[DirectiveView, ...]:
-    """Pending directives after a ``directive_*`` event (``data: {"directive": DirectiveView}``)."""
-    if event.type not in DIRECTIVE_EVENTS:
-        return pending
-    try:
-        directive = DirectiveView.model_validate(event.data.get("directive"))
-    except ValidationError:
-        return pending  # a directive we cannot read is still in the event log
+    """Pending directives after a ``directive_proposed`` or ``directive_decided`` event."""
+    record = DirectiveProposed.of(event) or DirectiveDecided.of(event)
+    if record is None:
+        return pending  # another event, or a directive we cannot read (still in the event log)
+    directive = record.directive
     others = tuple(d for d in pending if d.id != directive.id)
     return (*others, directive) if directive.state == "pending" else others
 

@@ -26,6 +26,7 @@ from engine.config_file import build_run_config
 from engine.domain import Event
 from engine.protocol import Propose
 from engine.run.directory import RunDir
+from tests.fakes.event_log import EventLog
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,20 +45,8 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
 
-class Recorder:
-    """Stands in for the supervisor's ``_record``: numbers events like the store."""
-
-    def __init__(self, fail_first: int = 0) -> None:
-        self.events: list[Event] = []
-        self.fail_first = fail_first
-
-    def __call__(self, type: str, **fields: Any) -> Event:
-        if self.fail_first > 0:
-            self.fail_first -= 1
-            raise OSError(28, "No space left on device")
-        event = Event(seq=len(self.events) + 1, ts=time.time(), type=type, **fields)
-        self.events.append(event)
-        return event
+class Recorder(EventLog):
+    """The journal's stand-in, with the alert rules it saw."""
 
     def rules(self) -> list[str]:
         return [str(e.data.get("rule")) for e in self.events if e.type == "alert"]

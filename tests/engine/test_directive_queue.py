@@ -14,8 +14,10 @@ from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused
 from engine.directives.queue import DirectiveError, DirectiveQueue, answer_request
-from engine.domain import DIRECTIVE_FIELDS, DecisionRecord
-from engine.protocol import ApplyDirective, Approve, Clamp, Propose, Reject, TrainerEvent
+from engine.domain import DIRECTIVE_FIELDS, DecisionRecord, Event
+from engine.events import DirectiveApplied
+from engine.protocol import ApplyDirective, Approve, Clamp, Propose, Reject
+from tests.fakes.event_log import EventLog
 
 
 class Harness:
@@ -23,14 +25,15 @@ class Harness:
 
     def __init__(self, config: RunConfig) -> None:
         self.now = 1_000_000.0
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.log = EventLog()
         self.sent: list[ApplyDirective] = []
         self.kept: list[DecisionRecord] = []
-        self.queue = DirectiveQueue(config, self.record, self.send, lambda: self.now, self.kept.append)
+        self.queue = DirectiveQueue(config, self.log, self.send, lambda: self.now, self.kept.append)
         self.queue.latest = sample(step=5)
 
-    def record(self, type: str, *, severity: str = "info", message: str = "", data: Any = None) -> None:
-        self.events.append((type, data or {}))
+    @property
+    def events(self) -> list[Event]:
+        return self.log.events
 
     def send(self, message: Any) -> bool:
         self.sent.append(message)
@@ -39,15 +42,14 @@ class Harness:
     def echo_all(self, step: int = 6) -> None:
         """The trainer applies everything sent (its own hard check is tested elsewhere)."""
         for message in self.sent:
-            event = TrainerEvent(
-                type="directive_applied",
-                data={"directive_id": message.directive_id, "applied": dict(message.values), "step": step},
+            echo = DirectiveApplied(
+                directive_id=message.directive_id, applied=dict(message.values), step=step
             )
-            assert self.queue.on_trainer_event(event)
+            self.queue.on_applied(echo)
         self.sent.clear()
 
     def of(self, type: str) -> list[dict[str, Any]]:
-        return [data for t, data in self.events if t == type]
+        return self.log.data_of(type)
 
 
 def config(**policy: Any) -> RunConfig:

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from engine.directives.directive import draft
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.doctor.findings import judge, verdict_of
 from engine.doctor.nvml_probe import probe_gpus
+from engine.domain import Event
 from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
 from engine.protocol import Propose
 from engine.run.directory import RunDir
@@ -59,6 +61,11 @@ def test_degraded_cpu_run_is_allowed_unless_it_requires_an_accelerator() -> None
     assert "accelerator required" in problem and "no GPU" in problem
 
 
+def ev(type_: str, data: dict[str, Any], message: str) -> Event:
+    """An event as the journal stores it."""
+    return Event(seq=1, ts=0.0, type=type_, message=message, data=data)
+
+
 def test_require_accelerator_blocks_until_the_doctor_has_looked() -> None:
     assert health_problems(None, {}) == ()
     assert health_problems(None, {}, require_accelerator=True) == (
@@ -76,10 +83,10 @@ def test_unhealthy_doctor_verdict_blocks_with_its_findings() -> None:
 def test_thermal_alert_blocks_and_its_resolution_unblocks() -> None:
     rules, board = AlertRules(AlertConfig(throttle_s=0.0)), HealthBoard(report(CUDA_SW, FakeNvml()))
     for alert in rules.on_hardware(snapshot(throttle=0x40), 1.0):  # hw_thermal
-        board.observe("alert", alert.event_data(), alert.message)
+        board.observe(ev("alert", alert.payload().data(), alert.message))
     assert board.problems() == ("GPU 0 clocks throttled: hw_thermal",)
     for alert in rules.on_hardware(snapshot(throttle=0), 2.0):
-        board.observe("alert", alert.event_data(), alert.message)
+        board.observe(ev("alert", alert.payload().data(), alert.message))
     assert board.problems() == ()
 
 
@@ -90,15 +97,15 @@ def test_which_alerts_block() -> None:
     # a directive is the remedy for these: lower the LR, a smaller micro-batch
     assert not any(blocks(r) for r in ("loss_diverging", "memory_headroom", "throughput_drop", "restart"))
     board = HealthBoard()
-    board.observe("alert", {"rule": "memory_headroom", "state": "firing"}, "memory 95% of budget")
-    board.observe("alert", {"rule": "restart", "state": "firing"}, "trainer restarted")
+    board.observe(ev("alert", {"rule": "memory_headroom", "state": "firing"}, "memory 95% of budget"))
+    board.observe(ev("alert", {"rule": "restart", "state": "firing"}, "trainer restarted"))
     assert board.problems() == () and "restart" not in board.active
 
 
 def test_board_ignores_other_events_and_unreadable_reports() -> None:
     board = HealthBoard()
-    assert not board.observe("state_changed", {"rule": "heartbeat"}, "x")
-    assert not board.observe("doctor_report", {"verdict": "bogus"}, "x")
+    assert not board.observe(ev("state_changed", {"rule": "heartbeat"}, "x"))
+    assert not board.observe(ev("doctor_report", {"verdict": "bogus"}, "x"))
     assert board.report is None and board.active == {}
 
 

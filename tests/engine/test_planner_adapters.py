@@ -19,6 +19,7 @@ from engine.directives.planners.external import ExternalPlanner, TelemetrySummar
 from engine.directives.planners.openai_http import OpenAIPlanner
 from engine.directives.planners.reply import parse_reply
 from engine.directives.queue import DirectiveQueue
+from tests.fakes.event_log import EventLog
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
 
@@ -27,16 +28,13 @@ class Harness:
     """A directive queue whose recorded events are kept in a list (the store's stand-in)."""
 
     def __init__(self, config: RunConfig | None = None) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.log = EventLog()
         config = config or build_run_config({"policy": {"rate_limit": 10_000}})
-        self.queue = DirectiveQueue(config, self.record, lambda _m: True)
+        self.queue = DirectiveQueue(config, self.log, lambda _m: True)
         self.queue.latest = sample(5)
 
-    def record(self, type: str, *, severity: str = "info", message: str = "", data: Any = None) -> None:
-        self.events.append((type, data or {}))
-
     def decided(self) -> list[dict[str, Any]]:
-        return [d["directive"] for t, d in self.events if t == "directive_decided"]
+        return [d["directive"] for d in self.log.data_of("directive_decided")]
 
 
 def summary(step: int = 5) -> dict[str, Any]:
@@ -50,14 +48,12 @@ class Clock:
         return self.now
 
 
-def command(*actions: str, timeout_s: float = 5.0, clock: Clock | None = None) -> tuple[CommandPlanner, list]:
-    events: list[tuple[str, dict[str, Any]]] = []
-
-    def record(type: str, **fields: Any) -> None:
-        events.append((type, fields.get("data") or {}))
-
+def command(
+    *actions: str, timeout_s: float = 5.0, clock: Clock | None = None
+) -> tuple[CommandPlanner, EventLog]:
+    log = EventLog()
     argv = [sys.executable, str(FAKE_PLANNER), *actions]
-    return CommandPlanner(argv, timeout_s, record, clock=clock or Clock()), events
+    return CommandPlanner(argv, timeout_s, log, clock=clock or Clock()), log
 
 
 # ------------------------------------------------------------------------ replies
@@ -111,7 +107,7 @@ async def test_command_that_hangs_times_out_and_is_restarted() -> None:
         clock.now += 60.0
         again = await planner.ask(summary())  # a fresh process: "hang" again
         assert "no reply" in (again.problem or "") and planner.starts == 2
-        assert [t for t, _ in events] == ["planner_restarted"]
+        assert [e.type for e in events.events] == ["planner_restarted"]
     finally:
         await planner.close()
 
@@ -125,13 +121,13 @@ async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
         assert "exited" in (reply.problem or "")
         assert hand_over(h.queue, planner.source, reply) is not None
         clock.now += 120.0
-    assert planner.disabled and events[-1][0] == "planner_disabled"
+    assert planner.disabled and events.events[-1].type == "planner_disabled"
     assert (await planner.ask(summary())).values == {}  # disabled: silent
     assert len(h.decided()) == MAX_FAILURES
 
 
 async def test_command_that_cannot_start_is_a_refusal() -> None:
-    planner = CommandPlanner(["/nonexistent/planner"], 1.0, lambda *a, **k: None)
+    planner = CommandPlanner(["/nonexistent/planner"], 1.0, EventLog())
     assert "could not start" in ((await planner.ask(summary())).problem or "")
 
 

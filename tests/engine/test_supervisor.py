@@ -35,6 +35,7 @@ from engine.supervisor import peer, trainer_process
 from engine.supervisor.console_outbox import ConsoleClient
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit, ending
+from tests.fakes.fake_trainer import as_message, started
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -430,7 +431,10 @@ async def test_trainer_cannot_forge_supervisor_events(
     assert "not a trainer message" in (await trainer.recv()).reason
     second = await connect(role="trainer")
     assert "already connected" in (await second.recv()).reason
-    await trainer.send(TrainerEvent(type="trainer_started"))
+    await trainer.send(TrainerEvent(type="trainer_started", data={"attempt": 1}))
+    error = await trainer.recv()  # a known type's data must fit its payload
+    assert error.kind == "error" and error.reason.startswith("trainer_started: data.pid: ")
+    await trainer.send(as_message(started(1), "hi"))
     await wait_until(lambda: running.supervisor.state == "running", "the run to be running")
 
 

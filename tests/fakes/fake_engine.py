@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, RunStatus, TelemetrySample, Thresholds
-from engine.hardware_report import HardwareSnapshot
+from engine.events import DoctorReported, Payload
+from engine.hardware_report import Finding, HardwareSnapshot, SoftwareReport
 from engine.protocol import (
     STREAM_LIMIT,
     Approve,
@@ -123,12 +124,34 @@ def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
     return DirectiveView(**fields)
 
 
-def make_event(seq: int, type: str = "note", message: str | None = None, **over: Any) -> Event:
+def make_event(seq: int, type: str | Payload = "note", message: str | None = None, **over: Any) -> Event:
+    """An event as the store numbers it; ``type`` may be a typed payload (its type and data)."""
+    if isinstance(type, Payload):
+        over.setdefault("data", type.data())
+        over.setdefault("severity", type.severity)
+        type = type.event_type
     fields: dict[str, Any] = dict(
         seq=seq, ts=1_700_000_000.0 + seq, type=type, message=message or f"event {seq}"
     )
     fields.update(over)  # ``ts`` too
     return Event(**fields)
+
+
+def doctor_data(
+    verdict: str = "degraded",
+    findings: tuple[tuple[str, str], ...] = (),
+    hardware: HardwareSnapshot | None = None,
+) -> dict[str, Any]:
+    """A ``doctor_report`` event's data as the supervisor records it: ``findings`` are
+    (level, message) pairs; the software report is a bare one."""
+    report = DoctorReported(
+        ts=1_700_000_000.0,
+        verdict=verdict,  # type: ignore[arg-type]
+        findings=[Finding(level=level, message=message) for level, message in findings],  # type: ignore[arg-type]
+        software=SoftwareReport(python="3.11"),
+        hardware=hardware or HardwareSnapshot(ts=1_700_000_000.0),
+    )
+    return report.data()
 
 
 class _Connection:
@@ -233,8 +256,13 @@ class FakeEngine:
 
     # ------------------------------------------------------------------ scripting
 
-    def add_event(self, type: str = "note", message: str = "", **over: Any) -> Event:
-        """Store an event with the next seq and send it to every console."""
+    def add_event(self, type: str | Payload = "note", message: str = "", **over: Any) -> Event:
+        """Store an event with the next seq and send it to every console; ``type`` may be a
+        typed payload (its type and data)."""
+        if isinstance(type, Payload):
+            over.setdefault("data", type.data())
+            over.setdefault("severity", type.severity)
+            type = type.event_type
         seq = (self.events[-1].seq if self.events else 0) + 1
         event = Event(
             seq=seq, ts=over.pop("ts", time.time()), type=type, message=message or f"event {seq}", **over

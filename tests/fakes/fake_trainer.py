@@ -34,6 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain import TelemetrySample
+from engine.events import (
+    DirectiveApplied,
+    Payload,
+    RunContinued,
+    RunPaused,
+    TrainerError,
+    TrainerFinished,
+    TrainerStarted,
+)
 from engine.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
@@ -47,6 +56,28 @@ from engine.protocol import (
     encode,
     read_line,
 )
+
+
+def as_message(payload: Payload, message: str) -> TrainerEvent:
+    """A typed event as the real trainer's link sends it."""
+    return TrainerEvent(
+        type=payload.event_type, message=message, severity=payload.severity, data=payload.data()
+    )
+
+
+def started(attempt: int) -> TrainerStarted:
+    """What the real trainer says when it starts, with the tiny preset's geometry."""
+    return TrainerStarted(
+        attempt=attempt,
+        pid=os.getpid(),
+        device="cpu",
+        world_size=1,
+        params=0,
+        precision="fp16",
+        zero_stage=0,
+        micro_batch=8,
+        grad_accum=1,
+    )
 
 
 def _env_float(name: str, default: float) -> float:
@@ -136,53 +167,54 @@ class FakeTrainer:
 
     def echo(self, message: ApplyDirective, writer: asyncio.StreamWriter) -> None:
         """Applied at the next step boundary, as the real trainer's DirectiveApplier says."""
-        applied = dict(message.values)
-        data = {
-            "directive_id": message.directive_id,
-            "decision_id": message.decision_id,
-            "step": self.step,
-            "applied": applied,
-            "refused": {},
-        }
+        applied: dict[str, float | int] = dict(message.values)
+        echo = DirectiveApplied(
+            directive_id=message.directive_id,
+            decision_id=message.decision_id,
+            step=self.step,
+            applied=applied,
+        )
         text = f"directive {message.directive_id} at step {self.step}: applied {applied}"
-        writer.write(encode(TrainerEvent(type="directive_applied", message=text, data=data)))
+        writer.write(encode(as_message(echo, text)))
 
     async def hold(self, event: Any, step: int) -> None:
-        event("run_paused", f"training paused at step {step}", step=step)
+        event(RunPaused(step=step), f"training paused at step {step}")
         stopped = asyncio.ensure_future(self.stop.wait())
         resumed = asyncio.ensure_future(self.running.wait())
         await asyncio.wait([stopped, resumed], return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
         resumed.cancel()
         if not self.stop.is_set():
-            event("run_continued", f"training continues at step {step}", step=step)
+            event(RunContinued(step=step, paused_s=0.0), f"training continues at step {step}")
 
     async def train(self, writer: asyncio.StreamWriter) -> int:
-        def event(type_: str, message: str = "", severity: str = "info", **data: object) -> None:
-            writer.write(encode(TrainerEvent(type=type_, message=message, severity=severity, data=data)))
+        def event(payload: Payload, message: str = "") -> None:
+            writer.write(encode(as_message(payload, message)))
 
-        event("trainer_started", f"fake trainer attempt {self.attempt}", pid=os.getpid())
+        event(started(self.attempt), f"fake trainer attempt {self.attempt}")
         period = 1.0 / self.rate_hz
         for step in range(1, self.steps + 1):
             self.step = step
             if not self.running.is_set():
                 await self.hold(event, step - 1)
             if self.stop.is_set():
-                event("trainer_finished", "stopped on request", reason="stopped", step=step - 1)
+                event(TrainerFinished(reason="stopped", step=step - 1), "stopped on request")
                 return 0
             writer.write(encode(StepReport(sample=sample(step, self.attempt, self.nan_at))))
             if self.event_every and step % self.event_every == 0:
-                event("fake.tick", f"step {step}", step=step)
+                tick = TrainerEvent(type="fake.tick", message=f"step {step}", data={"step": step})
+                writer.write(encode(tick))  # a type the supervisor does not know: stored as sent
             await writer.drain()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), period)
         if self.exit_code:
-            event("trainer_error", f"fake trainer failing on purpose with code {self.exit_code}", "critical")
+            failure = TrainerError(error="FakeFailure", restartable=None)
+            event(failure, f"fake trainer failing on purpose with code {self.exit_code}")
             return self.exit_code
         if self.stop.is_set():
-            event("trainer_finished", "stopped on request", reason="stopped", step=self.steps)
+            event(TrainerFinished(reason="stopped", step=self.steps), "stopped on request")
         else:
-            event("trainer_finished", f"reached step {self.steps}", reason="completed", step=self.steps)
+            event(TrainerFinished(reason="completed", step=self.steps), f"reached step {self.steps}")
         return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.events import CheckpointSaved, MemoryAdapted, TrainerRestarted
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
@@ -38,14 +39,15 @@ def test_memory_shows_predicted_beside_measured_budget_and_geometry() -> None:
     )
     adapted = make_event(
         3,
-        "memory_adapted",
-        data={
-            "from_micro_batch": 8,
-            "to_micro_batch": 4,
-            "step": 3,
-            "kind": "shrink",
-            "reason": "over budget",
-        },
+        MemoryAdapted(
+            from_micro_batch=8,
+            to_micro_batch=4,
+            from_grad_accum=1,
+            to_grad_accum=2,
+            step=3,
+            kind="shrink",
+            reason="over budget",
+        ),
     )
     view = RunView().with_sample(sample).with_event(adapted)
     text = plain(render_memory(view, 100))
@@ -63,9 +65,18 @@ def test_memory_without_a_prediction_shows_placeholders() -> None:
 
 
 def test_header_shows_a_restart_in_progress_then_the_count() -> None:
-    event = make_event(
-        7, "trainer_restarted", data={"cause": "killed by SIGKILL", "resume_step": 40, "restarts": 2}
+    restarted = TrainerRestarted(
+        cause="killed by SIGKILL",
+        returncode=-9,
+        last_step=52,
+        resume_step=40,
+        steps_lost=12,
+        delay_s=1.0,
+        restarts=2,
+        streak=1,
+        next_attempt=3,
     )
+    event = make_event(7, restarted)
     view = RunView(run_id="r", state="running").with_event(event)
     restarting = plain(render_header(RunView(run_id="r", state="restarting").with_event(event), 0.0))
     assert "restarting (killed by SIGKILL; resuming from step 40)" in restarting
@@ -112,8 +123,7 @@ async def test_checkpoints_screen_lists_and_rereads_on_checkpoint_events(live_ru
             listing = str(screen.query_one("#checkpoint-list", Static).visual)
             assert "global_step10" in listing and "global_step20" not in listing
             (live_run.checkpoints / "global_step20.staging").mkdir()
-            saved = {"step": 20, "seconds": 0.004, "write_s": 0.004, "seal_s": 0.012, "background": True}
-            fake.add_event("checkpoint_saved", "checkpoint step 20", data=saved)
+            fake.add_event(saved(20, seconds=0.004, write_s=0.004, seal_s=0.012), "checkpoint step 20")
             await until(lambda: "global_step20" in str(screen.query_one("#checkpoint-list", Static).visual))
             await until(lambda: "waited 4 ms" in str(screen.query_one("#last-save", Static).visual))
             await pilot.press("escape")
@@ -121,18 +131,26 @@ async def test_checkpoints_screen_lists_and_rereads_on_checkpoint_events(live_ru
             assert any(c[2] == "checkpoints" for c in app.palette_commands())
 
 
+def saved(
+    step: int, *, seconds: float, write_s: float, seal_s: float, background: bool = True
+) -> CheckpointSaved:
+    return CheckpointSaved(
+        step=step,
+        tag=f"global_step{step}",
+        seconds=seconds,
+        write_s=write_s,
+        seal_s=seal_s,
+        background=background,
+        size_bytes=1 << 20,
+    )
+
+
 def test_last_save_line_says_what_training_waited_and_where_it_was_sealed() -> None:
     assert "no save" in plain(render_last_save(None))
-    background = make_event(
-        4,
-        "checkpoint_saved",
-        data={"step": 40, "seconds": 0.0054, "write_s": 0.0054, "seal_s": 0.121, "background": True},
-    )
+    background = make_event(4, saved(40, seconds=0.0054, write_s=0.0054, seal_s=0.121))
     text = plain(render_last_save(background))
     assert "step 40" in text and "waited 5 ms" in text and "sealed in the background in 121 ms" in text
-    in_line = make_event(
-        5, "checkpoint_saved", data={"step": 50, "seconds": 0.2, "write_s": 0.05, "seal_s": 0.15}
-    )
+    in_line = make_event(5, saved(50, seconds=0.2, write_s=0.05, seal_s=0.15, background=False))
     assert "waited 200 ms" in plain(render_last_save(in_line)) and "sealed in line" in plain(
         render_last_save(in_line)
     )

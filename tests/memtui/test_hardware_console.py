@@ -19,7 +19,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.run_header import RunHeader
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.fake_engine import FakeEngine, doctor_data, make_event, make_sample
 from tests.memtui.test_console import text_of, until
 
 GiB = 1 << 30
@@ -190,8 +190,9 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
 
 
 def doctor_event(fake: FakeEngine, verdict: str, *findings: tuple[str, str]) -> None:
-    data = {"verdict": verdict, "findings": [{"level": lv, "message": m} for lv, m in findings]}
-    fake.add_event("doctor_report", f"doctor: {verdict}", severity="warning", data=data)
+    fake.add_event(
+        "doctor_report", f"doctor: {verdict}", severity="warning", data=doctor_data(verdict, findings)
+    )
 
 
 def header_lines(app: MemtuiApp) -> list[str]:

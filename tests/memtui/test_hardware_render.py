@@ -10,7 +10,7 @@ from memtui.cli.main import build_parser
 from memtui.console.alert_state import critical_after, critical_banner, rings_bell, toast
 from memtui.console.run_view import RunView
 from memtui.console.widgets.hardware_panel import hardware_title, render_hardware
-from tests.fakes.fake_engine import make_event, make_sample
+from tests.fakes.fake_engine import doctor_data, make_event, make_sample
 
 GiB = 1 << 30
 
@@ -119,9 +119,7 @@ def test_critical_alerts_stay_active_until_resolved() -> None:
 
 def test_a_stored_doctor_report_seeds_the_hardware_view() -> None:
     snapshot = HardwareSnapshot(ts=5.0, nvml="NVML: no driver")
-    report = make_event(
-        1, "doctor_report", "doctor: degraded", data={"hardware": snapshot.model_dump(mode="json")}
-    )
+    report = make_event(1, "doctor_report", "doctor: degraded", data=doctor_data(hardware=snapshot))
     view = RunView().with_event(report)
     assert view.hardware == snapshot
     assert view.with_hardware(HardwareSnapshot(ts=4.0)) is view  # older: ignored

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.directives.planners.reply import MAX_REPLY_BYTES, PlannerReply, parse_reply, refused
+from engine.events import PlannerDisabled, PlannerRestarted, Recorder
 
 MAX_LINE_BYTES = MAX_REPLY_BYTES  # one reply line, newline included
 BACKOFF_S = 1.0  # first wait before a restart; doubles per consecutive failure
@@ -40,7 +41,7 @@ class CommandPlanner:
         self,
         argv: list[str],
         timeout_s: float,
-        record: Callable[..., Any],
+        record: Recorder,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.argv = list(argv)
@@ -96,10 +97,8 @@ class CommandPlanner:
             return f"could not start {self.argv[0]!r}: {err}"
         if self.starts > 1:
             self.record(
-                "planner_restarted",
-                severity="warning",
-                message=f"planner {self.source} restarted after {self.failures} failure(s)",
-                data={"source": self.source, "failures": self.failures, "pid": self.proc.pid},
+                PlannerRestarted(source=self.source, failures=self.failures, pid=self.proc.pid),
+                f"planner {self.source} restarted after {self.failures} failure(s)",
             )
         return None
 
@@ -124,10 +123,8 @@ class CommandPlanner:
         if self.failures >= MAX_FAILURES:
             self.disabled = True
             self.record(
-                "planner_disabled",
-                severity="critical",
-                message=f"planner {self.source} disabled after {self.failures} failures: {problem}",
-                data={"source": self.source, "failures": self.failures, "reason": problem},
+                PlannerDisabled(source=self.source, failures=self.failures, reason=problem),
+                f"planner {self.source} disabled after {self.failures} failures: {problem}",
             )
         else:
             self.not_before = self.clock() + min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))

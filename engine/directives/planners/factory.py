@@ -8,8 +8,7 @@ task of its own. Every suggestion goes through the queue, so through the policy.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from engine.config import PolicyConfig
 from engine.directives.directive import DirectiveRefused
@@ -17,6 +16,7 @@ from engine.directives.planners.external import Adapter, ExternalPlanner, Spawne
 from engine.directives.planners.rules import RulePlanner
 from engine.directives.queue import DirectiveQueue
 from engine.domain import TelemetrySample
+from engine.events import Recorder
 
 
 class Planner(Protocol):
@@ -44,7 +44,7 @@ class RulePlanning:
         pass
 
 
-def build_planner(policy: PolicyConfig, queue: DirectiveQueue, record: Callable[..., Any]) -> Planner | None:
+def build_planner(policy: PolicyConfig, queue: DirectiveQueue, record: Recorder) -> Planner | None:
     """The configured planner: the rules, a command, an OpenAI-compatible endpoint; None: none."""
     adapter: Adapter
     if policy.planner == "rules":

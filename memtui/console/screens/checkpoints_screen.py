@@ -19,6 +19,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from engine.domain import Event
+from engine.events import CheckpointSaved
 from engine.run.directory import RunDir
 from memtui.checkpoint_report import PASSES, Check, checkpoint_rows
 from memtui.console.run_view import RunView
@@ -53,19 +54,20 @@ def render_last_save(event: Event | None) -> str:
     """How the newest save went: what it cost training (ms), and where it was sealed."""
     if event is None:
         return "[$text-muted]no save this session yet[/]"
-    data = event.data
-    if event.type != "checkpoint_saved":
-        return f"[$text-error]last save (step {data.get('step', '?')}): {escape(event.message)}[/]"
-    where = "in the background" if data.get("background") else "in line"
+    saved = CheckpointSaved.of(event)
+    if saved is None:  # checkpoint_failed or checkpoint_skipped: its message says why
+        step = event.data.get("step", "?")
+        return f"[$text-error]last save (step {step}): {escape(event.message)}[/]"
+    where = "in the background" if saved.background else "in line"
     return (
-        f"[$text-muted]last save (step {data.get('step', '?')}): training waited "
-        f"{_ms(data.get('seconds'))}; written in {_ms(data.get('write_s'))}, "
-        f"sealed {where} in {_ms(data.get('seal_s'))}[/]"
+        f"[$text-muted]last save (step {saved.step}): training waited "
+        f"{_ms(saved.seconds)}; written in {_ms(saved.write_s)}, "
+        f"sealed {where} in {_ms(saved.seal_s)}[/]"
     )
 
 
-def _ms(seconds: Any) -> str:
-    return f"{seconds * 1000:.0f} ms" if isinstance(seconds, (int, float)) else "?"
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
 
 
 def _row(r: dict[str, Any], tag_w: int) -> str:

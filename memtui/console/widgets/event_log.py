@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from textual.markup import escape
 
 from engine.domain import Event
+from memtui.console.alert_state import ALERT_EVENT
 from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel
 
@@ -19,7 +20,7 @@ SEVERITY_STYLES: dict[str, str] = {
 }
 EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
     "all": lambda e: True,
-    "alerts": lambda e: e.severity != "info" or e.type == "alert",  # "resolved" alerts are info
+    "alerts": lambda e: e.severity != "info" or e.type == ALERT_EVENT,  # "resolved" alerts are info
     "decisions": lambda e: e.type.startswith("directive"),
     "checkpoints": lambda e: e.type.startswith("checkpoint"),
     "restarts": lambda e: e.type.startswith(("trainer_", "restart", "run_", "state_changed")),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from textual.markup import escape
 
 from engine.domain import Event, MemoryLevel, RankMemory, Thresholds
+from engine.events import MemoryAdapted
 from memtui.console.chart import render_chart, render_rows, render_rule
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
@@ -236,11 +237,12 @@ def _geometry_line(view: RunView) -> str:
 
 def render_adaptation(event: Event) -> str:
     """``16→8 at step 120 (shrink: reason)`` from a ``memory_adapted`` event."""
-    d = event.data
-    change = f"{d.get('from_micro_batch', '?')}→{d.get('to_micro_batch', '?')}"
-    step = f" at step {d['step']}" if "step" in d else ""
-    why = ": ".join(str(d[k]) for k in ("kind", "reason") if d.get(k))
-    return f"{change}{step}" + (f" ({why})" if why else "")
+    adapted = MemoryAdapted.of(event)
+    if adapted is None:
+        return escape(event.message) or "?"
+    why = ": ".join(part for part in (adapted.kind, adapted.reason) if part)
+    change = f"{adapted.from_micro_batch}→{adapted.to_micro_batch} at step {adapted.step}"
+    return change + (f" ({why})" if why else "")
 
 
 def _gap_line(gap: int, headroom: int | None, width: int) -> str:

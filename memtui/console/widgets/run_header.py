@@ -3,16 +3,14 @@ every layout, what the environment lacks (no GPU, the doctor's verdict when not 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from textual.markup import escape
 from textual.widgets import Static
 
 from engine.domain import Event
+from engine.events import DoctorReported, RunPaused, TrainerRestarted
 from engine.hardware_report import HardwareSnapshot
 from memtui.console.alert_state import critical_banner
-from memtui.console.run_view import DOCTOR_EVENT, RunView
+from memtui.console.run_view import RunView
 from memtui.formatting import format_age, format_duration, format_percent
 
 STATE_STYLES: dict[str, str] = {
@@ -35,8 +33,6 @@ CONNECTION_LABELS: dict[str, tuple[str, str]] = {
 STALE_AFTER_S = 10.0
 """Data older than this while connected is flagged: the trainer may be stuck (not while
 paused: a held trainer sends no steps)."""
-PAUSED_EVENT = "run_paused"
-"""The supervisor's record that the trainer holds at a step boundary (``Pause``)."""
 NO_GPU_FINDING = "no GPU"
 """How the doctor's no-GPU finding begins (``engine.doctor.findings.NO_GPU``): the no-GPU
 note says it already."""
@@ -75,16 +71,12 @@ def gpu_note(hardware: HardwareSnapshot | None) -> str:
 def doctor_note(doctor: Event | None) -> str:
     """``doctor: degraded — <worst reason> (+N)``; empty when healthy or not known yet. The
     no-GPU reason is left to ``gpu_note`` (said once, not twice)."""
-    report: Mapping[str, Any] = doctor.data if doctor is not None else {}
-    verdict = report.get("verdict")
-    if verdict not in ("degraded", "unhealthy"):
+    report = DoctorReported.of(doctor) if doctor is not None else None
+    if report is None or report.verdict not in ("degraded", "unhealthy"):
         return ""
+    verdict = report.verdict
     reasons = [
-        str(f.get("message", ""))
-        for f in report.get("findings") or []
-        if isinstance(f, dict)
-        and f.get("level") != "info"
-        and not str(f.get("message", "")).startswith(NO_GPU_FINDING)
+        f.message for f in report.findings if f.level != "info" and not f.message.startswith(NO_GPU_FINDING)
     ]
     if not reasons:
         return ""
@@ -112,7 +104,7 @@ def _paused_note(view: RunView, now: float) -> str:
     """While paused: for how long, from the newest ``run_paused`` event (when still in view)."""
     if view.state != "paused":
         return ""
-    since = next((e.ts for e in reversed(view.events) if e.type == PAUSED_EVENT), None)
+    since = next((e.ts for e in reversed(view.events) if e.type == RunPaused.event_type), None)
     return "" if since is None else f" [$text-accent]for {format_duration(max(0.0, now - since))}[/]"
 
 
@@ -122,10 +114,10 @@ def _restart_note(view: RunView) -> str:
     if event is None:
         return ""
     if view.state == "restarting":
-        cause = escape(str(event.data.get("cause", "trainer exited")))
-        resume = event.data.get("resume_step")
-        where = f"; resuming from step {resume}" if resume is not None else ""
-        return f" [$text-warning]({cause}{where})[/]"
+        restarted = TrainerRestarted.of(event)
+        if restarted is None:
+            return " [$text-warning](trainer exited)[/]"
+        return f" [$text-warning]({escape(restarted.cause)}; resuming from step {restarted.resume_step})[/]"
     count = view.restarts
     return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}[/]"
 
@@ -173,7 +165,7 @@ class RunHeader(Static):
 
 def newest_doctor_report(events: tuple[Event, ...], held: Event | None) -> Event | None:
     """The newest ``doctor_report`` in ``events``, or ``held`` when that is newer."""
-    found = next((e for e in reversed(events) if e.type == DOCTOR_EVENT), None)
+    found = next((e for e in reversed(events) if e.type == DoctorReported.event_type), None)
     if found is None or (held is not None and held.seq >= found.seq):
         return held
     return found
