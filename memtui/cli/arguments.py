@@ -44,13 +44,13 @@ def positive_float(text: str) -> float:
 
 
 def theme_name(text: str) -> str:
-    """A theme offered by ``memtui.theming``."""
-    from memtui.theming import available_themes
+    """A theme offered by ``memtui.theming`` (built in, or a valid file of the user's)."""
+    from memtui.theming import ThemeError, load_theme_spec
 
-    if text not in available_themes():
-        raise argparse.ArgumentTypeError(
-            f"unknown theme {text!r} (choose from {', '.join(available_themes())})"
-        )
+    try:
+        load_theme_spec(text)
+    except ThemeError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 
@@ -60,7 +60,8 @@ def add_theme(parser: argparse.ArgumentParser, *, root: bool = False) -> None:
         type=theme_name,
         default=None if root else argparse.SUPPRESS,
         metavar="NAME",
-        help="console theme: dark (default), light or ansi (the terminal's colours)",
+        help="console theme: dark (default), light or ansi (the terminal's colours), "
+        "or one of yours in $MEMTUI_HOME/themes/",
     )
 
 

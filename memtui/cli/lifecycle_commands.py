@@ -209,14 +209,17 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
 
     It opens on the stored history at once; a live run then replays only newer events.
     ``bell`` (or ``MEMTUI_BELL=1``) rings the terminal bell on live warning/critical alerts.
+    User theme files that do not validate are named on stderr and left out of the console.
     """
     import dataclasses
     import os
 
     from memtui.console.app import MemtuiApp
     from memtui.history import stored_view
-    from memtui.theming import DEFAULT_THEME
+    from memtui.theming import DEFAULT_THEME, skipped_themes
 
+    for skipped in skipped_themes():
+        print(f"memtui: {skipped}", file=sys.stderr)
     live = run.supervisor_pid() is not None
     view = stored_view(run)
     if live:
