@@ -132,6 +132,7 @@ class ThemeCatalog:
 
 
 def builtin_theme_dir() -> Path:
+    """The first of ``BUILTIN_DIRS`` that holds theme files."""
     for directory in BUILTIN_DIRS:
         if any(directory.glob("*.toml")):
             return directory
@@ -156,22 +157,10 @@ def _catalog(builtin_dir: Path, user_dir: Path) -> ThemeCatalog:
     owners = {spec.name: stem for stem, spec in specs.items()}  # Textual name -> stem
     skipped: list[SkippedTheme] = []
     for path in _user_files(user_dir):
-        if path.stem in specs:
-            reason = f"the built-in theme {path.stem!r} has this name and wins; rename the file"
-            skipped.append(SkippedTheme(path, reason))
-            continue
-        if not STEM_PATTERN.match(path.stem):
-            reason = "file name: use letters, digits, '-' and '_' only (it is typed after --theme)"
-            skipped.append(SkippedTheme(path, reason))
-            continue
         try:
-            spec = _read_spec(path)
+            spec = _user_spec(path, specs, owners)
         except ThemeError as err:
             skipped.append(SkippedTheme(path, str(err)))
-            continue
-        if spec.name in owners:
-            reason = f"name: {spec.name!r} is already the name of theme {owners[spec.name]!r}"
-            skipped.append(SkippedTheme(path, reason))
             continue
         specs[path.stem] = spec
         owners[spec.name] = path.stem
@@ -187,6 +176,18 @@ def _builtin_specs(builtin_dir: Path) -> dict[str, ThemeSpec]:
         except ThemeError as err:
             raise ThemeError(f"built-in theme file {path}: {err}") from None
     return specs
+
+
+def _user_spec(path: Path, specs: Mapping[str, ThemeSpec], owners: Mapping[str, str]) -> ThemeSpec:
+    """One user file, validated; ThemeError says why it cannot join the themes read so far."""
+    if path.stem in specs:
+        raise ThemeError(f"the built-in theme {path.stem!r} has this name and wins; rename the file")
+    if not STEM_PATTERN.match(path.stem):
+        raise ThemeError("file name: use letters, digits, '-' and '_' only (it is typed after --theme)")
+    spec = _read_spec(path)
+    if spec.name in owners:
+        raise ThemeError(f"name: {spec.name!r} is already the name of theme {owners[spec.name]!r}")
+    return spec
 
 
 def _user_files(user_dir: Path) -> list[Path]:

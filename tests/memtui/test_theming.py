@@ -96,6 +96,7 @@ BROKEN = {
     "unclosed": 'name = "unclosed\n',
     "dark": NEON,  # a built-in stem: the built-in wins
     "twin": NEON.replace("neon-nights", "memtui-light"),  # a built-in's Textual name
+    "my theme": NEON.replace("neon-nights", "my-theme"),  # not a name to type after --theme
 }
 
 
@@ -116,6 +117,7 @@ async def test_a_broken_user_theme_is_reported_and_skipped(
     assert reasons[paths["unclosed"]].startswith("not valid TOML: ")
     assert "built-in theme 'dark'" in reasons[paths["dark"]] and "wins" in reasons[paths["dark"]]
     assert reasons[paths["twin"]].startswith("name: 'memtui-light'")
+    assert reasons[paths["my theme"]].startswith("file name: ")
     assert load_theme("dark").name == "memtui-dark"
 
     # --theme: the good ones still parse; a broken one is an argument error naming file and field.
