@@ -1,19 +1,34 @@
 """Themes as data: a TOML file -> validated ``ThemeSpec`` -> ``textual.theme.Theme``.
 
-Theme files live in ``memtui/themes/`` (package data) and are read through
-``importlib.resources``, so a wheel, an editable install and a source checkout all find them.
-On the command line a theme is named by its file stem (``dark``, ``light``, ``ansi``).
+Theme files come from two places:
+
+- memtui's own, the repository's top-level ``themes/``. An installed copy has them as package
+  data in ``memtui/themes/`` (``setup.py`` maps the one onto the other); a source checkout and
+  an editable install read the repository's directory.
+- the user's, ``$MEMTUI_HOME/themes/*.toml``, validated like memtui's own. A user file that
+  does not validate is skipped, never fatal: ``skipped_themes()`` names the file and the field,
+  the CLI prints that, and the console simply does not offer it. A built-in theme wins over a
+  user file of the same stem, so ``--theme dark`` always means the palette memtui ships and the
+  default can never be broken by a file in the home; the user file is reported as skipped.
+
+On the command line a theme is named by its file stem (``dark``, ``light``, ``ansi``, ``mine``).
 ``NO_COLOR`` needs nothing here: Textual reads it and renders in monochrome.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from engine.run.directory import memtui_home
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,7 +39,12 @@ if TYPE_CHECKING:
     from textual.theme import Theme
 
 DEFAULT_THEME = "dark"
-_PACKAGE = "memtui.themes"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+BUILTIN_DIRS = (_PACKAGE_DIR / "themes", _PACKAGE_DIR.parent / "themes")
+"""Where memtui's own theme files are, first match wins: the package data of an installed
+copy, else the repository's top-level ``themes/`` (a source checkout or an editable install)."""
+STEM_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+"""A theme's file stem is typed on the command line and quoted in palette actions."""
 
 
 class ThemeError(ValueError):
@@ -92,29 +112,127 @@ class ThemeSpec(BaseModel):
         )
 
 
-def available_themes() -> list[str]:
-    """Stems of the installed theme files, sorted."""
-    return sorted(
-        entry.name.removesuffix(".toml")
-        for entry in files(_PACKAGE).iterdir()
-        if entry.name.endswith(".toml")
+@dataclass(frozen=True)
+class SkippedTheme:
+    """A user theme file left out, and why (the field, or what else is wrong with it)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"skipping theme file {self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ThemeCatalog:
+    """Every usable theme by stem (built-in and the user's), and the user files skipped."""
+
+    specs: Mapping[str, ThemeSpec]
+    skipped: tuple[SkippedTheme, ...]
+
+
+def builtin_theme_dir() -> Path:
+    """The first of ``BUILTIN_DIRS`` that holds theme files."""
+    for directory in BUILTIN_DIRS:
+        if any(directory.glob("*.toml")):
+            return directory
+    raise ThemeError(
+        f"no theme files in {' or '.join(map(str, BUILTIN_DIRS))}: memtui is not installed whole"
     )
 
 
+def user_theme_dir() -> Path:
+    """``$MEMTUI_HOME/themes/``: the operator's own theme files."""
+    return memtui_home() / "themes"
+
+
+def theme_catalog() -> ThemeCatalog:
+    """The themes offered now; read once per user directory (a process sees one home)."""
+    return _catalog(builtin_theme_dir(), user_theme_dir())
+
+
 @cache
-def load_theme_spec(stem: str) -> ThemeSpec:
-    """Read and validate ``themes/<stem>.toml``; ThemeError names the file and the key."""
-    if stem not in available_themes():
-        raise ThemeError(f"unknown theme {stem!r} (choose from {', '.join(available_themes())})")
-    text = files(_PACKAGE).joinpath(f"{stem}.toml").read_text(encoding="utf-8")
+def _catalog(builtin_dir: Path, user_dir: Path) -> ThemeCatalog:
+    specs = _builtin_specs(builtin_dir)
+    owners = {spec.name: stem for stem, spec in specs.items()}  # Textual name -> stem
+    skipped: list[SkippedTheme] = []
+    for path in _user_files(user_dir):
+        try:
+            spec = _user_spec(path, specs, owners)
+        except ThemeError as err:
+            skipped.append(SkippedTheme(path, str(err)))
+            continue
+        specs[path.stem] = spec
+        owners[spec.name] = path.stem
+    return ThemeCatalog(MappingProxyType(specs), tuple(skipped))
+
+
+def _builtin_specs(builtin_dir: Path) -> dict[str, ThemeSpec]:
+    """memtui's own themes by stem; one that does not validate is memtui's bug, so it raises."""
+    specs = {}
+    for path in sorted(builtin_dir.glob("*.toml")):
+        try:
+            specs[path.stem] = _read_spec(path)
+        except ThemeError as err:
+            raise ThemeError(f"built-in theme file {path}: {err}") from None
+    return specs
+
+
+def _user_spec(path: Path, specs: Mapping[str, ThemeSpec], owners: Mapping[str, str]) -> ThemeSpec:
+    """One user file, validated; ThemeError says why it cannot join the themes read so far."""
+    if path.stem in specs:
+        raise ThemeError(f"the built-in theme {path.stem!r} has this name and wins; rename the file")
+    if not STEM_PATTERN.match(path.stem):
+        raise ThemeError("file name: use letters, digits, '-' and '_' only (it is typed after --theme)")
+    spec = _read_spec(path)
+    if spec.name in owners:
+        raise ThemeError(f"name: {spec.name!r} is already the name of theme {owners[spec.name]!r}")
+    return spec
+
+
+def _user_files(user_dir: Path) -> list[Path]:
+    try:
+        return sorted(user_dir.glob("*.toml"))
+    except OSError:  # an unreadable home offers memtui's own themes only
+        return []
+
+
+def _read_spec(path: Path) -> ThemeSpec:
+    """Read and validate one theme file; ThemeError says what is wrong (TOML, or which field)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ThemeError(f"cannot read it: {err}") from None
     try:
         return ThemeSpec.model_validate(tomllib.loads(text))
     except tomllib.TOMLDecodeError as err:
-        raise ThemeError(f"theme {stem}: not valid TOML: {err}") from None
+        raise ThemeError(f"not valid TOML: {err}") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ThemeError(f"theme {stem}: {where}: {first['msg']}") from None
+        first, *rest = err.errors()
+        where = ".".join(str(p) for p in first["loc"]) or "(the file)"
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise ThemeError(f"{where}: {first['msg']}{more}") from None
+
+
+def available_themes() -> list[str]:
+    """Stems of every usable theme, built-in and the user's, sorted."""
+    return sorted(theme_catalog().specs)
+
+
+def skipped_themes() -> tuple[SkippedTheme, ...]:
+    """The user's theme files left out, each with the reason."""
+    return theme_catalog().skipped
+
+
+def load_theme_spec(stem: str) -> ThemeSpec:
+    """The validated theme ``stem``; ThemeError names the choices, or why that file was skipped."""
+    catalog = theme_catalog()
+    if stem in catalog.specs:
+        return catalog.specs[stem]
+    for skipped in catalog.skipped:
+        if skipped.path.stem == stem:
+            raise ThemeError(f"theme {stem!r} cannot be used: {skipped.path}: {skipped.reason}")
+    raise ThemeError(f"unknown theme {stem!r} (choose from {', '.join(sorted(catalog.specs))})")
 
 
 def load_theme(stem: str) -> Theme:

@@ -1,4 +1,4 @@
-"""``memtui directives | approve | reject | clamp | propose``: directives from the shell (issue 6).
+"""``memtui directives | approve | reject | clamp | propose``: directives from the shell.
 
 ``directives`` reads the run's store, so it works on a finished run too; with
 ``--decisions`` it lists every stored verdict (the audit trail, a flood's included) instead.
@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from memtui.cli.errors import CliError
 
 DIRECTIVE_EVENT_TYPES = ("directive_proposed", "directive_decided", "directive_applied")
 
@@ -84,8 +86,6 @@ def _add_set(parser: argparse.ArgumentParser) -> None:
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:
     """``["lr_multiplier=0.5", "micro_batch_size=4"]`` -> values; JSON numbers only."""
-    from memtui.cli.main import CliError
-
     values: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -103,9 +103,9 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_directives(args: argparse.Namespace) -> int:
-    from memtui.cli.main import _resolve
+    from memtui.cli.resolver import require_run
 
-    run = _resolve(args.run, live=False, prefer_live=True)
+    run = require_run(args.run, live=False, prefer_live=True)
     if args.decisions:
         return print_decisions(run.store, args.directive, args.json)
     views = stored_directives(run.store)
@@ -136,7 +136,6 @@ def cmd_clamp(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from engine.protocol import Clamp
-    from memtui.cli.main import CliError
 
     values = parse_assignments(args.values)
     try:
@@ -155,10 +154,10 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
 def _ask(spec: str | None, build: Any) -> int:
     """Send one request to the live supervisor; print the directive it answers with."""
-    from memtui.cli.main import CliError, _resolve
+    from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
-    run = _resolve(spec, live=spec is None)
+    run = require_run(spec, live=spec is None)
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: not running (directives need a live supervisor)")
     try:

@@ -13,6 +13,8 @@ import argparse
 import json
 from typing import Any
 
+from memtui.cli.errors import CliError
+
 RUN_HELP = "run id, unique prefix of one, or run directory (default: the newest live run)"
 
 
@@ -46,10 +48,10 @@ def add_parsers(sub: Any) -> None:
 def cmd_pause(args: argparse.Namespace) -> int:
     """Send ``Pause(paused=args.paused)`` to the run's supervisor and print its answer."""
     from engine.protocol import Pause
-    from memtui.cli.main import CliError, _resolve
+    from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
-    run = _resolve(args.run, live=args.run is None)
+    run = require_run(args.run, live=args.run is None)
     verb = "pause" if args.paused else "unpause"
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: not running (no supervisor to {verb} it)")

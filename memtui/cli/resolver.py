@@ -5,6 +5,7 @@ With no spec, ``live=True`` picks the newest run whose supervisor is alive (stop
 export, checkpoints: an older live run is what the operator asks about, not a newer
 finished one); and
 ``live=False`` alone the newest run of all (resume). Errors name the choices.
+``require_run`` is what the commands call: the same choice, failing as a ``CliError``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.run.directory import RunDir, list_runs, runs_root
+from memtui.cli.errors import CliError
 
 LISTED_CHOICES = 8
 """Run ids quoted in an error message."""
@@ -44,6 +46,15 @@ def resolve_run(
     raise RunNotFound(
         f"{spec!r} matches {len(matches)} runs, give more of the id{_choices(matches)}", usage=True
     )
+
+
+def require_run(spec: str | None, *, live: bool, prefer_live: bool = False) -> RunDir:
+    """``resolve_run`` for a command: ``RunNotFound`` becomes a ``CliError`` (exit 2 when the
+    spec itself was wrong, 1 when there is simply no such run)."""
+    try:
+        return resolve_run(spec, live=live, prefer_live=prefer_live)
+    except RunNotFound as err:
+        raise CliError(str(err), code=2 if err.usage else 1) from None
 
 
 def _looks_like_path(spec: str) -> bool:

@@ -46,7 +46,7 @@ def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) ->
 
 
 def _subcommands() -> list[str]:
-    from memtui.cli.main import build_parser
+    from memtui.cli.parser import build_parser
 
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(commands.choices)
@@ -105,3 +105,11 @@ def test_help_is_quick_and_lean() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in done.stderr, done.stderr
+
+
+def test_python_dash_m_memtui_cli_is_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memtui.cli", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"memtui {__version__}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import memtui.cli.main
+import memtui.cli.lifecycle_commands
 from engine.config_file import build_run_config
 from engine.domain import RunStatus
 from engine.run.directory import RunDir
@@ -89,7 +89,7 @@ def test_stop_waits_for_the_ending(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fabricate_store(live_run, "running")
-    monkeypatch.setattr(memtui.cli.main, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
 
     def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
         with Store(live_run.store) as store:
@@ -107,7 +107,7 @@ def test_stop_waits_for_the_ending(
 def test_stop_times_out_with_a_clear_message(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(memtui.cli.main, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
     with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, stop_after_s=60):
         assert main(["stop", "--timeout", "0.3"]) == 1
     assert "still stopping after 0.3 s" in capsys.readouterr().err

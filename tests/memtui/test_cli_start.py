@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import engine.run.launch
-import memtui.cli.main
+import memtui.cli.lifecycle_commands
 from engine.run.directory import RunDir, list_runs
 from memtui.cli.main import main
 
@@ -37,7 +37,7 @@ def consoles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
         opened.append((run.run_id, theme))
         return 0
 
-    monkeypatch.setattr(memtui.cli.main, "open_console", open_console)
+    monkeypatch.setattr(memtui.cli.lifecycle_commands, "open_console", open_console)
     return opened
 
 

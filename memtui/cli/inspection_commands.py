@@ -1,0 +1,210 @@
+"""Looking at runs without changing them: ``ls``, ``status``, ``logs``, ``checkpoints`` and
+``export``.
+
+Each reads the run directory (its store read-only, so a live run goes on); ``status`` asks
+the live supervisor first. With no ``RUN`` they mean the newest live run, else the newest.
+Torch-free; imports stay lazy so ``memtui --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from memtui.cli.arguments import add_run, non_negative_int
+from memtui.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from engine.domain import RunStatus
+    from engine.run.directory import RunDir
+
+NEWEST = "the newest live run, else the newest run"
+"""What a left-out ``RUN`` means for these commands."""
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def add_export_parser(sub: Any) -> None:
+    export = sub.add_parser(
+        "export",
+        help="write a run's steps or events as CSV or JSON lines",
+        description="Read the run's store (read-only; a live run goes on) and write its step "
+        "telemetry and/or events.",
+    )
+    add_run(export, NEWEST)
+    export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
+    export.add_argument("--what", choices=("steps", "events", "all"), default="steps", help="default steps")
+    export.add_argument(
+        "--out", metavar="PATH", help="file to write (default stdout); a directory for csv --what all"
+    )
+    export.set_defaults(handler=cmd_export)
+
+
+def add_ls_parser(sub: Any) -> None:
+    ls = sub.add_parser("ls", help="list every run", description="List every run, newest first.")
+    ls.add_argument("--json", action="store_true", help="print a JSON list of run statuses")
+    ls.set_defaults(handler=cmd_ls)
+
+
+def add_status_parser(sub: Any) -> None:
+    status = sub.add_parser(
+        "status",
+        help="show one run's status",
+        description="Ask the live supervisor; for a run nobody serves, read its store.",
+    )
+    add_run(status, NEWEST)
+    status.add_argument("--json", action="store_true", help="print the RunStatus as JSON")
+    status.set_defaults(handler=cmd_status)
+
+
+def add_logs_parser(sub: Any) -> None:
+    logs = sub.add_parser(
+        "logs",
+        help="print a run's log",
+        description="Print the newest trainer log (or the supervisor log if there is none).",
+    )
+    add_run(logs, NEWEST)
+    which = logs.add_mutually_exclusive_group()
+    which.add_argument(
+        "--trainer",
+        dest="log",
+        action="store_const",
+        const="trainer",
+        help="the newest attempt's trainer log",
+    )
+    which.add_argument(
+        "--supervisor", dest="log", action="store_const", const="supervisor", help="the supervisor log"
+    )
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run's supervisor exits"
+    )
+    logs.add_argument(
+        "-n",
+        "--lines",
+        type=non_negative_int,
+        default=40,
+        metavar="N",
+        help="last lines to print first (default 40)",
+    )
+    logs.set_defaults(handler=cmd_logs, log="auto")
+
+
+def add_checkpoints_parser(sub: Any) -> None:
+    checkpoints = sub.add_parser(
+        "checkpoints",
+        help="list a run's checkpoints and whether each verifies",
+        description="List checkpoints newest first: step, size, age, and the check against the manifest.",
+    )
+    add_run(checkpoints, NEWEST)
+    checkpoints.add_argument("--json", action="store_true", help="print a JSON list")
+    checkpoints.add_argument(
+        "--quick", action="store_true", help="check sizes only, do not hash (fast for big checkpoints)"
+    )
+    checkpoints.set_defaults(handler=cmd_checkpoints)
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    import time
+
+    from engine.run.directory import list_runs
+    from engine.run.status import offline_status
+
+    now = time.time()
+    entries = [_listing(offline_status(run), run, now) for run in list_runs()]
+    if args.json:
+        _print_json([{**status.model_dump(mode="json"), "age_s": age} for status, age in entries])
+        return 0
+    if not entries:
+        print("no runs yet; start one with 'memtui run'", file=sys.stderr)
+        return 0
+    from memtui.status_report import ls_row, render_table
+
+    print(render_table([ls_row(status, age) for status, age in entries]))
+    return 0
+
+
+def _listing(status: RunStatus, run: RunDir, now: float) -> tuple[RunStatus, float]:
+    """A run's status and the seconds since it last did something (newest step, else its start)."""
+    return status, max(0.0, now - (status.updated_at or status.started_at or run.created_at()))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import time
+
+    from memtui.cli.live_status import fetch_status
+    from memtui.cli.resolver import require_run
+
+    status = fetch_status(require_run(args.run, live=False, prefer_live=True))
+    if args.json:
+        print(status.model_dump_json())
+    else:
+        from memtui.status_report import render_status
+
+        print(render_status(status, time.time()))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from memtui.cli.resolver import require_run
+    from memtui.cli.run_logs import follow, pick_log, tail_lines
+
+    run = require_run(args.run, live=False, prefer_live=True)
+    try:
+        path = pick_log(run, args.log)
+        for line in tail_lines(path, args.lines):
+            print(line)
+    except OSError as err:
+        raise CliError(f"{run.run_id}: {getattr(err, 'strerror', None) or err}") from None
+    sys.stdout.flush()
+    if args.follow:
+        follow(path, sys.stdout, alive=lambda: run.supervisor_pid() is not None)
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    import time
+
+    from memtui.checkpoint_report import checkpoint_rows, render_checkpoints
+    from memtui.cli.resolver import require_run
+
+    run = require_run(args.run, live=False, prefer_live=True)
+    rows = checkpoint_rows(run, time.time(), "quick" if args.quick else "full")
+    if args.json:
+        _print_json(rows)
+    elif not rows:
+        print(f"{run.run_id}: no checkpoints yet", file=sys.stderr)
+    else:
+        print(render_checkpoints(rows))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from engine.run.store import StoreError
+    from memtui.cli.export import export
+    from memtui.cli.resolver import require_run
+
+    run = require_run(args.run, live=False, prefer_live=True)
+    if not run.store.exists():
+        raise CliError(f"{run.run_id}: no telemetry stored yet")
+    out = Path(args.out) if args.out else sys.stdout
+    try:
+        rows = export(run.store, args.format, args.what, out)
+    except BrokenPipeError:
+        raise  # `memtui export | head`: main() ends quietly
+    except (ValueError, StoreError, OSError) as err:
+        raise CliError(f"export: {err}", code=2 if isinstance(err, ValueError) else 1) from None
+    if args.out:
+        print(f"{rows} rows written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))

@@ -1,0 +1,289 @@
+"""Starting, attaching to, resuming and stopping runs: bare ``memtui``, ``run``, ``attach``,
+``resume`` and ``stop``.
+
+A run is its detached supervisor: ``run`` and ``resume`` start one and wait until it serves,
+then open the console unless ``--detach``; closing the console leaves the run going.
+``stop`` asks the supervisor to finish the step, checkpoint and exit, and waits for it.
+Torch-free; imports stay lazy so ``memtui --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from memtui.cli.arguments import add_bell, add_readonly, add_run, add_theme, positive_float, positive_int
+from memtui.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from engine.config import RunConfig
+    from engine.domain import RunStatus
+    from engine.run.directory import RunDir
+
+STOP_TIMEOUT_S = 120.0
+STOP_POLL_S = 0.25
+STOP_GRACE_S = 5.0
+"""After a terminal state, how long to wait for the supervisor process to exit."""
+OK_ENDINGS = ("stopped", "completed")
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def add_run_parser(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="start a run (detached) and attach the console",
+        description="Validate a config, start its supervisor detached, then attach.",
+    )
+    run.add_argument(
+        "config", nargs="?", metavar="CONFIG.toml", help="run config (default: the preset alone)"
+    )
+    run.add_argument(
+        "--preset", choices=("tiny", "small"), help="starting point for model and train settings"
+    )
+    run.add_argument("--steps", type=positive_int, metavar="N", help="target optimizer steps")
+    run.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set train.ranks=2 --set memory.budget=0.5 (repeatable)",
+    )
+    run.add_argument("--name", help="run name (the id is NAME-<timestamp>)")
+    run.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
+    run.add_argument("--json", action="store_true", help="print the started run as JSON")
+    add_theme(run)
+    add_readonly(run)
+    add_bell(run)
+    run.set_defaults(handler=cmd_run)
+
+
+def add_attach_parser(sub: Any) -> None:
+    attach = sub.add_parser(
+        "attach",
+        help="open the console on a run",
+        description="Open the console; a finished run opens read-only on its history.",
+    )
+    add_run(attach, "the newest live run")
+    add_theme(attach)
+    add_readonly(attach)
+    add_bell(attach)
+    attach.set_defaults(handler=cmd_attach)
+
+
+def add_stop_parser(sub: Any) -> None:
+    stop = sub.add_parser(
+        "stop",
+        help="stop a run gracefully and wait for it",
+        description="Ask the supervisor to stop (finish the step, checkpoint, exit) and wait.",
+    )
+    add_run(stop, "the newest live run")
+    stop.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=STOP_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for the run to end (default {STOP_TIMEOUT_S:g})",
+    )
+    stop.set_defaults(handler=cmd_stop)
+
+
+def add_resume_parser(sub: Any) -> None:
+    resume = sub.add_parser(
+        "resume",
+        help="start a run again whose processes are gone, from its newest verified checkpoint",
+        description=(
+            "Start an interrupted (or stopped, or failed) run again in the same run directory, "
+            "with its history, from its newest checkpoint that verifies. Refuses if checkpoints "
+            "exist but none verifies, unless --fresh."
+        ),
+    )
+    add_run(resume, "the newest run")
+    resume.add_argument(
+        "--fresh",
+        action="store_true",
+        help="if no checkpoint verifies, start over at step 0 (bad tags are moved to quarantine/)",
+    )
+    resume.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
+    resume.add_argument("--json", action="store_true", help="print the resumed run as JSON")
+    add_theme(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+
+# ---------------------------------------------------------------------- starting
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    """Bare ``memtui``: attach to the newest live run, or start the tiny demo and attach."""
+    from engine.run.directory import list_runs
+
+    live = next((r for r in list_runs() if r.supervisor_pid() is not None), None)
+    if live is None:
+        from engine.config_file import build_run_config
+
+        live = _start(build_run_config(preset="tiny"))
+        print(f"started the demo run {live.run_id}", file=sys.stderr)
+    return open_console(live, args.theme, readonly=args.readonly, bell=args.bell)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from engine.config_file import ConfigError, load_run_config
+
+    try:
+        config = load_run_config(
+            args.config, args.settings, preset=args.preset, steps=args.steps, name=args.name
+        )
+    except ConfigError as err:
+        raise CliError(f"config error: {err}", code=2) from None
+    run = _start(config)
+    _print_started(run, as_json=args.json)
+    return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly, bell=args.bell)
+
+
+def _start(config: RunConfig) -> RunDir:
+    from engine.run.directory import RunDir
+    from engine.run.launch import LaunchError, spawn_supervisor, wait_until_serving
+
+    try:
+        run = RunDir.create(config)
+    except (OSError, ValueError) as err:
+        raise CliError(f"cannot create the run directory: {err}") from None
+    pid = spawn_supervisor(run)
+    try:
+        wait_until_serving(run, pid)
+    except LaunchError as err:
+        raise CliError(f"the run did not start: {err}") from None
+    return run
+
+
+def _print_started(run: RunDir, *, as_json: bool) -> None:
+    pid = run.supervisor_pid()
+    if as_json:
+        print(json.dumps({"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}))
+    else:
+        print(f"started {run.run_id} (supervisor pid {pid})\n  dir {run.path}")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from engine.run.launch import LaunchError, spawn_supervisor, wait_until_serving
+    from memtui.cli.resolver import require_run
+    from memtui.cli.resumption import ResumeRefused, check_resumable
+
+    run = require_run(args.run, live=False)
+    try:
+        plan = check_resumable(run, fresh=args.fresh)
+    except ResumeRefused as err:
+        raise CliError(f"{run.run_id}: cannot resume: {err}") from None
+    for skipped in plan.skipped:
+        print(f"skipping {skipped}", file=sys.stderr)
+    where = f"step {plan.from_step}" if plan.from_step is not None else "step 0 (fresh start)"
+    pid = spawn_supervisor(run, extra_args=["--fresh"] if args.fresh else [])
+    try:
+        wait_until_serving(run, pid)
+    except LaunchError as err:
+        raise CliError(f"the run did not start: {err}") from None
+    if args.json:
+        started = {"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}
+        print(json.dumps({**started, "from_step": plan.from_step}, indent=2))
+    else:
+        print(f"resumed {run.run_id} from {where} (supervisor pid {pid})")
+    return 0 if args.detach else open_console(run, args.theme)
+
+
+# ---------------------------------------------------------------------- attaching
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from memtui.cli.resolver import require_run
+
+    run = require_run(args.run, live=args.run is None)
+    return open_console(run, args.theme, readonly=args.readonly, bell=args.bell)
+
+
+def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell: bool = False) -> int:
+    """Run the console on ``run`` until the operator detaches; the run goes on.
+
+    It opens on the stored history at once; a live run then replays only newer events.
+    ``bell`` (or ``MEMTUI_BELL=1``) rings the terminal bell on live warning/critical alerts.
+    User theme files that do not validate are named on stderr and left out of the console.
+    """
+    import dataclasses
+    import os
+
+    from memtui.console.app import MemtuiApp
+    from memtui.console.history_view import stored_view
+    from memtui.theming import DEFAULT_THEME, skipped_themes
+
+    for skipped in skipped_themes():
+        print(f"memtui: {skipped}", file=sys.stderr)
+    live = run.supervisor_pid() is not None
+    view = stored_view(run)
+    if live:
+        view = dataclasses.replace(view, connection="connecting")
+    bell = bell or os.environ.get("MEMTUI_BELL", "").lower() in ("1", "true", "yes", "on")
+    app = MemtuiApp(
+        run, live=live, view=view, theme_name=theme or DEFAULT_THEME, readonly=readonly, bell=bell
+    )
+    app.run()
+    return app.return_code or 0
+
+
+# ---------------------------------------------------------------------- stopping
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from engine.protocol import Stop
+    from memtui.cli.resolver import require_run
+    from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
+
+    run = require_run(args.run, live=args.run is None)
+    if run.supervisor_pid() is None:
+        return _report_ending(run, _final_status(run), already=True)
+    try:
+        request_once(run.socket, Stop(id=new_request_id(), reason="memtui stop"), timeout=10.0)
+    except EngineRefused as err:
+        raise CliError(f"{run.run_id}: the supervisor refused to stop: {err.reason}") from None
+    except EngineUnavailable:
+        pass  # it may be exiting already; the wait below tells
+    print(f"stopping {run.run_id} ...", file=sys.stderr)
+    return _report_ending(run, _wait_for_ending(run, args.timeout))
+
+
+def _wait_for_ending(run: RunDir, timeout: float) -> RunStatus:
+    """Poll until the supervisor exits (or, once the state is terminal, a grace period passes)."""
+    import time
+
+    from engine.domain import TERMINAL_STATES
+    from memtui.cli.live_status import fetch_status
+
+    deadline = time.monotonic() + timeout
+    ended_at: float | None = None
+    while True:
+        if run.supervisor_pid() is None:
+            return _final_status(run)
+        status = fetch_status(run)
+        now = time.monotonic()
+        if status.state in TERMINAL_STATES:
+            ended_at = ended_at or now
+            if now - ended_at >= STOP_GRACE_S:
+                return status
+        if now >= deadline:
+            raise CliError(f"{run.run_id}: still {status.state} after {timeout:g} s")
+        time.sleep(STOP_POLL_S)
+
+
+def _final_status(run: RunDir) -> RunStatus:
+    from engine.run.status import offline_status
+
+    return offline_status(run)
+
+
+def _report_ending(run: RunDir, status: RunStatus, *, already: bool = False) -> int:
+    detail = f" ({status.exit_reason})" if status.exit_reason else ""
+    prefix = "was already " if already else ""
+    print(f"{run.run_id}: {prefix}{status.state} at step {status.step}{detail}")
+    return 0 if status.state in OK_ENDINGS else 1
