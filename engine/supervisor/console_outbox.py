@@ -17,6 +17,7 @@ from collections import deque
 from pydantic import BaseModel
 
 from engine.domain import Event, RunState, TelemetrySample
+from engine.events import StateChanged
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import TELEMETRY_HZ, Error, EventMessage, Hardware, Hello, Telemetry, encode
 
@@ -63,10 +64,11 @@ class ConsoleClient:
 
     def push_event(self, event: Event) -> None:
         """A live event: held during a replay, skipped if already sent."""
-        if event.type == "state_changed" and self._telemetry is not None:
+        changed = StateChanged.of(event)
+        if changed is not None and self._telemetry is not None:
             # the sample waiting in the slot was offered in the old state; sent after this
             # event it would take the console back there (a pause shown as "running")
-            self._telemetry = (self._telemetry[0], event.data.get("to", self._telemetry[1]))
+            self._telemetry = (self._telemetry[0], changed.to)
         if self._held is not None:
             self._held.append(event)
             if len(self._held) > self.queue_max:

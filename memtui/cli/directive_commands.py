@@ -16,8 +16,6 @@ from typing import Any
 
 from memtui.cli.errors import CliError
 
-DIRECTIVE_EVENT_TYPES = ("directive_proposed", "directive_decided", "directive_applied")
-
 
 def add_parsers(sub: Any) -> None:
     """Register the five commands on ``memtui``'s subparsers."""
@@ -176,6 +174,7 @@ def _ask(spec: str | None, build: Any) -> int:
 
 def stored_directives(store_path: Any) -> list[dict[str, Any]]:
     """The newest DirectiveView of every directive in the run's event log, oldest first."""
+    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveProposed
     from engine.run.store import Store
 
     newest: dict[str, dict[str, Any]] = {}
@@ -183,10 +182,13 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
         cursor = 0
         while page := store.events_since(cursor, 1000):
             for event in page:
-                view = event.data.get("directive") if event.type in DIRECTIVE_EVENT_TYPES else None
-                if isinstance(view, dict) and isinstance(view.get("id"), str):
-                    newest.pop(view["id"], None)  # re-insert: ordered by the latest change
-                    newest[view["id"]] = view
+                record = (
+                    DirectiveProposed.of(event) or DirectiveDecided.of(event) or DirectiveApplied.of(event)
+                )
+                view = record.directive if record is not None else None
+                if view is not None:
+                    newest.pop(view.id, None)  # re-insert: ordered by the latest change
+                    newest[view.id] = view.model_dump(mode="json")
             cursor = page[-1].seq
     return list(newest.values())
 
