@@ -86,7 +86,7 @@ class TrainConfig(_Strict):
 
 
 class CheckpointConfig(_Strict):
-    """When and how many checkpoints to keep (the Checkpoints issue makes them durable)."""
+    """When and how many checkpoints to keep."""
 
     every_steps: int = Field(500, ge=0)
     """Save every N optimizer steps; 0 saves only when the run stops."""
@@ -125,7 +125,7 @@ class RestartConfig(_Strict):
 
 
 class MemoryConfig(_Strict):
-    """Adaptive memory: the budget the controller steers by and how it reacts (issue 4).
+    """Adaptive memory: the budget the controller steers by and how it reacts.
 
     Fractions are of the budget. The controller shrinks the micro-batch (and raises the
     gradient accumulation, so samples per optimizer step stay ``train.global_batch``)
@@ -173,7 +173,7 @@ class MemoryConfig(_Strict):
 
 
 class PolicyConfig(_Strict):
-    """Directives (issue 6): the zero-trust policy every planner's suggestion passes.
+    """Directives: the zero-trust policy every planner's suggestion passes.
 
     Bounds are inclusive ``(min, max)`` pairs per directive field; the policy clamps into
     them (with a reason) and the trainer refuses anything outside them (defence in depth).
@@ -251,7 +251,7 @@ class PolicyConfig(_Strict):
 
 
 class AlertConfig(_Strict):
-    """Alerts (the Doctor issue): thresholds, hysteresis, throttling, hardware readings.
+    """Alerts: thresholds, hysteresis, throttling, hardware readings.
 
     The supervisor evaluates the rules on every step report and on a timer, records each
     alert as a durable ``alert`` event, and can run ``command`` with the alert as JSON.
@@ -319,9 +319,9 @@ class RunConfig(_Strict):
     restart: RestartConfig = Field(default_factory=RestartConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
-    """Alert thresholds, hardware reading intervals and the alert command (the Doctor issue)."""
+    """Alert thresholds, hardware reading intervals and the alert command."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    """Directives: bounds, approval mode and planner (issue 6)."""
+    """Directives: bounds, approval mode and planner."""
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     """Optional ``module:function`` that builds a user's model and data (see README)."""
     workload_dir: str | None = None

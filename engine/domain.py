@@ -181,7 +181,7 @@ class Event(BaseModel):
 
 
 class DecisionRecord(BaseModel):
-    """One verdict on one directive, as the store's ``decisions`` table keeps it (issue 6).
+    """One verdict on one directive, as the store's ``decisions`` table keeps it.
 
     Every verdict gets a row, rate-limited ones included, while the event stream carries
     only the first rejection of a burst and a periodic count (so consoles are not flooded).

@@ -122,10 +122,8 @@ class TrainerEvent(_Message):
 
 
 # ------------------------------------------------- directives and chaos (console)
-# The console's side of the Directives issue: what a pending directive looks like on the
-# wire (``DirectiveView``, carried in ``directive_proposed`` / ``directive_decided`` event
-# data under ``"directive"``) and the operator's answers to it. The supervisor refuses them
-# until that issue lands; the fake engine in tests/fakes handles them.
+# What a directive looks like on the wire (``DirectiveView``, carried in the directive
+# events' data under ``"directive"``: ``engine.events``) and the operator's answers to it.
 
 
 class DirectiveView(_Message):

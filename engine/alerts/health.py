@@ -1,4 +1,4 @@
-"""The environment's health as the directive policy reads it (issues 6 and 7).
+"""The environment's health as the directive policy reads it.
 
 ``health_problems`` turns the newest doctor report and the alerts still firing into the
 problem strings ``PolicyContext.problems`` carries; any problem makes the policy reject

@@ -1,4 +1,4 @@
-"""A planner's suggestion, as refused or admitted at the edge (issue 6).
+"""A planner's suggestion, as refused or admitted at the edge.
 
 A ``Directive`` is strict: unknown fields, wrong types (a string for a number, a bool, a
 nested object), NaN/inf, negative or absurd values are refused with a reason naming the

@@ -1,4 +1,4 @@
-"""How fast the supervisor answers directive requests: a token bucket (issue 6).
+"""How fast the supervisor answers directive requests: a token bucket.
 
 A flood of Propose messages must not cost the trainer its CPU. Judging one proposal takes
 about 0.1-0.2 ms of the supervisor's time (validation, policy, the stored verdict, the

@@ -1,4 +1,4 @@
-"""The zero-trust policy every directive passes before it may reach the optimizer (issue 6).
+"""The zero-trust policy every directive passes before it may reach the optimizer.
 
 ``LocalPolicyEngine.evaluate`` is pure and deterministic given the directive, the context
 (the trainer's latest telemetry, its health, the clock) and its own rate-limit history:

@@ -85,7 +85,7 @@ class NullLink(_EventSender):
         self.stop_requested = threading.Event()
         self.pause_requested = threading.Event()
         self.directives: deque[ApplyDirective] = deque()
-        """Directives to apply at the next step boundary (issue 6); none arrive here."""
+        """Directives to apply at the next step boundary; none arrive here."""
         self.sent: list[BaseModel] | None = [] if record else None
 
     def send(self, message: BaseModel) -> None:

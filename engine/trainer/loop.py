@@ -88,7 +88,7 @@ class Training:
     memory: AdaptiveMemory | None = None
     """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
     directives: DirectiveApplier | None = None
-    """Applies admitted directives at step boundaries (issue 6); built by ``run_steps``."""
+    """Applies admitted directives at step boundaries; built by ``run_steps``."""
     resumed_directives: dict[str, Any] = field(default_factory=dict)
     """Directive values the resumed checkpoint recorded, re-applied before the first step."""
     ranks: RankGroup = field(default_factory=RankGroup)

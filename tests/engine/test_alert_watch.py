@@ -1,4 +1,4 @@
-"""The supervisor's side of alerts (issue 7): the user's alert command (a webhook script)
+"""The supervisor's side of alerts: the user's alert command (a webhook script)
 gets each alert as JSON, readings are taken off the event loop, a failing tick does not stop
 the timer, a restart raises an alert, and the policy reads the doctor's periodic report."""
 

@@ -1,4 +1,4 @@
-"""The live hardware feed (issue 7): the supervisor sends its newest hardware reading to
+"""The live hardware feed: the supervisor sends its newest hardware reading to
 consoles as a coalesced, non-durable ``hardware`` message, newest wins per console."""
 
 from __future__ import annotations

@@ -57,4 +57,4 @@ async def test_reserved_chaos_and_directives_are_refused_clearly(start, connect,
         Reject(id="r", directive_id="d1"),
     ):
         error, _ = await client.answer(request)
-        assert error.kind == "error" and "no directive 'd1'" in error.reason  # issue 6: unknown id
+        assert error.kind == "error" and "no directive 'd1'" in error.reason  # unknown id

@@ -1,4 +1,4 @@
-"""External planner adapters (issue 6): a JSON-lines command and an OpenAI-compatible
+"""External planner adapters: a JSON-lines command and an OpenAI-compatible
 endpoint on loopback. Bad output of every kind ends as a stored rejection with a reason."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A scripted JSON-lines planner for the command adapter's tests (issue 6).
+"""A scripted JSON-lines planner for the command adapter's tests.
 
 ``fake_planner.py ACTION ...``: for each telemetry line read on stdin it performs the next
 action (then ``good`` once the list is used up):

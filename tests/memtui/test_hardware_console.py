@@ -1,4 +1,4 @@
-"""The hardware panel and alerts in the console (Pilot) against the fake engine (issue 7)."""
+"""The hardware panel and alerts in the console (Pilot) against the fake engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A planner that is a user's command, speaking JSON lines on stdin/stdout (issue 6).
+"""A planner that is a user's command, speaking JSON lines on stdin/stdout.
 
 The command runs as one long-lived subprocess. Per planning tick the supervisor writes one
 JSON object (the telemetry summary) and a newline to its stdin and reads exactly one line

@@ -1,4 +1,4 @@
-"""Runs an external planner (a command or an LLM endpoint) on the run's telemetry (issue 6).
+"""Runs an external planner (a command or an LLM endpoint) on the run's telemetry.
 
 Every ``planner_every_steps`` optimizer steps the supervisor's ``on_step`` hands the newest
 telemetry here; one ask runs at a time as its own task (a step that arrives while one is in

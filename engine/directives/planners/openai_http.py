@@ -1,4 +1,4 @@
-"""A planner that is an OpenAI-compatible chat-completions endpoint (issue 6).
+"""A planner that is an OpenAI-compatible chat-completions endpoint.
 
 Per tick it POSTs the telemetry summary to ``{base_url}/chat/completions`` with a system
 prompt asking for exactly one JSON object (the directive fields to change and a rationale,

@@ -1,4 +1,4 @@
-"""An external planner's answer to one telemetry summary, read at the edge (issue 6).
+"""An external planner's answer to one telemetry summary, read at the edge.
 
 A planner (a command or an LLM endpoint) answers each summary with one JSON object: the
 directive fields it wants changed plus an optional ``rationale`` string, or ``{}`` for

@@ -1,4 +1,4 @@
-"""The built-in rule planner: telemetry in, suggested directive values out (issue 6).
+"""The built-in rule planner: telemetry in, suggested directive values out.
 
 It only suggests: everything it says goes through the policy (and, in manual mode, an
 operator) like any other planner. Each rule has a rationale and a cool-down in optimizer
