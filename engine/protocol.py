@@ -214,7 +214,6 @@ ClientMessage = Annotated[
     | Propose,
     Field(discriminator="kind"),
 ]
-CONSOLE_REQUESTS = (Status, Stop, Pause, Ping, Replay, Approve, Clamp, Reject, Chaos, Propose)
 
 # ------------------------------------------------------------- supervisor -> client
 

@@ -155,10 +155,6 @@ class DirectiveQueue:
         )
         return self.propose(directive)
 
-    def propose_json(self, raw: Any) -> Entry:
-        """A whole directive object from outside (an adapter's output)."""
-        return self.propose(parse_directive(raw))
-
     def propose(self, directive: Directive) -> Entry:
         """Judge a directive; pending (manual), queued (auto) or rejected, each recorded."""
         if directive.id in self.entries:
