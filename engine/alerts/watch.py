@@ -20,7 +20,7 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,7 @@ class AlertWatch:
         nvml: Any = "default",
         on_hardware: Callable[[HardwareSnapshot], None] | None = None,
         ops_delay_s: float | None = OPS_SURVEY_DELAY_S,
+        required_ops: Sequence[str] = (),
     ) -> None:
         self.config = config
         self._on_hardware = on_hardware
@@ -103,7 +104,7 @@ class AlertWatch:
         self._record = record
         self._checkpoints = checkpoint_dir
         self._expecting = expecting_steps
-        from engine.doctor.examiner import EnvironmentDoctor, required_ops_of
+        from engine.doctor.examiner import EnvironmentDoctor
         from engine.doctor.hardware_probe import HardwareProbe
         from engine.doctor.nvml_probe import default_library
 
@@ -114,7 +115,7 @@ class AlertWatch:
             run_dir=run_dir,
             checkpoint_dir=checkpoint_dir,
             probe=self.probe,
-            required_ops=required_ops_of(run_dir),
+            required_ops=required_ops,
         )
         self._ops_delay_s = ops_delay_s
         """Seconds after start before the one op survey; None: never (no DeepSpeed trainer)."""

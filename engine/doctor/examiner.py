@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.doctor.deepspeed_ops import OpSurvey, survey_ops
+from engine.config import RunConfig
+from engine.doctor.deepspeed_ops import OpSurvey, required_ops, survey_ops
 from engine.doctor.findings import judge, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
 from engine.doctor.nvml_probe import NvmlLibrary, default_library, driver_versions
@@ -129,17 +130,26 @@ def op_fields(survey: OpSurvey, gone: dict[str, str]) -> dict[str, Any]:
 
 
 def required_ops_of(run_dir: Path | None) -> list[str]:
-    """The ops the run in ``run_dir`` needs (its DeepSpeed config's optimizer); [] when there
-    is no readable run.json. Torch-free: the DeepSpeed config is a pure function."""
+    """The ops the run in ``run_dir`` needs (``memtui doctor`` given a run directory); [] when
+    there is no readable run.json."""
     if run_dir is None or not (run_dir / "run.json").is_file():
         return []
-    from engine.deepspeed_config import build_deepspeed_config
-    from engine.doctor.deepspeed_ops import required_ops
     from engine.run.directory import RunDir
 
     try:
-        return required_ops(build_deepspeed_config(RunDir(run_dir).read_config()))
-    except Exception:  # a damaged run.json or a geometry that does not divide: nothing known
+        return ops_required_by(RunDir(run_dir).read_config())
+    except Exception:  # a damaged run.json: nothing known
+        return []
+
+
+def ops_required_by(config: RunConfig) -> list[str]:
+    """The DeepSpeed ops a run cannot do without (its optimizer's). Torch-free: the DeepSpeed
+    config is a pure function of the run's."""
+    from engine.deepspeed_config import build_deepspeed_config
+
+    try:
+        return required_ops(build_deepspeed_config(config))
+    except ValueError:  # a geometry that does not divide: the trainer will say so
         return []
 
 

@@ -26,6 +26,7 @@ from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue, answer_request
+from engine.doctor.examiner import ops_required_by
 from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample
 from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
@@ -81,7 +82,7 @@ class Supervisor:
         self.alerts: AlertWatch | None = None
         self.directives: DirectiveQueue | None = None
         self.planner: Planner | None = None
-        """A command or OpenAI-compatible planner, asked from ``on_step``."""
+        """The configured planner (rules, a command, an OpenAI-compatible endpoint), fed each step."""
         self._store: Store | None = None
         self._journal: Journal | None = None
         self._attempts: Attempts | None = None
@@ -187,6 +188,7 @@ class Supervisor:
             pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},
             expecting_steps=lambda: self.state == "running" and self.attempts.pid is not None,
             on_hardware=self.consoles.offer_hardware,
+            required_ops=ops_required_by(config),
         )
         ranks = config.train.ranks
         self._attempts = Attempts(
