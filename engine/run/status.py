@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.domain import TERMINAL_STATES, RunState, RunStatus, TelemetrySample
 from engine.run.directory import RunDir
@@ -48,7 +48,9 @@ def offline_status(run: RunDir) -> RunStatus:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
             meta = RunMeta() if alive else RunMeta(exit_reason=f"store unreadable: {err}")
-    return compose_status(run, meta, latest, last_seq, supervisor_alive=alive, rank_report=report)
+    return compose_status(
+        run, identity_of(run), meta, latest, last_seq, supervisor_alive=alive, rank_report=report
+    )
 
 
 def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample | None:
@@ -60,6 +62,7 @@ def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample
 
 def compose_status(
     run: RunDir,
+    identity: RunIdentity,
     meta: RunMeta,
     latest: TelemetrySample | None,
     last_seq: int,
@@ -67,9 +70,9 @@ def compose_status(
     supervisor_alive: bool,
     rank_report: TelemetrySample | None = None,
 ) -> RunStatus:
-    """RunStatus from the run's config, its stored meta, its newest step sample and (several
+    """RunStatus from the run's identity, its stored meta, its newest step sample and (several
     ranks) the newest sample that carried every rank's memory."""
-    run_id, name, target = _identity(run)
+    run_id, name, target = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
     if state not in TERMINAL_STATES and not supervisor_alive:
@@ -98,16 +101,22 @@ def compose_status(
     )
 
 
-def _identity(run: RunDir) -> tuple[str, str, int]:
-    """(run_id, name, target steps) from run.json, read loosely: an old or damaged file
+class RunIdentity(NamedTuple):
+    run_id: str
+    name: str
+    target_steps: int
+
+
+def identity_of(run: RunDir) -> RunIdentity:
+    """(run id, name, target steps) from run.json, read loosely: an old or damaged file
     still lists (a status is for looking, not for running)."""
     try:
         doc = json.loads(run.config_file.read_text(encoding="utf-8"))
         config = doc.get("config") or {}
-        return (
+        return RunIdentity(
             str(doc.get("run_id") or run.run_id),
             str(config.get("name") or run.run_id),
             int(config.get("steps") or 0),
         )
     except (OSError, ValueError, AttributeError, TypeError):
-        return run.run_id, run.run_id, 0
+        return RunIdentity(run.run_id, run.run_id, 0)

@@ -34,7 +34,7 @@ from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
 from engine.run.durable_file import replace_atomically
 from engine.run.meta import RunMeta
-from engine.run.status import compose_status, rank_report
+from engine.run.status import RunIdentity, compose_status, rank_report
 from engine.run.store import Store
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
@@ -286,8 +286,11 @@ class Supervisor:
     def status(self) -> RunStatus:
         """The same answer ``offline_status`` gives, plus the newest in-memory sample."""
         latest = self.latest or self.store.latest_step()
+        assert self.config is not None, "serve() reads the config"
+        identity = RunIdentity(self.run.run_id, self.config.name, self.config.steps)
         return compose_status(
             self.run,
+            identity,
             self.store.read_meta(),
             latest,
             self.store.last_seq(),
