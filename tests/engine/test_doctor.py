@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.doctor.examiner import NO_GPU, EnvironmentDoctor, judge, read_module_constants, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
