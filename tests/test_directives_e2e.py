@@ -51,7 +51,8 @@ def directives(home: Path, run_id: str) -> list[dict]:
 def latest_step(store_path: Path) -> int:
     """The newest step in the store (0 before the first)."""
     with Store(store_path, readonly=True) as store:
-        return store.latest_step() or 0
+        sample = store.latest_step()
+    return sample.step if sample is not None else 0
 
 
 def applied_events(store_path: Path) -> list[dict]:
