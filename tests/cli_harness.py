@@ -1,6 +1,7 @@
-"""Driving the real ``memtui`` CLI from tests: a throwaway home, the command, waiting.
+"""Driving the real ``memtui`` CLI from tests: a throwaway home and the command.
 
-Shared by the end-to-end tests (tests/test_e2e.py, test_directives_e2e.py, test_recovery.py).
+Shared by the end-to-end tests (tests/test_e2e.py, test_directives_e2e.py, test_recovery.py);
+they wait with ``tests.waiting``.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from engine.run.directory import list_runs, pid_alive
 from engine.run.store import Store
@@ -44,14 +43,3 @@ def memtui(
     """``memtui ARGS`` with ``MEMTUI_HOME=home``; output captured as text."""
     full_env = {**os.environ, "MEMTUI_HOME": str(home), **(env or {})}
     return subprocess.run([MEMTUI, *args], env=full_env, capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every_s: float = 0.25) -> Any:
-    """Poll until ``predicate()`` is truthy and return it; fail naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -9,15 +9,15 @@ from the step each was applied at.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_harness import memtui, throwaway_home, wait_for
+from cli_harness import memtui, throwaway_home
 
 from engine.run.directory import list_runs
 from engine.run.store import Store
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(240)]
 
@@ -48,6 +48,13 @@ def directives(home: Path, run_id: str) -> list[dict]:
     return json.loads(done.stdout)
 
 
+def latest_step(store_path: Path) -> int:
+    """The newest step in the store (0 before the first)."""
+    with Store(store_path, readonly=True) as store:
+        sample = store.latest_step()
+    return sample.step if sample is not None else 0
+
+
 def applied_events(store_path: Path) -> list[dict]:
     with Store(store_path, readonly=True) as store:
         return [e.data for e in store.events_since(0) if e.type == "directive_applied"]
@@ -62,7 +69,9 @@ def test_planner_and_operator_directives_reach_the_trainer_via_the_cli(home: Pat
 
     # The rule planner: steady headroom for 50 steps -> micro_batch_size 8, pending.
     pending = wait_for(
-        lambda: [d for d in directives(home, run.run_id) if d["state"] == "pending"], 90, "a planner proposal"
+        lambda: [d for d in directives(home, run.run_id) if d["state"] == "pending"],
+        timeout=120,
+        what="a planner proposal",
     )
     assert pending[0]["source"] == "rules" and pending[0]["requested"] == {"micro_batch_size": 8}
     approved = memtui(home, "approve", pending[0]["id"], "--run", run.run_id)
@@ -78,13 +87,22 @@ def test_planner_and_operator_directives_reach_the_trainer_via_the_cli(home: Pat
     assert hostile.returncode != 0 and "lr_multiplier" in hostile.stderr
 
     events = wait_for(
-        lambda: len(applied_events(run.store)) >= 2 and applied_events(run.store), 60, "applied"
+        lambda: len(applied := applied_events(run.store)) >= 2 and applied,
+        timeout=60,
+        what="both directives applied",
+        seen=lambda: applied_events(run.store),
     )
     by_field = {next(iter(e["applied"])): e for e in events if e["applied"]}
     lr_step, mb_step = by_field["lr_multiplier"]["step"], by_field["micro_batch_size"]["step"]
-    wait_for(lambda: Store(run.store, readonly=True).latest_step() or None, 10, "telemetry")
-    time.sleep(1.0)  # a few more steps reach the store (it flushes every 0.5 s)
-    memtui(home, "stop", run.run_id)
+    # Steps after both boundaries reach the store (it flushes every 0.5 s): the ones compared below.
+    last_applied = max(lr_step, mb_step)
+    wait_for(
+        lambda: latest_step(run.store) >= last_applied + 3,
+        timeout=60,
+        what=f"stored steps past step {last_applied + 1}",
+        seen=lambda: latest_step(run.store),
+    )
+    assert memtui(home, "stop", run.run_id).returncode == 0
 
     with Store(run.store, readonly=True) as store:
         lrs = {s.step: s.lr for s in store.steps()}

@@ -59,7 +59,9 @@ def test_memtui_doctor_text() -> None:
     assert done.stdout.startswith("verdict: ") and "host:" in done.stdout
 
 
-def test_engine_doctor_deep_imports_torch_in_its_own_process() -> None:
+def test_engine_doctor_deep_json_surveys_the_deepspeed_ops() -> None:
+    """``--deep`` imports torch and DeepSpeed (in the doctor's own process and its op-check
+    child, never the console's): the report carries their answers."""
     done = run([sys.executable, "-m", "engine", "doctor", "--deep", "--json"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -13,14 +13,14 @@ import re
 import select
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_harness import MEMTUI, memtui, throwaway_home, wait_for
+from cli_harness import MEMTUI, memtui, throwaway_home
 
 from engine.run.directory import RunDir, list_runs
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
@@ -59,7 +59,9 @@ def start_detached(home: Path, *args: str) -> str:
 
 def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
     run_id = start_detached(home, "--steps", "100000")
-    first = wait_for(lambda: (s := status(home, run_id))["step"] > 0 and s, 120, "the first step")
+    first = wait_for(
+        lambda: (s := status(home, run_id))["step"] > 0 and s, timeout=120, what="the first step"
+    )
     assert first["state"] == "running"
 
     run = RunDir(home / "runs" / run_id)
@@ -67,7 +69,9 @@ def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
     assert pid is not None and os.getsid(pid) != os.getsid(0)  # detached: its own session
     os.kill(pid, signal.SIGHUP)  # what an SSH hang-up would send
 
-    second = wait_for(lambda: (s := status(home, run_id))["step"] > first["step"] and s, 60, "more steps")
+    second = wait_for(
+        lambda: (s := status(home, run_id))["step"] > first["step"] and s, timeout=60, what="more steps"
+    )
     assert second["state"] == "running"
     for key in (
         "loss",
@@ -95,7 +99,9 @@ def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
 
     run_id = start_detached(home, "--steps", "40")
     run = RunDir(home / "runs" / run_id)
-    wait_for(lambda: status(home, run_id)["state"] in ("completed", "failed"), 180, "the run to end")
+    wait_for(
+        lambda: status(home, run_id)["state"] in ("completed", "failed"), timeout=180, what="the run to end"
+    )
     final = status(home, run_id)
     assert final["state"] == "completed", final
     store = Store(run.store, readonly=True)
@@ -111,17 +117,25 @@ def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
     assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "completed")]
 
 
-def read_pty(fd: int, seconds: float) -> bytes:
-    out = b""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
+class Terminal:
+    """The master side of a console's pseudo-terminal: everything it has drawn so far."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.output = b""
+
+    def read(self) -> bytes:
+        """Take what the console has written since the last read (never blocks); all of it so far.
+        Read often: a console whose terminal buffer is full stops drawing."""
+        while select.select([self.fd], [], [], 0)[0]:
             try:
-                out += os.read(fd, 65536)
-            except OSError:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # the console has gone: its side of the terminal is closed
                 break
-    return out
+            if not chunk:
+                break
+            self.output += chunk
+        return self.output
 
 
 ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
@@ -133,15 +147,21 @@ def steps_on_screen(output: bytes) -> list[int]:
     return [int(n) for n in re.findall(r"step (\d+)/\d+", text)]
 
 
+def console_exited(pid: int, terminal: Terminal) -> bool:
+    """Whether the console ``pid`` has exited (reaped here); its terminal is kept drained meanwhile."""
+    terminal.read()
+    return os.waitpid(pid, os.WNOHANG)[0] == pid
+
+
 @contextlib.contextmanager
-def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, int]]:
-    """``memtui attach RUN`` in a 100x30 pseudo-terminal: (its pid, the pty's fd); killed at the end."""
+def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, Terminal]]:
+    """``memtui attach RUN`` in a 100x30 pseudo-terminal: (its pid, the terminal); killed at the end."""
     pid, fd = pty.fork()
     if pid == 0:  # child: the console, session leader of its own terminal
         os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
         os.execv(MEMTUI, [MEMTUI, "attach", run_id])
     try:
-        yield pid, fd
+        yield pid, Terminal(fd)
     finally:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -153,33 +173,35 @@ def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, int]]:
 
 def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> None:
     run_id = start_detached(home, "--steps", "100000")
-    wait_for(lambda: status(home, run_id)["step"] > 0, 120, "the first step")
+    wait_for(lambda: status(home, run_id)["step"] > 0, timeout=120, what="the first step")
 
-    with console_in_a_terminal(home, run_id) as (pid, fd):
-        screen, deadline = b"", time.monotonic() + 60
-        while len(set(steps_on_screen(screen))) < 2:  # the step advances on screen
-            assert time.monotonic() < deadline, f"saw steps {steps_on_screen(screen)}"
-            screen += read_pty(fd, 0.5)
-        assert run_id.encode() in screen
-        os.write(fd, b"q")
-        read_pty(fd, 1.0)
-        wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "q to close the console")
+    with console_in_a_terminal(home, run_id) as (pid, terminal):
+        wait_for(
+            lambda: len(set(steps_on_screen(terminal.read()))) >= 2,
+            timeout=60,
+            what="the step to advance on screen",
+            seen=lambda: steps_on_screen(terminal.output),
+        )
+        assert run_id.encode() in terminal.output
+        os.write(terminal.fd, b"q")
+        wait_for(lambda: console_exited(pid, terminal), timeout=30, what="q to close the console")
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
-    seen = max(steps_on_screen(screen))
-    wait_for(lambda: status(home, run_id)["step"] > seen, 60, "steps after the console detached")
+    seen = max(steps_on_screen(terminal.output))
+    wait_for(lambda: status(home, run_id)["step"] > seen, timeout=60, what="steps after the console detached")
 
     # A closed terminal or SSH hang-up while attached: SIGHUP to the console's whole
     # process group (pty.fork made it a session leader). The console goes; the run does not.
-    with console_in_a_terminal(home, run_id) as (pid, fd):
-        screen, deadline = b"", time.monotonic() + 60
-        while not steps_on_screen(screen):  # attached and drawing
-            assert time.monotonic() < deadline, "the second console drew no step"
-            screen += read_pty(fd, 0.5)
+    with console_in_a_terminal(home, run_id) as (pid, terminal):
+        wait_for(
+            lambda: steps_on_screen(terminal.read()), timeout=60, what="the second console to draw a step"
+        )
         os.killpg(pid, signal.SIGHUP)
-        wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "SIGHUP to end the console")
+        wait_for(lambda: console_exited(pid, terminal), timeout=30, what="SIGHUP to end the console")
     hung_up = status(home, run_id)
     assert hung_up["state"] == "running"
-    wait_for(lambda: status(home, run_id)["step"] > hung_up["step"], 60, "steps after the hang-up")
+    wait_for(
+        lambda: status(home, run_id)["step"] > hung_up["step"], timeout=60, what="steps after the hang-up"
+    )
     assert memtui(home, "stop", run_id).returncode == 0
 
 
@@ -191,7 +213,11 @@ def test_readme_example_trains_a_user_workload(home: Path) -> None:
     started = memtui(home, "run", str(config), "--steps", "120", "--detach")
     assert started.returncode == 0, started.stderr
     (run,) = list_runs(home)
-    wait_for(lambda: status(home, run.run_id)["state"] in ("completed", "failed"), 180, "the run to end")
+    wait_for(
+        lambda: status(home, run.run_id)["state"] in ("completed", "failed"),
+        timeout=180,
+        what="the run to end",
+    )
     assert status(home, run.run_id)["state"] == "completed"
     with Store(run.store, readonly=True) as store:
         losses = [s.loss for s in store.steps()]

@@ -8,7 +8,6 @@ Tiny model, a checkpoint every 5 steps, short backoff; a chaos pause inside each
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import random
@@ -20,13 +19,13 @@ from typing import Any
 
 import pytest
 from cli_harness import memtui, throwaway_home
-from cli_harness import wait_for as _wait_for
 
 from engine.checkpoints.catalog import staging_tags
 from engine.checkpoints.store import SLOW_SAVE_ENV, newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.meta import RunMeta
 from engine.run.store import Store
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 
@@ -35,9 +34,6 @@ CONFIG = {
     "checkpoint": {"every_steps": 5, "keep": 3},
     "restart": {"max_restarts": 20, "backoff_initial_s": 0.1, "backoff_max_s": 0.5},
 }
-
-
-wait_for = functools.partial(_wait_for, every_s=0.1)  # kills must land at random moments
 
 
 @pytest.fixture
@@ -103,16 +99,23 @@ def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(hom
     run = start(home, steps=60, slow_save_s=0.2)
     kills = []
     for attempt in range(1, 6):
-        pid = wait_for(lambda a=attempt: trainer_running(run, a), 60, f"attempt {attempt} to train")
+        pid = wait_for(lambda a=attempt: trainer_running(run, a), what=f"attempt {attempt} to train")
         if attempt % 2:  # mid-save: the staging dir exists
-            wait_for(lambda: staging_tags(run.checkpoints), 30, "a save in progress", every_s=0.01)
+            wait_for(
+                lambda: staging_tags(run.checkpoints), timeout=30, what="a save in progress", every_s=0.01
+            )
         else:
-            time.sleep(rng.uniform(0.1, 0.8))
+            time.sleep(rng.uniform(0.1, 0.8))  # chaos, not a wait: the kill lands at a random moment
         os.killpg(pid, signal.SIGKILL)
-        wait_for(lambda p=pid: not pid_alive(p), 10, "the trainer to die")
+        wait_for(lambda p=pid: not pid_alive(p), timeout=30, what="the trainer to die")
         expected = newest_verified_step(run.checkpoints, "full") or 0
         kills.append((attempt, expected, bool(staging_tags(run.checkpoints))))
-    wait_for(lambda: meta(run).state in ("completed", "failed"), 120, "the run to end")
+    wait_for(
+        lambda: meta(run).state in ("completed", "failed"),
+        timeout=180,
+        what="the run to end",
+        seen=lambda: meta(run),
+    )
 
     assert meta(run).state == "completed" and meta(run).restarts == 5
     assert any(mid_save for _, _, mid_save in kills), kills
@@ -139,8 +142,8 @@ def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(hom
 
 def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     run = start(home, steps=100_000)
-    pid = wait_for(lambda: trainer_running(run, 1), 60, "the trainer")
-    wait_for(lambda: (newest_verified_step(run.checkpoints) or 0) >= 10, 60, "two checkpoints")
+    pid = wait_for(lambda: trainer_running(run, 1), what="the trainer")
+    wait_for(lambda: (newest_verified_step(run.checkpoints) or 0) >= 10, what="two checkpoints")
     supervisor = run.supervisor_pid()
     assert supervisor is not None
     os.killpg(supervisor, signal.SIGKILL)  # power loss: no ending recorded
@@ -150,7 +153,9 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     for victim in victims:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(victim, signal.SIGKILL)
-    wait_for(lambda: not any(map(pid_alive, victims | {supervisor})), 10, "the whole tree to die")
+    wait_for(
+        lambda: not any(map(pid_alive, victims | {supervisor})), timeout=30, what="the whole tree to die"
+    )
     assert not run_processes(run)
     before = steps(run)
     newest = newest_verified_step(run.checkpoints, "full")
@@ -165,7 +170,7 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     resumed = memtui(home, "resume", run.run_id, "--detach", "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["from_step"] == newest
-    wait_for(lambda: any(a == 2 for a, _ in steps(run)), 60, "the resumed trainer's first step")
+    wait_for(lambda: any(a == 2 for a, _ in steps(run)), what="the resumed trainer's first step")
     after = steps(run)
     assert after[: len(before)] == before  # the earlier telemetry is all still there
     assert [s for a, s in after if a == 2][0] == newest + 1

@@ -1,5 +1,7 @@
 """Fixtures for the engine tests: short run dirs, an in-process supervisor with the fake
-trainer, and a small protocol client. Everything is bounded by timeouts so a hang fails."""
+trainer, and a small protocol client. Everything is bounded by timeouts so a hang fails;
+the timeouts are generous (a shared CI machine), as each wait ends when its message comes.
+Polling a condition (the store, a file) is ``tests.waiting``."""
 
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ class Client:
     @classmethod
     async def connect(cls, run: RunDir, *, hello: bool = True, **fields: Any) -> Client:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(str(run.socket), limit=protocol.STREAM_LIMIT), 5
+            asyncio.open_unix_connection(str(run.socket), limit=protocol.STREAM_LIMIT), 30
         )
         client = cls(reader, writer)
         if hello:
@@ -98,13 +100,16 @@ class Client:
         self.writer.write(message if isinstance(message, bytes) else protocol.encode(message))
         await self.writer.drain()
 
-    async def recv(self, timeout: float = 5.0) -> Any:
+    async def recv(self, timeout: float = 30.0) -> Any:
         """Next server message; None at EOF."""
         line = await asyncio.wait_for(protocol.read_line(self.reader), timeout)
         return None if line is None else protocol.decode_server(line)
 
-    async def until(self, predicate: Callable[[Any], bool], timeout: float = 10.0) -> tuple[Any, list[Any]]:
-        """Read until a message matches; returns it and everything read before it."""
+    async def until(
+        self, predicate: Callable[[Any], bool], timeout: float = 30.0, what: str = "a matching message"
+    ) -> tuple[Any, list[Any]]:
+        """Read until a message matches; returns it and everything read before it. After
+        ``timeout`` s, an AssertionError naming ``what`` and the kinds of the last messages read."""
         seen: list[Any] = []
 
         async def scan() -> Any:
@@ -116,13 +121,21 @@ class Client:
                     return message
                 seen.append(message)
 
-        return await asyncio.wait_for(scan(), timeout), seen
+        try:
+            return await asyncio.wait_for(scan(), timeout), seen
+        except asyncio.TimeoutError:
+            kinds = [m.kind for m in seen[-20:]]
+            raise AssertionError(
+                f"timed out after {timeout:g} s waiting for {what}; last read: {kinds}"
+            ) from None
 
-    async def answer(self, request: BaseModel, timeout: float = 10.0) -> tuple[Any, list[Any]]:
+    async def answer(self, request: BaseModel, timeout: float = 30.0) -> tuple[Any, list[Any]]:
         """Send a request and read up to the Ok/Error that answers it."""
         await self.send(request)
         request_id = request.id  # type: ignore[attr-defined]
-        return await self.until(lambda m: m.kind in ("ok", "error") and m.id == request_id, timeout)
+        return await self.until(
+            lambda m: m.kind in ("ok", "error") and m.id == request_id, timeout, f"the answer to {request_id}"
+        )
 
     async def close(self) -> None:
         self.writer.close()
@@ -152,7 +165,7 @@ class Running:
         self.supervisor = supervisor
         self.task = task
 
-    async def result(self, timeout: float = 15.0) -> int:
+    async def result(self, timeout: float = 30.0) -> int:
         return await asyncio.wait_for(asyncio.shield(self.task), timeout)
 
 
@@ -167,7 +180,7 @@ async def start(run: RunDir) -> AsyncIterator[Callable[..., Any]]:
         running = Running(supervisor, task)
         started.append(running)
         waiter = asyncio.create_task(supervisor.serving.wait())
-        await asyncio.wait({waiter, task}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({waiter, task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if task.done():
             task.result()  # raises what went wrong

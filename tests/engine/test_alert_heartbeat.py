@@ -1,11 +1,11 @@
-"""A stuck run: a trainer stopped with SIGSTOP raises the heartbeat alert in time."""
+"""A stuck run: a trainer stopped with SIGSTOP raises the heartbeat alert, and SIGCONT
+resolves it. When exactly it fires (``no_step_s`` after the last step, not before) is the
+rules' unit test with a driven clock (test_alert_rules.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 NO_STEP_S = 1.0
 
 
@@ -31,22 +31,20 @@ async def test_sigstopped_trainer_raises_heartbeat_alert(run: RunDir, start, con
     pid = running.supervisor.attempts.pid
     os.kill(pid, signal.SIGSTOP)
     try:
-        stopped_at = time.monotonic()
         alert, _ = await client.until(
             lambda m: (
                 m.kind == "event" and m.event.type == "alert" and m.event.data.get("rule") == "heartbeat"
             ),
-            timeout=NO_STEP_S + 5,
+            timeout=30,
         )
-        waited = time.monotonic() - stopped_at
         assert alert.event.severity == "critical" and "no step" in alert.event.message
-        assert waited < NO_STEP_S + 3
+        assert alert.event.data["state"] == "firing"
         os.kill(pid, signal.SIGCONT)
         resolved, _ = await client.until(
             lambda m: (
                 m.kind == "event" and m.event.type == "alert" and m.event.data.get("state") == "resolved"
             ),
-            timeout=5,
+            timeout=30,
         )
         assert resolved.event.data["rule"] == "heartbeat"
     finally:
@@ -59,4 +57,3 @@ async def test_doctor_report_recorded_at_start(run: RunDir, start, connect, fake
     report, _ = await client.until(lambda m: m.kind == "event" and m.event.type == "doctor_report")
     assert report.event.data["verdict"] in ("healthy", "degraded", "unhealthy")
     assert report.event.data["hardware"]["host"]["processes"]
-    await asyncio.sleep(0)

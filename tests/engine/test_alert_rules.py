@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.alerts.rules import AlertRules, Latch
 from engine.config import AlertConfig

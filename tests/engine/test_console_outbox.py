@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from engine.domain import Event, TelemetrySample
 from engine.protocol import PROTOCOL_VERSION, EventMessage, Hello, Telemetry, decode_server
 from engine.supervisor.console_outbox import ConsoleClient
+from tests.waiting import until
 
 
 def make_sample(step: int) -> TelemetrySample:
@@ -28,23 +28,18 @@ class Writer:
         await asyncio.sleep(0)
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.01)
-
-
 async def test_a_waiting_sample_goes_out_with_the_state_changed_after_it() -> None:
     writer = Writer()
     client = ConsoleClient(writer, Hello(protocol=PROTOCOL_VERSION))  # type: ignore[arg-type]
     try:
         client.offer_telemetry(make_sample(1), "running")  # goes out at once
-        await until(lambda: len(writer.lines) == 1)
+        await until(lambda: len(writer.lines) == 1, what="the first sample", seen=lambda: writer.lines)
         client.offer_telemetry(make_sample(2), "running")  # waits: at most TELEMETRY_HZ
         paused = Event(seq=7, ts=1.0, type="state_changed", data={"from": "running", "to": "paused"})
         client.push_event(paused)
-        await until(lambda: len(writer.lines) == 3)
+        await until(
+            lambda: len(writer.lines) == 3, what="the event and the sample", seen=lambda: writer.lines
+        )
         sent = [decode_server(line) for line in writer.lines[1:]]
         telemetry = next(m for m in sent if isinstance(m, Telemetry))
         assert any(isinstance(m, EventMessage) for m in sent)

@@ -7,14 +7,10 @@ import asyncio
 import json
 import os
 import stat
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.config_file import build_run_config
 from engine.deepspeed_config import build_deepspeed_config
@@ -31,7 +27,8 @@ from engine.doctor.examiner import EnvironmentDoctor, op_fields, required_ops_of
 from engine.doctor.findings import judge, verdict_of
 from engine.doctor.report_text import render_report
 from engine.hardware_report import HardwareSnapshot, SoftwareReport
-from engine.run.directory import RunDir
+from engine.run.directory import RunDir, pid_alive
+from tests.waiting import until, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,11 +87,20 @@ def test_a_non_zero_exit_is_unavailable_even_with_an_answer() -> None:
     assert survey.unavailable == "op check exited with status 1: ImportError: libcudart.so.12"
 
 
+HANGS = "sleep 1000 & echo $! > {pids}; echo $$ >> {pids}; exec sleep 1000"
+"""A child that never answers and has started a child of its own (like a compiler): it writes
+both pids. Were it waited for rather than killed, the test would fail at its timeout."""
+
+
 def test_a_child_that_hangs_is_killed_at_the_timeout(tmp_path: Path) -> None:
-    started = time.monotonic()
-    survey = survey_ops(timeout_s=0.5, python=fake_python(tmp_path, "sleep 30"))
-    assert survey.unavailable == "op check did not answer within 0.5 s"
-    assert time.monotonic() - started < 10  # killed, not waited for
+    pids = tmp_path / "pids"
+    # 3 s: time enough for the shell to start and write the pids on a loaded machine.
+    survey = survey_ops(timeout_s=3, python=fake_python(tmp_path, HANGS.format(pids=pids)))
+    assert survey.unavailable == "op check did not answer within 3 s"
+    grandchild, child = (int(line) for line in pids.read_text().split())
+    assert not pid_alive(child)  # killed
+    # Its process group went with it (an orphan is reaped by init, a moment later).
+    wait_for(lambda: not pid_alive(grandchild), timeout=30, what=f"the child's own child {grandchild} to die")
 
 
 def test_a_crashing_child_and_one_that_cannot_start(tmp_path: Path) -> None:
@@ -105,7 +111,7 @@ def test_a_crashing_child_and_one_that_cannot_start(tmp_path: Path) -> None:
 
 
 async def test_async_survey_times_out_and_parses(tmp_path: Path) -> None:
-    hang = await survey_ops_async(timeout_s=0.5, python=fake_python(tmp_path, "sleep 30"))
+    hang = await survey_ops_async(timeout_s=0.5, python=fake_python(tmp_path, "exec sleep 1000"))
     assert hang.unavailable == "op check did not answer within 0.5 s"
     answer = json.dumps(ANSWER).replace("'", "'\\''")
     good = await survey_ops_async(python=fake_python(tmp_path, f"echo noise; echo '{answer}'"))
@@ -113,22 +119,18 @@ async def test_async_survey_times_out_and_parses(tmp_path: Path) -> None:
 
 
 async def test_cancelling_the_async_survey_kills_its_child(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
-    task = asyncio.ensure_future(
-        survey_ops_async(python=fake_python(tmp_path, f"echo $$ > {pid_file}; exec sleep 30"))
+    pids = tmp_path / "pids"
+    task = asyncio.ensure_future(survey_ops_async(python=fake_python(tmp_path, HANGS.format(pids=pids))))
+    await until(
+        lambda: len(pids.read_text().split()) == 2, what="the child to start", ignoring=(FileNotFoundError,)
     )
-    for _ in range(100):
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
-    pid = int(pid_file.read_text())
-    cancelled_at = time.monotonic()
+    grandchild, child = (int(line) for line in pids.read_text().split())
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
-    assert time.monotonic() - cancelled_at < 10  # killed, not waited for (it sleeps 30 s)
+        await task  # killed, not waited for: it would sleep 1000 s
     with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+        os.kill(child, 0)  # killed and reaped
+    await until(lambda: not pid_alive(grandchild), what=f"the child's own child {grandchild} to die")
 
 
 # ------------------------------------------------------------ what the run needs

@@ -4,7 +4,6 @@ over the socket -> sent -> applied, and the store holds each event and each verd
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from engine.protocol import Approve
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main as memtui_main
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,17 +44,10 @@ def directive_event(type_: str, directive_id: str | None = None) -> Any:
     return match
 
 
-async def stored_when(run: RunDir, ready: Any, timeout_s: float = 20.0) -> tuple[list[Any], list[Any]]:
-    """(events, decisions) from the store once ``ready(events, decisions)``; decisions are
-    batched (flushed every 0.5 s), so poll."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        with Store(run.store, readonly=True) as store:
-            events, decisions = store.events_since(0), [d for _, d in store.decisions()]
-        if ready(events, decisions) or loop.time() > deadline:
-            return events, decisions
-        await asyncio.sleep(0.2)
+def stored(run: RunDir) -> tuple[list[Any], list[Any]]:
+    """(events, decisions) in the store now."""
+    with Store(run.store, readonly=True) as store:
+        return store.events_since(0), [d for _, d in store.decisions()]
 
 
 async def test_command_planner_directive_approved_over_the_socket_and_applied(
@@ -80,7 +73,12 @@ async def test_command_planner_directive_approved_over_the_socket_and_applied(
     def mine(items: list[Any], key: Any) -> list[Any]:
         return [i for i in items if key(i) == directive_id]
 
-    events, decisions = await stored_when(run, lambda e, d: len(mine(d, lambda x: x.directive_id)) >= 2)
+    # Decisions are batched (flushed every 0.5 s): poll the store for both verdicts.
+    events, decisions = await until(
+        lambda: len(mine((found := stored(run))[1], lambda d: d.directive_id)) >= 2 and found,
+        what=f"both verdicts on {directive_id} in the store",
+        seen=lambda: stored(run)[1],
+    )
     trail = mine([e for e in events if e.type.startswith("directive_")], lambda e: e.data["directive"]["id"])
     assert [(e.type, e.data["directive"]["state"]) for e in trail] == [
         ("directive_proposed", "pending"),

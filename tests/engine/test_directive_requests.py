@@ -1,19 +1,20 @@
 """Directive requests against the real supervisor (with the fake trainer): propose, approve,
 hostile input and a flood of 10,000 proposals, while the supervisor keeps serving and
-stores every verdict."""
+stores every verdict. (How fast it answers meanwhile is measured in bench/directive_flood.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-import time
+from typing import Any
 
 import pytest
 
 from engine.protocol import ApplyDirective, Approve, Ping, Propose
 from engine.run.directory import RunDir
 from engine.run.store import Store
+from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 
 async def test_propose_approve_and_hostile_values(run: RunDir, start, connect, fake_env) -> None:
@@ -59,28 +60,32 @@ async def test_flood_of_ten_thousand_is_rate_limited_every_verdict_stored_and_pi
     for batch in range(20):  # 500 at a time: a flooder that never reads is dropped as too slow
         for i in range(500):
             await flooder.send(Propose(id=f"f{batch}-{i}", values={"lr_multiplier": 0.5}, source="flood"))
-        started = time.monotonic()
-        pong, _ = await watcher.answer(Ping(id=f"still-there-{batch}"), timeout=20)
-        assert pong.kind == "ok" and time.monotonic() - started < 5
+        pong, _ = await watcher.answer(Ping(id=f"still-there-{batch}"), timeout=30)
+        assert pong.kind == "ok"  # another client is still served between two batches
         while len(answers) < 500 * (batch + 1):
-            message = await flooder.recv(timeout=20)
+            message = await flooder.recv(timeout=30)
             if message.kind in ("ok", "error"):
                 answers.append(message)
     states = [a.result["directive"]["state"] for a in answers if a.kind == "ok"]
     assert states.count("pending") <= 6 and states.count("rejected") >= 10_000 - 32
     _, seen = await watcher.until(lambda m: m.kind == "telemetry")  # telemetry still flows
     rate_limited = 10_000 - states.count("pending")
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30  # decisions are flushed in batches, summaries every 2 s
-    while True:
+
+    def stored() -> tuple[list[Any], list[Any], int]:
+        """(events, decisions, proposals the rate-limit summaries counted) in the store."""
         with Store(run.store, readonly=True) as store:
             events = store.events_since(0)
             decisions = [d for _, d in store.decisions()]
-        summaries = [e for e in events if e.type == "directives_rate_limited"]
-        counted = sum(e.data["count"] for e in summaries)
-        if (len(decisions) >= 10_000 and counted >= rate_limited) or loop.time() > deadline:
-            break
-        await asyncio.sleep(0.25)
+        counted = sum(e.data["count"] for e in events if e.type == "directives_rate_limited")
+        return events, decisions, counted
+
+    # Decisions are flushed in batches, summaries every 2 s.
+    events, decisions, counted = await until(
+        lambda: (found := stored())[2] >= rate_limited and len(found[1]) >= 10_000 and found,
+        timeout=60,
+        what=f"10,000 stored verdicts and summaries counting {rate_limited} rate-limited",
+        seen=lambda: (len(stored()[1]), stored()[2]),
+    )
     assert len(decisions) == 10_000  # one stored verdict per proposal
     assert {d.directive_id for d in decisions} == {a.result["directive"]["id"] for a in answers}
     assert sum(d.rate_limited for d in decisions) == rate_limited
@@ -99,19 +104,19 @@ async def test_an_operators_decision_never_waits_behind_a_flood_of_proposals(
     operator = await connect(telemetry=False)
     await flooder.recv()
     await operator.recv()
-    arrivals: list[float] = []
+    answers: list[str] = []
 
     async def drain() -> None:  # the flooder reads its answers as they come
-        while len(arrivals) < 1500:
-            message = await flooder.recv(timeout=30)
+        while len(answers) < 1500:
+            message = await flooder.recv(timeout=60)
             if message.kind in ("ok", "error"):
-                arrivals.append(time.monotonic())
+                answers.append(message.id)
 
     for i in range(1500):  # the pace answers 200 at once, then 500/s: ~2.6 s of backlog
         await flooder.send(Propose(id=f"f{i}", values={"lr_multiplier": 0.5}, source="flood"))
     reader = asyncio.create_task(drain())
-    answer, _ = await operator.answer(Approve(id="op", directive_id="no-such-directive"), timeout=30)
-    answered_at = time.monotonic()
+    answer, _ = await operator.answer(Approve(id="op", directive_id="no-such-directive"), timeout=60)
+    flood_answered = len(answers)  # when the operator had its answer
     await reader
     assert answer.kind == "error" and "no-such-directive" in answer.reason
-    assert answered_at < arrivals[-1]  # served while proposals were still queued, not after them
+    assert flood_answered < 1500  # served while proposals were still queued, not after them

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
 
 from engine.doctor.examiner import EnvironmentDoctor, read_module_constants
 from engine.doctor.findings import NO_GPU, judge, verdict_of

@@ -9,18 +9,22 @@ from pathlib import Path
 import pytest
 
 from engine.config_file import build_run_config
+from engine.domain import Event
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Hello, decode_server
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from engine.supervisor.console_outbox import ConsoleClient
+from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def run(home: Path) -> RunDir:
-    config = build_run_config({"alerts": {"hardware_interval_s": 0.5}}, steps=1000)
+def run(home: Path, request: pytest.FixtureRequest) -> RunDir:
+    """A run with a hardware reading every 0.5 s (``indirect`` parametrization: another interval)."""
+    interval_s = getattr(request, "param", 0.5)
+    config = build_run_config({"alerts": {"hardware_interval_s": interval_s}}, steps=1000)
     return RunDir.create(config, home=home)
 
 
@@ -30,8 +34,8 @@ async def test_console_gets_hardware_with_engine_processes(run: RunDir, start, c
     client = await connect()
     await client.until(lambda m: m.kind == "telemetry")
     # The first reading comes with the doctor at start (FIRST_DOCTOR_S), then every 0.5 s.
-    first, _ = await client.until(lambda m: m.kind == "hardware", timeout=10)
-    second, _ = await client.until(lambda m: m.kind == "hardware", timeout=5)
+    first, _ = await client.until(lambda m: m.kind == "hardware", timeout=30)
+    second, _ = await client.until(lambda m: m.kind == "hardware", timeout=30)
     snapshot = second.snapshot
     assert snapshot.ts > first.snapshot.ts
     roles = {p.role: p for p in snapshot.host.processes}
@@ -45,19 +49,21 @@ async def test_console_gets_hardware_with_engine_processes(run: RunDir, start, c
         assert all(e.type != "hardware" for e in store.events_since(0))
 
 
+@pytest.mark.parametrize("run", [600.0], indirect=True, ids=["next-reading-in-10-min"])
 async def test_a_late_console_gets_the_newest_reading_at_once(run: RunDir, start, connect, fake_env) -> None:
+    """The next reading is 10 minutes away: the one a late console gets is the one on joining."""
     fake_env(rate_hz=20)
     running = await start()
     first = await connect()
-    await first.until(lambda m: m.kind == "hardware", timeout=10)
+    reading, _ = await first.until(lambda m: m.kind == "hardware", timeout=30)  # the doctor's, at start
     assert running.supervisor.alerts is not None and running.supervisor.alerts.latest is not None
     late = await connect()
-    message, _ = await late.until(lambda m: m.kind == "hardware", timeout=2)
-    assert message.snapshot.ts <= running.supervisor.alerts.latest.ts
+    message, _ = await late.until(lambda m: m.kind == "hardware", timeout=30)
+    assert message.snapshot == reading.snapshot == running.supervisor.alerts.latest
 
 
 class _SlowWriter:
-    """A console socket whose writes take a while: readings pile up behind it."""
+    """A console socket whose writes take a while (simulated): readings pile up behind it."""
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
@@ -68,18 +74,31 @@ class _SlowWriter:
     async def drain(self) -> None:
         await asyncio.sleep(0.05)
 
+    def sent(self) -> list[tuple[str, float | int]]:
+        """(kind, reading ts or event seq) of every message written."""
+        messages = [decode_server(line) for line in self.lines]
+        return [(m.kind, m.snapshot.ts if m.kind == "hardware" else m.event.seq) for m in messages]
+
 
 async def test_newest_reading_wins_per_console() -> None:
     writer = _SlowWriter()
     client = ConsoleClient(writer, Hello(protocol=1))  # type: ignore[arg-type]
-    for ts in range(1, 6):  # offered faster than the socket drains: never queued, replaced
-        client.offer_hardware(HardwareSnapshot(ts=float(ts), nvml="NVML: no driver"))
-    await asyncio.sleep(0.2)
-    sent = [decode_server(line) for line in writer.lines]
-    assert [m.snapshot.ts for m in sent if m.kind == "hardware"] == [5.0]
-    quiet = ConsoleClient(_SlowWriter(), Hello(protocol=1, telemetry=False))  # type: ignore[arg-type]
-    quiet.offer_hardware(HardwareSnapshot(ts=1.0))
-    await asyncio.sleep(0.1)
-    assert quiet.writer.lines == []  # type: ignore[attr-defined]
-    client._pump_task.cancel()
-    quiet._pump_task.cancel()
+    quiet_writer = _SlowWriter()
+    quiet = ConsoleClient(quiet_writer, Hello(protocol=1, telemetry=False))  # type: ignore[arg-type]
+    try:
+        for ts in range(1, 6):  # offered faster than the socket drains: never queued, replaced
+            client.offer_hardware(HardwareSnapshot(ts=float(ts), nvml="NVML: no driver"))
+        await until(lambda: writer.lines, what="the first reading", seen=writer.sent)
+        client.offer_hardware(HardwareSnapshot(ts=6.0, nvml="NVML: no driver"))  # after it: sent too
+        await until(lambda: len(writer.lines) >= 2, what="the reading offered later", seen=writer.sent)
+        assert writer.sent() == [("hardware", 5.0), ("hardware", 6.0)]
+
+        # A console that asked for no telemetry gets no readings: an event offered after the
+        # reading goes out, and nothing else is left to send.
+        quiet.offer_hardware(HardwareSnapshot(ts=1.0))
+        quiet.push_event(Event(seq=1, ts=1.0, type="note", message="after the reading"))
+        await until(lambda: quiet_writer.lines, what="the event", seen=quiet_writer.sent)
+        assert quiet_writer.sent() == [("event", 1)] and quiet._hardware is None
+    finally:
+        client._pump_task.cancel()
+        quiet._pump_task.cancel()

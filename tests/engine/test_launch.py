@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,9 @@ from engine.run import launch
 from engine.run.directory import RunDir, pid_alive
 from engine.run.status import offline_status
 from engine.run.store import Store
+from tests.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fakes" / "fake_trainer.py"
 
@@ -31,15 +31,12 @@ def _kill_group(pid: int | None) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _wait_gone(pid: int, timeout: float = 15.0) -> None:
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
     proc = launch._spawned.get(pid)
     if proc is not None:
         proc.wait(timeout)
         return
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still alive"
-        time.sleep(0.05)
+    wait_for(lambda: not pid_alive(pid), timeout=timeout, what=f"pid {pid} to exit")
 
 
 @pytest.fixture
@@ -64,15 +61,19 @@ def _env(**fake: object) -> dict[str, str]:
 def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, spawned: list[int]) -> None:
     pid = launch.spawn_supervisor(run, extra_env=_env(rate_hz=50))
     spawned.append(pid)
-    launch.wait_until_serving(run, pid, timeout=20)
+    launch.wait_until_serving(run, pid, timeout=30)
     assert os.getsid(pid) != os.getsid(0)  # its own session: no terminal, no SIGHUP
     assert os.getsid(pid) == pid and os.getpgid(pid) == pid
     assert run.supervisor_pid() == pid
 
     os.kill(pid, signal.SIGHUP)
-    time.sleep(0.3)
+    wait_for(
+        lambda: "SIGHUP ignored" in run.supervisor_log.read_text(),
+        timeout=30,
+        what="the supervisor to handle SIGHUP",
+    )
     assert pid_alive(pid)
-    launch.wait_until_serving(run, pid, timeout=5)
+    launch.wait_until_serving(run, pid, timeout=30)
     assert offline_status(run).state in ("starting", "running")
 
     os.kill(pid, signal.SIGTERM)
@@ -80,8 +81,7 @@ def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, s
     status = offline_status(run)
     assert status.state == "stopped" and "SIGTERM" in (status.exit_reason or "")
     assert not run.socket.exists() and not run.pid_file.exists()
-    log = run.supervisor_log.read_text()
-    assert "SIGHUP ignored" in log and "run stopped" in log
+    assert "run stopped" in run.supervisor_log.read_text()
 
 
 def test_wait_until_serving_reports_a_supervisor_that_died(home: Path, spawned: list[int]) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 from engine.supervisor.rank_processes import rank_processes
+from tests.waiting import wait_for
 
 
 def test_children_with_a_rank_are_listed_in_rank_order() -> None:
@@ -14,9 +14,12 @@ def test_children_with_a_rank_are_listed_in_rank_order() -> None:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 10
-        while len(found := rank_processes(launcher.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        found = wait_for(
+            lambda: len(ranks := rank_processes(launcher.pid)) >= 2 and ranks,
+            timeout=30,
+            what="both ranked children",
+            seen=lambda: rank_processes(launcher.pid),
+        )
         assert list(found) == ["rank 0", "rank 1"]
         assert len(set(found.values())) == 2 and launcher.pid not in found.values()
     finally:

@@ -334,14 +334,6 @@ class FakeEngine:
     def clients(self) -> int:
         return sum(1 for c in self._connections if c.hello is not None)
 
-    async def wait_for(self, predicate: Any, timeout: float = 5.0) -> None:
-        """Poll ``predicate()`` until it holds."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError("fake engine: condition not met in time")
-            await asyncio.sleep(0.01)
-
     # ------------------------------------------------------------------ serving
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -397,11 +389,11 @@ class FakeEngine:
 
     async def _stream_telemetry(self, conn: _Connection) -> None:
         for sample in self.telemetry:
-            while self.state == "paused":  # a held trainer takes no steps
+            while self.state == "paused":  # simulated: a held trainer takes no steps
                 await asyncio.sleep(0.01)
             self.step = sample.step
             conn.send(Telemetry(sample=self.as_ranked(sample), state=self.state))
-            await asyncio.sleep(1.0 / self.telemetry_hz)
+            await asyncio.sleep(1.0 / self.telemetry_hz)  # simulated: the trainer's step rate
 
     def _answer(self, conn: _Connection, message: ClientMessage) -> Ok | Error:
         request_id = getattr(message, "id", None)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: for tests.fakes
-
-from engine.config_file import build_run_config  # noqa: E402
-from engine.run.directory import RunDir  # noqa: E402
+from engine.config_file import build_run_config
+from engine.run.directory import RunDir
 
 
 @pytest.fixture
@@ -41,9 +38,10 @@ def live_run(run_dir: RunDir) -> RunDir:
 
 @pytest.fixture(autouse=True)
 def prompt_redraws(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pilot tests wait a fixed ~0.45 s for new data to be drawn; the console's own rate limit
-    (REDRAW_INTERVAL_S, 0.5 s, sized for CPU in bench/console_live.py) could just miss that.
-    Drawing is the same code at any rate; only the wait between two draws is shorter here."""
+    """Pilot tests wait for new data to be drawn; the console's own rate limit
+    (REDRAW_INTERVAL_S, 0.5 s, sized for CPU in bench/console_live.py) would make each wait
+    up to that long. Drawing is the same code at any rate; only the wait between two draws is
+    shorter here."""
     import memtui.console.app
 
     monkeypatch.setattr(memtui.console.app, "REDRAW_INTERVAL_S", 0.1)

@@ -15,7 +15,7 @@ from memtui.console.run_view import MAX_EVENTS, RunView
 from memtui.console.screens.alerts_screen import AlertsScreen, render_alert_list
 from memtui.console.screens.keys_screen import KeysScreen
 from tests.fakes.fake_engine import FakeEngine, make_event
-from tests.memtui.test_console import until
+from tests.waiting import until
 
 T0 = 1_700_000_000.0
 

@@ -96,7 +96,9 @@ def test_missing_config_file_is_a_config_error(home: Path, capsys: pytest.Captur
     assert "config error" in capsys.readouterr().err
 
 
-def test_help_is_quick_and_lean() -> None:
+def test_help_loads_nothing_heavy() -> None:
+    """``memtui --help`` is quick because it imports neither textual, pydantic, torch nor the
+    engine's contract (how quick is not asserted: timings belong in bench/)."""
     code = (
         "import sys, memtui.cli.main\n"
         "try:\n    memtui.cli.main.main(['--help'])\nexcept SystemExit:\n    pass\n"

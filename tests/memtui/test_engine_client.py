@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from memtui.client import (
     request_once,
 )
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -38,14 +39,6 @@ class Inbox:
     @property
     def seqs(self) -> list[int]:
         return [m.event.seq for m in self.messages if isinstance(m, EventMessage)]
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def test_hello_welcome_replay_and_telemetry(sock: Path) -> None:
@@ -103,8 +96,8 @@ async def test_reconnect_replays_from_last_seq_without_loss_or_duplicates(sock: 
         await until(lambda: len(fake.hellos) == 2 and client.state == "connected")
         fake.add_event("note")
         fake.add_event("note")
-        await until(lambda: len(inbox.seqs) >= 10)
-        await asyncio.sleep(0.05)
+        await until(lambda: len(inbox.seqs) >= 10, seen=lambda: inbox.seqs)
+        await client.ping()  # answered after everything sent before it: no late duplicate to come
         assert inbox.seqs == list(range(1, 11))
         assert fake.hellos[1].replay_from == 5
         await client.close()
@@ -117,8 +110,8 @@ async def test_backoff_keeps_trying_until_the_supervisor_appears(sock: Path) -> 
         sock, on_message=inbox, on_state=states.append, backoff_initial=0.02, backoff_max=0.05
     )
     task = asyncio.create_task(client.run())
-    await asyncio.sleep(0.15)
-    assert client.state != "connected" and states.count("connecting") >= 2
+    await until(lambda: states.count("connecting") >= 2, what="a second attempt", seen=lambda: states)
+    assert client.state != "connected"
     async with FakeEngine(sock, events=[make_event(1)]):
         await until(lambda: inbox.seqs == [1])
         await client.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from textual.geometry import Size
 
 from engine.hardware_report import (
     DiskReport,
@@ -16,11 +17,13 @@ from engine.hardware_report import (
 )
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
+from memtui.console.run_view import RunView
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.run_header import RunHeader
 from tests.fakes.fake_engine import FakeEngine, doctor_data, make_event, make_sample
-from tests.memtui.test_console import text_of, until
+from tests.memtui.console_harness import caught_up, drawn, text_of
+from tests.waiting import until
 
 GiB = 1 << 30
 WIDE = (160, 48)
@@ -80,13 +83,13 @@ async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -
         live_run.socket, run_id=live_run.run_id, telemetry=cuda, hardware=gpu_snapshot()
     ) as fake:
         app = MemtuiApp(live_run)
-        async with app.run_test(size=WIDE) as pilot:
+        async with app.run_test(size=WIDE):
             await until(lambda: app.view.hardware is not None and app.view.step == 2)
             fake.send_hardware(gpu_snapshot(ts=1_700_000_010.0, throttle_reasons=["hw_thermal"]))
             await until(lambda: app.view.hardware is not None and app.view.hardware.ts == 1_700_000_010.0)
-            await pilot.pause(0.45)
             panel = app.query_one(HardwarePanel)
             assert panel.display
+            await until(lambda: "throttled: hw_thermal" in text_of(panel))  # the new reading, drawn
             text = text_of(panel)
             assert "GPU0" in text and "95%" in text and "62°C" in text and "400/700 W" in text
             assert "30.0 GiB/80.0 GiB" in text and "alloc 20.0 GiB" in text and "rsv 24.0 GiB" in text
@@ -100,11 +103,12 @@ async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
     async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()):
         app = MemtuiApp(live_run)
         async with app.run_test(size=WIDE) as pilot:
-            await until(lambda: app.view.hardware is not None)
-            await pilot.pause(0.45)
-            text = text_of(app.query_one(HardwarePanel))
+            panel = app.query_one(HardwarePanel)
+            await until(lambda: "no GPU" in text_of(panel))
+            text = text_of(panel)
             assert "no GPU: NVML unavailable (NVML Shared Library Not Found)" in text
             assert "CPU 42%" in text and "trainer 97%" in text  # the rest still shows
+            await caught_up(app, pilot)  # an error the engine sent would have been toasted by now
             assert not [t for t in toasts(app) if "error" in t.lower()]
 
 
@@ -116,8 +120,8 @@ async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> 
             panel = app.query_one(HardwarePanel)
             assert not panel.display
             await pilot.press("6")
-            await pilot.pause(0.45)
-            assert panel.display and "no GPU" in text_of(panel)
+            assert panel.display
+            await until(lambda: "no GPU" in text_of(panel))
             await pilot.press("6")
             assert not panel.display
             assert any("hardware" in c[0] for c in app.palette_commands())
@@ -129,20 +133,26 @@ async def test_hardware_panel_redraws_only_on_a_new_reading(live_run: RunDir) ->
         live_run.socket, run_id=live_run.run_id, telemetry=samples, telemetry_hz=100, hardware=no_nvml()
     ) as fake:
         app = MemtuiApp(live_run)
-        async with app.run_test(size=WIDE) as pilot:
+        async with app.run_test(size=WIDE):
             panel = app.query_one(HardwarePanel)
-            await until(lambda: "no GPU" in panel.text)
-            await pilot.pause(0.3)  # its first drawing grew it: one more at its new size
-            drawn: list[str] = []
+            # Each drawing: the reading's time and the panel's size (a first drawing that grows
+            # the panel is drawn again at its new size; that is not a new reading).
+            drawings: list[tuple[float | None, Size]] = []
             original = panel.draw
-            panel.draw = lambda view, now: drawn.append("x") or original(view, now)  # type: ignore[method-assign]
-            await until(lambda: app.view.step == 79)
-            await pilot.pause(0.5)
-            assert drawn == []  # steps arrived, the reading did not change
+
+            def counted(view: RunView, now: float) -> str:
+                drawings.append((view.hardware.ts if view.hardware else None, panel.content_size))
+                return original(view, now)
+
+            panel.draw = counted  # type: ignore[method-assign]
+            await until(lambda: panel._view is not None and panel._view.step == 79)  # handed the last step
+            first = [key for key in drawings if key[0] is not None]
+            assert first and len(first) == len(set(first))  # 79 steps, no drawing for the same reading
             fake.send_hardware(no_nvml(ts=1_700_000_100.0))
-            await until(lambda: len(drawn) == 1)
-            await pilot.pause(0.5)
-            assert len(drawn) == 1
+            await until(lambda: any(ts == 1_700_000_100.0 for ts, _ in drawings))
+            fake.send_telemetry(make_sample(80))  # a step after the new reading
+            await until(lambda: panel._view is not None and panel._view.step == 80)
+            assert [ts for ts, _ in drawings].count(1_700_000_100.0) == 1
 
 
 @pytest.mark.parametrize("bell", [False, True])
@@ -158,26 +168,23 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
         app.bell = lambda: rung.append(time.monotonic())  # type: ignore[method-assign]
         async with app.run_test(size=WIDE) as pilot:
             await until(lambda: app.view.last_seq >= 1 and app.view.connection == "connected")
-            await pilot.pause(0.1)
-            assert toasts(app) == []  # replayed history is not announced again
             header = app.query_one(RunHeader)
-            await pilot.pause(0.45)
-            assert "CRITICAL: loss_nan" in text_of(header)  # ...but is still active
+            await until(lambda: "CRITICAL: loss_nan" in text_of(header))  # history is still active ...
+            await caught_up(app, pilot)
+            assert toasts(app) == []  # ... but replayed, it is not announced again
 
             seq = fake.events[-1].seq
             alert(fake, "heartbeat", "critical", message="no step for 12 s (limit 10 s)")
             await until(lambda: app.view.last_seq == seq + 1)
-            await pilot.pause(0.45)
+            await until(lambda: "CRITICAL ×2: loss_nan, heartbeat" in text_of(header))
             assert any("heartbeat" in t and "no step for 12 s" in t for t in toasts(app))
-            assert "CRITICAL ×2: loss_nan, heartbeat" in text_of(header)
             assert len(rung) == (1 if bell else 0)
 
             alert(fake, "heartbeat", "info", state="resolved", message="resolved: heartbeat")
             alert(fake, "loss_nan", "info", state="resolved", message="resolved: loss nan")
             alert(fake, "gpu_temperature.0", "warning", message="GPU 0 at 86 C")
             await until(lambda: app.view.last_seq == seq + 4)
-            await pilot.pause(0.45)
-            assert "CRITICAL" not in text_of(header)
+            await until(lambda: "CRITICAL" not in text_of(header))  # drawn: both resolved
             assert any("resolved: heartbeat" in t for t in toasts(app))
             assert len(rung) == (2 if bell else 0)  # the warning rings, "resolved" does not
             log = app.query_one(EventLog)
@@ -211,7 +218,7 @@ async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layou
         app = MemtuiApp(live_run)
         async with app.run_test(size=size) as pilot:
             await until(lambda: app.view.hardware is not None)
-            await pilot.pause(0.45)
+            await until(lambda: "no GPU" in " ".join(header_lines(app)))
             assert app.query_one(HardwarePanel).display is (size == WIDE)  # compact: hidden
             lines = header_lines(app)
             assert len(lines) == 2 and "⚠ no GPU: CPU training" in lines[0]  # on screen, not cut off
@@ -219,11 +226,11 @@ async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layou
                 assert "(NVML Shared Library Not Found)" in lines[0]
             doctor_event(fake, "degraded", ("degraded", f"{NO_GPU} (NVML: x)"))
             await until(lambda: any(e.type == "doctor_report" for e in app.view.events))
-            await pilot.pause(0.45)
+            await drawn(app, pilot)
             assert "doctor" not in " ".join(header_lines(app))  # no GPU is said once, not twice
             doctor_event(fake, "unhealthy", ("unhealthy", "checkpoints disk nearly full: 1.2 GiB free at /r"))
             await until(lambda: sum(e.type == "doctor_report" for e in app.view.events) == 2)
-            await pilot.pause(0.45)
+            await until(lambda: "doctor: unhealthy" in " ".join(header_lines(app)))
             lines = header_lines(app)
             assert "doctor: unhealthy — " in lines[1] and "no GPU" in lines[0]
             if size == WIDE:
@@ -238,6 +245,6 @@ async def test_with_a_gpu_and_a_healthy_doctor_the_header_says_nothing_more(live
             await until(lambda: app.view.hardware is not None)
             doctor_event(fake, "healthy")
             await until(lambda: any(e.type == "doctor_report" for e in app.view.events))
-            await pilot.pause(0.45)
+            await drawn(app, pilot)
             text = " ".join(header_lines(app))
             assert "no GPU" not in text and "doctor" not in text and "⚠" not in text

@@ -20,7 +20,7 @@ from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.console.window_reader import read_window
 from memtui.history import stored_steps
 from tests.fakes.fake_engine import make_sample
-from tests.memtui.test_console import until
+from tests.waiting import until
 
 RESTART_TS = 2000.0
 """Attempt 2's first step finished here (attempt 1's last at 1100)."""

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
-from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
+from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
 from engine.checkpoints.catalog import committed_tags, latest_tag
 from engine.config_file import build_run_config
@@ -100,12 +99,15 @@ def test_resume_after_sigkill_is_exact() -> None:
     run = make_run(raw)
     stub = SupervisorStub(run.socket)
     trainer = start_trainer(run)
-    deadline = time.monotonic() + 90
-    # Past step 13 with checkpoint 10 sealed (sealing runs in the background while training goes on).
-    while time.monotonic() < deadline and not (
-        any(s.step >= 13 for s in stub.samples) and stub.events("checkpoint_saved")
-    ):
-        time.sleep(0.01)
+    # Past step 13 with checkpoint 10 sealed (sealing runs in the background while training
+    # goes on); polled often: the kill must land before checkpoint 20.
+    wait_while_alive(
+        trainer,
+        lambda: any(s.step >= 13 for s in stub.samples) and stub.events("checkpoint_saved"),
+        what="step 13 and checkpoint 10",
+        seen=lambda: [s.step for s in stub.samples][-3:],
+        every_s=0.01,
+    )
     trainer.send_signal(signal.SIGKILL)
     trainer.communicate(timeout=30)
     stub.close()

@@ -17,7 +17,7 @@ from trainer_harness import REPO_ROOT, make_run
 from engine.config_file import build_run_config
 from engine.trainer.lr_schedule import lr_ratio
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)  # two trainer runs each, on a machine others share
 SCRIPT = Path(__file__).with_name("directive_run.py")
 
 
@@ -27,7 +27,7 @@ def run_script(run_dir: Path, steps: int, inject: bool) -> dict:
         [sys.executable, str(SCRIPT), str(run_dir), str(steps), "inject" if inject else "no"],
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=240,
         env=env,
         cwd=REPO_ROOT,
     )

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 import signal
-import time
 
 import pytest
-from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
+from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
@@ -116,9 +115,7 @@ def test_sigterm_finishes_the_step_and_checkpoints() -> None:
     run = make_run({"name": "term", "steps": 100000, "checkpoint": {"every_steps": 0}})
     supervisor = SupervisorStub(run.socket)
     trainer = start_trainer(run)
-    deadline = time.monotonic() + 90
-    while len(supervisor.samples) < 5 and time.monotonic() < deadline and trainer.poll() is None:
-        time.sleep(0.05)
+    wait_while_alive(trainer, lambda: len(supervisor.samples) >= 5, what="five steps")
     trainer.send_signal(signal.SIGTERM)
     output, _ = trainer.communicate(timeout=60)
     supervisor.close()

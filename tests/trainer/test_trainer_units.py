@@ -270,16 +270,3 @@ def test_null_link_records() -> None:
     link = NullLink(record=True)
     link.event(FreshStart())
     assert link.sent and link.sent[0].type == "fresh_start"  # type: ignore[attr-defined]
-
-
-def test_the_trainer_never_imports_textual() -> None:
-    import subprocess
-
-    code = (
-        "import sys, engine.trainer.__main__, engine.trainer.loop, engine.trainer.workload; "
-        "import engine.trainer.loop as l; l.build_engine; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'memtui', 'rich')))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"

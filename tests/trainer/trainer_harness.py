@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from engine.protocol import (
     encode,
 )
 from engine.run.directory import RunDir
+from tests.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,6 +99,23 @@ def run_trainer(
         text=True,
         timeout=timeout_s,
     )
+
+
+def wait_while_alive(
+    proc: subprocess.Popen[str],
+    predicate: Callable[[], Any],
+    *,
+    what: str,
+    timeout: float = 120.0,
+    seen: Callable[[], Any] | None = None,
+    every_s: float = 0.05,
+) -> None:
+    """Wait until ``predicate()`` holds while ``proc`` runs; fail at once if it exits first."""
+    wait_for(
+        lambda: predicate() or proc.poll() is not None, timeout=timeout, what=what, seen=seen, every_s=every_s
+    )
+    if not predicate():
+        raise AssertionError(f"the process exited with {proc.returncode} before {what}")
 
 
 def start_trainer(run: RunDir, attempt: int = 1) -> subprocess.Popen[str]:
