@@ -6,4 +6,5 @@ import sys
 
 from memtui.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing it (an import check) runs nothing
+    sys.exit(main())
