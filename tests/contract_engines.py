@@ -12,7 +12,8 @@ real supervisor's timers record about the machine it runs on (doctor reports, al
 than a restart's). A real run ends by closing its connections once its consoles have the
 final events; ``RealUnderTest`` holds it open after ``run_ended`` (until the test ends), so
 that a console can still talk to an ended run, as it can in that moment, and as it can to
-the fake, which goes on serving.
+the fake, which goes on serving. The helpers at the end read what a conversation brought:
+kinds, event signatures, an Ok's shape, a Welcome and its replay, "nothing more".
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from pydantic import BaseModel
 
 from engine import protocol
 from engine.config_file import build_run_config
-from engine.domain import Event, RunState
-from engine.events import AlertRaised, StateChanged
-from engine.protocol import Error, EventMessage, Hello, Ok, Pause, ServerMessage, Stop
+from engine.domain import Event, RunState, RunStatus
+from engine.events import AlertRaised, StateChanged, payload_of
+from engine.protocol import Error, EventMessage, Hello, Ok, Pause, Ping, ServerMessage, Status, Stop, Welcome
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit
@@ -246,3 +247,63 @@ class RealUnderTest(EngineUnderTest):
             self.task.cancel()  # its cleanup kills the trainer
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(self.task, TIMEOUT_S)
+
+
+# ------------------------------------------------------- what a console observes
+
+
+def kinds(messages: list[ServerMessage]) -> list[str]:
+    return [m.kind for m in messages]
+
+
+def signatures(messages: list[ServerMessage]) -> list[str]:
+    return [signature(e) for e in events_of(messages)]
+
+
+def json_type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def shape(result: dict[str, Any]) -> dict[str, str]:
+    """Each key of an Ok's result and the JSON type of its value."""
+    return {key: json_type(value) for key, value in result.items()}
+
+
+def typed(events: list[Event]) -> list[Event]:
+    """``events``, each checked to parse with its payload model."""
+    for event in events:
+        assert payload_of(event) is not None, f"{event.type} does not fit its payload: {event.data}"
+    return events
+
+
+def ok(messages: list[ServerMessage]) -> Ok:
+    answer = messages[-1]
+    assert isinstance(answer, Ok), answer
+    return answer
+
+
+def error(messages: list[ServerMessage]) -> Error:
+    answer = messages[-1]
+    assert isinstance(answer, Error), answer
+    return answer
+
+
+async def welcomed(engine: EngineUnderTest, **hello: Any) -> tuple[Console, Welcome, list[ServerMessage]]:
+    """A console, its Welcome and the events replayed up to the Welcome's ``last_seq``."""
+    console = await engine.connect(**hello)
+    welcome = (await console.until(lambda m: m.kind == "welcome"))[-1]
+    assert isinstance(welcome, Welcome)
+    replayed: list[ServerMessage] = []
+    if hello.get("replay_from") is not None and welcome.last_seq > hello["replay_from"]:
+        replayed = await console.until(lambda m: m.kind == "event" and m.event.seq == welcome.last_seq)
+    return console, welcome, replayed
+
+
+async def nothing_more(console: Console, tag: str) -> None:
+    """Nothing was recorded or sent since the last answer: a Ping's answer comes alone."""
+    assert kinds(await console.answer(Ping(id=f"ping-{tag}"))) == ["ok"]
+
+
+async def state_of(console: Console) -> str:
+    status = RunStatus.model_validate(ok(await console.answer(Status(id="state"))).result)
+    return status.state

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from engine.alerts import watch as alert_watch
-from engine.domain import Event, RunStatus, Thresholds, Verdict
+from engine.domain import RunStatus, Thresholds, Verdict
 from engine.events import (
     ChaosInjected,
     DirectiveApplied,
@@ -30,7 +30,6 @@ from engine.events import (
     DirectiveProposed,
     TrainerExited,
     TrainerRestarted,
-    payload_of,
 )
 from engine.protocol import (
     MAX_LINE_BYTES,
@@ -52,7 +51,6 @@ from engine.protocol import (
     StepReport,
     Stop,
     TrainerEvent,
-    Welcome,
 )
 from tests.contract_engines import (
     FAKE_TRAINER_ENV,
@@ -60,8 +58,17 @@ from tests.contract_engines import (
     EngineUnderTest,
     FakeUnderTest,
     RealUnderTest,
+    error,
     events_of,
+    kinds,
+    nothing_more,
+    ok,
+    shape,
     signature,
+    signatures,
+    state_of,
+    typed,
+    welcomed,
 )
 from tests.fakes.run_script import make_sample
 
@@ -93,66 +100,6 @@ async def engine(
     finally:
         await under_test.close()
         shutil.rmtree(home, ignore_errors=True)
-
-
-# ------------------------------------------------------------------------ helpers
-
-
-def kinds(messages: list[ServerMessage]) -> list[str]:
-    return [m.kind for m in messages]
-
-
-def signatures(messages: list[ServerMessage]) -> list[str]:
-    return [signature(e) for e in events_of(messages)]
-
-
-def json_type(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def shape(result: dict[str, Any]) -> dict[str, str]:
-    """Each key of an Ok's result and the JSON type of its value."""
-    return {key: json_type(value) for key, value in result.items()}
-
-
-def typed(events: list[Event]) -> list[Event]:
-    """``events``, each checked to parse with its payload model."""
-    for event in events:
-        assert payload_of(event) is not None, f"{event.type} does not fit its payload: {event.data}"
-    return events
-
-
-def ok(messages: list[ServerMessage]) -> Ok:
-    answer = messages[-1]
-    assert isinstance(answer, Ok), answer
-    return answer
-
-
-def error(messages: list[ServerMessage]) -> Error:
-    answer = messages[-1]
-    assert isinstance(answer, Error), answer
-    return answer
-
-
-async def welcomed(engine: EngineUnderTest, **hello: Any) -> tuple[Console, Welcome, list[ServerMessage]]:
-    """A console, its Welcome and the events replayed up to the Welcome's ``last_seq``."""
-    console = await engine.connect(**hello)
-    welcome = (await console.until(lambda m: m.kind == "welcome"))[-1]
-    assert isinstance(welcome, Welcome)
-    replayed: list[ServerMessage] = []
-    if hello.get("replay_from") is not None and welcome.last_seq > hello["replay_from"]:
-        replayed = await console.until(lambda m: m.kind == "event" and m.event.seq == welcome.last_seq)
-    return console, welcome, replayed
-
-
-async def nothing_more(console: Console, tag: str) -> None:
-    """Nothing was recorded or sent since the last answer: a Ping's answer comes alone."""
-    assert kinds(await console.answer(Ping(id=f"ping-{tag}"))) == ["ok"]
-
-
-async def state_of(console: Console) -> str:
-    status = RunStatus.model_validate(ok(await console.answer(Status(id="state"))).result)
-    return status.state
 
 
 # ------------------------------------------------------------- hello and replay
