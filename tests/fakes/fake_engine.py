@@ -1,19 +1,24 @@
 """A scripted fake supervisor that speaks the real wire protocol.
 
 Like httpx's mock transport: the console and CLI are tested against it without torch or a real
-engine. It serves a Unix socket with ``engine.protocol`` framing, answers ``Hello`` with a
-``Welcome`` and a replay of its scripted events, streams scripted telemetry at a rate, answers
-Status/Stop/Ping/Replay with ``Ok`` (or a scripted ``Error``), and records every message it
-received so tests can assert on them. ``ranks=2`` plays a two-rank run: every sample says
-``world_size=2`` and every ``rank_report_every``-th step carries both ranks' memory
-(``RankMemory``), as the trainer's ranks exchange it. ``thresholds`` are the run's levels its
-Welcome carries (None: a supervisor that sends none). Directives: ``propose`` announces one
-(``directive_proposed``); Approve/Clamp/Reject decide it (``directive_decided``), a clamp
-outside the directive's bounds is refused as the policy would. Chaos is recorded as a ``chaos``
-event and answered Ok. ``Pause`` is answered Ok at once; ``pause_after_s`` later the "trainer"
-holds (``state_changed`` to paused, ``run_paused``) and the telemetry stream waits, until
-``Pause(paused=False)`` (``state_changed`` to running, ``run_continued``); a run that has ended
-or is stopping refuses it::
+engine. It serves a Unix socket with ``engine.protocol`` framing and answers as the real
+supervisor does (``tests/test_engine_contract.py`` runs the same conversations against both):
+``Hello`` with a ``Welcome`` (the run's ``thresholds``) and a replay of its events after
+``replay_from``; Status, Ping, Replay, Stop, Pause, Chaos and the directive requests with an
+``Ok`` or an ``Error`` naming the reason; a malformed line, an unknown kind or a trainer's
+message with an ``Error`` while the conversation goes on; a bad first line with an ``Error``
+and the end of the connection. What the requests do to the run is played by
+``FakeLifecycle`` (stop, pause, a kill's restart) and ``FakeDirectives`` (propose, approve,
+clamp, reject, the trainer's echo), each event built from its ``engine.events`` payload.
+
+It streams scripted telemetry to each telemetry client at ``telemetry_hz`` (every sample,
+``coalesced=0``; a held trainer sends none) and records every message it received so tests can
+assert on them. ``ranks=2`` plays a two-rank run: every sample says ``world_size=2`` and every
+``rank_report_every``-th step carries both ranks' memory (``RankMemory``). ``thresholds`` are
+the levels its Welcome carries (default: the run config's defaults; None: a supervisor that
+sends none). ``refuse`` answers a request kind with a scripted Error. Unlike the real
+supervisor, which closes its connections once its consoles have the final events, the fake
+goes on serving after its run ended (the contract test holds the real one open likewise)::
 
     async with FakeEngine(sock, events=[...], telemetry=[...]) as engine:
         ...
@@ -32,9 +37,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, RunStatus, TelemetrySample, Thresholds
-from engine.events import DoctorReported, Payload
-from engine.hardware_report import Finding, HardwareSnapshot, SoftwareReport
+from pydantic import BaseModel
+
+from engine.config import RunConfig
+from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample, Thresholds
+from engine.events import Payload
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
     Approve,
@@ -49,6 +57,7 @@ from engine.protocol import (
     Ok,
     Pause,
     Ping,
+    Propose,
     ProtocolError,
     Reject,
     Replay,
@@ -62,96 +71,20 @@ from engine.protocol import (
     read_line,
 )
 
+from .fake_directives import FakeDirectives
+from .fake_lifecycle import FakeLifecycle
+from .run_script import (  # noqa: F401  (the builders tests import from here)
+    doctor_data,
+    make_directive,
+    make_event,
+    make_ranks,
+    make_sample,
+    started_history,
+)
 
-def make_sample(step: int, **over: Any) -> TelemetrySample:
-    """A plausible CPU step sample; ``over`` replaces any field."""
-    fields: dict[str, Any] = dict(
-        step=step,
-        ts=1_700_000_000.0 + step * 0.05,
-        samples=step * 8,
-        tokens=step * 8 * 128,
-        loss=5.5 - step * 0.01,
-        lr=3e-3,
-        grad_norm=0.8,
-        loss_scale=4096.0,
-        step_time_s=0.05,
-        tokens_per_s=20_480.0,
-        mem_allocated=300 * 2**20,
-        mem_reserved=420 * 2**20,
-        mem_peak=450 * 2**20,
-        mem_capacity=2 * 2**30,
-        mem_kind="cpu-rss",
-        micro_batch=8,
-        grad_accum=1,
-    )
-    fields.update(over)
-    return TelemetrySample(**fields)
-
-
-RANK_SKEW = 96 * 2**20
-"""Bytes each further rank holds more than the one before (a rank that holds more than its
-peers, e.g. the one with the embedding's shard, is what per-rank rows are for)."""
-
-
-def make_ranks(sample: TelemetrySample, ranks: int) -> list[RankMemory]:
-    """``ranks`` ranks' memory around ``sample``'s own (rank 0's), each a little fuller."""
-    return [
-        RankMemory(
-            rank=r,
-            allocated=sample.mem_allocated + r * RANK_SKEW,
-            reserved=sample.mem_reserved + r * RANK_SKEW + r * 2**20 * 16,
-            peak=sample.mem_peak + r * RANK_SKEW,
-            capacity=sample.mem_capacity,
-        )
-        for r in range(ranks)
-    ]
-
-
-def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
-    """A pending rule-planner directive: lower the LR, clamped by the policy to its bound."""
-    fields: dict[str, Any] = dict(
-        id=directive_id,
-        source="rules",
-        created_at=1_700_000_000.0,
-        expires_at=1_700_000_000.0 + 300,
-        step=200,
-        requested={"lr_multiplier": 0.5, "gradient_clip_norm": 2.0},
-        allowed={"lr_multiplier": 0.5, "gradient_clip_norm": 1.25},
-        bounds={"lr_multiplier": (0.1, 0.85), "gradient_clip_norm": (0.1, 1.25)},
-        reasons=["loss spiked 3x over its 50-step mean", "gradient_clip_norm clamped to 1.25"],
-    )
-    fields.update(over)
-    return DirectiveView(**fields)
-
-
-def make_event(seq: int, type: str | Payload = "note", message: str | None = None, **over: Any) -> Event:
-    """An event as the store numbers it; ``type`` may be a typed payload (its type and data)."""
-    if isinstance(type, Payload):
-        over.setdefault("data", type.data())
-        over.setdefault("severity", type.severity)
-        type = type.event_type
-    fields: dict[str, Any] = dict(
-        seq=seq, ts=1_700_000_000.0 + seq, type=type, message=message or f"event {seq}"
-    )
-    fields.update(over)  # ``ts`` too
-    return Event(**fields)
-
-
-def doctor_data(
-    verdict: str = "degraded",
-    findings: tuple[tuple[str, str], ...] = (),
-    hardware: HardwareSnapshot | None = None,
-) -> dict[str, Any]:
-    """A ``doctor_report`` event's data as the supervisor records it: ``findings`` are
-    (level, message) pairs; the software report is a bare one."""
-    report = DoctorReported(
-        ts=1_700_000_000.0,
-        verdict=verdict,  # type: ignore[arg-type]
-        findings=[Finding(level=level, message=message) for level, message in findings],  # type: ignore[arg-type]
-        software=SoftwareReport(python="3.11"),
-        hardware=hardware or HardwareSnapshot(ts=1_700_000_000.0),
-    )
-    return report.data()
+RUN_DEFAULTS = RunConfig()
+"""The config a fake run plays: its thresholds, policy bounds and limits are the defaults."""
+DEFAULT_THRESHOLDS = RUN_DEFAULTS.thresholds()
 
 
 class _Connection:
@@ -160,7 +93,7 @@ class _Connection:
         self.hello: Hello | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
-    def send(self, message: Any) -> None:
+    def send(self, message: BaseModel) -> None:
         if not self.writer.is_closing():
             self.writer.write(encode(message))
 
@@ -181,14 +114,15 @@ class FakeEngine:
         refuse: dict[str, str] | None = None,
         stop_after_s: float = 0.05,
         pause_after_s: float = 0.02,
+        restart_after_s: float = 0.05,
+        apply_after_s: float = 0.02,
         hardware: HardwareSnapshot | None = None,
         ranks: int = 1,
         rank_report_every: int = 4,
-        thresholds: Thresholds | None = None,
+        thresholds: Thresholds | None = DEFAULT_THRESHOLDS,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
-        self.state: RunState = state
         self.events: list[Event] = list(events)
         """The store: every event ever, in seq order."""
         self.telemetry = list(telemetry)
@@ -198,9 +132,8 @@ class FakeEngine:
         )
         self.refuse = dict(refuse or {})
         """kind -> reason: answer that request kind with an Error."""
-        self.stop_after_s = stop_after_s
-        self.pause_after_s = pause_after_s
-        """Seconds from a Pause request to the trainer holding (its step boundary)."""
+        self.apply_after_s = apply_after_s
+        """Seconds from an admitted directive to the trainer's echo (its step boundary)."""
         self.hardware = hardware
         """The newest hardware reading: sent to each telemetry client on joining."""
         self.ranks = ranks
@@ -212,15 +145,38 @@ class FakeEngine:
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
-        self.directives: dict[str, DirectiveView] = {}
-        """id -> the newest version of each proposed directive."""
-        self.on_stopped: Callable[[], None] | None = None
-        """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
-        self._connections: list[_Connection] = []
         self.step = 0
         """The newest step sent (a pause holds after it)."""
-        self._pausing: asyncio.TimerHandle | None = None  # a hold or release on its way
+        self.lifecycle = FakeLifecycle(
+            self.record,
+            state,
+            run_dir=str(self.socket_path.parent),
+            step=lambda: self.step,
+            stop_after_s=stop_after_s,
+            pause_after_s=pause_after_s,
+            restart_after_s=restart_after_s,
+        )
+        self._directives = FakeDirectives(self.record, RUN_DEFAULTS)
+        self._connections: list[_Connection] = []
         self._server: asyncio.AbstractServer | None = None
+
+    @property
+    def state(self) -> RunState:
+        return self.lifecycle.state
+
+    @property
+    def directives(self) -> dict[str, DirectiveView]:
+        """id -> the newest view of each directive."""
+        return self._directives.views
+
+    @property
+    def on_stopped(self) -> Callable[[], None] | None:
+        """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
+        return self.lifecycle.on_stopped
+
+    @on_stopped.setter
+    def on_stopped(self, callback: Callable[[], None] | None) -> None:
+        self.lifecycle.on_stopped = callback
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -256,8 +212,12 @@ class FakeEngine:
 
     # ------------------------------------------------------------------ scripting
 
+    def record(self, payload: Payload, message: str = "", *, severity: Severity | None = None) -> Event:
+        """Store an event of the payload's type and send it to every client (``Recorder``)."""
+        return self.add_event(payload, message, severity=severity or payload.severity)
+
     def add_event(self, type: str | Payload = "note", message: str = "", **over: Any) -> Event:
-        """Store an event with the next seq and send it to every console; ``type`` may be a
+        """Store an event with the next seq and send it to every client; ``type`` may be a
         typed payload (its type and data)."""
         if isinstance(type, Payload):
             over.setdefault("data", type.data())
@@ -269,44 +229,17 @@ class FakeEngine:
         )
         self.events.append(event)
         for conn in self._connections:
-            if conn.hello is not None and conn.hello.role != "cli":
+            if conn.hello is not None:
                 conn.send(EventMessage(event=event))
         return event
 
-    def propose(self, directive: DirectiveView) -> Event:
-        """Announce a pending directive as the supervisor will (``directive_proposed``)."""
-        self.directives[directive.id] = directive
-        return self.add_event(
-            "directive_proposed",
-            f"directive {directive.id} from {directive.source}",
-            data={"directive": directive.model_dump(mode="json")},
-        )
-
-    def _decide(self, directive_id: str, state: str, reason: str, **update: Any) -> Error | None:
-        directive = self.directives.get(directive_id)
-        if directive is None or directive.state != "pending":
-            return Error(reason=f"no pending directive {directive_id!r}")
-        decided = directive.model_copy(update={"state": state, **update})
-        self.directives[directive_id] = decided
-        self.add_event(
-            "directive_decided",
-            f"directive {directive_id} {state}: {reason}",
-            data={"directive": decided.model_dump(mode="json")},
-        )
-        return None
-
-    def _clamp(self, message: Clamp) -> Error | None:
-        directive = self.directives.get(message.directive_id)
-        for field, value in message.values.items():
-            low, high = (directive.bounds.get(field) if directive else None) or (value, value)
-            if not low <= value <= high:
-                return Error(reason=f"policy: {field} {value} outside [{low}, {high}]")
-        return self._decide(message.directive_id, "clamped", "by the operator", allowed=dict(message.values))
+    def propose(self, directive: DirectiveView) -> None:
+        """Announce a pending directive as the supervisor does (``directive_proposed``)."""
+        self._directives.propose(directive)
 
     def set_state(self, state: RunState) -> None:
         """Change state and announce it as the supervisor does (``state_changed`` from/to)."""
-        previous, self.state = self.state, state
-        self.add_event("state_changed", f"{previous} -> {state}", data={"from": previous, "to": state})
+        self.lifecycle.set_state(state)
 
     def send_telemetry(self, sample: TelemetrySample) -> None:
         sample = self.as_ranked(sample)
@@ -340,15 +273,18 @@ class FakeEngine:
         conn = _Connection(reader, writer)
         self._connections.append(conn)
         try:
-            while True:
+            while not writer.is_closing():
                 try:
                     line = await read_line(reader)
-                except ProtocolError as err:
+                except ProtocolError as err:  # an over-long line
                     conn.send(Error(reason=err.reason))
+                    if conn.hello is None:
+                        return
                     continue
                 if line is None:
                     return
-                await self._handle_line(conn, line)
+                if conn.hello is None or line.strip():  # blank lines between messages are skipped
+                    self._handle_line(conn, line)
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -357,7 +293,7 @@ class FakeEngine:
                 self._connections.remove(conn)
             writer.close()
 
-    async def _handle_line(self, conn: _Connection, line: bytes) -> None:
+    def _handle_line(self, conn: _Connection, line: bytes) -> None:
         try:
             message = decode_client(line)
             if conn.hello is None:
@@ -395,88 +331,54 @@ class FakeEngine:
             conn.send(Telemetry(sample=self.as_ranked(sample), state=self.state))
             await asyncio.sleep(1.0 / self.telemetry_hz)  # simulated: the trainer's step rate
 
-    def _answer(self, conn: _Connection, message: ClientMessage) -> Ok | Error:
+    def _answer(self, conn: _Connection, message: ClientMessage) -> BaseModel:
+        """What the real ``ConnectionServer`` answers a console's message with."""
         request_id = getattr(message, "id", None)
         if message.kind in self.refuse:
             return Error(id=request_id, reason=self.refuse[message.kind])
         if isinstance(message, Status):
-            status = self.status.model_copy(update={"state": self.state, "last_seq": len(self.events)})
-            return Ok(id=message.id, result=status.model_dump(mode="json"))
-        if isinstance(message, Stop):
-            self._begin_stop()
-            return Ok(id=message.id, result={"state": self.state})
-        if isinstance(message, Pause):
-            return self._answer_pause(message)
+            return Ok(id=message.id, result=self._status().model_dump(mode="json"))
         if isinstance(message, Ping):
-            return Ok(id=message.id, result={"pong": True})
-        if isinstance(message, (Approve, Clamp, Reject)):
-            return self._answer_directive(message)
+            return Ok(id=message.id, result={"time": time.time()})
+        if isinstance(message, Stop):
+            return Ok(id=message.id, result={"state": self.lifecycle.request_stop(message.reason)})
+        if isinstance(message, Pause):
+            return self.lifecycle.request_pause(message.paused, message.reason, message.id)
         if isinstance(message, Chaos):
-            self.add_event(
-                "chaos",
-                f"chaos: {message.action}",
-                severity="warning",
-                data={"action": message.action, "params": message.params},
-            )
-            return Ok(id=message.id, result={"action": message.action})
+            return self.lifecycle.chaos(message)
+        if isinstance(message, (Approve, Clamp, Reject, Propose)):
+            return self._answer_directive(message)
         if isinstance(message, Replay):
             replay = [e for e in self.events if e.seq > message.since]
             for event in replay:
                 conn.send(EventMessage(event=event))
-            return Ok(id=message.id, result={"count": len(replay)})
-        return Error(id=request_id, reason=f"the fake does not handle {message.kind!r}")
+            return Ok(id=message.id, result={"replayed": len(replay)})
+        if isinstance(message, Hello):
+            return Error(reason="hello already received on this connection")
+        return Error(reason=f"{message.kind!r} is accepted only from the trainer")
 
-    def _answer_directive(self, message: Approve | Clamp | Reject) -> Ok | Error:
-        if isinstance(message, Approve):
-            refused = self._decide(message.directive_id, "approved", "by the operator")
-        elif isinstance(message, Clamp):
-            refused = self._clamp(message)
-        else:
-            refused = self._decide(message.directive_id, "rejected", message.reason)
-        if refused is not None:
-            return refused.model_copy(update={"id": message.id})
-        return Ok(
-            id=message.id, result={"directive": self.directives[message.directive_id].model_dump(mode="json")}
-        )
+    def _status(self) -> RunStatus:
+        """The scripted status, with what the run did since: state, attempts, the ending."""
+        run, status = self.lifecycle, self.status
+        update: dict[str, Any] = {
+            "state": run.state,
+            "last_seq": self.events[-1].seq if self.events else 0,
+            "restarts": status.restarts + run.restarts,
+            "attempt": max(status.attempt, run.attempt),
+        }
+        if run.exit_reason is not None:
+            update["exit_reason"] = run.exit_reason
+        return status.model_copy(update=update)
 
-    def _answer_pause(self, message: Pause) -> Ok | Error:
-        """Ok at once (the state as it is now); the hold or release follows at a step boundary."""
-        if self.state in TERMINAL_STATES or self.state == "stopping":
-            return Error(id=message.id, reason=f"the run is {self.state}: it can neither pause nor go on")
-        if self._pausing is not None:
-            self._pausing.cancel()
-        self._pausing = asyncio.get_running_loop().call_later(
-            self.pause_after_s, self._hold if message.paused else self._release, message.reason
-        )
-        return Ok(id=message.id, result={"state": self.state, "paused": message.paused})
+    def _answer_directive(self, message: Approve | Clamp | Reject | Propose) -> Ok | Error:
+        answer, admitted = self._directives.answer(message, self.step)
+        if admitted is not None:  # the trainer applies it at its next step boundary
+            asyncio.get_running_loop().call_later(self.apply_after_s, self._apply, admitted)
+        return answer
 
-    def _hold(self, reason: str) -> None:
-        self._pausing = None
-        if self.state in TERMINAL_STATES or self.state in ("stopping", "paused"):
-            return
-        self.set_state("paused")
-        step = self.step
-        self.add_event(
-            "run_paused", f"paused at step {step} ({reason})", data={"step": step, "reason": reason}
-        )
-
-    def _release(self, reason: str) -> None:
-        self._pausing = None
-        if self.state != "paused":
-            return
-        self.set_state("running")
-        self.add_event("run_continued", f"continued ({reason})", data={"reason": reason})
-
-    def _begin_stop(self) -> None:
-        if self.state in TERMINAL_STATES or self.state == "stopping":
-            return
-        self.set_state("stopping")
-        asyncio.get_running_loop().call_later(self.stop_after_s, self._finish_stop)
-
-    def _finish_stop(self) -> None:
-        self.set_state("stopped")
-        if self.on_stopped is not None:
-            self.on_stopped()
+    def _apply(self, directive_id: str) -> None:
+        if self.lifecycle.trainer_alive:
+            self._directives.applied(directive_id, self.step)
 
     # ------------------------------------------------------------------ threads
 

@@ -24,7 +24,7 @@ def test_pause_then_unpause(live_run: RunDir, capsys: pytest.CaptureFixture[str]
             f"{live_run.run_id}: pausing (now running); the trainer holds at the next step boundary\n"
         )
         wait_for(lambda: fake.state == "paused")
-        assert [e.type for e in fake.events[-2:]] == ["state_changed", "run_paused"]
+        assert [e.type for e in fake.events[-3:]] == ["pause_requested", "run_paused", "state_changed"]
 
         assert main(["pause", live_run.run_id]) == 0  # already paused: says so
         assert capsys.readouterr().out == f"{live_run.run_id}: paused\n"
@@ -34,7 +34,7 @@ def test_pause_then_unpause(live_run: RunDir, capsys: pytest.CaptureFixture[str]
         assert isinstance(sent, Pause) and sent.paused is False and sent.reason == "memtui unpause"
         assert json.loads(capsys.readouterr().out) == {"state": "paused", "paused": False}
         wait_for(lambda: fake.state == "running")
-        assert fake.events[-1].type == "run_continued"
+        assert [e.type for e in fake.events[-3:]] == ["continue_requested", "run_continued", "state_changed"]
     assert [m.kind for m in fake.requests] == ["pause", "pause", "pause"]
 
 

@@ -103,9 +103,11 @@ async def test_clamp_edits_values_and_the_policy_rechecks(live_run: RunDir, fake
         await until(lambda: [d.id for d in app.view.directives] == ["d-2"])
 
 
-async def test_clamp_outside_the_bounds_is_refused_and_stays_pending(
+async def test_clamp_outside_the_bounds_is_rejected_on_the_policys_recheck(
     live_run: RunDir, fake: FakeEngine
 ) -> None:
+    """As the real supervisor does: an operator's number is not moved into the bounds; the
+    directive is rejected, with the field named, and nothing is applied."""
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
@@ -113,9 +115,11 @@ async def test_clamp_outside_the_bounds_is_refused_and_stays_pending(
         await pilot.pause()
         await pilot.press("ctrl+a", "ctrl+k", *"0.95", "enter")
         await until(lambda: "clamp" in kinds(fake))
-        assert fake.directives["d-1"].state == "pending"  # refused: nothing decided
-        await caught_up(app, pilot)  # whatever the refusal sent has reached the console
-        assert len(app.view.directives) == 2
+        await until(lambda: [d.id for d in app.view.directives] == ["d-2"])
+        rejected = fake.directives["d-1"]
+        assert rejected.state == "rejected" and rejected.allowed == {}
+        assert "lr_multiplier 0.95 is outside the policy bounds [0.1, 0.85]" in rejected.reasons
+        assert "directive_applied" not in {e.type for e in fake.events}  # none was scheduled
 
 
 async def test_stop_needs_a_yes(live_run: RunDir, fake: FakeEngine) -> None:

@@ -73,7 +73,7 @@ async def test_requests_are_matched_by_id_and_errors_raise(sock: Path) -> None:
         client = EngineClient(sock, telemetry=False)
         task = asyncio.create_task(client.run())
         ping, status = await asyncio.gather(client.ping(), client.status())
-        assert ping.result == {"pong": True} and status.result["state"] == "running"
+        assert set(ping.result) == {"time"} and status.result["state"] == "running"
         with pytest.raises(EngineRefused, match="not allowed") as info:
             await client.stop()
         assert info.value.request_id == fake.requests[-1].id

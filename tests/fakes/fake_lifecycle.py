@@ -1,0 +1,217 @@
+"""The fake engine's run and its trainer: state, stop, pause and continue, a kill's restart.
+
+Each is recorded in the order and with the payloads the real supervisor records (its
+``Attempts``, ``TrainerReports`` and ``Journal``), the trainer's part played on timers:
+
+- Stop: ``stop_requested``, ``state_changed`` to stopping (before the answer); ``stop_after_s``
+  later the trainer finishes (``trainer_finished``, ``trainer_exited``), then ``state_changed``
+  to stopped and ``run_ended``. A second Stop, or one on an ended run, changes nothing.
+- Pause: ``pause_requested`` (before the answer); ``pause_after_s`` later the trainer holds at
+  its step boundary: ``run_paused``, then ``state_changed`` to paused. Continuing mirrors it
+  (``continue_requested``, ``run_continued``, ``state_changed`` to running). A stopping or ended
+  run refuses both; asking for what is already asked changes nothing.
+- Chaos ``kill_trainer``: ``chaos`` with the trainer's pid (before the answer); then
+  ``state_changed`` to restarting, ``trainer_exited`` (SIGKILL), ``trainer_restarted``, the
+  restart ``alert``; ``restart_after_s`` later the next attempt: ``trainer_launched``,
+  ``trainer_started``, ``state_changed`` to running (a run scripted as restarting waits for
+  ``relaunch()``). Other chaos actions are not available,
+  as in the real supervisor; with no trainer running there is nothing to kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from engine.domain import TERMINAL_STATES, RunState
+from engine.events import (
+    AlertRaised,
+    ChaosInjected,
+    ContinueRequested,
+    PauseRequested,
+    Recorder,
+    RunContinued,
+    RunEnded,
+    RunPaused,
+    StateChanged,
+    StopRequested,
+    TrainerExited,
+    TrainerFinished,
+    TrainerRestarted,
+)
+from engine.protocol import Chaos, Error, Ok
+
+from .run_script import FAKE_TRAINER_PID, trainer_launched, trainer_started
+
+KILLED = "killed by SIGKILL"
+
+
+class FakeLifecycle:
+    """The fake run's state machine; ``record`` stores and sends each event."""
+
+    def __init__(
+        self,
+        record: Recorder,
+        state: RunState,
+        *,
+        run_dir: str,
+        step: Callable[[], int],
+        stop_after_s: float,
+        pause_after_s: float,
+        restart_after_s: float,
+    ) -> None:
+        self.record = record
+        self.state: RunState = state
+        self.run_dir = run_dir
+        self.step = step
+        """The newest step the trainer reported."""
+        self.stop_after_s = stop_after_s
+        self.pause_after_s = pause_after_s
+        """Seconds from a Pause request to the trainer holding (its step boundary)."""
+        self.restart_after_s = restart_after_s
+        """Seconds from a trainer's death to its next attempt (the restart backoff)."""
+        self.hold = state == "paused"
+        """The operator asked training to hold (as the real ``Attempts.hold``)."""
+        self.stop_reason: str | None = None
+        self.exit_reason: str | None = None
+        """How the run ended, in words, once it has."""
+        self.attempt = 1
+        self.restarts = 0
+        self.trainer_alive = state not in TERMINAL_STATES and state != "restarting"
+        self.on_stopped: Callable[[], None] | None = None
+        """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
+        self._paused_at = time.monotonic()
+        self._pausing: asyncio.TimerHandle | None = None  # a hold or release on its way
+
+    @property
+    def ended(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def pid(self) -> int:
+        return FAKE_TRAINER_PID + self.attempt - 1
+
+    def set_state(self, to: RunState) -> None:
+        """Change state and announce it as the journal does (``state_changed`` from/to)."""
+        if to == self.state:
+            return
+        before, self.state = self.state, to
+        self.record(StateChanged(from_state=before, to=to), f"{before} -> {to}")
+
+    # ------------------------------------------------------------------ stopping
+
+    def request_stop(self, reason: str) -> RunState:
+        if self.ended or self.stop_reason is not None:
+            return self.state
+        self.stop_reason = reason
+        self.record(StopRequested(reason=reason), f"stop requested: {reason}")
+        self.set_state("stopping")
+        self._later(self.stop_after_s, self._finish_stop)
+        return self.state
+
+    def _finish_stop(self) -> None:
+        why = f"on request ({self.stop_reason})"
+        if self.trainer_alive:  # stopped during a restart's backoff: no trainer to finish
+            step = self.step()
+            self.record(TrainerFinished(reason="stopped", step=step), "stopped on request")
+            exited = TrainerExited(attempt=self.attempt, returncode=0, reason=why)
+            self.record(exited, f"exited with status 0 (attempt {self.attempt})")
+            self.trainer_alive = False
+        self.exit_reason = why
+        self.set_state("stopped")
+        self.record(RunEnded(state="stopped", reason=why), f"run ended stopped: {why}")
+        if self.on_stopped is not None:
+            self.on_stopped()
+
+    # ------------------------------------------------------------------- pausing
+
+    def request_pause(self, paused: bool, reason: str, request_id: str) -> Ok | Error:
+        """Ok at once (the state as it is now); the hold or release follows at a step boundary."""
+        if self.ended or self.stop_reason is not None:
+            return Error(id=request_id, reason=f"the run is {self.state}: there is no training to pause")
+        if paused != self.hold:
+            self.hold = paused
+            asked = PauseRequested(reason=reason) if paused else ContinueRequested(reason=reason)
+            self.record(asked, f"{'pause' if paused else 'continue'} requested: {reason}")
+            if self.trainer_alive:
+                self._schedule_hold()
+        return Ok(id=request_id, result={"state": self.state, "paused": paused})
+
+    def _schedule_hold(self) -> None:
+        if self._pausing is not None:
+            self._pausing.cancel()
+        self._pausing = self._later(self.pause_after_s, self._hold if self.hold else self._release)
+
+    def _hold(self) -> None:
+        self._pausing = None
+        if not self.hold or not self.trainer_alive or self.state != "running":
+            return
+        step = self.step()
+        self._paused_at = time.monotonic()
+        self.record(RunPaused(step=step), f"training paused at step {step}")
+        self.set_state("paused")
+
+    def _release(self) -> None:
+        self._pausing = None
+        if self.hold or self.state != "paused":
+            return
+        step, paused_s = self.step(), time.monotonic() - self._paused_at
+        self.record(RunContinued(step=step, paused_s=paused_s), f"training continues at step {step}")
+        self.set_state("running")
+
+    # --------------------------------------------------------------------- chaos
+
+    def chaos(self, message: Chaos) -> Ok | Error:
+        if message.action != "kill_trainer":
+            return Error(id=message.id, reason=f"chaos {message.action!r} is not available yet")
+        if not self.trainer_alive:
+            return Error(id=message.id, reason="no trainer is running to kill")
+        pid = self.pid
+        injected = ChaosInjected(action=message.action, params=message.params, pid=pid)
+        self.record(injected, f"chaos: kill_trainer (SIGKILL pid {pid})")
+        asyncio.get_running_loop().call_soon(self._killed)  # after the answer, as a death is
+        return Ok(id=message.id, result={"action": message.action, "pid": pid})
+
+    def _killed(self) -> None:
+        self.trainer_alive = False
+        if self.stop_reason is not None:
+            return  # the stop in progress ends the run
+        self.restarts += 1
+        self.set_state("restarting")
+        exited = TrainerExited(attempt=self.attempt, returncode=-9, signal="SIGKILL", reason=KILLED)
+        self.record(exited, f"killed by SIGKILL (attempt {self.attempt})", severity="warning")
+        step = self.step()
+        restarted = TrainerRestarted(
+            cause=KILLED,
+            returncode=-9,
+            signal="SIGKILL",
+            last_step=step,
+            resume_step=0,
+            steps_lost=step,
+            delay_s=self.restart_after_s,
+            restarts=self.restarts,
+            streak=1,
+            next_attempt=self.attempt + 1,
+        )
+        self.record(restarted, f"trainer {KILLED}; restarting from step 0")
+        alert = AlertRaised(rule="restart", state="firing", cause=KILLED)  # type: ignore[call-arg]
+        self.record(alert, f"trainer restarted: {KILLED}, restart {self.restarts}", severity="warning")
+        self._later(self.restart_after_s, self.relaunch)
+
+    def relaunch(self) -> None:
+        """The next trainer attempt reports: after a kill's backoff, or when a test says so
+        for a run scripted as restarting (it stays so until then)."""
+        if self.stop_reason is not None or self.ended:
+            return
+        self.attempt += 1
+        launched = trainer_launched(self.attempt, self.pid, self.run_dir)
+        self.record(launched, f"trainer attempt {self.attempt} started (pid {self.pid})")
+        self.record(trainer_started(self.attempt, self.pid), f"trainer attempt {self.attempt}")
+        self.trainer_alive = True
+        self.set_state("running")
+        if self.hold:  # told at once: it holds at its first step boundary
+            self._schedule_hold()
+
+    def _later(self, delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay_s, callback)
