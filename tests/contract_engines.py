@@ -36,6 +36,7 @@ from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit
 from tests.fakes.fake_engine import FakeEngine, make_sample, started_history
+from tests.waiting import until
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
 FAKE_TRAINER_ENV = {"FAKE_TRAINER_RATE_HZ": "100", "FAKE_TRAINER_STEPS": "100000"}
@@ -137,16 +138,6 @@ class Console:
             await asyncio.wait_for(self.writer.wait_closed(), 2)
 
 
-async def wait_for(predicate: Callable[[], Any], what: str) -> None:
-    """Poll ``predicate`` (every 10 ms) until it holds; fail naming ``what`` after TIMEOUT_S."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + TIMEOUT_S
-    while not predicate():
-        if loop.time() >= deadline:
-            raise AssertionError(f"timed out after {TIMEOUT_S} s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 class EngineUnderTest:
     """What the contract test drives: start a run, connect consoles, close."""
 
@@ -233,10 +224,14 @@ class RealUnderTest(EngineUnderTest):
     async def _start_running(self) -> None:
         self.supervisor = LingeringSupervisor(self.run, [sys.executable, str(FAKE_TRAINER)])
         self.task = asyncio.create_task(self.supervisor.serve())
-        await wait_for(lambda: self.supervisor.serving.is_set() or self.task.done(), "the socket")
+        await until(
+            lambda: self.supervisor.serving.is_set() or self.task.done(), timeout=TIMEOUT_S, what="the socket"
+        )
         if self.task.done():
             self.task.result()  # raises what went wrong
-        await wait_for(lambda: self.supervisor.state == "running", "the trainer's first step")
+        await until(
+            lambda: self.supervisor.state == "running", timeout=TIMEOUT_S, what="the trainer's first step"
+        )
 
     async def close(self) -> None:
         await super().close()

@@ -21,6 +21,7 @@ from engine import protocol
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
+from tests.waiting import until
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fakes" / "fake_trainer.py"
 FAKE_TRAINER_CMD = [sys.executable, str(FAKE_TRAINER)]
@@ -59,23 +60,15 @@ def fake_env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     return set_env
 
 
-async def _wait_until(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    """Poll ``predicate`` (every 10 ms, on the loop) until it is truthy and return its value;
-    fail naming ``what`` after ``timeout`` s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not (value := predicate()):
-        if loop.time() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return value
-
-
 @pytest.fixture
 def wait_until() -> Callable[..., Awaitable[Any]]:
     """``await wait_until(predicate, "what", timeout=10.0)``: the positive condition a test
-    waits for instead of a fixed sleep."""
-    return _wait_until
+    waits for instead of a fixed sleep (``tests.waiting.until``)."""
+
+    async def waiting(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+        return await until(predicate, timeout=timeout, what=what)
+
+    return waiting
 
 
 class Client:
