@@ -158,6 +158,7 @@ def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, Termin
     """``memtui attach RUN`` in a 100x30 pseudo-terminal: (its pid, the terminal); killed at the end."""
     pid, fd = pty.fork()
     if pid == 0:  # child: the console, session leader of its own terminal
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as in a login shell, even under nohup
         os.environ.update(MEMTUI_HOME=str(home), TERM="xterm-256color", COLUMNS="100", LINES="30")
         os.execv(MEMTUI, [MEMTUI, "attach", run_id])
     try:
