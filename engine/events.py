@@ -158,9 +158,14 @@ class TrainerRestarted(Payload):
     signal: str | None = None
     last_step: int
     """Newest step the dead attempt reported."""
-    resume_step: int
-    """Step of the checkpoint the next attempt resumes from (0: from scratch)."""
-    steps_lost: int
+    candidate_step: int | None = None
+    """Step of the newest checkpoint whose files look complete (a quick check): where the next
+    attempt resumes if its full verification passes. None: no checkpoint (from scratch). What
+    the restart really cost is ``trainer_resumed``'s, once the trainer has verified and loaded."""
+    resume_step: int | None = None
+    """Written by memtui before ``trainer_resumed`` existed (the candidate, taken for the truth)."""
+    steps_lost: int | None = None
+    """Likewise: ``last_step - resume_step`` of the candidate. Read ``trainer_resumed`` instead."""
     delay_s: float
     """Backoff before the next attempt, s."""
     restarts: int
@@ -168,6 +173,30 @@ class TrainerRestarted(Payload):
     streak: int
     """Restarts in a row without a new checkpoint."""
     next_attempt: int
+
+
+class TrainerResumed(Payload):
+    """Where a restarted run really resumed: recorded when the new attempt's trainer has
+    verified and loaded a checkpoint (or started afresh), so ``steps_lost`` is the true cost."""
+
+    event_type = "trainer_resumed"
+    attempt: int
+    resume_step: int
+    """Step of the checkpoint the trainer verified and loaded (0: from scratch)."""
+    last_step: int
+    """Newest step reported before the restart."""
+    steps_lost: int
+    """Steps trained again: ``last_step - resume_step`` (never negative)."""
+    candidate_step: int | None = None
+    """The checkpoint the restart was announced with; differs from ``resume_step`` when it
+    failed its full verification (``skipped`` says why)."""
+    skipped: list[str] = Field(default_factory=list)
+    """Newer checkpoints the trainer rejected, with why."""
+
+    @property
+    def as_announced(self) -> bool:
+        """The announced candidate is what was loaded."""
+        return (self.candidate_step or 0) == self.resume_step
 
 
 class RestartsExhausted(Payload):

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from cli_harness import memtui, throwaway_home
 
-from engine.checkpoints.catalog import staging_tags
+from engine.checkpoints.catalog import committed_tags, staging_tags
 from engine.checkpoints.store import SLOW_SAVE_ENV, newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.meta import RunMeta
@@ -130,8 +130,11 @@ def test_sigkill_at_random_moments_never_loses_more_than_the_last_checkpoint(hom
         assert first_step[attempt + 1] == expected + 1, (attempt, first_step)
     restarted = events(run, "trainer_restarted")
     assert len(restarted) == 5 and all(e.data["cause"] == "killed by SIGKILL" for e in restarted)
-    assert all(e.data["steps_lost"] == e.data["last_step"] - e.data["resume_step"] >= 0 for e in restarted)
-    assert [e.data["resume_step"] for e in restarted] == [expected for _, expected, _ in kills]
+    assert [e.data["candidate_step"] or 0 for e in restarted] == [expected for _, expected, _ in kills]
+    resumed = events(run, "trainer_resumed")  # the truth, once each new trainer had loaded
+    assert [e.data["resume_step"] for e in resumed] == [expected for _, expected, _ in kills]
+    assert all(e.data["steps_lost"] == e.data["last_step"] - e.data["resume_step"] >= 0 for e in resumed)
+    assert [e.attempt for e in resumed] == [attempt + 1 for attempt, _, _ in kills]
     # Only the saves a kill cut short were passed over; no committed tag ever failed to verify.
     rejected = events(run, "checkpoint_rejected")
     assert all(e.data["tag"].endswith(".staging") for e in rejected)
@@ -175,6 +178,44 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     assert after[: len(before)] == before  # the earlier telemetry is all still there
     assert [s for a, s in after if a == 2][0] == newest + 1
     assert events(run, "checkpoint_loaded")[-1].data["step"] == newest
+    resumed_at = events(run, "trainer_resumed")[
+        -1
+    ].data  # what the power loss cost, said by the new supervisor
+    assert resumed_at["resume_step"] == newest and resumed_at["steps_lost"] == before[-1][1] - newest
     assert memtui(home, "resume", run.run_id).returncode == 1  # live: nothing to resume
     stopped = memtui(home, "stop", run.run_id)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def corrupt_largest_file(tag: Path) -> Path:
+    """Flip bytes in the middle of ``tag``'s largest file; its size stays the same."""
+    largest = max((p for p in tag.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    with open(largest, "r+b") as f:
+        f.seek(largest.stat().st_size // 2)
+        chunk = f.read(64)
+        f.seek(largest.stat().st_size // 2)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+    return largest
+
+
+def test_a_restart_reports_the_checkpoint_it_really_resumed_from(home: Path) -> None:
+    """The newest checkpoint is corrupted with its size unchanged, then the trainer killed: the
+    restart is announced with that candidate, the trainer rejects it and loads the one before,
+    and ``trainer_resumed`` says so with the steps really lost."""
+    run = start(home, steps=100000)
+    wait_for(lambda: len(committed_tags(run.checkpoints)) >= 2, what="two checkpoints")
+    assert memtui(home, "pause", run.run_id).returncode == 0  # no save between corrupting and killing
+    wait_for(lambda: meta(run).state == "paused", what="the trainer to hold")
+    (older, _), (newest, tag) = committed_tags(run.checkpoints)[-2:]
+    corrupt_largest_file(run.checkpoints / tag)
+    pid = meta(run).trainer_pid
+    assert pid is not None
+    os.killpg(pid, signal.SIGKILL)
+
+    resumed = wait_for(lambda: events(run, "trainer_resumed"), timeout=120, what="the resumed attempt")[0]
+    restarted = events(run, "trainer_restarted")[0]
+    assert restarted.data["candidate_step"] == newest  # what the supervisor could know: files look complete
+    assert resumed.data["candidate_step"] == newest and resumed.data["resume_step"] == older
+    assert resumed.data["steps_lost"] == restarted.data["last_step"] - older > 0
+    assert any(s.startswith(tag) for s in resumed.data["skipped"]) and resumed.severity == "warning"
+    assert memtui(home, "stop", run.run_id).returncode == 0

@@ -42,6 +42,7 @@ from engine.run.directory import RunDir
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
+from engine.supervisor.resumption import Resumption
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
     TrainerExit,
@@ -93,6 +94,8 @@ class Attempts:
         """The operator paused training: kept across restarts (and, in the meta, supervisors)."""
         self._link = link
         self._latest_step = latest_step
+        self.resumption = Resumption(journal)
+        """Says where a restarted attempt really resumed, once its trainer has loaded."""
         self._fresh_pending = fresh_start  # pass --fresh to the next trainer (once)
         self._stopping = asyncio.Event()
         self._proc: asyncio.subprocess.Process | None = None
@@ -227,9 +230,10 @@ class Attempts:
         return decision, newest
 
     def _announce_restart(
-        self, outcome: TrainerExit, decision: RestartDecision, resume_step: int | None
+        self, outcome: TrainerExit, decision: RestartDecision, candidate: int | None
     ) -> None:
-        """trainer_exited for the attempt that died, then trainer_restarted with the cost."""
+        """trainer_exited for the attempt that died, then trainer_restarted with the checkpoint
+        it should resume from (the candidate: ``Resumption`` says later where it really did)."""
         returncode = outcome.returncode if outcome.returncode is not None else 0
         exited = TrainerExited(
             attempt=outcome.attempt,
@@ -246,26 +250,25 @@ class Attempts:
             attempt=outcome.attempt,
         )
         last_step = self._latest_step()
-        resume = resume_step or 0
-        steps_lost = max(0, last_step - resume)
         restarted = TrainerRestarted(
             cause=decision.cause,
             returncode=returncode,
             signal=signal_name(returncode),
             last_step=last_step,
-            resume_step=resume,
-            steps_lost=steps_lost,
+            candidate_step=candidate,
             delay_s=decision.delay_s,
             restarts=self.restarts,
             streak=decision.streak,
             next_attempt=self.attempt + 1,
         )
+        where = f"the checkpoint of step {candidate} (once verified)" if candidate else "the start"
         self.journal.record(
             restarted,
-            f"trainer {decision.cause}; restarting from step {resume} in {decision.delay_s:.1f} s "
-            f"({steps_lost} steps lost; restart {self.restarts})",
+            f"trainer {decision.cause}; restarting from {where} in {decision.delay_s:.1f} s "
+            f"(restart {self.restarts}, last step {last_step})",
             attempt=outcome.attempt,
         )
+        self.resumption.expect(last_step, candidate)
         self.alerts.on_restart(f"{decision.cause}, restart {self.restarts}", {"cause": decision.cause})
 
     def announce_end(self, outcome: TrainerExit, failed: bool, reason: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.alerts.health import HealthBoard
 from engine.alerts.watch import AlertWatch
+from engine.checkpoints.store import newest_verified_step
 from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.directives.planners.factory import Planner, build_planner
@@ -115,6 +116,11 @@ class Supervisor:
         """The newest step sample the trainer reported to this supervisor."""
         return self._reports.latest if self._reports is not None else None
 
+    def _latest_step(self) -> int:
+        """The newest step reported, by this supervisor's trainer or (before one) stored."""
+        latest = self.latest or self.store.latest_step()
+        return latest.step if latest is not None else 0
+
     @property
     def state(self) -> RunState:
         return self._journal.state if self._journal is not None else "starting"
@@ -201,11 +207,13 @@ class Supervisor:
             stop_grace_s=config.checkpoint.stop_grace_s if self.stop_grace_s is None else self.stop_grace_s,
             fresh_start=self.fresh_start,
             link=lambda: connections.trainer,
-            latest_step=lambda: self.latest.step if self.latest is not None else 0,
+            latest_step=self._latest_step,
             attempt=before.attempt,
             restarts=before.restarts,
             hold=before.hold,
         )
+        if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
+            self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )

@@ -89,6 +89,7 @@ class TrainerReports:
         react = self._reactions.get(message.type)
         if react is not None and payload is not None:
             react(payload)
+        self.attempts.resumption.on_event(payload, self.attempts.attempt)
         if isinstance(payload, TrainerError):
             self.attempts.note_error(message.message, payload.restartable)
 

@@ -26,6 +26,7 @@ from engine.events import (
     RunContinued,
     StateChanged,
     TrainerRestarted,
+    TrainerResumed,
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
@@ -100,6 +101,8 @@ class RunView:
     """The newest ``memory_adapted`` event."""
     last_restart: Event | None = None
     """The newest ``trainer_restarted`` event."""
+    last_resume: TrainerResumed | None = None
+    """Where the newest restart really resumed (``trainer_resumed``: after the trainer's load)."""
     restarts: int = 0
     """Trainer restarts so far (as the newest restart event counts them)."""
     checkpoint_seq: int = 0
@@ -197,6 +200,7 @@ class RunView:
             directives=_directives_after(event, self.directives),
             last_adaptation=event if event.type == MemoryAdapted.event_type else self.last_adaptation,
             last_restart=event if event.type == TrainerRestarted.event_type else self.last_restart,
+            last_resume=TrainerResumed.of(event) or self.last_resume,
             restarts=_restarts_after(event, self.restarts),
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
             last_save=event if event.type in SAVE_EVENTS else self.last_save,

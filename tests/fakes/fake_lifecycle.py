@@ -39,6 +39,7 @@ from engine.events import (
     TrainerExited,
     TrainerFinished,
     TrainerRestarted,
+    TrainerResumed,
 )
 from engine.protocol import Chaos, Error, Ok
 
@@ -78,6 +79,7 @@ class FakeLifecycle:
         """How the run ended, in words, once it has."""
         self.attempt = 1
         self.restarts = 0
+        self._lost_from: int | None = None  # the newest step before a restart, until it resumes
         self.trainer_alive = state not in TERMINAL_STATES and state != "restarting"
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
@@ -187,14 +189,14 @@ class FakeLifecycle:
             returncode=-9,
             signal="SIGKILL",
             last_step=step,
-            resume_step=0,
-            steps_lost=step,
+            candidate_step=None,  # the fake keeps no checkpoints: from the start
             delay_s=self.restart_after_s,
             restarts=self.restarts,
             streak=1,
             next_attempt=self.attempt + 1,
         )
-        self.record(restarted, f"trainer {KILLED}; restarting from step 0")
+        self.record(restarted, f"trainer {KILLED}; restarting from the start")
+        self._lost_from = step
         alert = AlertRaised(rule="restart", state="firing", cause=KILLED)  # type: ignore[call-arg]
         self.record(alert, f"trainer restarted: {KILLED}, restart {self.restarts}", severity="warning")
         self._later(self.restart_after_s, self.relaunch)
@@ -210,6 +212,10 @@ class FakeLifecycle:
         self.record(trainer_started(self.attempt, self.pid), f"trainer attempt {self.attempt}")
         self.trainer_alive = True
         self.set_state("running")
+        if self._lost_from is not None:  # what the restart cost, said after the (fake) load
+            lost, self._lost_from = self._lost_from, None
+            resumed = TrainerResumed(attempt=self.attempt, resume_step=0, last_step=lost, steps_lost=lost)
+            self.record(resumed, f"resumed from the start (no checkpoint): {lost} steps lost")
         if self.hold:  # told at once: it holds at its first step boundary
             self._schedule_hold()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from engine.events import CheckpointSaved, MemoryAdapted, TrainerRestarted
+from engine.events import CheckpointSaved, MemoryAdapted, TrainerRestarted, TrainerResumed
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
@@ -69,18 +69,21 @@ def test_header_shows_a_restart_in_progress_then_the_count() -> None:
         cause="killed by SIGKILL",
         returncode=-9,
         last_step=52,
-        resume_step=40,
-        steps_lost=12,
+        candidate_step=40,
         delay_s=1.0,
         restarts=2,
         streak=1,
         next_attempt=3,
     )
-    event = make_event(7, restarted)
-    view = RunView(run_id="r", state="running").with_event(event)
+    event = make_event(7, restarted, attempt=2)
     restarting = plain(render_header(RunView(run_id="r", state="restarting").with_event(event), 0.0))
-    assert "restarting (killed by SIGKILL; resuming from step 40)" in restarting
-    assert "↻ 2 restarts" in plain(render_header(view, 0.0))
+    assert "restarting (killed by SIGKILL; checkpoint step 40 if it verifies)" in restarting
+    view = RunView(run_id="r", state="running").with_event(event)
+    assert plain(render_header(view, 0.0)).split("↻ ")[1].startswith("2 restarts  ")  # cost not known yet
+    # the trainer rejected step 40 (corrupt) and loaded 20: the header says what it cost
+    resumed = TrainerResumed(attempt=3, resume_step=20, last_step=52, steps_lost=32, candidate_step=40)
+    view = view.with_event(make_event(8, resumed, attempt=3))
+    assert "↻ 2 restarts, resumed at step 20, 32 steps lost" in plain(render_header(view, 0.0))
 
 
 def test_checkpoint_list_marks_states_and_latest() -> None:

@@ -161,7 +161,7 @@ def test_an_oom_on_one_rank_restarts_the_group_with_a_smaller_micro_batch() -> N
         state = store.read_meta().state
     assert state == "completed" and len(restarted) == 1, logs(run, proc)
     assert "OOM at rank 1 of 2 in step 14" in exited[0].data["error"]  # rank 1's word, via memory.json
-    assert restarted[0].data["resume_step"] == 10
+    assert restarted[0].data["candidate_step"] == 10
     first = [s for s in steps if s.attempt == 1]
     second = [s for s in steps if s.attempt == 2]
     assert [s.step for s in first] == list(range(1, 15)) and {s.micro_batch for s in first} == {8}

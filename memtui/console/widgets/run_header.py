@@ -109,7 +109,8 @@ def _paused_note(view: RunView, now: float) -> str:
 
 
 def _restart_note(view: RunView) -> str:
-    """While restarting: why and from which step; afterwards: how many restarts so far."""
+    """While restarting: why, and the checkpoint it should resume from (not verified yet);
+    afterwards: how many restarts so far and what the newest one really cost."""
     event = view.last_restart
     if event is None:
         return ""
@@ -117,9 +118,19 @@ def _restart_note(view: RunView) -> str:
         restarted = TrainerRestarted.of(event)
         if restarted is None:
             return " [$text-warning](trainer exited)[/]"
-        return f" [$text-warning]({escape(restarted.cause)}; resuming from step {restarted.resume_step})[/]"
+        return f" [$text-warning]({escape(restarted.cause)}; {_candidate(restarted)})[/]"
     count = view.restarts
-    return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}[/]"
+    resumed = view.last_resume
+    cost = ""
+    if resumed is not None and resumed.attempt > (event.attempt or 0):  # this restart's, not an older one
+        cost = f", resumed at step {resumed.resume_step}, {resumed.steps_lost} steps lost"
+    return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}{cost}[/]"
+
+
+def _candidate(restarted: TrainerRestarted) -> str:
+    """Where a restart should resume: a store written by older memtui says ``resume_step``."""
+    step = restarted.candidate_step if restarted.candidate_step is not None else restarted.resume_step
+    return f"checkpoint step {step} if it verifies" if step else "from the start"
 
 
 def _progress_line(view: RunView, now: float) -> str:
