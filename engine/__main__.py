@@ -6,6 +6,7 @@ People use ``memtui run``; this is what it starts, detached. Torch-free.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not (args.run_dir / "run.json").is_file():
         parser.error(f"{args.run_dir}: not a run directory (no run.json)")
+    from engine.run.directory import PRIVATE_UMASK
+
+    os.umask(PRIVATE_UMASK)  # all the run's files 0600, directories 0700, the trainer's too
     from engine.supervisor import daemon as supervisor  # here, so `--help` stays instant
 
     return supervisor.main(args.run_dir, stop_grace_s=args.stop_grace, fresh_start=args.fresh)

@@ -252,6 +252,22 @@ class Thresholds(BaseModel):
         return "warning" if fraction >= self.memory_warn else "ok"
 
 
+class SaveReport(BaseModel):
+    """How the newest checkpoint save of a run went, as its trainer reported it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["saved", "failed", "skipped"]
+    """saved (sealed and verified) | failed (a full disk mid-write, an I/O error) | skipped
+    (too little free disk: not attempted)."""
+    step: int
+    tag: str
+    reason: str | None = None
+    """Why it failed or was skipped."""
+    attempt: int | None = None
+    """The trainer attempt that saved (or tried to)."""
+
+
 class RunStatus(BaseModel):
     """What ``memtui status --json`` prints and the supervisor answers to ``status``."""
 
@@ -286,4 +302,10 @@ class RunStatus(BaseModel):
     ranks: list[RankMemory] | None = None
     """Several ranks: every rank's memory from the newest rank report (``ranks_step``)."""
     ranks_step: int | None = None
+    checkpoint_step: int | None = None
+    """Step of the checkpoint ``checkpoints/latest`` names: the newest that verified when it
+    was saved, where a resume starts if it still does; None before the first."""
+    last_save: SaveReport | None = None
+    """The newest save's outcome: a failed or skipped one (a final save on a full disk)
+    shows here while ``checkpoint_step`` stays at the older checkpoint."""
     last_seq: int = 0

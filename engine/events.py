@@ -339,6 +339,8 @@ class CheckpointRejected(Payload):
     tag: str
     problem: str
     step: int | None = None
+    quarantined: str | None = None
+    """Its name in ``checkpoints/quarantine/`` once moved there (a staging dir a crash left)."""
 
 
 class CheckpointLoaded(Payload):

@@ -38,6 +38,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
             f" x world {s.world_size or PLACEHOLDER}",
         ),
         *rank_rows(s),
+        ("checkpoint", checkpoint_text(s)),
         ("restarts", str(s.restarts)),
         ("running for", format_duration(now - s.started_at) if s.started_at else PLACEHOLDER),
         ("last step", format_age(now - s.updated_at) if s.updated_at else "never"),
@@ -45,6 +46,16 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def checkpoint_text(s: RunStatus) -> str:
+    """The checkpoint a resume starts from, and the newest save if it did not succeed."""
+    text = f"step {s.checkpoint_step}" if s.checkpoint_step is not None else "none yet"
+    save = s.last_save
+    if save is not None and save.outcome != "saved":
+        missed = "failed" if save.outcome == "failed" else "was skipped"
+        text += f"; the last save (step {save.step}) {missed}: {save.reason or 'no reason given'}"
+    return text
 
 
 def rank_rows(s: RunStatus) -> list[tuple[str, str]]:

@@ -118,7 +118,7 @@ def test_planner_and_operator_directives_reach_the_trainer_via_the_cli(home: Pat
     # Every verdict is in the store's decisions table, read back through the CLI.
     listed = memtui(home, "directives", run.run_id, "--decisions", "--json")
     assert listed.returncode == 0, listed.stderr
-    verdicts = [json.loads(line) for line in listed.stdout.splitlines()]
+    verdicts = json.loads(listed.stdout)
     for directive_id in (pending[0]["id"], mine["id"]):
         states = [v["state"] for v in verdicts if v["directive_id"] == directive_id]
         assert states[:2] == ["pending", "approved"]

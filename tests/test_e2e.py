@@ -20,6 +20,7 @@ import pytest
 from cli_harness import MEMTUI, memtui, throwaway_home
 
 from engine.run.directory import RunDir, list_runs
+from tests.file_modes import loose_modes
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
@@ -46,6 +47,7 @@ def start_detached(home: Path, *args: str) -> str:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        umask=0o022,  # a typical login shell's: the run must be private anyway
     )
     out, err = cli.communicate(timeout=120)
     assert cli.returncode == 0, err
@@ -115,6 +117,9 @@ def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
 
     listed = json.loads(memtui(home, "ls", "--json").stdout)
     assert [(r["run_id"], r["state"]) for r in listed] == [(run_id, "completed")]
+    # Private by default: DeepSpeed's checkpoint files, the store, the logs, every directory.
+    assert list(run.checkpoints.glob("global_step*/*.pt"))
+    assert loose_modes(run.path) == []
 
 
 class Terminal:

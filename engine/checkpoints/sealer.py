@@ -8,9 +8,9 @@ while the next steps train. Measured on the ``small`` preset (68 MB per tag), th
 half was about three quarters of the save.
 
 At most one seal is in flight: the next save waits for it (its stall counts the wait), as
-a new save clears leftover staging dirs. A crash before the seal ends leaves a staging dir,
-which the next resume removes with an event; the older checkpoints are untouched, exactly
-as for a crash during a synchronous save. Torch-free.
+a new save sets leftover staging dirs aside. A crash before the seal ends leaves a staging
+dir, which the next resume moves to ``quarantine/`` with an event; the older checkpoints are
+untouched, exactly as for a crash during a synchronous save. Torch-free.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class CheckpointSealer:
 
     def submit(self, seal: Callable[[], SaveOutcome]) -> None:
         """Start ``seal`` on the thread. The caller waits for the previous one first (and
-        before staging the next save, which clears staging dirs): one in flight at most."""
+        before staging the next save, which sets leftover staging dirs aside): one in
+        flight at most."""
         if self._in_flight is not None:
             raise RuntimeError("a checkpoint is still being sealed: wait() for it first")
         self._in_flight = self._pool.submit(seal)

@@ -2,16 +2,19 @@
 
 A save is a transaction over ``checkpoints/``::
 
-    clear leftover staging dirs  ->  check free space (skip with an alert if short)
+    quarantine leftover staging dirs  ->  check free space (skip with an alert if short)
     -> the writer (DeepSpeed) fills <tag>.staging/  ->  fsync every file
     -> manifest.json (sizes, sha256, resume state), fsync  ->  rename to <tag>, fsync dir
     -> verify <tag> against its manifest  ->  latest := <tag> (temp file + os.replace)
-    -> prune older tags beyond keep/milestones
+    -> prune older tags beyond keep/milestones (rename to <tag>.pruning, then delete)
 
 ``stage`` runs the first three (training waits for them); ``seal`` the rest, which
 ``engine.checkpoints.sealer`` may run on a background thread while training goes on.
-A crash anywhere before the rename leaves a staging dir that is never resumed from; a crash
-after it leaves a complete tag. Older tags are deleted only after the new one verified.
+A crash anywhere before the rename leaves a staging dir that is never resumed from (the
+next resume moves it to ``quarantine/``, where the newest few are kept); a crash after it
+leaves a complete tag. A save that fails on its own (a full disk mid-write) removes its
+staging dir at once. Older tags are deleted only after the new one verified, and leave the
+committed names by a rename first, so that nobody reads a half-deleted tag as one.
 The writer is a callable so that the whole protocol is tested without torch.
 """
 
@@ -123,9 +126,14 @@ class CheckpointStore:
         started = time.perf_counter()
         tag, staging = catalog.tag_for(step), catalog.staging_for(step)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.clear_staging()
-        free = self.free_bytes(self.directory)
+        for name, moved in self.quarantine_staging():
+            log.warning("%s: half-written (a save cut short); moved to quarantine/%s", name, moved)
+        self.finish_pruning()
         needed = space_needed(self._newest_size() or estimate_bytes, self.min_free_bytes)
+        free = self.free_bytes(self.directory)
+        if free < needed and (dropped := catalog.drop_quarantined_staging(self.directory, keep=0)):
+            log.warning("short of disk for a save: deleted quarantine/%s", ", quarantine/".join(dropped))
+            free = self.free_bytes(self.directory)  # a checkpoint is worth more than evidence
         if free < needed:
             reason = f"not enough free disk: {free} bytes free, {needed} needed; older checkpoints kept"
             return SaveOutcome("skipped", step, tag, reason, free_bytes=free, needed_bytes=needed)
@@ -186,13 +194,29 @@ class CheckpointStore:
         return SaveOutcome("saved", step, tag, size_bytes=manifest.size_bytes, pruned=pruned)
 
     def _prune(self, newest: int) -> list[str]:
+        """Delete committed tags beyond keep/milestones: each is renamed ``<tag>.pruning``
+        first (atomic), so that a reader sees a whole tag or one being deleted, never a
+        committed tag with files missing. Returns the tags pruned."""
         steps = [s for s, _ in catalog.committed_tags(self.directory)]
-        doomed = [catalog.tag_for(s) for s in to_prune(steps, self.keep, self.milestone_every, newest)]
-        for tag in doomed:
-            shutil.rmtree(self.directory / tag, ignore_errors=True)
-        if doomed:
+        pruned = []
+        for step in to_prune(steps, self.keep, self.milestone_every, newest):
+            doomed = self.directory / catalog.pruning_for(step)
+            shutil.rmtree(doomed, ignore_errors=True)  # a deletion a crash cut short
+            try:
+                os.rename(self.directory / catalog.tag_for(step), doomed)
+            except OSError as err:
+                log.warning("could not prune %s: %s", catalog.tag_for(step), err)
+                continue
+            pruned.append(catalog.tag_for(step))
+        if pruned:
             fsync_dir(self.directory)
-        return doomed
+            self.finish_pruning()
+        return pruned
+
+    def finish_pruning(self) -> None:
+        """Delete the tags renamed for pruning (also those a crash left half-deleted)."""
+        for _step, name in catalog.pruning_tags(self.directory):
+            shutil.rmtree(self.directory / name, ignore_errors=True)
 
     def _newest_size(self) -> int:
         for _step, tag in reversed(catalog.committed_tags(self.directory)):
@@ -202,12 +226,22 @@ class CheckpointStore:
                 continue
         return 0
 
-    def clear_staging(self) -> list[str]:
-        """Delete staging dirs left by a save a crash cut short; returns their names."""
-        names = [name for _, name in catalog.staging_tags(self.directory)]
-        for name in names:
-            self._discard(name)
-        return names
+    def quarantine_staging(self) -> list[tuple[str, str]]:
+        """Move staging dirs left by a save a crash cut short into ``quarantine/`` (for a
+        post-mortem; only the newest ``catalog.QUARANTINED_STAGING_KEPT`` stay there, and
+        all of them go before a save would be skipped for room). Returns (name, the name it
+        has in quarantine/) of each. Call it only while no save is in flight."""
+        moved = []
+        for _step, name in catalog.staging_tags(self.directory):
+            try:
+                moved.append((name, catalog.quarantine(self.directory, name).name))
+            except OSError as err:  # cannot move it: it must not linger as a staging dir
+                log.warning("could not quarantine %s (%s): deleting it", name, err)
+                self._discard(name)
+        if moved:
+            for gone in catalog.drop_quarantined_staging(self.directory):
+                log.info("deleted quarantine/%s: only the newest half-written saves are kept", gone)
+        return moved
 
     def _discard(self, name: str) -> None:
         shutil.rmtree(self.directory / name, ignore_errors=True)

@@ -142,8 +142,12 @@ class DirectiveQueue:
 
     # ---------------------------------------------------------------- proposals
 
-    def propose_raw(self, values: dict[str, Any], source: str, rationale: str = "") -> Entry:
-        """An operator's or an external planner's values, validated at the edge, then judged."""
+    def propose_raw(
+        self, values: dict[str, Any], source: str, rationale: str = "", refusal: str | None = None
+    ) -> Entry:
+        """An operator's or an external planner's values, validated at the edge, then judged.
+        ``refusal``: why a planner's reply was refused before it gave values (malformed,
+        slow, hostile); the event and the stored decision row both lead with it."""
         step = self.latest.step if self.latest else 0
         directive = draft(
             values,
@@ -153,13 +157,18 @@ class DirectiveQueue:
             ttl_s=self.config.policy.ttl_s,
             now=self.clock(),
         )
-        return self.propose(directive)
+        return self.propose(directive, refusal)
 
-    def propose(self, directive: Directive) -> Entry:
-        """Judge a directive; pending (manual), queued (auto) or rejected, each recorded."""
+    def propose(self, directive: Directive, refusal: str | None = None) -> Entry:
+        """Judge a directive; pending (manual), queued (auto) or rejected, each recorded.
+        ``refusal``: why it is rejected whatever the policy says (the first of the reasons)."""
         if directive.id in self.entries:
             raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
         verdict = self.policy.evaluate(directive, self.context())
+        if refusal is not None:
+            verdict = verdict.model_copy(
+                update={"decision": "reject", "patch": {}, "reasons": [refusal, *verdict.reasons]}
+            )
         if verdict.admitted and self._pending_count() >= self.config.policy.max_pending:
             verdict = verdict.model_copy(
                 update={

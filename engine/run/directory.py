@@ -9,6 +9,11 @@
     checkpoints/          DeepSpeed tags
     logs/supervisor.log   logs/trainer-<attempt>.log
 
+Private by default: every directory is 0700 and every file 0600. The CLI creates the run
+directory so; the supervisor and the trainer set ``PRIVATE_UMASK`` first thing, so all they
+(and DeepSpeed, SQLite, the logs) create is private too, and a mistaken ``chmod`` of the
+home exposes no telemetry, log or checkpoint.
+
 Torch-free: the console reads it to list runs that no supervisor serves any more.
 """
 
@@ -28,6 +33,10 @@ from engine.config_file import ConfigError, describe_validation
 from engine.run.durable_file import replace_atomically
 
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included
+PRIVATE_UMASK = 0o077
+"""The supervisor's and the trainer's umask: files 0600, directories 0700."""
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 
 def memtui_home() -> Path:
@@ -96,13 +105,13 @@ class RunDir:
     def create(cls, config: RunConfig, home: Path | None = None) -> RunDir:
         """Make a fresh run directory (0700) and write ``run.json``."""
         root = runs_root(home)
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        root.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for _ in range(100):
             run_id = f"{config.name}-{stamp}-{secrets.token_hex(2)}"
             path = root / run_id
             try:
-                path.mkdir(mode=0o700)
+                path.mkdir(mode=PRIVATE_DIR)
                 break
             except FileExistsError:
                 continue
@@ -119,11 +128,10 @@ class RunDir:
         return run
 
     def ensure_layout(self) -> None:
-        """Create the subdirectories and tighten permissions (idempotent)."""
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.path, 0o700)
-        self.checkpoints.mkdir(exist_ok=True)
-        self.logs.mkdir(exist_ok=True)
+        """Create the subdirectories and tighten their permissions to 0700 (idempotent)."""
+        for directory in (self.path, self.checkpoints, self.logs):
+            directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+            os.chmod(directory, PRIVATE_DIR)
 
     def write_config(self, config: RunConfig) -> None:
         doc = {"run_id": self.run_id, "created_at": time.time(), "config": config.model_dump(mode="json")}

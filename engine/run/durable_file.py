@@ -37,13 +37,16 @@ def fsync_tree(root: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
-def replace_atomically(path: Path, data: bytes) -> None:
+def replace_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old content or the new, never half.
 
-    Temp file beside it, fsync, ``os.replace``, fsync of the directory.
+    Temp file beside it (created ``mode``, private by default, whatever the umask), fsync,
+    ``os.replace``, fsync of the directory.
     """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(fd, mode)  # a temp file a crash left keeps its old mode through O_CREAT
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

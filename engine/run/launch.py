@@ -1,9 +1,10 @@
 """Starting a run's supervisor so that it outlives the terminal that started it.
 
 ``memtui run`` calls ``spawn_supervisor`` then ``wait_until_serving``. The supervisor gets
-its own session and process group (``start_new_session``), stdin from /dev/null and its
-output appended to ``logs/supervisor.log``: a closed terminal, an SSH hang-up or SIGHUP
-never reaches it. Torch-free, so ``memtui run`` stays quick.
+its own session and process group (``start_new_session``), stdin from /dev/null, its
+output appended to ``logs/supervisor.log`` (0600) and the private umask (files it creates
+are 0600, directories 0700): a closed terminal, an SSH hang-up or SIGHUP never reaches it.
+Torch-free, so ``memtui run`` stays quick.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import engine
 from engine import protocol
-from engine.run.directory import RunDir, pid_alive
+from engine.run.directory import PRIVATE_FILE, PRIVATE_UMASK, RunDir, pid_alive
 
 LOG_TAIL_BYTES = 4000  # of supervisor.log quoted in a start failure
 POLL_S = 0.05  # between connection attempts
@@ -47,7 +48,8 @@ def spawn_supervisor(
     source_root = str(Path(engine.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")  # log lines reach supervisor.log as they happen
-    with open(os.devnull, "rb") as devnull, open(run.supervisor_log, "ab") as log:
+    log_fd = os.open(run.supervisor_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+    with open(os.devnull, "rb") as devnull, open(log_fd, "ab") as log:
         proc = subprocess.Popen(
             supervisor_command(run, extra_args),
             stdin=devnull,
@@ -57,6 +59,7 @@ def spawn_supervisor(
             env=env,
             close_fds=True,
             start_new_session=True,  # own session + process group: no SIGHUP, no terminal
+            umask=PRIVATE_UMASK,  # before the interpreter creates anything
         )
     _spawned[proc.pid] = proc
     return proc.pid

@@ -1,4 +1,5 @@
-"""A run's status from what is on disk: ``run.json`` plus the store, read-only.
+"""A run's status from what is on disk: ``run.json``, the store and the ``latest`` pointer
+of its checkpoints, read-only.
 
 ``memtui status`` and ``memtui ls`` use ``offline_status`` for runs no supervisor serves;
 the supervisor answers ``status`` with ``compose_status`` over the same store plus its
@@ -8,10 +9,12 @@ newest in-memory sample, so the two never disagree. Torch-free.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from typing import Any, NamedTuple
 
-from engine.domain import TERMINAL_STATES, RunState, RunStatus, TelemetrySample
+from engine.domain import TERMINAL_STATES, RunState, RunStatus, SaveReport, TelemetrySample
+from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
@@ -30,6 +33,10 @@ _SAMPLE_FIELDS = (
     "grad_accum",
     "world_size",
 )
+SAVE_EVENTS = (CheckpointSaved.event_type, CheckpointFailed.event_type, CheckpointSkipped.event_type)
+LATEST_POINTER = "latest"
+TAG = re.compile(r"global_step(\d+)")
+"""The names ``engine.checkpoints.catalog`` gives (``engine.run`` is below it: no import)."""
 
 
 def offline_status(run: RunDir) -> RunStatus:
@@ -38,18 +45,26 @@ def offline_status(run: RunDir) -> RunStatus:
     meta = RunMeta()
     latest: TelemetrySample | None = None
     report: TelemetrySample | None = None
+    save: SaveReport | None = None
     last_seq = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
                 meta, latest, last_seq = store.read_meta(), store.latest_step(), store.last_seq()
-                report = rank_report(store, latest)
+                report, save = rank_report(store, latest), save_report(store)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
             meta = RunMeta() if alive else RunMeta(exit_reason=f"store unreadable: {err}")
     return compose_status(
-        run, identity_of(run), meta, latest, last_seq, supervisor_alive=alive, rank_report=report
+        run,
+        identity_of(run),
+        meta,
+        latest,
+        last_seq,
+        supervisor_alive=alive,
+        rank_report=report,
+        last_save=save,
     )
 
 
@@ -58,6 +73,36 @@ def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample
     if latest is None or latest.world_size <= 1:
         return None
     return latest if latest.ranks else store.latest_rank_report()
+
+
+def save_report(store: Store) -> SaveReport | None:
+    """The newest save's outcome from its event (saved, failed or skipped); None before any."""
+    event = store.newest_event(SAVE_EVENTS)
+    if event is None:
+        return None
+    saved = CheckpointSaved.of(event)
+    if saved is not None:
+        return SaveReport(outcome="saved", step=saved.step, tag=saved.tag, attempt=event.attempt)
+    missed = CheckpointFailed.of(event) or CheckpointSkipped.of(event)
+    if missed is None:
+        return None  # a damaged row: nothing to say rather than something wrong
+    return SaveReport(
+        outcome="failed" if event.type == CheckpointFailed.event_type else "skipped",
+        step=missed.step,
+        tag=missed.tag,
+        reason=missed.reason,
+        attempt=event.attempt,
+    )
+
+
+def checkpoint_step(run: RunDir) -> int | None:
+    """Step of the tag the checkpoints' ``latest`` pointer names, if that tag is there."""
+    try:
+        name = (run.checkpoints / LATEST_POINTER).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = TAG.fullmatch(name)
+    return int(found.group(1)) if found and (run.checkpoints / name).is_dir() else None
 
 
 def compose_status(
@@ -69,9 +114,10 @@ def compose_status(
     *,
     supervisor_alive: bool,
     rank_report: TelemetrySample | None = None,
+    last_save: SaveReport | None = None,
 ) -> RunStatus:
-    """RunStatus from the run's identity, its stored meta, its newest step sample and (several
-    ranks) the newest sample that carried every rank's memory."""
+    """RunStatus from the run's identity, its stored meta, its newest step sample, (several
+    ranks) the newest sample that carried every rank's memory and the newest save's outcome."""
     run_id, name, target = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -96,6 +142,8 @@ def compose_status(
         supervisor_pid=meta.supervisor_pid if supervisor_alive else None,
         trainer_pid=meta.trainer_pid if supervisor_alive else None,
         exit_reason=exit_reason,
+        checkpoint_step=checkpoint_step(run),
+        last_save=last_save,
         last_seq=last_seq,
         **fields,
     )

@@ -208,6 +208,20 @@ class Store:
             return 0
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
 
+    def newest_event(self, types: tuple[str, ...]) -> Event | None:
+        """The newest event of one of ``types``, or None (read from the newest back)."""
+        if not self._has_tables() or not types:
+            return None
+        row = self._db.execute(
+            "SELECT seq, ts, type, severity, message, data, attempt FROM events"
+            f" WHERE type IN ({', '.join('?' * len(types))}) ORDER BY seq DESC LIMIT 1",
+            types,
+        ).fetchone()
+        if row is None:
+            return None
+        s, ts, t, sev, msg, d, a = row
+        return Event(seq=s, ts=ts, type=t, severity=sev, message=msg, data=json.loads(d), attempt=a)
+
     # -------------------------------------------------------------------- steps
 
     def add_step(self, sample: TelemetrySample) -> None:

@@ -35,7 +35,7 @@ from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
 from engine.run.durable_file import replace_atomically
 from engine.run.meta import RunMeta
-from engine.run.status import RunIdentity, compose_status, rank_report
+from engine.run.status import RunIdentity, compose_status, rank_report, save_report
 from engine.run.store import Store
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
@@ -304,6 +304,7 @@ class Supervisor:
             self.store.last_seq(),
             supervisor_alive=True,
             rank_report=rank_report(self.store, latest),
+            last_save=save_report(self.store),
         )
 
     def hardware(self) -> HardwareSnapshot | None:

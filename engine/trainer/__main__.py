@@ -23,7 +23,7 @@ from types import FrameType
 
 from engine.domain import EXIT_NO_CHECKPOINT
 from engine.events import TrainerError
-from engine.run.directory import RunDir
+from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
 
@@ -95,6 +95,7 @@ def open_link(run: RunDir, args: argparse.Namespace) -> Link:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.umask(PRIVATE_UMASK)  # checkpoints and memory.json 0600, directories 0700
     args = parse_args(argv)
     configure_logging()
     if "LOCAL_WORLD_SIZE" in os.environ:  # a rank under torchrun: never outlive the launcher

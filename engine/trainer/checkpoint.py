@@ -198,9 +198,10 @@ def resume(
 ) -> Resumed | None:
     """Load the newest checkpoint that verifies; None for a fresh start at step 0.
 
-    Every tag passed over gets a ``checkpoint_rejected`` event naming its problem and is
-    moved to ``quarantine/``. Raises NoVerifiedCheckpoint when checkpoints existed but none
-    verifies and ``allow_fresh`` is False: a silent fresh start would throw the run away.
+    Every tag passed over, and every staging dir a crash left, gets a
+    ``checkpoint_rejected`` event naming its problem and is moved to ``quarantine/``.
+    Raises NoVerifiedCheckpoint when checkpoints existed but none verifies and
+    ``allow_fresh`` is False: a silent fresh start would throw the run away.
     With several ranks, rank 0 verifies and chooses and every rank loads the same tag.
     """
     group = group or RankGroup()
@@ -237,10 +238,10 @@ class _Choice:
 
 def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
     """Verify, choose, report and set aside (rank 0 only: it reads and moves files)."""
-    for name in store.clear_staging():
+    for name, moved in store.quarantine_staging():
         link.event(
-            CheckpointRejected(tag=name, problem="half-written: a save cut short"),
-            f"{name}: half-written (a save cut short); removed",
+            CheckpointRejected(tag=name, problem="half-written: a save cut short", quarantined=moved),
+            f"{name}: half-written (a save cut short); moved to quarantine/{moved}",
         )
     plan, rejected = store.plan_resume(allow_fresh)
     for verdict in rejected:

@@ -12,9 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from memtui.cli.errors import CliError
+
+DECISION_PAGE_ROWS = 5000
+"""Stored verdicts read per page: memory stays one page however many there are."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -34,7 +39,7 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="list every policy verdict instead (one per line, oldest first: decision id, directive,"
         " verdict, resulting state, source, reasons), rate-limited ones included; with --json,"
-        " one JSON object per line",
+        " one JSON list of them ([] when there are none)",
     )
     listing.add_argument(
         "--directive", metavar="ID", help="with --decisions: only the verdicts on this directive"
@@ -101,16 +106,19 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_directives(args: argparse.Namespace) -> int:
+    from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
 
     run = require_run(args.run, live=False, prefer_live=True)
     if args.decisions:
-        return print_decisions(run.store, args.directive, args.json)
+        if not print_decisions(run.store, args.directive, args.json) and not args.json:
+            print(f"{run.run_id}: no verdicts stored", file=sys.stderr)
+        return 0
     views = stored_directives(run.store)
     if args.pending:
         views = [v for v in views if v["state"] == "pending"]
     if args.json:
-        print(json.dumps(views, indent=2))
+        print_json(views)
     elif not views:
         print(f"{run.run_id}: no directives", file=sys.stderr)
     else:
@@ -178,6 +186,8 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
     from engine.run.store import Store
 
     newest: dict[str, dict[str, Any]] = {}
+    if not Path(store_path).exists():
+        return []  # a run whose supervisor has not started yet
     with Store(store_path, readonly=True) as store:
         cursor = 0
         while page := store.events_since(cursor, 1000):
@@ -194,19 +204,29 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
 
 
 def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
-    """Every stored verdict, a page at a time (a flood leaves tens of thousands)."""
+    """Every stored verdict, oldest first, as lines or one JSON list (streamed: a flood leaves
+    tens of thousands, read a page at a time); returns how many."""
     from engine.run.store import Store
+    from memtui.cli.json_document import stream_json_array
 
+    if not Path(store_path).exists():
+        return stream_json_array(()) if as_json else 0
     with Store(store_path, readonly=True) as store:
-        cursor = 0
-        while page := store.decisions(cursor, 5000, directive_id):
-            for row_id, d in page:
-                if as_json:
-                    print(json.dumps({"row": row_id, **d.model_dump(mode="json")}))
-                else:
-                    print(decision_line(d))
-            cursor = page[-1][0]
-    return 0
+        rows = _stored_decisions(store, directive_id)
+        if as_json:
+            return stream_json_array({"row": row_id, **d.model_dump(mode="json")} for row_id, d in rows)
+        count = 0
+        for _row_id, d in rows:
+            print(decision_line(d))
+            count += 1
+        return count
+
+
+def _stored_decisions(store: Any, directive_id: str | None) -> Iterator[tuple[int, Any]]:
+    cursor = 0
+    while page := store.decisions(cursor, DECISION_PAGE_ROWS, directive_id):
+        yield from page
+        cursor = page[-1][0]
 
 
 def decision_line(d: Any) -> str:

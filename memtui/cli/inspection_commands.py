@@ -9,7 +9,6 @@ Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -207,4 +206,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2))
+    from memtui.cli.json_document import print_json
+
+    print_json(value)

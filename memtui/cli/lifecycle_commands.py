@@ -3,7 +3,9 @@
 
 A run is its detached supervisor: ``run`` and ``resume`` start one and wait until it serves,
 then open the console unless ``--detach``; closing the console leaves the run going.
-``stop`` asks the supervisor to finish the step, checkpoint and exit, and waits for it.
+``stop`` asks the supervisor to finish the step, checkpoint and exit, waits for it, and
+says how it ended: a final save that failed and the newest verified checkpoint included
+(``memtui.cli.ending_report``).
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -26,7 +28,6 @@ STOP_TIMEOUT_S = 120.0
 STOP_POLL_S = 0.25
 STOP_GRACE_S = 5.0
 """After a terminal state, how long to wait for the supervisor process to exit."""
-OK_ENDINGS = ("stopped", "completed")
 
 
 # --------------------------------------------------------------------------- parsers
@@ -79,9 +80,14 @@ def add_stop_parser(sub: Any) -> None:
     stop = sub.add_parser(
         "stop",
         help="stop a run gracefully and wait for it",
-        description="Ask the supervisor to stop (finish the step, checkpoint, exit) and wait.",
+        description=(
+            "Ask the supervisor to stop (finish the step, checkpoint, exit) and wait; then say "
+            "how it ended, whether the final save failed, and the newest verified checkpoint. "
+            "Exit 1 unless the run stopped or completed and its newest save succeeded."
+        ),
     )
     add_run(stop, "the newest live run")
+    stop.add_argument("--json", action="store_true", help="print how it ended as JSON")
     stop.add_argument(
         "--timeout",
         type=positive_float,
@@ -242,7 +248,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     run = require_run(args.run, live=args.run is None)
     if run.supervisor_pid() is None:
-        return _report_ending(run, _final_status(run), already=True)
+        return _report_ending(run, _final_status(run), as_json=args.json, already=True)
     try:
         request_once(run.socket, Stop(id=new_request_id(), reason="memtui stop"), timeout=10.0)
     except EngineRefused as err:
@@ -250,7 +256,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     except EngineUnavailable:
         pass  # it may be exiting already; the wait below tells
     print(f"stopping {run.run_id} ...", file=sys.stderr)
-    return _report_ending(run, _wait_for_ending(run, args.timeout))
+    return _report_ending(run, _wait_for_ending(run, args.timeout), as_json=args.json)
 
 
 def _wait_for_ending(run: RunDir, timeout: float) -> RunStatus:
@@ -282,8 +288,12 @@ def _final_status(run: RunDir) -> RunStatus:
     return offline_status(run)
 
 
-def _report_ending(run: RunDir, status: RunStatus, *, already: bool = False) -> int:
-    detail = f" ({status.exit_reason})" if status.exit_reason else ""
-    prefix = "was already " if already else ""
-    print(f"{run.run_id}: {prefix}{status.state} at step {status.step}{detail}")
-    return 0 if status.state in OK_ENDINGS else 1
+def _report_ending(run: RunDir, status: RunStatus, *, as_json: bool, already: bool = False) -> int:
+    from memtui.cli.ending_report import ending_document, ending_lines, exit_code, newest_checkpoint
+
+    newest = newest_checkpoint(run.checkpoints)
+    if as_json:
+        print(json.dumps({**ending_document(status, newest), "already": already}, indent=2))
+    else:
+        print("\n".join(ending_lines(status, newest, already=already)))
+    return exit_code(status)

@@ -15,6 +15,7 @@ Stop, the run goes on.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,7 @@ from engine.protocol import (
     Telemetry,
     Welcome,
 )
-from engine.run.directory import RunDir
+from engine.run.directory import PRIVATE_DIR, PRIVATE_FILE, RunDir
 from memtui.client import ConnectionState, EngineClient, EngineRefused
 from memtui.console.alert_state import ALERT_EVENT, rings_bell, toast
 from memtui.console.history_view import initial_view
@@ -418,8 +419,9 @@ class MemtuiApp(OperatorCommands):
     def action_save_svg(self) -> None:
         folder = self.run_dir.path / "screenshots"
         try:
-            folder.mkdir(exist_ok=True)
+            folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)  # private, as the rest of the run
             path = self.save_screenshot(path=str(folder))
+            os.chmod(path, PRIVATE_FILE)
         except OSError as err:
             self.notify(f"cannot save the screenshot: {err}", severity="error")
             return

@@ -78,7 +78,8 @@ def test_a_crash_before_the_seal_ends_resumes_from_the_previous_checkpoint(direc
     store.save(10, writer(directory, 10), dict(FIELDS), estimate_bytes=1000)
     stage(store, 20)  # written, never sealed: the process died here
     after_crash = CheckpointStore(directory)
-    assert after_crash.clear_staging() == ["global_step20.staging"]
+    [(name, moved)] = after_crash.quarantine_staging()
+    assert name == "global_step20.staging" and (directory / "quarantine" / moved).is_dir()
     plan, rejected = after_crash.plan_resume(False)
     assert plan.chosen is not None and plan.chosen.step == 10 and rejected == []
     assert [s for s, _ in committed_tags(directory)] == [10]

@@ -128,7 +128,7 @@ def test_too_little_free_space_skips_the_save_before_writing(directory: Path) ->
     assert [s for s, _ in committed_tags(directory)] == [10] and latest_tag(directory) == "global_step10"
 
 
-def test_leftover_staging_is_cleared_and_listed(directory: Path) -> None:
+def test_leftover_staging_is_quarantined_and_listed(directory: Path) -> None:
     store = CheckpointStore(directory)
     save(store, 10)
     (directory / "global_step20.staging").mkdir()
@@ -138,5 +138,6 @@ def test_leftover_staging_is_cleared_and_listed(directory: Path) -> None:
         ("global_step20.staging", "staging", False),
         ("global_step10", "verified", True),
     ]
-    assert store.clear_staging() == ["global_step20.staging"]
-    assert not (directory / "global_step20.staging").exists()
+    [(name, moved)] = store.quarantine_staging()
+    assert name == "global_step20.staging" and not (directory / name).exists()
+    assert (directory / "quarantine" / moved / "x.pt").read_bytes() == b"half"  # kept as evidence

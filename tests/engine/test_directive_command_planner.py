@@ -98,5 +98,5 @@ async def test_command_planner_directive_approved_over_the_socket_and_applied(
     # The same verdicts through the CLI: memtui directives RUN --decisions --json
     capsys.readouterr()
     code = memtui_main(["directives", str(run.path), "--decisions", "--directive", directive_id, "--json"])
-    lines = capsys.readouterr().out.splitlines()
-    assert code == 0 and [json.loads(line)["state"] for line in lines] == ["pending", "approved"]
+    listed = json.loads(capsys.readouterr().out)  # one JSON document
+    assert code == 0 and [row["state"] for row in listed] == ["pending", "approved"]

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.config_file import build_run_config
 from engine.run import launch
 from engine.run.directory import RunDir, pid_alive
 from engine.run.status import offline_status
 from engine.run.store import Store
+from tests.file_modes import loose_modes
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -82,6 +84,23 @@ def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, s
     assert status.state == "stopped" and "SIGTERM" in (status.exit_reason or "")
     assert not run.socket.exists() and not run.pid_file.exists()
     assert "run stopped" in run.supervisor_log.read_text()
+
+
+def test_every_file_and_directory_of_a_run_is_private(home: Path, spawned: list[int]) -> None:
+    """Files 0600 and directories 0700 under a typical login umask (022), so that a mistaken
+    chmod of the home exposes no telemetry, log or checkpoint."""
+    old = os.umask(0o022)
+    try:
+        run = RunDir.create(build_run_config(steps=100), home=home)  # as the CLI does
+        pid = launch.spawn_supervisor(run, extra_env=_env(rate_hz=200, steps=30))
+    finally:
+        os.umask(old)
+    spawned.append(pid)
+    launch.wait_until_serving(run, pid, timeout=30)
+    wait_for(lambda: offline_status(run).state == "completed", timeout=60, what="the run to complete")
+    _wait_gone(pid)
+    assert offline_status(run).step == 30 and run.trainer_log(1).is_file()
+    assert loose_modes(run.path) == []
 
 
 def test_wait_until_serving_reports_a_supervisor_that_died(home: Path, spawned: list[int]) -> None:

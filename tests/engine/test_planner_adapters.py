@@ -17,8 +17,9 @@ from engine.config_file import ConfigError, build_run_config
 from engine.directives.planners.command import MAX_FAILURES, CommandPlanner
 from engine.directives.planners.external import ExternalPlanner, TelemetrySummary, hand_over
 from engine.directives.planners.openai_http import OpenAIPlanner
-from engine.directives.planners.reply import parse_reply
+from engine.directives.planners.reply import PlannerReply, parse_reply
 from engine.directives.queue import DirectiveQueue
+from engine.run.store import Store
 from tests.fakes.event_log import EventLog
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
@@ -67,6 +68,38 @@ def test_reply_parsing_refuses_with_reasons() -> None:
     assert "JSON object" in (parse_reply("[1]").problem or "")
     assert "not JSON" in (parse_reply("[" * 60_000).problem or "")  # hostile nesting
     assert "rationale" in (parse_reply('{"rationale": {"a": 1}}').problem or "")
+
+
+async def test_a_refused_reply_is_stored_with_its_specific_reason(tmp_path: Path) -> None:
+    """The decision row, not only the event, says why a planner's reply was refused."""
+    replies = {
+        "malformed": parse_reply("the loss looks fine to me"),
+        "slow": PlannerReply(problem="no reply within 0.5 s"),
+        "hostile": parse_reply("[" * 60_000),
+        "edge": PlannerReply(values={"lr_multiplier": float("nan")}),
+    }
+    with Store(tmp_path / "telemetry.sqlite") as store:
+        log = EventLog()
+        config = build_run_config({"policy": {"rate_limit": 10_000}})
+        queue = DirectiveQueue(config, log, lambda _m: True, keep=store.add_decision)
+        queue.latest = sample(5)
+        entries = {name: hand_over(queue, "command:fake", reply) for name, reply in replies.items()}
+        rows = {d.directive_id: d for _, d in store.decisions()}
+    expected = {
+        "malformed": "not JSON",
+        "slow": "no reply within 0.5 s",
+        "hostile": "not JSON",
+        "edge": "refused at the edge: lr_multiplier",
+    }
+    events = {e["directive"]["id"]: e["verdict"] for e in log.data_of("directive_decided")}
+    for name, entry in entries.items():
+        assert entry is not None and entry.state == "rejected"
+        row = rows[entry.directive.id]
+        assert row.state == "rejected" and row.source == "command:fake"
+        assert row.reasons[0].startswith("planner output refused: "), row.reasons
+        assert expected[name] in row.reasons[0], (name, row.reasons)
+        assert events[entry.directive.id]["reasons"] == row.reasons  # the event says the same
+        assert entry.view().reasons == row.reasons  # and the console's view, once
 
 
 # ------------------------------------------------------------------------ command

@@ -101,7 +101,10 @@ def test_stop_waits_for_the_ending(
         assert main(["stop"]) == 0
         assert fake.requests[0].kind == "stop"
     out = capsys.readouterr().out
-    assert out.strip() == f"{live_run.run_id}: stopped at step 5"
+    assert out.splitlines() == [
+        f"{live_run.run_id}: stopped at step 5",
+        "  no checkpoint: a resume starts at step 0",
+    ]
 
 
 def test_stop_times_out_with_a_clear_message(

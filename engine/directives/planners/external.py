@@ -5,8 +5,9 @@ telemetry here; one ask runs at a time as its own task (a step that arrives whil
 flight is skipped: the next tick carries newer telemetry anyway), so a slow planner never
 blocks the supervisor's loop. Each reply goes through the queue's normal path: values are
 proposed as any planner's (edge checks, policy, approval); a refused reply (malformed,
-slow, hostile, an HTTP error) is proposed as an empty directive whose rationale names the
-reason, so the policy rejects it and the rejection is stored like any other verdict.
+slow, hostile, an HTTP error) is an empty directive rejected with that reason first among
+its verdict's reasons, stored like any other verdict (the event and the decision row both
+name it).
 Torch-free.
 """
 
@@ -93,9 +94,8 @@ def hand_over(queue: DirectiveQueue, source: str, reply: PlannerReply) -> Entry 
 
 
 def _refuse(queue: DirectiveQueue, source: str, reason: str) -> Entry:
-    """An empty directive carrying the reason: the policy rejects it, the queue stores it."""
-    rationale = f"planner output refused: {reason}"[:MAX_RATIONALE_CHARS]
-    return queue.propose_raw({}, source, rationale)
+    """A rejection that names the reason, in the event and in the stored decision row."""
+    return queue.propose_raw({}, source, refusal=f"planner output refused: {reason}"[:MAX_RATIONALE_CHARS])
 
 
 class ExternalPlanner:

@@ -29,6 +29,8 @@ STATE_STYLES: dict[str, str] = {
     "verified": "$text-success",
     "checked": "$text",
     "staging": "$text-warning",
+    "pruning": "$text-muted",
+    "unreadable": "$text-error",
     "half-written": "$text-error",
     "corrupt": "$text-error",
 }
