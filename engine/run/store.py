@@ -134,6 +134,8 @@ class Store:
                 " type TEXT NOT NULL, severity TEXT NOT NULL, message TEXT NOT NULL,"
                 " data TEXT NOT NULL, attempt INTEGER)"
             )
+            # the newest event of a type (the last save, for every status) without a scan
+            db.execute("CREATE INDEX IF NOT EXISTS events_type ON events(type, seq)")
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS decisions (id INTEGER PRIMARY KEY, ts REAL NOT NULL,"
