@@ -69,9 +69,11 @@ def compose_status(
     *,
     supervisor_alive: bool,
     rank_report: TelemetrySample | None = None,
+    held_by: str | None = None,
 ) -> RunStatus:
-    """RunStatus from the run's identity, its stored meta, its newest step sample and (several
-    ranks) the newest sample that carried every rank's memory."""
+    """RunStatus from the run's identity, its stored meta, its newest step sample, (several
+    ranks) the newest sample that carried every rank's memory and (its live supervisor's
+    word) who holds training."""
     run_id, name, target = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -96,6 +98,7 @@ def compose_status(
         supervisor_pid=meta.supervisor_pid if supervisor_alive else None,
         trainer_pid=meta.trainer_pid if supervisor_alive else None,
         exit_reason=exit_reason,
+        held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,
         **fields,
     )
