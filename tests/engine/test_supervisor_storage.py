@@ -1,10 +1,15 @@
 """A full disk under a live supervisor with the fake trainer: the store's file is made full
 for real (``PRAGMA max_page_count`` on the supervisor's own connection: SQLite then refuses
 every write that needs a page with SQLITE_FULL, "database or disk is full", as on a full
-disk), and room is given back by raising the limit."""
+disk), and room is given back by raising the limit. And once from the operating system:
+a detached supervisor under a file-size limit (``ulimit -f``: its writes past the limit
+fail with EFBIG), lifted from outside with ``prlimit``."""
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
 import sys
 from typing import Any
 
@@ -16,6 +21,8 @@ from engine.protocol import Pause, Status, Stop
 from engine.run.directory import RunDir
 from engine.run.status import offline_status
 from engine.run.store import Store
+from tests.fakes import fake_trainer
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -188,3 +195,40 @@ async def test_the_real_trainer_holds_on_a_full_disk_and_goes_on_when_room_retur
     finished = [p for p in map(TrainerFinished.of, events) if p is not None][-1]
     assert finished.reason == "stopped" and meta.state == "stopped"
     assert [s.step for s in steps if s.attempt == 1] == list(range(1, finished.step + 1))
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="needs Linux's prlimit")
+def test_a_real_file_size_limit_holds_a_detached_supervisor_until_it_is_lifted(home) -> None:
+    run = RunDir.create(build_run_config({"storage": FAST}, steps=100), home=home)
+    env = dict(
+        os.environ,
+        MEMTUI_TRAINER_CMD=f"{sys.executable} {fake_trainer.__file__}",
+        FAKE_TRAINER_RATE_HZ="200",
+        FAKE_TRAINER_STEPS="1500",
+        PYTHONUNBUFFERED="1",
+    )
+    # 256 KiB per file: the store's WAL outgrows it within seconds, and SQLite's write gets
+    # EFBIG (Python ignores SIGXFSZ); supervisor.log stays well below it.
+    command = 'ulimit -S -f 256 && exec "$0" -m engine supervise "$1"'
+    with open(run.supervisor_log, "ab") as log:
+        proc = subprocess.Popen(
+            ["bash", "-c", command, sys.executable, str(run.path)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for(lambda: " run_paused " in run.supervisor_log.read_text(), what="training held")
+        assert "cannot write (disk I/O error" in run.supervisor_log.read_text()
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    assert offline_status(run).state == "completed"
+    _, events, steps = stored_record(run)
+    assert [s.step for s in steps] == list(range(1, 1501))
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    storage = [a.state for a in map(AlertRaised.of, events) if a is not None and a.rule == STORAGE_RULE]
+    assert storage == ["firing", "resolved"]
