@@ -7,6 +7,7 @@ change a small file in place. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -40,12 +41,18 @@ def fsync_tree(root: Path) -> None:
 def replace_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old content or the new, never half.
 
-    Temp file beside it, fsync, ``os.replace``, fsync of the directory.
+    Temp file beside it, fsync, ``os.replace``, fsync of the directory. A write that fails
+    (a full disk) raises with the old content in place and no temp file left behind.
     """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     fsync_dir(path.parent)

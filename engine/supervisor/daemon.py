@@ -169,7 +169,10 @@ class Supervisor:
         other = self.run.supervisor_pid()
         if other is not None and other != os.getpid():
             raise SupervisorError(f"{self.run.path} is already served by supervisor pid {other}")
-        replace_atomically(self.run.pid_file, f"{os.getpid()}\n".encode())
+        try:
+            replace_atomically(self.run.pid_file, f"{os.getpid()}\n".encode())
+        except OSError as err:  # a full disk: nothing started yet, and nothing to record it in
+            raise SupervisorError(f"cannot write {self.run.pid_file}: {err.strerror or err}") from err
 
     def _open(self) -> RunMeta:
         """Open the store and the journal; returns the meta the previous supervisor left."""

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from engine.domain import TelemetrySample
+from engine.run import durable_file
+from engine.run.directory import RunDir
 from engine.run.storage_fault import is_storage_fault, storage_fault
 from engine.run.store import Store
+from engine.supervisor import daemon
 from tests.fakes.fake_trainer import sample as fake_sample
 
 
@@ -146,3 +149,34 @@ def test_a_store_reopened_on_a_full_disk_writes_nothing_to_open(tmp_path: Path) 
     before = path.stat().st_mtime_ns, (tmp_path / "telemetry.sqlite-wal").exists()
     Store(path).close()
     assert (path.stat().st_mtime_ns, (tmp_path / "telemetry.sqlite-wal").exists()) == before
+
+
+# ------------------------------------------------------------- the run's other files
+
+
+def test_an_atomic_replace_refused_by_the_disk_keeps_the_old_file_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "supervisor.pid"
+    target.write_text("123\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(durable_file.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        durable_file.replace_atomically(target, b"456\n")
+    assert target.read_text() == "123\n" and [p.name for p in tmp_path.iterdir()] == ["supervisor.pid"]
+
+
+async def test_a_supervisor_that_cannot_write_its_pid_file_says_so(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(daemon, "replace_atomically", full)
+    with pytest.raises(
+        daemon.SupervisorError, match=r"cannot write .*supervisor.pid: No space left on device"
+    ):
+        await daemon.Supervisor(run, ["true"]).serve()
