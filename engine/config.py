@@ -124,6 +124,31 @@ class RestartConfig(_Strict):
     stop (a preempted node); False ends the run as stopped."""
 
 
+class StorageConfig(_Strict):
+    """What the supervisor does while the run's store cannot write (a full or failing disk).
+
+    Training is held at the next step boundary, what arrives meanwhile is kept in memory
+    (up to ``buffer_steps``) and the write is retried with backoff; once it gets through,
+    everything kept is written in order and training goes on by itself."""
+
+    retry_initial_s: float = Field(1.0, gt=0.0, le=3600.0)
+    """Seconds before the first retry of a refused write; doubled for each further one."""
+    retry_max_s: float = Field(30.0, gt=0.0, le=3600.0)
+    """The delay between retries never grows beyond this."""
+    give_up_s: float = Field(1800.0, gt=0.0, le=7 * 86400.0)
+    """Seconds the store may refuse writes before the run is ended: the trainer is asked to
+    stop (with its final checkpoint, if the disk takes it) and the run ends as failed."""
+    buffer_steps: int = Field(10_000, ge=256, le=1_000_000)
+    """Step samples (and, apart, policy verdicts) kept in memory while the store refuses
+    writes; past it newer ones are dropped and counted (the alert that closes the fault
+    says how many, and which steps). Training is held, so only the steps already under way
+    arrive."""
+    final_write_s: float = Field(60.0, ge=0.0, le=86400.0)
+    """Once the run has ended, seconds the supervisor keeps retrying to record the ending
+    before it exits; what is still unwritten then is logged (the run shows as interrupted,
+    and ``memtui resume`` takes it up)."""
+
+
 class MemoryConfig(_Strict):
     """Adaptive memory: the budget the controller steers by and how it reacts.
 
@@ -317,6 +342,8 @@ class RunConfig(_Strict):
     train: TrainConfig = Field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     restart: RestartConfig = Field(default_factory=RestartConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    """What the supervisor does while the run's store cannot write."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
     """Alert thresholds, hardware reading intervals and the alert command."""

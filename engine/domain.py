@@ -299,6 +299,9 @@ class RunStatus(BaseModel):
     trainer_pid: int | None = None
     exit_reason: str | None = None
     """How the run ended, in words, once it has."""
+    held_by: str | None = None
+    """Who holds training at a step boundary, while someone does: ``operator`` (memtui
+    pause), ``storage: REASON`` (the store cannot write; it goes on by itself), or both."""
     ranks: list[RankMemory] | None = None
     """Several ranks: every rank's memory from the newest rank report (``ranks_step``)."""
     ranks_step: int | None = None

@@ -107,14 +107,21 @@ class StopRequested(Payload):
     reason: str
 
 
+HoldCause = Literal["operator", "storage"]
+"""Who holds training: the operator (``memtui pause``), or the supervisor while the run's
+store cannot write (it lets training go on by itself once the store writes again)."""
+
+
 class PauseRequested(Payload):
     event_type = "pause_requested"
     reason: str
+    cause: HoldCause = "operator"
 
 
 class ContinueRequested(Payload):
     event_type = "continue_requested"
     reason: str
+    cause: HoldCause = "operator"
 
 
 class PauseKept(Payload):
@@ -455,7 +462,11 @@ class PlannerDisabled(Payload):
 
 # --------------------------------------------------------------- alerts and doctor
 
-INSTANT_RULES = frozenset({"restart"})
+STORAGE_RULE = "storage"
+"""The alert rule of a store that cannot write (firing until a write gets through)."""
+TASK_FAILED_RULE = "supervisor_task"
+"""The alert rule of a supervisor task that ended with an unexpected exception."""
+INSTANT_RULES = frozenset({"restart", TASK_FAILED_RULE})
 """Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
 SUPERVISOR_RESTARTED = "supervisor_restarted"
 """``reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""

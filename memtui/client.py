@@ -267,6 +267,10 @@ class EngineClient:
             self.last_seq = seq
         if isinstance(message, Welcome):
             self.welcome = message
+            if self.last_seq is not None and message.last_seq < self.last_seq:
+                # Events we saw that its store never kept (their supervisor exited while its
+                # disk refused writes): the new ones are numbered from the store's newest.
+                self.last_seq = message.last_seq
         if isinstance(message, (Telemetry, EventMessage)):
             self.newest_data_at = self._clock()
         if self._on_message is not None:

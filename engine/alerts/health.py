@@ -9,7 +9,8 @@ every directive ("environment unhealthy: ..."). The rule:
   no GPU blocks when the run requires an accelerator (``PolicyConfig.require_accelerator``;
   then no doctor report yet blocks too: zero trust until the doctor has looked);
 - a firing alert blocks when it says the run or its machine is broken (``BLOCKING_RULES``:
-  a stuck run, a NaN loss, GPU heat or throttling, a checkpoint disk too low). Alerts a
+  a stuck run, a NaN loss, GPU heat or throttling, a checkpoint disk too low, a store that
+  cannot write: training is held). Alerts a
   directive is the remedy for (loss diverging, memory headroom, throughput) do not block.
 
 ``HealthBoard`` keeps the newest report and the alerts firing, fed from the supervisor's
@@ -25,7 +26,7 @@ from engine.domain import Event
 from engine.events import INSTANT_RULES, AlertRaised, DoctorReported
 from engine.hardware_report import DoctorReport
 
-BLOCKING_RULES = ("heartbeat", "loss_nan", "gpu_temperature", "gpu_throttle", "disk_low")
+BLOCKING_RULES = ("heartbeat", "loss_nan", "gpu_temperature", "gpu_throttle", "disk_low", "storage")
 """Alert rules (before any ``.N`` GPU suffix) whose firing blocks directives."""
 
 

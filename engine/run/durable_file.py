@@ -7,6 +7,7 @@ change a small file in place. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -41,14 +42,20 @@ def replace_atomically(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` to ``path`` so that a crash leaves the old content or the new, never half.
 
     Temp file beside it (created ``mode``, private by default, whatever the umask), fsync,
-    ``os.replace``, fsync of the directory.
+    ``os.replace``, fsync of the directory. A write that fails (a full disk) raises with the
+    old content in place and no temp file left behind.
     """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    os.fchmod(fd, mode)  # a temp file a crash left keeps its old mode through O_CREAT
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)  # a temp file a crash left keeps its old mode through O_CREAT
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     fsync_dir(path.parent)

@@ -115,9 +115,11 @@ def compose_status(
     supervisor_alive: bool,
     rank_report: TelemetrySample | None = None,
     last_save: SaveReport | None = None,
+    held_by: str | None = None,
 ) -> RunStatus:
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
-    ranks) the newest sample that carried every rank's memory and the newest save's outcome."""
+    ranks) the newest sample that carried every rank's memory, the newest save's outcome and
+    (its live supervisor's word) who holds training."""
     run_id, name, target = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -144,6 +146,7 @@ def compose_status(
         exit_reason=exit_reason,
         checkpoint_step=checkpoint_step(run),
         last_save=last_save,
+        held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,
         **fields,
     )

@@ -6,87 +6,67 @@ One SQLite file per run (``telemetry.sqlite``) in WAL mode, so the supervisor wr
 * ``steps``  one column per ``TelemetrySample`` field, every sample kept. A resumed run
   repeats step numbers; the ``attempt`` column tells them apart and ``id`` keeps the order.
 * ``events`` numbered by ``seq`` (AUTOINCREMENT: never reused, no gaps while one writer
-  appends), committed before ``append_event`` returns.
+  appends), committed before ``append_event`` returns (but see storage faults below).
 * ``meta``   key -> JSON value: state, exit_reason, attempt, restarts, pids, times, read
   and written as a ``RunMeta`` (engine.run.meta).
 * ``decisions`` one row per policy verdict on a directive (``DecisionRecord``), every one
   of a flood included; reasons, patch and bounds as JSON text.
 
 Steps and decisions are buffered and written in batches (``flush``, one transaction);
-events and meta are committed at once. SQLite stores NaN as NULL, so a NaN float is
-written as the text ``'NaN'`` (REAL affinity leaves text it cannot parse alone) and read
-back as ``float('nan')``.
+events and meta are committed at once. How rows are made is ``engine.run.row_codec``, the
+tables and transactions ``engine.run.store_file``.
+
+**Storage faults.** A write the disk refuses (full, a quota, I/O errors: which ones is
+``engine.run.storage_fault``) raises nothing and loses nothing: what was to be written
+stays in the store's ``Backlog`` (``engine.run.store_backlog``, bounded), ``fault`` says
+why, and ``on_fault`` is told once. Until ``retry`` gets it all through, the other writes
+only add to the backlog (an event still gets its seq at once, the one it will be stored
+under), and the reads the supervisor serves include what waits: ``events_since``,
+``last_seq``, ``read_meta``, ``latest_step``. Other errors raise as before.
 Torch-free.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import logging
 import sqlite3
 import time
-import types
-import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, Union
-
-from pydantic import BaseModel
+from typing import Any
 
 from engine.domain import DecisionRecord, Event, Severity, TelemetrySample
 from engine.run.meta import RunMeta, meta_from_rows, meta_values
+from engine.run.row_codec import (
+    DECISION_COLUMNS,
+    DECISION_INSERT,
+    STEP_COLUMNS,
+    STEP_INSERT,
+    decision_from,
+    decision_row,
+    sample_from,
+    step_row,
+)
+from engine.run.storage_fault import storage_fault
+from engine.run.store_backlog import HELD_ROWS_MAX, Backlog
+from engine.run.store_file import (
+    EVENT_INSERT,
+    META_UPSERT,
+    SCHEMA_VERSION,
+    Transaction,
+    create_schema,
+    event_row,
+)
 
-SCHEMA_VERSION = 1  # PRAGMA user_version
+log = logging.getLogger("engine.run.store")
+
 STEP_BATCH_ROWS = 256  # add_step flushes by itself once this many samples wait
-_NAN_TEXT = "NaN"
+DECISION_BATCH_ROWS = 2048  # add_decision flushes by itself once this many verdicts wait
 
 
 class StoreError(RuntimeError):
     """The store file cannot be used (missing, newer schema, not a store)."""
-
-
-# ------------------------------------------------------------------ steps schema
-
-
-def _sql_type(annotation: Any) -> str:
-    """SQLite column type for a TelemetrySample field annotation."""
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _sql_type(args[0]) if len(args) == 1 else "TEXT"
-    if origin is Literal or annotation is str:
-        return "TEXT"
-    if annotation in (int, bool):
-        return "INTEGER"
-    if annotation is float:
-        return "REAL"
-    return "TEXT"
-
-
-def _step_columns() -> dict[str, str]:
-    return {name: _sql_type(f.annotation) for name, f in TelemetrySample.model_fields.items()}
-
-
-STEP_COLUMNS: dict[str, str] = _step_columns()
-"""Field name -> SQLite type; derived from the model so a new field gets a column."""
-
-
-_JSON_COLUMNS = frozenset({"ranks"})
-"""TelemetrySample fields that hold a list of models: stored as JSON text."""
-
-
-def _encode_value(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return _NAN_TEXT
-    if isinstance(value, list):
-        return json.dumps([v.model_dump() if isinstance(v, BaseModel) else v for v in value])
-    return value
-
-
-def _decode_value(column_type: str, value: Any) -> Any:
-    if column_type == "REAL" and isinstance(value, str):
-        return float(value)  # 'NaN' (and any other text a float column was given)
-    return value  # INTEGER 0/1 validates back into bool fields
 
 
 # ------------------------------------------------------------------------ store
@@ -95,12 +75,24 @@ def _decode_value(column_type: str, value: Any) -> Any:
 class Store:
     """SQLite store of one run. Not thread-safe: one event loop (or thread) uses it."""
 
-    def __init__(self, path: Path, *, readonly: bool = False, batch_rows: int = STEP_BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readonly: bool = False,
+        batch_rows: int = STEP_BATCH_ROWS,
+        held_rows: int = HELD_ROWS_MAX,
+    ) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self._batch_rows = batch_rows
-        self._pending: list[TelemetrySample] = []
-        self._pending_decisions: list[DecisionRecord] = []
+        self._held = Backlog(limit=max(held_rows, batch_rows))
+        self.fault: str | None = None
+        """Why the disk refuses writes (``storage_fault``'s words); None while it takes them."""
+        self.fault_since: float | None = None
+        """Unix time (s) of the first refused write of the current fault."""
+        self.on_fault: Callable[[str], None] | None = None
+        """Told (with ``fault``) when a write is first refused; not again until one succeeds."""
         if readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such store")
@@ -116,40 +108,11 @@ class Store:
                 f"{self.path}: schema version {version} is newer than this memtui's ({SCHEMA_VERSION})"
             )
         if not readonly:
-            self._create_schema()
+            create_schema(self._db, version)
         self._columns = self._existing_step_columns()
+        self._stored_seq = self._stored_last_seq()  # the writer's: events are numbered from it
 
     # ------------------------------------------------------------------- schema
-
-    def _create_schema(self) -> None:
-        db = self._db
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
-        cols = ", ".join(f"{name} {sql}" for name, sql in STEP_COLUMNS.items())
-        with self._transaction():
-            db.execute(f"CREATE TABLE IF NOT EXISTS steps (id INTEGER PRIMARY KEY, {cols})")
-            db.execute("CREATE INDEX IF NOT EXISTS steps_step ON steps(step)")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,"
-                " type TEXT NOT NULL, severity TEXT NOT NULL, message TEXT NOT NULL,"
-                " data TEXT NOT NULL, attempt INTEGER)"
-            )
-            # the newest event of a type (the last save, for every status) without a scan
-            db.execute("CREATE INDEX IF NOT EXISTS events_type ON events(type, seq)")
-            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS decisions (id INTEGER PRIMARY KEY, ts REAL NOT NULL,"
-                " decision_id TEXT NOT NULL, directive_id TEXT NOT NULL, source TEXT NOT NULL,"
-                " verdict TEXT NOT NULL, state TEXT NOT NULL, reasons TEXT NOT NULL,"
-                " patch TEXT NOT NULL, bounds TEXT NOT NULL, policy_revision TEXT NOT NULL,"
-                " rate_limited INTEGER NOT NULL)"
-            )
-            db.execute("CREATE INDEX IF NOT EXISTS decisions_directive ON decisions(directive_id)")
-            have = {row[1] for row in db.execute("PRAGMA table_info(steps)")}
-            for name, sql in STEP_COLUMNS.items():  # a field added since the file was made
-                if name not in have:
-                    db.execute(f"ALTER TABLE steps ADD COLUMN {name} {sql}")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _existing_step_columns(self) -> list[str]:
         have = {row[1] for row in self._db.execute("PRAGMA table_info(steps)")}
@@ -159,8 +122,8 @@ class Store:
         """False for a read-only view of a store whose writer has not created it yet."""
         return bool(self._columns)
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self._db)
 
     def journal_mode(self) -> str:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
@@ -176,36 +139,45 @@ class Store:
         data: dict[str, Any] | None = None,
         attempt: int | None = None,
     ) -> Event:
-        """Number, store and commit one event; it is durable when this returns."""
+        """Number, store and commit one event; it is durable when this returns, or, while
+        the disk refuses writes, held with the seq it will be stored under."""
         self._writable()
-        self.flush()  # keep the file in time order: steps before the event that follows them
-        ts = time.time()
-        data = dict(data or {})
-        event = Event(seq=1, ts=ts, type=type, severity=severity, message=message, data=data, attempt=attempt)
-        with self._transaction():
-            cur = self._db.execute(
-                "INSERT INTO events (ts, type, severity, message, data, attempt) VALUES (?, ?, ?, ?, ?, ?)",
-                (ts, event.type, event.severity, event.message, json.dumps(data, default=str), attempt),
-            )
-        seq = cur.lastrowid
-        assert seq is not None
-        return event.model_copy(update={"seq": seq})
+        event = Event(
+            seq=self._stored_seq + len(self._held.events) + 1,
+            ts=time.time(),
+            type=type,
+            severity=severity,
+            message=message,
+            data=dict(data or {}),
+            attempt=attempt,
+        )
+        self._held.events.append(event)
+        self.flush()  # with the steps before it: the file stays in time order
+        return event
 
     def events_since(self, seq: int, limit: int | None = None) -> list[Event]:
-        """Events with seq > ``seq`` in seq order, at most ``limit``."""
+        """Events with seq > ``seq`` in seq order, at most ``limit`` (held ones included)."""
+        held = [e for e in self._held.events if e.seq > seq]
         if not self._has_tables():
-            return []
+            return held[:limit]
         rows = self._db.execute(
             "SELECT seq, ts, type, severity, message, data, attempt FROM events"
             " WHERE seq > ? ORDER BY seq LIMIT ?",
             (seq, -1 if limit is None else limit),
         ).fetchall()
-        return [
+        stored = [
             Event(seq=s, ts=ts, type=t, severity=sev, message=msg, data=json.loads(d), attempt=a)
             for s, ts, t, sev, msg, d, a in rows
         ]
+        return (stored + held)[:limit]
 
     def last_seq(self) -> int:
+        """The newest event's seq (a held one's included)."""
+        if self._held.events:
+            return self._held.events[-1].seq
+        return self._stored_last_seq()
+
+    def _stored_last_seq(self) -> int:
         if not self._has_tables():
             return 0
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
@@ -229,22 +201,59 @@ class Store:
     def add_step(self, sample: TelemetrySample) -> None:
         """Buffer one sample; written by ``flush`` (or here, once a batch is full)."""
         self._writable()
-        self._pending.append(sample)
-        if len(self._pending) >= self._batch_rows:
+        if self._held.add_step(sample) and len(self._held.steps) >= self._batch_rows:
             self.flush()
 
     def flush(self) -> int:
-        """Write buffered samples and decisions in one transaction; returns how many samples."""
-        if not self._pending and not self._pending_decisions:
+        """Write everything buffered in one transaction; returns how many samples.
+
+        While the disk refuses writes (``fault``) it tries nothing and returns 0: the
+        supervisor's ``retry`` paces the attempts then."""
+        if self.fault is not None or self.readonly:
             return 0
-        rows, self._pending = self._pending, []
-        decisions, self._pending_decisions = self._pending_decisions, []
-        names = list(STEP_COLUMNS)
-        sql = f"INSERT INTO steps ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        with self._transaction():
-            self._db.executemany(sql, [[_encode_value(getattr(s, n)) for n in names] for s in rows])
-            self._db.executemany(_DECISION_INSERT, [_decision_row(d) for d in decisions])
-        return len(rows)
+        return self._write()
+
+    def retry(self) -> bool:
+        """Try to write everything held; True once the store took it all (no fault left)."""
+        self._write()
+        return self.fault is None
+
+    @property
+    def held(self) -> Backlog:
+        """What waits to be written (to describe it: ``describe``, ``take_dropped``)."""
+        return self._held
+
+    def _write(self) -> int:
+        held = self._held
+        if held.empty:
+            self.fault = self.fault_since = None
+            return 0
+        try:
+            with self._transaction():
+                self._db.executemany(STEP_INSERT, [step_row(s) for s in held.steps])
+                self._db.executemany(DECISION_INSERT, [decision_row(d) for d in held.decisions])
+                self._db.executemany(EVENT_INSERT, [event_row(e) for e in held.events])
+                self._db.executemany(META_UPSERT, [(k, json.dumps(v)) for k, v in held.meta.items()])
+        except (sqlite3.Error, OSError) as err:
+            reason = storage_fault(err)
+            if reason is None:
+                raise
+            self._refused(reason)
+            return 0
+        written = len(held.steps)
+        if held.events:
+            self._stored_seq = held.events[-1].seq
+        held.committed()
+        self.fault = self.fault_since = None
+        return written
+
+    def _refused(self, reason: str) -> None:
+        first = self.fault is None
+        self.fault = reason
+        if first:
+            self.fault_since = time.time()
+            if self.on_fault is not None:
+                self.on_fault(reason)
 
     def steps(self, since_step: int | None = None, limit: int | None = None) -> list[TelemetrySample]:
         """Samples with step > ``since_step`` (all if None) in the order they arrived."""
@@ -256,7 +265,7 @@ class Store:
             f"SELECT {', '.join(self._columns)} FROM steps {where} ORDER BY id LIMIT ?",
             [*args, -1 if limit is None else limit],
         ).fetchall()
-        return [self._sample(row) for row in rows]
+        return [sample_from(self._columns, row) for row in rows]
 
     def iter_steps(
         self, page_rows: int = 5000, *, since_ts: float | None = None
@@ -273,7 +282,7 @@ class Store:
                 f"SELECT id, {', '.join(self._columns)} FROM steps WHERE id > ? ORDER BY id LIMIT ?",
                 [last_id, page_rows],
             ).fetchall()
-            yield from (self._sample(row[1:]) for row in rows)
+            yield from (sample_from(self._columns, row[1:]) for row in rows)
             if len(rows) < page_rows:
                 return
             last_id = rows[-1][0]
@@ -307,21 +316,21 @@ class Store:
 
     def latest_step(self) -> TelemetrySample | None:
         """The newest sample (buffered or stored), or None."""
-        if self._pending:
-            return self._pending[-1]
+        if self._held.steps:
+            return self._held.steps[-1]
         if not self._has_tables():
             return None
         row = self._db.execute(
             f"SELECT {', '.join(self._columns)} FROM steps ORDER BY id DESC LIMIT 1"
         ).fetchone()
-        return None if row is None else self._sample(row)
+        return None if row is None else sample_from(self._columns, row)
 
     def latest_rank_report(self) -> TelemetrySample | None:
         """The newest sample that carries every rank's memory (``ranks``), or None.
 
         Reports come every few steps, so the backward scan by row id stops within a few
         rows; callers ask only for runs with several ranks (one rank has none to find)."""
-        pending = [s for s in self._pending if s.ranks]
+        pending = [s for s in self._held.steps if s.ranks]
         if pending:
             return pending[-1]
         if not self._has_tables() or "ranks" not in self._columns:
@@ -329,16 +338,7 @@ class Store:
         row = self._db.execute(
             f"SELECT {', '.join(self._columns)} FROM steps WHERE ranks IS NOT NULL ORDER BY id DESC LIMIT 1"
         ).fetchone()
-        return None if row is None else self._sample(row)
-
-    def _sample(self, row: tuple[Any, ...]) -> TelemetrySample:
-        values = {n: _decode_value(STEP_COLUMNS[n], v) for n, v in zip(self._columns, row, strict=False)}
-        for name in _JSON_COLUMNS.intersection(values):
-            if isinstance(values[name], str):
-                values[name] = json.loads(values[name])
-        return TelemetrySample.model_validate(
-            {k: v for k, v in values.items() if v is not None or k in _NULLABLE}
-        )
+        return None if row is None else sample_from(self._columns, row)
 
     # ---------------------------------------------------------------- decisions
 
@@ -346,8 +346,7 @@ class Store:
         """Buffer one verdict; written by the next ``flush`` (the supervisor's, every 0.5 s,
         or an event's), so a flood costs one transaction per batch, not one per verdict."""
         self._writable()
-        self._pending_decisions.append(decision)
-        if len(self._pending_decisions) >= DECISION_BATCH_ROWS:
+        if self._held.add_decision(decision) and len(self._held.decisions) >= DECISION_BATCH_ROWS:
             self.flush()
 
     def decisions(
@@ -363,10 +362,10 @@ class Store:
             where += " AND directive_id = ?"
             args.append(directive_id)
         rows = self._db.execute(
-            f"SELECT id, {', '.join(_DECISION_COLUMNS)} FROM decisions {where} ORDER BY id LIMIT ?",
+            f"SELECT id, {', '.join(DECISION_COLUMNS)} FROM decisions {where} ORDER BY id LIMIT ?",
             [*args, -1 if limit is None else limit],
         ).fetchall()
-        return [(row[0], _decision_from(row[1:])) for row in rows]
+        return [(row[0], decision_from(row[1:])) for row in rows]
 
     def decision_count(self) -> int:
         self._flush_if_writable()
@@ -385,28 +384,30 @@ class Store:
         """Set several meta keys in one transaction; each is validated by ``RunMeta``
         (an unknown key or a wrong type raises ``MetaError``, and nothing is written)."""
         self._writable()
-        values = meta_values(fields)
-        with self._transaction():
-            self._db.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [(k, json.dumps(v)) for k, v in values.items()],
-            )
+        self._held.meta.update(meta_values(fields))
+        self.flush()
 
     def read_meta(self) -> RunMeta:
-        """The run's meta; keys this version does not know are left aside (``engine.run.meta``)."""
-        if not self._has_tables():
-            return RunMeta()
-        return meta_from_rows(self._db.execute("SELECT key, value FROM meta"))
+        """The run's meta (held changes included); keys this version does not know are left
+        aside (``engine.run.meta``)."""
+        stored = RunMeta()
+        if self._has_tables():
+            stored = meta_from_rows(self._db.execute("SELECT key, value FROM meta"))
+        if not self._held.meta:
+            return stored
+        return RunMeta.model_validate({**stored.model_dump(), **self._held.meta})
 
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Flush buffered samples and close; safe to call twice."""
+        """Flush buffered samples and close; safe to call twice. What the disk still refuses
+        is lost then, and logged."""
         if self._db is None:
             return
         if not self.readonly:
             self.flush()
+            if not self._held.empty:
+                log.error("%s closed with %s unwritten: %s", self.path, self._held.describe(), self.fault)
         self._db.close()
         self._db = None  # type: ignore[assignment]
 
@@ -423,54 +424,3 @@ class Store:
     def _flush_if_writable(self) -> None:
         if not self.readonly:
             self.flush()
-
-
-# Optional fields whose NULL means None (not "missing"); other NULLs are left to defaults.
-_NULLABLE = frozenset(
-    name for name, f in TelemetrySample.model_fields.items() if not f.is_required() and f.default is None
-)
-
-
-DECISION_BATCH_ROWS = 2048  # add_decision flushes by itself once this many verdicts wait
-_DECISION_COLUMNS = (
-    "ts",
-    "decision_id",
-    "directive_id",
-    "source",
-    "verdict",
-    "state",
-    "reasons",
-    "patch",
-    "bounds",
-    "policy_revision",
-    "rate_limited",
-)
-_DECISION_JSON = frozenset({"reasons", "patch", "bounds"})
-_DECISION_INSERT = (
-    f"INSERT INTO decisions ({', '.join(_DECISION_COLUMNS)})"
-    f" VALUES ({', '.join('?' * len(_DECISION_COLUMNS))})"
-)
-
-
-def _decision_row(decision: DecisionRecord) -> list[Any]:
-    values = decision.model_dump(mode="json")
-    return [json.dumps(values[c]) if c in _DECISION_JSON else values[c] for c in _DECISION_COLUMNS]
-
-
-def _decision_from(row: tuple[Any, ...]) -> DecisionRecord:
-    pairs = zip(_DECISION_COLUMNS, row, strict=True)
-    values = {c: json.loads(v) if c in _DECISION_JSON else v for c, v in pairs}
-    return DecisionRecord.model_validate(values)
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on an exception)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -92,6 +92,9 @@ class Attempts:
         self.stop_reason: str | None = None
         self.hold = hold
         """The operator paused training: kept across restarts (and, in the meta, supervisors)."""
+        self.storage_hold: str | None = None
+        """Why the supervisor holds training itself (the store cannot write); None: it does not.
+        Apart from the operator's: an unpause does not release it, a stored write does."""
         self._link = link
         self._latest_step = latest_step
         self.resumption = Resumption(journal)
@@ -106,6 +109,18 @@ class Attempts:
         self._streak = 0  # restarts in a row without a new checkpoint
         self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
         self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
+
+    @property
+    def held(self) -> bool:
+        """Training is held at a step boundary, by the operator or by the supervisor."""
+        return self.hold or self.storage_hold is not None
+
+    def held_by(self) -> str | None:
+        """Who holds training, in words (``operator``, ``storage: REASON``, both); None: nobody."""
+        causes = ["operator"] if self.hold else []
+        if self.storage_hold is not None:
+            causes.append(f"storage: {self.storage_hold}")
+        return "; ".join(causes) or None
 
     @property
     def pid(self) -> int | None:
@@ -294,22 +309,45 @@ class Attempts:
         """A trainer just connected: the stop or the hold it has to know of."""
         if self.stop_reason is not None:
             link.send(TrainerCommand(command="stop", reason=self.stop_reason))
+        elif self.storage_hold is not None:  # it holds at its first boundary
+            why = f"the run's store cannot write: {self.storage_hold}"
+            link.send(TrainerCommand(command="pause", reason=why))
         elif self.hold:  # paused before this attempt started: it holds at its first boundary
             link.send(TrainerCommand(command="pause", reason="the run is paused"))
 
     def set_hold(self, paused: bool, reason: str) -> None:
-        """Hold training at the next step boundary (``paused``) or let it go on; recorded
+        """The operator's hold at the next step boundary (``paused``) or its release; recorded
         (``pause_requested`` / ``continue_requested``) and kept in the meta if it changes."""
         if paused == self.hold:
             return
-        self.hold = paused
+        was_held, self.hold = self.held, paused
         self.journal.store.update_meta(hold=paused)
         verb = "pause" if paused else "continue"
         asked = PauseRequested(reason=reason) if paused else ContinueRequested(reason=reason)
         self.journal.record(asked, f"{verb} requested: {reason}")
+        self._tell_trainer(was_held, reason)
+
+    def hold_for_storage(self, reason: str | None) -> None:
+        """Hold training while the store cannot write (``reason``: why), or release that hold
+        (None); training goes on only if the operator does not hold it too."""
+        if (reason is None) == (self.storage_hold is None):
+            return
+        was_held, self.storage_hold = self.held, reason
+        if self.stop_reason is not None:
+            return  # the run stops: no training to hold or to let go on
+        if reason is not None:
+            why = f"the run's store cannot write: {reason}"
+            self.journal.record(PauseRequested(reason=why, cause="storage"), f"pause requested: {why}")
+        else:
+            why = "the run's store writes again" + ("; the operator's pause stays" if self.hold else "")
+            self.journal.record(ContinueRequested(reason=why, cause="storage"), f"continue requested: {why}")
+        self._tell_trainer(was_held, why)
+
+    def _tell_trainer(self, was_held: bool, reason: str) -> None:
+        """Pause or resume the connected trainer if the holds together changed (not while it stops)."""
         link = self._link()
-        if link is not None:
-            link.send(TrainerCommand(command="pause" if paused else "resume", reason=reason))
+        if self.held != was_held and link is not None and self.stop_reason is None:
+            link.send(TrainerCommand(command="pause" if self.held else "resume", reason=reason))
 
     def stop(self, reason: str) -> None:
         """Stop the run (once; not an ended one): recorded, state ``stopping``, no further

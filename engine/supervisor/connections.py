@@ -156,8 +156,11 @@ class ConnectionServer:
         run_id: str,
         owner_uid: int,
         thresholds: Thresholds,
+        on_failure: Callable[[str, BaseException, bool], None] | None = None,
     ) -> None:
         self.served = served
+        self.on_failure = on_failure
+        """Told of a conversation that failed unexpectedly (its name, the exception, False)."""
         self.store = store
         self.consoles = consoles
         self.run_id = run_id
@@ -229,8 +232,9 @@ class ConnectionServer:
             await self._converse(reader, writer)
         except asyncio.CancelledError:
             pass
-        except Exception:
+        except Exception as err:
             log.exception("connection handler failed")
+            self._failed("connection handler", err)
         finally:
             writer.close()
             if task is not None:
@@ -371,12 +375,20 @@ class ConnectionServer:
         try:
             async for message in decoded_lines(reader, link.send):
                 handler = self._trainer_handlers.get(type(message), self._not_from_trainer)
-                handler(link, message)
+                try:
+                    handler(link, message)
+                except Exception as err:  # one report lost, not the trainer's connection
+                    log.exception("the trainer's %s failed in the supervisor", message.kind)
+                    self._failed(f"trainer {message.kind}", err)
         finally:
             link.closed.set()
             if self.trainer is link:
                 self.trainer = None
             log.info("trainer disconnected (pid %s)", pid)
+
+    def _failed(self, name: str, err: BaseException) -> None:
+        if self.on_failure is not None:
+            self.on_failure(name, err, False)
 
     def _step(self, link: TrainerLink, message: StepReport) -> None:
         self.served.on_step(message.sample)

@@ -7,6 +7,12 @@ the connection server (consoles and the trainer on ``engine.sock``), the trainer
 until one ends the run and records the ending. A run.json that cannot be used ends the run
 as failed with the reason before anything starts. Torch-free, so it starts in a blink and
 survives whatever the trainer does.
+
+What the disk does is survived too: a store that cannot write holds training until it can
+(``storage_outage``), a log file that refuses lines costs the lines (``log_output``), and
+every background task is watched (``background_tasks``): an unexpected exception in one is
+logged and raised as an alert, and ends the run as failed when the run cannot go on
+without the task. run.json is read once, at start.
 """
 
 from __future__ import annotations
@@ -39,9 +45,12 @@ from engine.run.status import RunIdentity, compose_status, rank_report, save_rep
 from engine.run.store import Store
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
+from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.connections import ConnectionServer, DirectiveRequest
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
+from engine.supervisor.log_output import log_to
+from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import TrainerExit, default_trainer_command, ending
 from engine.supervisor.trainer_reports import TrainerReports
@@ -89,7 +98,9 @@ class Supervisor:
         self._attempts: Attempts | None = None
         self._connections: ConnectionServer | None = None
         self._reports: TrainerReports | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._outage: StorageOutage | None = None
+        self._tasks = BackgroundTasks(self._task_failed)
+        self._failure: str | None = None  # why the run ends as failed, whatever the trainer did
 
     @property
     def store(self) -> Store:
@@ -130,6 +141,9 @@ class Supervisor:
     async def serve(self, *, handle_signals: bool = False) -> int:
         """Run to the end: open, read the config, listen, run the trainer, record the ending."""
         self._claim()
+        loop = asyncio.get_running_loop()
+        loop_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._tasks.loop_exception_handler)
         try:
             before = self._open()
             try:
@@ -153,6 +167,7 @@ class Supervisor:
             return 1
         finally:
             await self._close()
+            loop.set_exception_handler(loop_handler)
 
     def _claim(self) -> None:
         """Take the run dir: refuse if another live supervisor holds it, else write our pid."""
@@ -160,7 +175,10 @@ class Supervisor:
         other = self.run.supervisor_pid()
         if other is not None and other != os.getpid():
             raise SupervisorError(f"{self.run.path} is already served by supervisor pid {other}")
-        replace_atomically(self.run.pid_file, f"{os.getpid()}\n".encode())
+        try:
+            replace_atomically(self.run.pid_file, f"{os.getpid()}\n".encode())
+        except OSError as err:  # a full disk: nothing started yet, and nothing to record it in
+            raise SupervisorError(f"cannot write {self.run.pid_file}: {err.strerror or err}") from err
 
     def _open(self) -> RunMeta:
         """Open the store and the journal; returns the meta the previous supervisor left."""
@@ -180,6 +198,7 @@ class Supervisor:
             run_id=self.run.run_id,
             owner_uid=self.owner_uid,
             thresholds=config.thresholds(),
+            on_failure=self._tasks.report,
         )
         self.directives = DirectiveQueue(
             config, record, connections.send_to_trainer, keep=self.store.add_decision
@@ -217,13 +236,30 @@ class Supervisor:
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )
+        self._watch_storage(config)
+
+    def _watch_storage(self, config: RunConfig) -> None:
+        """From now on a refused store write holds training (one before this is taken up now)."""
+        assert self.alerts is not None
+        outage = self._outage = StorageOutage(
+            self.store,
+            self.attempts,
+            config.storage,
+            raise_alerts=self.alerts.raise_all,
+            spawn=self._spawn,
+            end_run=self._end_run,
+        )
+        self.store.held.limit = config.storage.buffer_steps
+        self.store.on_fault = outage.on_fault
+        if self.store.fault is not None:
+            outage.on_fault(self.store.fault)
 
     async def _listen(self) -> None:
         assert self._connections is not None and self.alerts is not None
         await self._connections.listen(self.run.socket)
-        self._spawn(self.journal.keep_flushing(FLUSH_INTERVAL_S))
+        self._spawn(self.journal.keep_flushing(FLUSH_INTERVAL_S), "store flush", essential=True)
         self.alerts.resolve_stale(self.store.events_since(0))  # a previous supervisor's, left firing
-        self._spawn(self.alerts.run())
+        self._spawn(self.alerts.run(), "alert timers")
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -242,12 +278,16 @@ class Supervisor:
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)
+        if self._failure is not None:  # the supervisor ended it (its store, a task it needs)
+            state, reason = "failed", self._failure
         self.attempts.announce_end(outcome, state == "failed", reason)
         self.journal.end(state, reason)
         await self.consoles.drain(CLIENT_DRAIN_S)
 
     async def _close(self) -> None:
         """Release everything; the run dir is left without socket and pid file."""
+        if self._outage is not None:
+            await self._outage.settle()  # the ending, if the store still refuses it
         if self._attempts is not None:
             await self._attempts.close()  # kills a trainer only after a crash or a cancel
         if self._connections is not None:
@@ -257,20 +297,33 @@ class Supervisor:
                 await self.planner.close()  # kills a planner command
         if self.alerts is not None:
             await self.alerts.close()  # alert commands in flight finish (each within its timeout)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self._store is not None:
             self._store.close()
         with contextlib.suppress(OSError, ValueError):
             if int(self.run.pid_file.read_text().strip()) == os.getpid():
                 self.run.pid_file.unlink()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _spawn(self, coro: Any, name: str | None = None, *, essential: bool = False) -> asyncio.Task[Any]:
+        return self._tasks.spawn(coro, name, essential=essential)
+
+    def _task_failed(self, name: str, err: BaseException, essential: bool) -> None:
+        """A background task ended with an exception (logged already): a critical alert, and
+        the run's end as failed when it cannot go on without the task."""
+        alert = failure_alert(name, err, essential)
+        if self.alerts is not None:
+            self.alerts.raise_all([alert])
+        elif self._journal is not None:
+            self.journal.record(alert.payload(), alert.message, severity=alert.severity)
+        if essential:
+            self._end_run(f"supervisor task {name!r} failed: {type(err).__name__}: {err}")
+
+    def _end_run(self, reason: str) -> None:
+        """Stop the run and end it as failed with ``reason`` (the first reason given wins)."""
+        if self._failure is None:
+            self._failure = reason
+        if self._attempts is not None:
+            self.attempts.stop(reason)
 
     # ---------------------------------------------------------- alerts and health
 
@@ -305,6 +358,7 @@ class Supervisor:
             supervisor_alive=True,
             rank_report=rank_report(self.store, latest),
             last_save=save_report(self.store),
+            held_by=self.attempts.held_by() if self._attempts is not None else None,
         )
 
     def hardware(self) -> HardwareSnapshot | None:
@@ -323,6 +377,10 @@ class Supervisor:
         """
         if self.journal.ended or self.attempts.stop_reason is not None:
             return Error(id=request_id, reason=f"the run is {self.state}: there is no training to pause")
+        held = self.attempts.storage_hold
+        if not paused and held is not None:
+            why = f"training is held because the run's store cannot write ({held})"
+            return Error(id=request_id, reason=f"{why}; it goes on by itself once the store writes again")
         self.attempts.set_hold(paused, reason)
         return Ok(id=request_id, result={"state": self.state, "paused": paused})
 
@@ -351,11 +409,7 @@ class Supervisor:
 
 def main(run_dir: Path, *, stop_grace_s: float | None = None, fresh_start: bool = False) -> int:
     """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
-    logging.basicConfig(
-        stream=sys.stdout,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_to(sys.stdout)  # supervisor.log; a line it refuses (a full disk) is counted, never fatal
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
     run = RunDir(Path(run_dir).resolve())
     supervisor = Supervisor(run, stop_grace_s=stop_grace_s, fresh_start=fresh_start)

@@ -2,8 +2,11 @@
 beginning under a supervisor and its ending.
 
 An event is committed to the store before any console hears of it, so a console that
-reconnects gets it by replay and never sees one the store lacks. A change of state is a
-``state_changed`` event plus the store's meta, in that order. Torch-free.
+reconnects gets it by replay and never sees one the store lacks. The exception is a disk
+that refuses writes: the event then goes out at once with the seq the store reserved for
+it, and is stored under that seq once the disk takes writes again
+(``engine.supervisor.storage_outage``). A change of state is a ``state_changed`` event plus
+the store's meta, in that order. Torch-free.
 """
 
 from __future__ import annotations

@@ -104,6 +104,21 @@ async def test_reconnect_replays_from_last_seq_without_loss_or_duplicates(sock: 
         await task
 
 
+async def test_events_seen_but_never_stored_do_not_hide_the_next_supervisors(sock: Path) -> None:
+    # The console saw events 6..8 from a supervisor that exited while its disk refused
+    # writes: its store kept 1..5, and the next supervisor numbers on from 6.
+    async with FakeEngine(sock, events=[make_event(i) for i in range(1, 6)]) as fake:
+        inbox = Inbox()
+        client = EngineClient(sock, on_message=inbox, replay_from=8)
+        task = asyncio.create_task(client.run())
+        await until(lambda: client.state == "connected")
+        fake.add_event("note")
+        await until(lambda: inbox.seqs == [6], seen=lambda: inbox.seqs)
+        assert fake.hellos[0].replay_from == 8 and client.last_seq == 6
+        await client.close()
+        await task
+
+
 async def test_backoff_keeps_trying_until_the_supervisor_appears(sock: Path) -> None:
     inbox, states = Inbox(), []
     client = EngineClient(

@@ -1,0 +1,99 @@
+"""The store's SQLite file: its tables, the rows of events and meta, and its transactions.
+
+``create_schema`` makes what a store needs where it is missing (a field added to
+``TelemetrySample`` since the file was made gets its column) and writes nothing when
+reopening a current file, so that a run on a full disk still opens. ``Transaction`` is
+``BEGIN IMMEDIATE`` ... ``COMMIT``, safe when SQLite has already rolled back by itself.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from typing import Any
+
+from engine.domain import Event
+from engine.run.row_codec import STEP_COLUMNS
+
+log = logging.getLogger("engine.run.store")
+
+SCHEMA_VERSION = 1  # PRAGMA user_version
+EVENT_INSERT = (
+    "INSERT INTO events (seq, ts, type, severity, message, data, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def create_schema(db: sqlite3.Connection, version: int) -> None:
+    """Tables, indexes and columns a store needs, made where missing (``version``: the
+    file's ``user_version`` before)."""
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+    cols = ", ".join(f"{name} {sql}" for name, sql in STEP_COLUMNS.items())
+    with Transaction(db):
+        db.execute(f"CREATE TABLE IF NOT EXISTS steps (id INTEGER PRIMARY KEY, {cols})")
+        db.execute("CREATE INDEX IF NOT EXISTS steps_step ON steps(step)")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,"
+            " type TEXT NOT NULL, severity TEXT NOT NULL, message TEXT NOT NULL,"
+            " data TEXT NOT NULL, attempt INTEGER)"
+        )
+        # the newest event of a type (the last save, for every status) without a scan
+        db.execute("CREATE INDEX IF NOT EXISTS events_type ON events(type, seq)")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS decisions (id INTEGER PRIMARY KEY, ts REAL NOT NULL,"
+            " decision_id TEXT NOT NULL, directive_id TEXT NOT NULL, source TEXT NOT NULL,"
+            " verdict TEXT NOT NULL, state TEXT NOT NULL, reasons TEXT NOT NULL,"
+            " patch TEXT NOT NULL, bounds TEXT NOT NULL, policy_revision TEXT NOT NULL,"
+            " rate_limited INTEGER NOT NULL)"
+        )
+        db.execute("CREATE INDEX IF NOT EXISTS decisions_directive ON decisions(directive_id)")
+        have = {row[1] for row in db.execute("PRAGMA table_info(steps)")}
+        for name, sql in STEP_COLUMNS.items():  # a field added since the file was made
+            if name not in have:
+                db.execute(f"ALTER TABLE steps ADD COLUMN {name} {sql}")
+        if version != SCHEMA_VERSION:  # no write at all reopening a current file (a full disk)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+META_UPSERT = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+)
+
+
+def event_row(event: Event) -> tuple[Any, ...]:
+    data = json.dumps(event.data, default=str)
+    return (event.seq, event.ts, event.type, event.severity, event.message, data, event.attempt)
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (or ``ROLLBACK`` on an exception).
+
+    SQLite may have rolled back by itself already (it does on SQLITE_FULL and most I/O
+    errors), and a COMMIT that fails may leave the transaction open: either way the
+    connection ends outside any transaction, and the first error is the one raised."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except BaseException:
+                self._rollback()
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.warning("rollback failed", exc_info=True)
