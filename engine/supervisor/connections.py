@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -64,6 +65,7 @@ from engine.wire_json import shorten
 log = logging.getLogger("engine.supervisor.connections")
 
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
+SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")  # Linux: the kernel's cap on a listen backlog
 REPLAY_PAGE = 256  # events read from the store per replay page
 
 DirectiveRequest = Approve | Clamp | Reject | Propose
@@ -104,6 +106,15 @@ def refuse(reply: Callable[[BaseModel], None], bad: BadInputLog, err: ProtocolEr
     """Answer a bad input with an Error naming the reason, and note it for the log."""
     bad.note(err.reason)
     reply(Error(id=err.request_id, reason=err.reason))
+
+
+def listen_backlog() -> int:
+    """The most pending connections the kernel will queue (``net.core.somaxconn``): a burst
+    of connects waits for its accept instead of being refused."""
+    try:
+        return max(socket.SOMAXCONN, int(SOMAXCONN_FILE.read_text()))
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
 
 
 async def say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> None:
@@ -211,7 +222,9 @@ class ConnectionServer:
         """Serve ``path`` (mode 0600); a socket file left there is stale (we hold the pid file)."""
         if path.exists() or path.is_symlink():
             path.unlink()
-        self._server = await asyncio.start_unix_server(self._on_connect, path=str(path), limit=STREAM_LIMIT)
+        self._server = await asyncio.start_unix_server(
+            self._on_connect, path=str(path), limit=STREAM_LIMIT, backlog=listen_backlog()
+        )
         self._path = path
         path.chmod(0o600)  # the 0700 run dir already covers the moment before this
 

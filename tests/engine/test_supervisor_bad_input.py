@@ -1,10 +1,12 @@
 """Bad input at the supervisor's socket: answered, logged with the peer named, rate-limited;
-hostile but valid messages cannot take it down."""
+hostile but valid messages cannot take it down; a burst of connections is queued, not refused."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import socket
 from typing import Any
 
 import pytest
@@ -12,11 +14,14 @@ import pytest
 from engine.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
+    STREAM_LIMIT,
     Hello,
     Ping,
     StepReport,
     TrainerEvent,
+    decode_server,
     encode,
+    read_line,
 )
 from engine.run.directory import RunDir
 from engine.run.store import Store
@@ -248,3 +253,38 @@ async def test_hostile_but_valid_trainer_messages_do_not_take_the_supervisor_dow
     with Store(run.store, readonly=True) as store:
         types = [e.type for e in store.events_since(0)]
     assert "fake.hostile" in types
+
+
+# ------------------------------------------------------------------ the listen backlog
+
+BURST = 300  # connections at once, none accepted before the last has connected
+
+
+async def test_a_burst_of_connections_is_queued_not_refused(run: RunDir, start, fake_env) -> None:
+    if connections.listen_backlog() < BURST:
+        pytest.skip(f"this system queues at most {connections.listen_backlog()} pending connections")
+    await start()
+    socks: list[socket.socket] = []
+    try:
+        for i in range(BURST):  # no await in here: the server cannot accept any of them yet
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            socks.append(sock)
+            sock.setblocking(False)
+            try:
+                sock.connect(str(run.socket))
+            except BlockingIOError:
+                pytest.fail(f"connection {i + 1} of {BURST} refused: the listen backlog is full")
+
+        async def hello(sock: socket.socket) -> Any:
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=STREAM_LIMIT)
+            writer.write(encode(Hello(protocol=PROTOCOL_VERSION, role="cli", telemetry=False)))
+            await writer.drain()
+            line = await asyncio.wait_for(read_line(reader), 60)
+            writer.close()
+            return None if line is None else decode_server(line)
+
+        answers = await asyncio.gather(*(hello(sock) for sock in socks))
+    finally:
+        for sock in socks:
+            sock.close()
+    assert [a.kind if a else None for a in answers] == ["welcome"] * BURST
