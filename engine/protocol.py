@@ -15,19 +15,21 @@ Conversation::
     trainer -> Hello(role="trainer")
     trainer -> StepReport | TrainerEvent              server -> TrainerCommand
 
-Anything malformed (bad JSON, over-long line, unknown kind, wrong types, wrong version)
-gets an ``Error`` naming the reason; the server and its other clients go on.
-Torch-free.
+Anything malformed (bad JSON, over-long line, nesting too deep, an integer over 64 bits,
+unknown kind, wrong types, wrong version) gets an ``Error`` naming the reason; the server
+and its other clients go on. Decoding is total: any bytes give a message or a
+``ProtocolError`` (JSON itself is read by ``engine.wire_json``), and a reason quotes at
+most a few characters of the input. Torch-free.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from engine import wire_json
 from engine.domain import (
     DirectiveField,
     DirectiveState,
@@ -42,8 +44,12 @@ from engine.hardware_report import HardwareSnapshot
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1 << 20  # 1 MiB, newline included
 TELEMETRY_HZ = 10.0  # most telemetry messages per second to one console
+# The supervisor's messages carry what a client sent a level or two deeper (a trainer
+# event's data inside an event inside a message): they may nest this much more.
+SERVER_MAX_DEPTH = wire_json.MAX_DEPTH + 8
 
-RequestId = Annotated[str, Field(min_length=1, max_length=64)]
+REQUEST_ID_MAX = 64  # characters
+RequestId = Annotated[str, Field(min_length=1, max_length=REQUEST_ID_MAX)]
 Role = Literal["console", "cli", "trainer"]
 
 
@@ -317,16 +323,18 @@ def encode(message: BaseModel) -> bytes:
     return message.model_dump_json().encode("utf-8") + b"\n"
 
 
-def _validate(adapter: TypeAdapter[Any], line: bytes | str) -> Any:
+def _validate(adapter: TypeAdapter[Any], line: bytes | str, max_depth: int) -> Any:
     if len(line) > MAX_LINE_BYTES:
         raise LineTooLong(f"line of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit")
     try:
-        raw = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ProtocolError(f"malformed JSON: {err}") from None
+        raw = wire_json.parse(line, max_depth)
+    except wire_json.WireJsonError as err:
+        raise ProtocolError(err.reason) from None
     if not isinstance(raw, dict):
         raise ProtocolError(f"a message must be a JSON object, got {type(raw).__name__}")
-    request_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    request_id = raw.get("id")
+    if not (isinstance(request_id, str) and 0 < len(request_id) <= REQUEST_ID_MAX):
+        request_id = None  # an Error echoes only an id a request could have carried
     try:
         return adapter.validate_python(raw)
     except ValidationError as err:
@@ -334,23 +342,26 @@ def _validate(adapter: TypeAdapter[Any], line: bytes | str) -> Any:
 
 
 def _explain(err: ValidationError, raw: dict[str, Any]) -> str:
-    first = err.errors()[0]
+    """The first problem, naming the field; never more than a few quoted characters of input."""
+    first = err.errors(include_url=False, include_input=False)[0]
+    kind = wire_json.shown(raw.get("kind"))
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        return f"unknown kind {raw.get('kind')!r}" if "kind" in raw else "missing field 'kind'"
-    where = ".".join(str(p) for p in first["loc"][1:]) or "(message)"
+        return f"unknown kind {kind}" if "kind" in raw else "missing field 'kind'"
+    kind = str(raw.get("kind"))  # a valid tag: one of ours
+    where = wire_json.shorten(".".join(str(p) for p in first["loc"][1:]) or "(message)")
     if first["type"] == "extra_forbidden":
-        return f"{raw.get('kind')}: unknown field {where!r}"
-    return f"{raw.get('kind')}: field {where!r}: {first['msg']}"
+        return f"{kind}: unknown field {where!r}"
+    return f"{kind}: field {where!r}: {wire_json.shorten(first['msg'], 200)}"
 
 
 def decode_client(line: bytes | str) -> ClientMessage:
     """Parse a line sent to the supervisor; raises ProtocolError with a reason."""
-    return _validate(CLIENT_ADAPTER, line)
+    return _validate(CLIENT_ADAPTER, line, wire_json.MAX_DEPTH)
 
 
 def decode_server(line: bytes | str) -> ServerMessage:
     """Parse a line sent by the supervisor; raises ProtocolError with a reason."""
-    return _validate(SERVER_ADAPTER, line)
+    return _validate(SERVER_ADAPTER, line, SERVER_MAX_DEPTH)
 
 
 def check_hello(message: ClientMessage) -> Hello:

@@ -5,8 +5,9 @@ within ``HELLO_TIMEOUT_S``. A console gets a welcome, the history it asks for (r
 from the store, paced by its outbox) and answers to its requests; the one trainer gets a
 welcome and the commands it missed, and reports steps and events. What each side may say
 is a table from message type to handler; anything else is answered with an ``Error`` and
-the conversation goes on. What the requests do to the run is the ``Served`` run's
-business (the ``Supervisor``). Torch-free.
+the conversation goes on. Every bad input (and a missing hello, a foreign uid) is also
+logged with the peer's pid and uid, rate-limited per connection (``BadInputLog``). What the
+requests do to the run is the ``Served`` run's business (the ``Supervisor``). Torch-free.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -54,13 +56,16 @@ from engine.protocol import (
 )
 from engine.run.store import Store
 from engine.supervisor import peer
+from engine.supervisor.bad_input_log import BadInputLog, LogBudget
 from engine.supervisor.console_outbox import ConsoleClient
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.trainer_link import TrainerLink
+from engine.wire_json import shorten
 
 log = logging.getLogger("engine.supervisor.connections")
 
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
+SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")  # Linux: the kernel's cap on a listen backlog
 REPLAY_PAGE = 256  # events read from the store per replay page
 
 DirectiveRequest = Approve | Clamp | Reject | Propose
@@ -70,18 +75,18 @@ DirectiveRequest = Approve | Clamp | Reject | Propose
 
 
 async def decoded_lines(
-    reader: asyncio.StreamReader, reply: Callable[[BaseModel], None]
+    reader: asyncio.StreamReader, reply: Callable[[BaseModel], None], bad: BadInputLog
 ) -> AsyncIterator[ClientMessage]:
     """Valid messages from ``reader`` until EOF; each bad line is answered with an Error.
 
     An over-long line, malformed JSON, an unknown kind or wrong types cost the peer one
-    ``Error`` naming the reason; the connection goes on.
+    ``Error`` naming the reason (and a note in ``bad``); the connection goes on.
     """
     while True:
         try:
             line = await read_line(reader)
         except LineTooLong as err:
-            reply(Error(reason=err.reason))
+            refuse(reply, bad, err)
             continue
         except (ConnectionError, OSError):
             return
@@ -92,9 +97,24 @@ async def decoded_lines(
         try:
             message = decode_client(line)
         except ProtocolError as err:
-            reply(Error(id=err.request_id, reason=err.reason))
+            refuse(reply, bad, err)
             continue
         yield message
+
+
+def refuse(reply: Callable[[BaseModel], None], bad: BadInputLog, err: ProtocolError) -> None:
+    """Answer a bad input with an Error naming the reason, and note it for the log."""
+    bad.note(err.reason)
+    reply(Error(id=err.request_id, reason=err.reason))
+
+
+def listen_backlog() -> int:
+    """The most pending connections the kernel will queue (``net.core.somaxconn``): a burst
+    of connects waits for its accept instead of being refused."""
+    try:
+        return max(socket.SOMAXCONN, int(SOMAXCONN_FILE.read_text()))
+    except (OSError, ValueError):
+        return socket.SOMAXCONN
 
 
 async def say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> None:
@@ -174,6 +194,7 @@ class ConnectionServer:
         self._path: Path | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pacer = DirectivePacer()  # paces directive requests from all consoles together
+        self._log_budget = LogBudget()  # bad-input log lines, all connections together
         self._console_handlers: dict[type[BaseModel], ConsoleHandler] = {
             Status: self._status,
             Ping: self._ping,
@@ -204,7 +225,9 @@ class ConnectionServer:
         """Serve ``path`` (mode 0600); a socket file left there is stale (we hold the pid file)."""
         if path.exists() or path.is_symlink():
             path.unlink()
-        self._server = await asyncio.start_unix_server(self._on_connect, path=str(path), limit=STREAM_LIMIT)
+        self._server = await asyncio.start_unix_server(
+            self._on_connect, path=str(path), limit=STREAM_LIMIT, backlog=listen_backlog()
+        )
         self._path = path
         path.chmod(0o600)  # the 0700 run dir already covers the moment before this
 
@@ -242,29 +265,40 @@ class ConnectionServer:
 
     async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         creds = peer.peer_credentials(writer.get_extra_info("socket"))
-        refused = peer.refusal(creds, self.owner_uid)
-        if refused is not None:
-            log.warning("connection %s", refused)
-            await say_and_close(writer, Error(reason=refused))
-            return
-        hello = await self._read_hello(reader, writer)
-        if hello is None:
-            return
-        if hello.role == "trainer":
-            await self._serve_trainer(reader, writer, creds.pid if creds else None)
-        else:
-            await self._serve_console(hello, reader, writer)
+        bad = BadInputLog(creds, self._log_budget)
+        try:
+            refused = peer.refusal(creds, self.owner_uid)
+            if refused is not None:
+                bad.note(f"connection {refused}")
+                await say_and_close(writer, Error(reason=refused))
+                return
+            hello = await self._read_hello(reader, writer, bad)
+            if hello is None:
+                return
+            bad.role = hello.role
+            if hello.role == "trainer":
+                await self._serve_trainer(reader, writer, creds.pid if creds else None, bad)
+            else:
+                await self._serve_console(hello, reader, writer, bad)
+        finally:
+            bad.close()
 
-    async def _read_hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Hello | None:
+    async def _read_hello(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bad: BadInputLog
+    ) -> Hello | None:
         try:
             line = await asyncio.wait_for(read_line(reader), HELLO_TIMEOUT_S)
             if line is None:
+                bad.note("closed the connection without a hello")
                 return None
             return check_hello(decode_client(line))
         except ProtocolError as err:
+            bad.note(err.reason)
             await say_and_close(writer, Error(id=err.request_id, reason=err.reason))
         except asyncio.TimeoutError:
-            await say_and_close(writer, Error(reason=f"no hello within {HELLO_TIMEOUT_S:.0f} s"))
+            reason = f"no hello within {HELLO_TIMEOUT_S:.0f} s"
+            bad.note(reason)
+            await say_and_close(writer, Error(reason=reason))
         except (ConnectionError, OSError):
             pass
         return None
@@ -280,7 +314,7 @@ class ConnectionServer:
     # ------------------------------------------------------------------- consoles
 
     async def _serve_console(
-        self, hello: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, hello: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bad: BadInputLog
     ) -> None:
         client = ConsoleClient(writer, hello)
         # No await between reading last_seq and joining the fan-out: nothing can slip between.
@@ -296,11 +330,14 @@ class ConnectionServer:
         try:
             if hello.replay_from is not None:
                 await self._replay(client, hello.replay_from)
-            async for message in decoded_lines(reader, client.send):
+            async for message in decoded_lines(reader, client.send, bad):
                 if client.closed:
                     return
                 handler = self._console_handlers.get(type(message), self._trainer_only)
-                await handler(client, message)
+                try:
+                    await handler(client, message)
+                except ProtocolError as err:  # a handler's refusal: the peer sent what it may not
+                    refuse(client.send, bad, err)
         finally:
             self.consoles.discard(client)
             await client.close()
@@ -354,18 +391,19 @@ class ConnectionServer:
         client.send(self.served.directive_request(message))
 
     async def _hello_again(self, client: ConsoleClient, message: Hello) -> None:
-        client.send(Error(reason="hello already received on this connection"))
+        raise ProtocolError("hello already received on this connection")
 
     async def _trainer_only(self, client: ConsoleClient, message: ClientMessage) -> None:
-        client.send(Error(reason=f"{message.kind!r} is accepted only from the trainer"))
+        raise ProtocolError(f"{message.kind!r} is accepted only from the trainer")
 
     # -------------------------------------------------------------------- trainer
 
     async def _serve_trainer(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None, bad: BadInputLog
     ) -> None:
         if self.trainer is not None:
             refusal = f"a trainer is already connected (pid {self.trainer.pid})"
+            bad.note(refusal)
             await say_and_close(writer, Error(reason=refusal))
             return
         link = self.trainer = TrainerLink(writer, pid)
@@ -373,10 +411,12 @@ class ConnectionServer:
         link.send(self._welcome())
         self.served.greet_trainer(link)
         try:
-            async for message in decoded_lines(reader, link.send):
+            async for message in decoded_lines(reader, link.send, bad):
                 handler = self._trainer_handlers.get(type(message), self._not_from_trainer)
                 try:
                     handler(link, message)
+                except ProtocolError as err:  # a handler's refusal: the peer sent what it may not
+                    refuse(link.send, bad, err)
                 except Exception as err:  # one report lost, not the trainer's connection
                     log.exception("the trainer's %s failed in the supervisor", message.kind)
                     self._failed(f"trainer {message.kind}", err)
@@ -397,20 +437,18 @@ class ConnectionServer:
         """A trainer's event: one of the supervisor's own types is refused, a known type's data
         must fit its payload (an Error names the field), an unknown type is recorded as sent."""
         if message.type in SUPERVISOR_EVENTS:
-            link.send(Error(reason=f"event type {message.type!r} is the supervisor's to record"))
-            return
+            raise ProtocolError(f"event type {message.type!r} is the supervisor's to record")
         model = PAYLOADS.get(message.type)
         try:
             payload = None if model is None else model.model_validate(message.data)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(data)"
-            link.send(Error(reason=f"{message.type}: data.{where}: {first['msg']}"))
-            return
+            first = err.errors(include_url=False, include_input=False)[0]
+            where = shorten(".".join(str(p) for p in first["loc"]) or "(data)")
+            raise ProtocolError(f"{message.type}: data.{where}: {shorten(first['msg'], 200)}") from None
         self.served.on_trainer_event(message, payload)
 
     def _trainer_ping(self, link: TrainerLink, message: Ping) -> None:
         link.send(Ok(id=message.id))
 
     def _not_from_trainer(self, link: TrainerLink, message: ClientMessage) -> None:
-        link.send(Error(reason=f"{message.kind!r} is not a trainer message"))
+        raise ProtocolError(f"{message.kind!r} is not a trainer message")

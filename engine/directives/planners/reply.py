@@ -2,17 +2,18 @@
 
 A planner (a command or an LLM endpoint) answers each summary with one JSON object: the
 directive fields it wants changed plus an optional ``rationale`` string, or ``{}`` for
-nothing. Whatever else it says (not JSON, not an object, a non-string rationale, nesting
-deep enough to overflow the parser) becomes a ``problem``: a reason the adapter stores as a
-rejected proposal. Field values are not judged here: the directive edge and the policy do
-that, through the queue. Torch-free.
+nothing. Whatever else it says (not JSON, not an object, a non-string rationale, deep
+nesting, numbers over 64 bits, lone surrogates: ``engine.wire_json``) becomes a
+``problem``: a reason the adapter stores as a rejected proposal. Field values are not
+judged here: the directive edge and the policy do that, through the queue. Torch-free.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine import wire_json
 
 MAX_REPLY_BYTES = 64 * 1024  # one reply; a directive needs a few hundred bytes
 SHOWN_CHARS = 120  # of a refused reply quoted in its reason
@@ -39,9 +40,9 @@ def parse_reply(text: str | bytes) -> PlannerReply:
         text = text.decode("utf-8", errors="replace")
     text = _unfenced(text.strip())
     try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as err:  # RecursionError: hostile nesting
-        return refused(f"reply is not JSON ({type(err).__name__}): {_shown(text)}")
+        raw = wire_json.parse(text)  # hostile nesting, huge numbers, lone surrogates: a reason
+    except wire_json.WireJsonError as err:
+        return refused(f"reply is not JSON we accept ({err.reason}): {_shown(text)}")
     if not isinstance(raw, dict):
         return refused(f"reply must be a JSON object, got {type(raw).__name__}: {_shown(text)}")
     values = dict(raw)
