@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.alerts.health import HealthBoard
 from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
 from engine.config import RunConfig
@@ -34,7 +33,7 @@ from engine.config_file import ConfigError
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue, answer_request
 from engine.doctor.examiner import ops_required_by
-from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample
+from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Chaos, Error, Ok, TrainerEvent
@@ -48,6 +47,7 @@ from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.connections import ConnectionServer, DirectiveRequest
 from engine.supervisor.consoles import Consoles
+from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.log_output import log_to
 from engine.supervisor.storage_outage import StorageOutage
@@ -87,7 +87,7 @@ class Supervisor:
         self.serving = asyncio.Event()
         """Set once the socket accepts connections (for in-process users)."""
         self.consoles = Consoles()
-        self.health = HealthBoard()
+        self.health: HealthFeed | None = None
         """The newest doctor report and the alerts firing: the policy's ``problems``."""
         self.alerts: AlertWatch | None = None
         self.directives: DirectiveQueue | None = None
@@ -204,10 +204,11 @@ class Supervisor:
             config, record, connections.send_to_trainer, keep=self.store.add_decision
         )
         self.planner = build_planner(config.policy, self.directives, record)
-        self._judge_health()
+        require = config.policy.require_accelerator
+        self.health = HealthFeed(self.journal, self.directives, require_accelerator=require)
         self.alerts = AlertWatch(
             config.alerts,
-            self._record_watched,
+            self.health.record,
             run_dir=self.run.path,
             checkpoint_dir=self.run.checkpoints,
             pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},
@@ -236,12 +237,7 @@ class Supervisor:
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )
-        self._watch_storage(config)
-
-    def _watch_storage(self, config: RunConfig) -> None:
-        """From now on a refused store write holds training (one before this is taken up now)."""
-        assert self.alerts is not None
-        outage = self._outage = StorageOutage(
+        self._outage = StorageOutage(  # from now on a refused store write holds training
             self.store,
             self.attempts,
             config.storage,
@@ -249,10 +245,6 @@ class Supervisor:
             spawn=self._spawn,
             end_run=self._end_run,
         )
-        self.store.held.limit = config.storage.buffer_steps
-        self.store.on_fault = outage.on_fault
-        if self.store.fault is not None:
-            outage.on_fault(self.store.fault)
 
     async def _listen(self) -> None:
         assert self._connections is not None and self.alerts is not None
@@ -324,23 +316,6 @@ class Supervisor:
             self._failure = reason
         if self._attempts is not None:
             self.attempts.stop(reason)
-
-    # ---------------------------------------------------------- alerts and health
-
-    def _record_watched(
-        self, payload: Payload, message: str = "", *, severity: Severity | None = None
-    ) -> Event:
-        """``record`` for AlertWatch: an alert or doctor report also re-judges the health."""
-        event = self.journal.record(payload, message, severity=severity)
-        if self.health.observe(event):
-            self._judge_health()
-        return event
-
-    def _judge_health(self) -> None:
-        """The policy's ``problems`` from the newest doctor report and the alerts firing."""
-        if self.directives is not None:
-            require = self.directives.config.policy.require_accelerator
-            self.directives.problems = self.health.problems(require)
 
     # ------------------------------------------- what the connections ask of the run (Served)
 

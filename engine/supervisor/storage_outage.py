@@ -70,6 +70,10 @@ class StorageOutage:
         self.gave_up: str | None = None
         """Why the run was ended for its store, if it was."""
         self._task: asyncio.Task[None] | None = None
+        store.held.limit = config.buffer_steps
+        store.on_fault = self.on_fault
+        if store.fault is not None:  # refused before the watch began: taken up now
+            self.on_fault(store.fault)
 
     @property
     def active(self) -> bool:

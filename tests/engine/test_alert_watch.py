@@ -307,6 +307,6 @@ async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_fir
     started = next(e.seq for e in events if e.type == "run_started" and e.seq > 2)
     assert all(e.seq > started for e in resolved)  # recorded by the new supervisor, at its start
     assert [e for e in alert_episodes(events) if e.firing] == []
-    assert running.supervisor.health.active == {}
+    assert running.supervisor.health is not None and running.supervisor.health.active == {}
     client = await connect(replay_from=0)  # a console attaching now gets the resolutions too
     await client.until(lambda m: m.kind == "event" and m.event.seq == resolved[-1].seq, timeout=30)
