@@ -178,10 +178,11 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     assert after[: len(before)] == before  # the earlier telemetry is all still there
     assert [s for a, s in after if a == 2][0] == newest + 1
     assert events(run, "checkpoint_loaded")[-1].data["step"] == newest
-    resumed_at = events(run, "trainer_resumed")[
-        -1
-    ].data  # what the power loss cost, said by the new supervisor
-    assert resumed_at["resume_step"] == newest and resumed_at["steps_lost"] == before[-1][1] - newest
+    # What the power loss cost, said by the new supervisor: from the newest stored step (the
+    # killed supervisor may not have stored the last few; the checkpoint can be newer).
+    resumed_at = events(run, "trainer_resumed")[-1].data
+    assert resumed_at["resume_step"] == newest
+    assert resumed_at["steps_lost"] == max(0, before[-1][1] - newest)
     assert memtui(home, "resume", run.run_id).returncode == 1  # live: nothing to resume
     stopped = memtui(home, "stop", run.run_id)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
