@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from engine import wire_json
+from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
 from engine.domain import (
     DirectiveField,
     DirectiveState,
@@ -191,17 +192,13 @@ class Propose(_Message):
     source: str = Field("operator", min_length=1, max_length=128)
 
 
-ChaosAction = Literal["kill_trainer", "oom", "ballast", "nan_loss", "slow_step"]
-CHAOS_ACTIONS: tuple[str, ...] = ("kill_trainer", "oom", "ballast", "nan_loss", "slow_step")
-
-
 class Chaos(_Message):
-    """Operator: inject a failure to rehearse recovery (``kill_trainer`` SIGKILLs the trainer)."""
+    """Operator: inject a failure to rehearse recovery; the kinds and their parameters are
+    ``engine.chaos_kinds`` (``Welcome.chaos`` says which ones this supervisor performs)."""
 
     kind: Literal["chaos"] = "chaos"
     id: RequestId
-    action: ChaosAction
-    params: dict[str, Any] = Field(default_factory=dict)
+    request: ChaosRequest
 
 
 ClientMessage = Annotated[
@@ -235,6 +232,8 @@ class Welcome(_Message):
     """The run's memory and loss-scale levels (``RunConfig.thresholds()``); None from a
     supervisor that does not send them or cannot read its config: the console then uses
     the config models' defaults."""
+    chaos: list[ChaosKindSpec] = Field(default_factory=list)
+    """The chaos kinds this supervisor performs, with their parameters: what a console offers."""
 
 
 class Ok(_Message):
@@ -282,6 +281,15 @@ class TrainerCommand(_Message):
     reason: str = ""
 
 
+class InjectChaos(_Message):
+    """Supervisor -> trainer: a trainer-side chaos request, applied at the next optimizer-step
+    boundary; the trainer says ``chaos_applied`` (same ``chaos_id``) when it takes effect."""
+
+    kind: Literal["inject_chaos"] = "inject_chaos"
+    chaos_id: str = Field(min_length=1, max_length=64)
+    request: ChaosRequest
+
+
 class ApplyDirective(_Message):
     """Supervisor -> trainer: apply these admitted values at the next optimizer-step
     boundary. The trainer re-checks them against its own hard limits and echoes what it
@@ -294,7 +302,15 @@ class ApplyDirective(_Message):
 
 
 ServerMessage = Annotated[
-    Welcome | Ok | Error | EventMessage | Telemetry | TrainerCommand | ApplyDirective | Hardware,
+    Welcome
+    | Ok
+    | Error
+    | EventMessage
+    | Telemetry
+    | TrainerCommand
+    | ApplyDirective
+    | InjectChaos
+    | Hardware,
     Field(discriminator="kind"),
 ]
 
@@ -345,13 +361,29 @@ def _explain(err: ValidationError, raw: dict[str, Any]) -> str:
     """The first problem, naming the field; never more than a few quoted characters of input."""
     first = err.errors(include_url=False, include_input=False)[0]
     kind = wire_json.shown(raw.get("kind"))
-    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found") and len(first["loc"]) <= 1:
         return f"unknown kind {kind}" if "kind" in raw else "missing field 'kind'"
     kind = str(raw.get("kind"))  # a valid tag: one of ours
-    where = wire_json.shorten(".".join(str(p) for p in first["loc"][1:]) or "(message)")
+    if first["type"] == "union_tag_invalid":  # a nested union (a chaos request): name its tags
+        where = ".".join(str(p) for p in first["loc"][1:])
+        expected = wire_json.shorten(str(first.get("ctx", {}).get("expected_tags", "")), 300)
+        return f"{kind}: field {where!r}: unknown kind (choose from {expected})"
+    where = wire_json.shorten(_field_path(first["loc"][1:], raw) or "(message)")
     if first["type"] == "extra_forbidden":
         return f"{kind}: unknown field {where!r}"
     return f"{kind}: field {where!r}: {wire_json.shorten(first['msg'], 200)}"
+
+
+def _field_path(loc: tuple[Any, ...], raw: Any) -> str:
+    """``request.bytes`` for pydantic's ``request.ballast.bytes``: a nested union's tag (the
+    ``kind`` the input gave) is no field of the message."""
+    parts, node = [], raw
+    for part in loc:
+        if isinstance(node, dict) and node.get("kind") == part and part not in node:
+            continue  # the tag pydantic puts in the path
+        parts.append(str(part))
+        node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(parts)
 
 
 def decode_client(line: bytes | str) -> ClientMessage:

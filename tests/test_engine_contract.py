@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from engine.alerts import watch as alert_watch
+from engine.chaos_kinds import Kill, NanLoss
 from engine.domain import RunStatus, Thresholds, Verdict
 from engine.events import (
     ChaosInjected,
@@ -308,12 +309,13 @@ async def test_propose_then_reject_and_unknown_ids_and_fields(engine: EngineUnde
 async def test_chaos_kill_trainer_is_recorded_and_the_trainer_restarts(engine: EngineUnderTest) -> None:
     await engine.start()
     console, _, _ = await welcomed(engine)
-    asked = await console.answer(Chaos(id="k", action="kill_trainer"))
-    assert kinds(asked) == ["event", "ok"] and signatures(asked) == ["chaos"]
+    asked = await console.answer(Chaos(id="k", request=Kill()))
+    assert kinds(asked) == ["event", "ok"] and signatures(asked) == ["chaos_injected"]
     answer = ok(asked)
-    assert shape(answer.result) == {"action": "str", "pid": "int"}
+    assert shape(answer.result) == {"chaos_id": "str", "kind": "str", "pid": "int"}
     chaos = ChaosInjected.of(events_of(asked)[0])
-    assert chaos is not None and chaos.action == "kill_trainer" and chaos.pid == answer.result["pid"]
+    assert chaos is not None and chaos.kind == "kill" and chaos.pid == answer.result["pid"]
+    assert chaos.chaos_id == answer.result["chaos_id"]
     restart = await console.until_event("state_changed->running")
     assert signatures(restart) == [
         "state_changed->restarting",
@@ -335,10 +337,11 @@ async def test_chaos_kill_trainer_is_recorded_and_the_trainer_restarts(engine: E
 async def test_unavailable_and_unknown_chaos_are_refused(engine: EngineUnderTest) -> None:
     await engine.start()
     console, _, _ = await welcomed(engine)
-    unavailable = error(await console.answer(Chaos(id="c1", action="nan_loss")))
+    unavailable = error(await console.answer(Chaos(id="c1", request=NanLoss())))
     assert unavailable.id == "c1" and "nan_loss" in unavailable.reason
-    unknown = error(await console.answer(b'{"kind": "chaos", "id": "c2", "action": "explode"}\n'))
-    assert unknown.id == "c2" and "action" in unknown.reason
+    line = b'{"kind": "chaos", "id": "c2", "request": {"kind": "explode"}}\n'
+    unknown = error(await console.answer(line))
+    assert unknown.id == "c2" and "request" in unknown.reason
     await nothing_more(console, "chaos")
 
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from engine.chaos_kinds import ChaosKindSpec
 from engine.directives.pacer import DirectivePacer
 from engine.domain import RunState, RunStatus, TelemetrySample, Thresholds
 from engine.events import PAYLOADS, SUPERVISOR_EVENTS, Payload
@@ -176,6 +177,7 @@ class ConnectionServer:
         run_id: str,
         owner_uid: int,
         thresholds: Thresholds,
+        chaos: list[ChaosKindSpec] | None = None,
         on_failure: Callable[[str, BaseException, bool], None] | None = None,
     ) -> None:
         self.served = served
@@ -185,6 +187,8 @@ class ConnectionServer:
         self.consoles = consoles
         self.run_id = run_id
         self.thresholds = thresholds
+        self.chaos = list(chaos or [])
+        """The chaos kinds the run performs, told to every console in its Welcome."""
         """The run's memory levels and loss-scale floor: consoles colour by them."""
         self.owner_uid = owner_uid
         """Only peers of this uid may connect."""
@@ -309,6 +313,7 @@ class ConnectionServer:
             state=self.served.state,
             last_seq=self.store.last_seq(),
             thresholds=self.thresholds,
+            chaos=self.chaos,
         )
 
     # ------------------------------------------------------------------- consoles

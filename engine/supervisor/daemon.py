@@ -198,6 +198,7 @@ class Supervisor:
             run_id=self.run.run_id,
             owner_uid=self.owner_uid,
             thresholds=config.thresholds(),
+            chaos=chaos.advertised(),
             on_failure=self._tasks.report,
         )
         self.directives = DirectiveQueue(

@@ -28,9 +28,9 @@ from textual.events import Resize
 from textual.timer import Timer
 from textual.widgets import Footer
 
+from engine.chaos_kinds import REQUESTS
 from engine.domain import Event
 from engine.protocol import (
-    CHAOS_ACTIONS,
     TELEMETRY_HZ,
     Error,
     EventMessage,
@@ -447,7 +447,7 @@ class MemtuiApp(OperatorCommands):
             ("Directive: details", "everything about the selected directive", "details"),
             *(
                 (f"Chaos: {a}", "inject a failure into the live run (asks first)", f"chaos('{a}')")
-                for a in CHAOS_ACTIONS
+                for a in REQUESTS
             ),
             ("Run: pause training", "hold at the next step boundary; nothing is lost (key P)", "pause"),
             ("Run: continue training", "let the paused run go on (key P)", "unpause"),

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pydantic import BaseModel
 from textual.app import App
 
-from engine.protocol import CHAOS_ACTIONS, Approve, Chaos, Clamp, DirectiveView, Pause, Reject, Stop
+from engine.chaos_kinds import REQUESTS, parse_request
+from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Pause, Reject, Stop
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import render_changes
 from memtui.console.run_view import RunView
@@ -109,19 +110,18 @@ class OperatorCommands(App[None]):
         self.send_request(request, "training goes on", title="continue")
 
     def action_kill_trainer(self) -> None:
-        self.action_chaos("kill_trainer")
+        self.action_chaos("kill")
 
-    def action_chaos(self, action: str) -> None:
-        if action not in CHAOS_ACTIONS:
-            self.notify(f"unknown chaos action {action!r}", severity="error")
+    def action_chaos(self, kind: str) -> None:
+        if kind not in REQUESTS:
+            self.notify(f"unknown chaos kind {kind!r}", severity="error")
             return
-        body = (
-            f"Inject chaos [b]{action}[/b] into {self.view.run_id}? This rehearses a failure on the live run."
-        )
+        request = parse_request(kind, {})
+        body = f"Inject chaos [b]{kind}[/b] into {self.view.run_id}: {request.description}?"
         self._confirm(
-            f"Chaos: {action}",
+            f"Chaos: {kind}",
             body,
-            lambda: self.send_request(Chaos(id=new_request_id(), action=action), f"{action} sent"),  # type: ignore[arg-type]
+            lambda: self.send_request(Chaos(id=new_request_id(), request=request), f"{kind} sent"),
             yes="Inject",
         )
 

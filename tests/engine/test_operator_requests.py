@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from engine.chaos_kinds import Ballast, Kill, NanLoss, Oom, SlowSteps
 from engine.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
 from engine.run.directory import RunDir
 from engine.run.store import Store
@@ -22,7 +23,8 @@ def test_operator_requests_round_trip() -> None:
         Approve(id="a", directive_id="d1"),
         Clamp(id="c", directive_id="d1", values={"lr_multiplier": 0.5, "micro_batch_size": 4}),
         Reject(id="r", directive_id="d1", reason="too eager"),
-        Chaos(id="k", action="kill_trainer"),
+        Chaos(id="k", request=Kill()),
+        Chaos(id="b", request=Ballast(bytes=1 << 20, steps=5)),
     ):
         assert decode_client(encode(message)) == message
     clamp = decode_client(encode(Clamp(id="c", directive_id="d", values={"micro_batch_size": 4})))
@@ -34,22 +36,23 @@ async def test_kill_trainer_records_chaos_and_sigkills_it(run: RunDir, start, co
     client = await connect()
     await client.recv()
     await client.until(kind("telemetry"))
-    ok, before = await client.answer(Chaos(id="k1", action="kill_trainer"))
-    assert ok.kind == "ok" and ok.result["action"] == "kill_trainer"
+    ok, before = await client.answer(Chaos(id="k1", request=Kill()))
+    assert ok.kind == "ok" and ok.result["kind"] == "kill" and ok.result["chaos_id"]
     exited, seen = await client.until(lambda m: m.kind == "event" and m.event.type == "trainer_exited")
-    chaos = [m.event for m in before + seen if m.kind == "event" and m.event.type == "chaos"]
+    chaos = [m.event for m in before + seen if m.kind == "event" and m.event.type == "chaos_injected"]
     assert chaos and chaos[0].data["pid"] == ok.result["pid"]
+    assert chaos[0].data["chaos_id"] == ok.result["chaos_id"]
     assert exited.event.data["returncode"] == -9
     with Store(run.store, readonly=True) as store:
-        assert "chaos" in [e.type for e in store.events_since(0)]
+        assert "chaos_injected" in [e.type for e in store.events_since(0)]
 
 
 async def test_reserved_chaos_and_directives_are_refused_clearly(start, connect, fake_env) -> None:
     await start()
     client = await connect()
     await client.recv()
-    for action in ("oom", "ballast", "nan_loss", "slow_step"):
-        error, _ = await client.answer(Chaos(id=f"c-{action}", action=action))
+    for request in (Oom(), Ballast(), NanLoss(), SlowSteps()):
+        error, _ = await client.answer(Chaos(id=f"c-{request.kind}", request=request))
         assert error.kind == "error" and "not available yet" in error.reason
     for request in (
         Approve(id="a", directive_id="d1"),

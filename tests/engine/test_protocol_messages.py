@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import protocol
+from engine.chaos_kinds import Kill
 from engine.config import RunConfig
 from engine.domain import Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
@@ -83,7 +84,7 @@ CLIENT_MESSAGES = [
     protocol.Approve(id="a", directive_id="d-1"),
     protocol.Clamp(id="c", directive_id="d-1", values={"lr_multiplier": 0.5, "micro_batch_size": 4}),
     protocol.Reject(id="j", directive_id="d-1", reason="no"),
-    protocol.Chaos(id="k", action="kill_trainer"),
+    protocol.Chaos(id="k", request=Kill()),
     protocol.Propose(id="o", values={"lr_multiplier": 0.5}, rationale="why", source="operator"),
 ]
 SERVER_MESSAGES = [
@@ -97,6 +98,7 @@ SERVER_MESSAGES = [
     TrainerCommand(command="stop", reason="operator"),
     TrainerCommand(command="pause"),
     protocol.ApplyDirective(directive_id="d-1", decision_id="x-1", values={"lr_multiplier": 0.5}),
+    protocol.InjectChaos(chaos_id="c-1", request=Kill()),
     protocol.Hardware(snapshot=HardwareSnapshot(ts=1.0, nvml="NVML: Driver Not Loaded")),
 ]
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from engine.chaos_kinds import chaos_specs
 from engine.config import RunConfig
 from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample, Thresholds
 from engine.events import Payload
@@ -312,7 +313,13 @@ class FakeEngine:
         self.hellos.append(hello)
         last_seq = self.events[-1].seq if self.events else 0
         conn.send(
-            Welcome(run_id=self.run_id, state=self.state, last_seq=last_seq, thresholds=self.thresholds)
+            Welcome(
+                run_id=self.run_id,
+                state=self.state,
+                last_seq=last_seq,
+                thresholds=self.thresholds,
+                chaos=chaos_specs(["kill"]),
+            )
         )
         if hello.replay_from is not None:
             for event in self.events:

@@ -80,6 +80,7 @@ class FakeLifecycle:
         self.attempt = 1
         self.restarts = 0
         self._lost_from: int | None = None  # the newest step before a restart, until it resumes
+        self.chaos_count = 0
         self.trainer_alive = state not in TERMINAL_STATES and state != "restarting"
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
@@ -165,15 +166,18 @@ class FakeLifecycle:
     # --------------------------------------------------------------------- chaos
 
     def chaos(self, message: Chaos) -> Ok | Error:
-        if message.action != "kill_trainer":
-            return Error(id=message.id, reason=f"chaos {message.action!r} is not available yet")
+        kind = message.request.kind
+        if kind != "kill":
+            return Error(id=message.id, reason=f"chaos {kind!r} is not available yet")
         if not self.trainer_alive:
             return Error(id=message.id, reason="no trainer is running to kill")
         pid = self.pid
-        injected = ChaosInjected(action=message.action, params=message.params, pid=pid)
-        self.record(injected, f"chaos: kill_trainer (SIGKILL pid {pid})")
+        self.chaos_count += 1
+        chaos_id = f"c-fake{self.chaos_count}"
+        injected = ChaosInjected(chaos_id=chaos_id, kind=kind, params={}, pid=pid)
+        self.record(injected, f"chaos: kill (SIGKILL pid {pid})")
         asyncio.get_running_loop().call_soon(self._killed)  # after the answer, as a death is
-        return Ok(id=message.id, result={"action": message.action, "pid": pid})
+        return Ok(id=message.id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
 
     def _killed(self) -> None:
         self.trainer_alive = False

@@ -148,8 +148,8 @@ async def test_kill_trainer_is_chaos_behind_a_confirmation(live_run: RunDir, fak
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await until(lambda: "chaos" in kinds(fake))
-        assert fake.requests[-1].action == "kill_trainer"
-        await until(lambda: any(e.type == "chaos" for e in app.view.events))
+        assert fake.requests[-1].request.kind == "kill"
+        await until(lambda: any(e.type == "chaos_injected" for e in app.view.events))
 
 
 async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fake: FakeEngine) -> None:
@@ -163,7 +163,7 @@ async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fa
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await until(lambda: "chaos" in kinds(fake))
-        assert fake.requests[-1].action == "nan_loss"
+        assert fake.requests[-1].request.kind == "nan_loss"
 
 
 async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: FakeEngine) -> None:

@@ -1,0 +1,115 @@
+"""Every event type a run records, and the typed payload of each (``engine.events.payload``
+says how payloads are written and read). One module per family; every name is here, so
+``from engine.events import CheckpointSaved`` is all a writer or reader needs, and importing
+the package registers every type in ``PAYLOADS``. Torch-free.
+"""
+
+from __future__ import annotations
+
+from engine.events.alerts import (
+    INSTANT_RULES,
+    STORAGE_RULE,
+    SUPERVISOR_RESTARTED,
+    TASK_FAILED_RULE,
+    AlertRaised,
+    DoctorReported,
+)
+from engine.events.chaos import ChaosApplied, ChaosInjected, ChaosRecovered, LegacyChaos
+from engine.events.checkpoints import (
+    CheckpointFailed,
+    CheckpointLoaded,
+    CheckpointNotSaved,
+    CheckpointRejected,
+    CheckpointSaved,
+    CheckpointSkipped,
+    FreshStart,
+)
+from engine.events.directives import (
+    DirectiveApplied,
+    DirectiveDecided,
+    DirectiveProposed,
+    DirectiveRecord,
+    DirectivesRateLimited,
+    PlannerDisabled,
+    PlannerRestarted,
+)
+from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel
+from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
+from engine.events.run import (
+    ContinueRequested,
+    PauseKept,
+    PauseRequested,
+    RestartsExhausted,
+    RunContinued,
+    RunEnded,
+    RunPaused,
+    RunStarted,
+    StateChanged,
+    StopRequested,
+    TrainerError,
+    TrainerExited,
+    TrainerFinished,
+    TrainerLaunched,
+    TrainerLaunchFailed,
+    TrainerRestarted,
+    TrainerResumed,
+    TrainerStarted,
+)
+
+SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if m.origin == "supervisor")
+"""Types only the supervisor records; a trainer that sends one is refused."""
+
+__all__ = [
+    "INSTANT_RULES",
+    "PAYLOADS",
+    "STORAGE_RULE",
+    "SUPERVISOR_EVENTS",
+    "SUPERVISOR_RESTARTED",
+    "TASK_FAILED_RULE",
+    "AlertRaised",
+    "ChaosApplied",
+    "ChaosInjected",
+    "ChaosRecovered",
+    "CheckpointFailed",
+    "CheckpointLoaded",
+    "CheckpointNotSaved",
+    "CheckpointRejected",
+    "CheckpointSaved",
+    "CheckpointSkipped",
+    "ContinueRequested",
+    "DirectiveApplied",
+    "DirectiveDecided",
+    "DirectiveProposed",
+    "DirectiveRecord",
+    "DirectivesRateLimited",
+    "DoctorReported",
+    "FreshStart",
+    "LegacyChaos",
+    "LossScaleFloor",
+    "MemoryAdapted",
+    "MemoryExhausted",
+    "MemoryLevel",
+    "Origin",
+    "PauseKept",
+    "PauseRequested",
+    "Payload",
+    "PlannerDisabled",
+    "PlannerRestarted",
+    "Recorder",
+    "RestartsExhausted",
+    "RunContinued",
+    "RunEnded",
+    "RunPaused",
+    "RunStarted",
+    "StateChanged",
+    "StopRequested",
+    "TrainerError",
+    "TrainerExited",
+    "TrainerFinished",
+    "TrainerLaunched",
+    "TrainerLaunchFailed",
+    "TrainerRestarted",
+    "TrainerResumed",
+    "TrainerStarted",
+    "payload_of",
+]

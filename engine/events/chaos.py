@@ -1,0 +1,67 @@
+"""Chaos: a failure injected on purpose, the moment it took effect, and the run's recovery.
+
+Every injection has a ``chaos_id``; ``chaos_injected`` (the supervisor, when it accepts the
+request), ``chaos_applied`` (the trainer, when a trainer-side kind takes effect at a step
+boundary) and ``chaos_recovered`` (the supervisor, when the run is healthy again, or the
+verdict that it did not recover) all carry it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from engine.events.payload import Payload
+
+
+class ChaosInjected(Payload):
+    event_type = "chaos_injected"
+    severity = "warning"
+    chaos_id: str
+    kind: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The request's parameters, defaults filled in."""
+    source: str = "operator"
+    """Who asked: ``operator`` (console or shell), ``schedule`` (the run's ``[chaos]``)."""
+    step: int | None = None
+    """The newest step when it was injected."""
+    pid: int | None = None
+    """The process a supervisor-side kind acted on (kill, preempt)."""
+
+
+class ChaosApplied(Payload):
+    """A trainer-side kind took effect at the trainer's next step boundary."""
+
+    event_type = "chaos_applied"
+    origin = "trainer"
+    severity = "warning"
+    chaos_id: str
+    kind: str
+    step: int
+    """The optimizer step it applies from."""
+
+
+class ChaosRecovered(Payload):
+    """The run is healthy again after an injection (or, ``recovered`` False, it is not)."""
+
+    event_type = "chaos_recovered"
+    chaos_id: str
+    kind: str
+    recovered: bool
+    seconds: float
+    """From the injection to this verdict."""
+    step: int | None = None
+    """The step that showed it (the first one after a restart, a finite loss, ...)."""
+    detail: str = ""
+    """What showed it, or why it failed."""
+
+
+class LegacyChaos(Payload):
+    """What memtui before ``chaos_injected`` recorded for a trainer kill (kept to read old runs)."""
+
+    event_type = "chaos"
+    severity = "warning"
+    action: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    pid: int | None = None

@@ -1,0 +1,79 @@
+"""What happened to each save and each resume's checkpoint."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.events.payload import Payload
+
+
+class CheckpointSaved(Payload):
+    event_type = "checkpoint_saved"
+    origin = "trainer"
+    step: int
+    tag: str
+    seconds: float
+    """Training stood still this long for the save (s)."""
+    write_s: float
+    """DeepSpeed's write of the files (s)."""
+    seal_s: float
+    """fsync, hashes, manifest, rename, verify, prune (s)."""
+    background: bool
+    """Sealed on the background thread while training went on."""
+    size_bytes: int
+    pruned: list[str] = Field(default_factory=list)
+    """Tags deleted after this one verified."""
+
+
+class CheckpointNotSaved(Payload):
+    """A save that did not happen; every older checkpoint is kept."""
+
+    origin = "trainer"
+    severity = "critical"
+    step: int
+    tag: str
+    reason: str
+    free_bytes: int | None = None
+    needed_bytes: int | None = None
+
+
+class CheckpointSkipped(CheckpointNotSaved):
+    """Not attempted: too little free disk."""
+
+    event_type = "checkpoint_skipped"
+
+
+class CheckpointFailed(CheckpointNotSaved):
+    """Attempted and failed (a full disk mid-write, an I/O error)."""
+
+    event_type = "checkpoint_failed"
+
+
+class CheckpointRejected(Payload):
+    """A checkpoint that does not verify (or was half-written), set aside on resume."""
+
+    event_type = "checkpoint_rejected"
+    origin = "trainer"
+    severity = "warning"
+    tag: str
+    problem: str
+    step: int | None = None
+    quarantined: str | None = None
+    """Its name in ``checkpoints/quarantine/`` once moved there (a staging dir a crash left)."""
+
+
+class CheckpointLoaded(Payload):
+    event_type = "checkpoint_loaded"
+    origin = "trainer"
+    step: int
+    tag: str
+    skipped: list[str] = Field(default_factory=list)
+    """Newer tags that did not verify, with why."""
+
+
+class FreshStart(Payload):
+    """No checkpoint to resume from: training starts over (asked for, or none existed)."""
+
+    event_type = "fresh_start"
+    origin = "trainer"
+    severity = "warning"

@@ -1,0 +1,65 @@
+"""Directives from proposal to the trainer's echo, and the planners' own troubles."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.domain import Verdict
+from engine.events.payload import Payload
+from engine.protocol import DirectiveView
+
+
+class DirectiveRecord(Payload):
+    """A directive's view and the policy's verdict, as every directive event carries them."""
+
+    directive: DirectiveView
+    verdict: Verdict | None = None
+    """The policy's verdict (every writer gives it; a reader needs only the view)."""
+
+
+class DirectiveProposed(DirectiveRecord):
+    event_type = "directive_proposed"
+
+
+class DirectiveDecided(DirectiveRecord):
+    event_type = "directive_decided"
+
+
+class DirectiveApplied(Payload):
+    """The trainer's echo of what it applied; the supervisor records it with the view."""
+
+    event_type = "directive_applied"
+    origin = "trainer"
+    directive_id: str | None = None
+    decision_id: str = ""
+    step: int | None = None
+    applied: dict[str, float | int] = Field(default_factory=dict)
+    refused: dict[str, str] = Field(default_factory=dict)
+    """Field -> why the trainer refused it."""
+    directive: DirectiveView | None = None
+    """Added by the supervisor when it records the echo."""
+    verdict: Verdict | None = None
+
+
+class DirectivesRateLimited(Payload):
+    event_type = "directives_rate_limited"
+    severity = "warning"
+    source: str
+    count: int
+    policy_revision: str
+
+
+class PlannerRestarted(Payload):
+    event_type = "planner_restarted"
+    severity = "warning"
+    source: str
+    failures: int
+    pid: int | None = None
+
+
+class PlannerDisabled(Payload):
+    event_type = "planner_disabled"
+    severity = "critical"
+    source: str
+    failures: int
+    reason: str

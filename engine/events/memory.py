@@ -1,0 +1,58 @@
+"""The memory controller's adaptations and levels, and the trainer's memory halts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from engine.events.payload import Payload
+
+
+class MemoryAdapted(Payload):
+    event_type = "memory_adapted"
+    origin = "trainer"
+    kind: str
+    """``shrink``, ``grow``, ``oom`` or ``resume`` (the geometry an earlier OOM left)."""
+    reason: str
+    step: int
+    from_micro_batch: int
+    to_micro_batch: int
+    from_grad_accum: int
+    to_grad_accum: int
+    mem_before: int | None = None
+    """Bytes: the peak (measured or expected) that made the controller act."""
+    mem_after_predicted: int | None = None
+    mem_budget: int | None = None
+    mem_kind: str | None = None
+    mem_resident_after: int | None = None
+    """After an OOM: the process's memory once the smaller micro-batch is in place."""
+
+
+class MemoryLevel(Payload):
+    event_type = "memory_level"
+    origin = "trainer"
+    step: int
+    level: Literal["ok", "warn", "critical"]
+    previous: Literal["ok", "warn", "critical"]
+    expected_peak: int
+    """Bytes."""
+    mem_budget: int
+
+
+class MemoryExhausted(Payload):
+    """Out of memory at the smallest micro-batch: the trainer stops with a checkpoint."""
+
+    event_type = "memory_exhausted"
+    origin = "trainer"
+    severity = "critical"
+    step: int
+    restartable: bool
+
+
+class LossScaleFloor(Payload):
+    """fp16 loss scale at its minimum and still overflowing: the run diverged."""
+
+    event_type = "loss_scale_floor"
+    origin = "trainer"
+    severity = "critical"
+    step: int
+    restartable: bool

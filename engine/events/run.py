@@ -1,0 +1,189 @@
+"""The run's own events and its trainer processes': state, stop and pause, launches, exits, restarts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.domain import RunState
+from engine.events.payload import Payload
+
+
+class RunStarted(Payload):
+    event_type = "run_started"
+    supervisor_pid: int
+    run_dir: str
+    previous_state: RunState | None = None
+    """The state the store held before this supervisor (None: a new run)."""
+
+
+class RunEnded(Payload):
+    event_type = "run_ended"
+    state: RunState
+    reason: str
+
+
+class StateChanged(Payload):
+    event_type = "state_changed"
+    from_state: RunState | None = Field(None, alias="from")
+    to: RunState
+
+
+class StopRequested(Payload):
+    event_type = "stop_requested"
+    reason: str
+
+
+HoldCause = Literal["operator", "storage"]
+"""Who holds training: the operator (``memtui pause``), or the supervisor while the run's
+store cannot write (it lets training go on by itself once the store writes again)."""
+
+
+class PauseRequested(Payload):
+    event_type = "pause_requested"
+    reason: str
+    cause: HoldCause = "operator"
+
+
+class ContinueRequested(Payload):
+    event_type = "continue_requested"
+    reason: str
+    cause: HoldCause = "operator"
+
+
+class PauseKept(Payload):
+    """A run paused when its last supervisor ended comes back paused."""
+
+    event_type = "pause_kept"
+    previous_state: RunState | None = None
+
+
+# -------------------------------------------------------------- trainer processes
+
+
+class TrainerLaunched(Payload):
+    event_type = "trainer_launched"
+    attempt: int
+    pid: int
+    command: list[str]
+
+
+class TrainerLaunchFailed(Payload):
+    event_type = "trainer_launch_failed"
+    severity = "critical"
+
+
+class TrainerExited(Payload):
+    event_type = "trainer_exited"
+    attempt: int
+    returncode: int
+    """Exit status; negative = killed by that signal."""
+    signal: str | None = None
+    reason: str
+    error: str | None = None
+    """The trainer's own last error, if it said one."""
+
+
+class TrainerRestarted(Payload):
+    event_type = "trainer_restarted"
+    severity = "warning"
+    cause: str
+    returncode: int
+    signal: str | None = None
+    last_step: int
+    """Newest step the dead attempt reported."""
+    candidate_step: int | None = None
+    """Step of the newest checkpoint whose files look complete (a quick check): where the next
+    attempt resumes if its full verification passes. None: no checkpoint (from scratch). What
+    the restart really cost is ``trainer_resumed``'s, once the trainer has verified and loaded."""
+    resume_step: int | None = None
+    """Written by memtui before ``trainer_resumed`` existed (the candidate, taken for the truth)."""
+    steps_lost: int | None = None
+    """Likewise: ``last_step - resume_step`` of the candidate. Read ``trainer_resumed`` instead."""
+    delay_s: float
+    """Backoff before the next attempt, s."""
+    restarts: int
+    """Restarts of this run so far, this one included."""
+    streak: int
+    """Restarts in a row without a new checkpoint."""
+    next_attempt: int
+
+
+class TrainerResumed(Payload):
+    """Where a restarted run really resumed: recorded when the new attempt's trainer has
+    verified and loaded a checkpoint (or started afresh), so ``steps_lost`` is the true cost."""
+
+    event_type = "trainer_resumed"
+    attempt: int
+    resume_step: int
+    """Step of the checkpoint the trainer verified and loaded (0: from scratch)."""
+    last_step: int
+    """Newest step reported before the restart."""
+    steps_lost: int
+    """Steps trained again: ``last_step - resume_step`` (never negative)."""
+    candidate_step: int | None = None
+    """The checkpoint the restart was announced with; differs from ``resume_step`` when it
+    failed its full verification (``skipped`` says why)."""
+    skipped: list[str] = Field(default_factory=list)
+    """Newer checkpoints the trainer rejected, with why."""
+
+    @property
+    def as_announced(self) -> bool:
+        """The announced candidate is what was loaded."""
+        return (self.candidate_step or 0) == self.resume_step
+
+
+class RestartsExhausted(Payload):
+    event_type = "restarts_exhausted"
+    severity = "critical"
+    streak: int
+    cause: str
+
+
+class TrainerStarted(Payload):
+    event_type = "trainer_started"
+    origin = "trainer"
+    attempt: int
+    pid: int
+    device: str
+    """``cpu`` or ``cuda``."""
+    world_size: int
+    params: int
+    precision: str
+    zero_stage: int
+    micro_batch: int
+    grad_accum: int
+    resumed_from_step: int | None = None
+
+
+class TrainerFinished(Payload):
+    event_type = "trainer_finished"
+    origin = "trainer"
+    reason: Literal["completed", "stopped"]
+    step: int
+
+
+class TrainerError(Payload):
+    event_type = "trainer_error"
+    origin = "trainer"
+    severity = "critical"
+    error: str
+    """The exception's class name."""
+    restartable: bool | None = None
+    """False: a restart cannot help (no checkpoint verifies, OOM at the smallest
+    micro-batch, the fp16 loss-scale floor); None: the trainer does not know."""
+    traceback: str | None = None
+
+
+class RunPaused(Payload):
+    event_type = "run_paused"
+    origin = "trainer"
+    step: int
+
+
+class RunContinued(Payload):
+    event_type = "run_continued"
+    origin = "trainer"
+    step: int
+    paused_s: float
