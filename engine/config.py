@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.chaos_kinds import ChaosConfig
 from engine.domain import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue, Thresholds
 
 Precision = Literal["fp16", "bf16", "fp32"]
@@ -344,6 +345,8 @@ class RunConfig(_Strict):
     restart: RestartConfig = Field(default_factory=RestartConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """What the supervisor does while the run's store cannot write."""
+    chaos: ChaosConfig = Field(default_factory=ChaosConfig)
+    """Scheduled chaos (``engine.chaos_kinds``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
     """Alert thresholds, hardware reading intervals and the alert command."""
