@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.run.directory import PRIVATE_UMASK
 
     os.umask(PRIVATE_UMASK)  # all the run's files 0600, directories 0700, the trainer's too
-    from engine.supervisor import daemon as supervisor  # here, so `--help` stays instant
+    from engine.supervisor import entry as supervisor  # here, so `--help` stays instant
 
     return supervisor.main(args.run_dir, stop_grace_s=args.stop_grace, fresh_start=args.fresh)
 

@@ -28,6 +28,13 @@ class ChaosInjected(Payload):
     """The newest step when it was injected."""
     pid: int | None = None
     """The process a supervisor-side kind acted on (kill, preempt)."""
+    target: str | None = None
+    """What a supervisor-side kind acted on besides a process: for ``corrupt_checkpoint`` the
+    file under ``checkpoints/`` whose bytes were flipped (``global_step120/...``)."""
+    scheduled_step: int | None = None
+    """For ``source`` schedule: the step the run's ``[chaos]`` schedule drew it for (it is
+    injected at the first step at or after it when it can be done). A new supervisor goes on
+    with the schedule after the newest of these."""
 
 
 class ChaosApplied(Payload):

@@ -22,8 +22,6 @@ import contextlib
 import logging
 import os
 import signal
-import sys
-from pathlib import Path
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
@@ -49,7 +47,6 @@ from engine.supervisor.connections import ConnectionServer, DirectiveRequest
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
-from engine.supervisor.log_output import log_to
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import TrainerExit, default_trainer_command, ending
@@ -99,6 +96,7 @@ class Supervisor:
         self._connections: ConnectionServer | None = None
         self._reports: TrainerReports | None = None
         self._outage: StorageOutage | None = None
+        self._chaos: chaos.ChaosDesk | None = None
         self._tasks = BackgroundTasks(self._task_failed)
         self._failure: str | None = None  # why the run ends as failed, whatever the trainer did
 
@@ -238,6 +236,16 @@ class Supervisor:
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )
+        self._chaos = chaos.ChaosDesk(
+            self.run,
+            self.journal,
+            self.attempts,
+            self.directives,
+            config.chaos,
+            trainer=lambda: connections.trainer,
+            latest_step=self._latest_step,
+            spawn=self._spawn,
+        )
         self._outage = StorageOutage(  # from now on a refused store write holds training
             self.store,
             self.attempts,
@@ -253,6 +261,8 @@ class Supervisor:
         self._spawn(self.journal.keep_flushing(FLUSH_INTERVAL_S), "store flush", essential=True)
         self.alerts.resolve_stale(self.store.events_since(0))  # a previous supervisor's, left firing
         self._spawn(self.alerts.run(), "alert timers")
+        assert self._chaos is not None
+        self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -274,6 +284,8 @@ class Supervisor:
         if self._failure is not None:  # the supervisor ended it (its store, a task it needs)
             state, reason = "failed", self._failure
         self.attempts.announce_end(outcome, state == "failed", reason)
+        if self._chaos is not None:
+            self._chaos.settle(state)
         self.journal.end(state, reason)
         await self.consoles.drain(CLIENT_DRAIN_S)
 
@@ -361,7 +373,8 @@ class Supervisor:
         return Ok(id=request_id, result={"state": self.state, "paused": paused})
 
     def chaos(self, message: Chaos) -> Ok | Error:
-        return chaos.inject(message, self.attempts, self.journal)
+        assert self._chaos is not None, "serve() wires the chaos desk"
+        return self._chaos.inject(message)
 
     def directive_request(self, message: DirectiveRequest) -> Ok | Error:
         return answer_request(self.directives, message)
@@ -375,22 +388,8 @@ class Supervisor:
 
     def on_step(self, sample: TelemetrySample) -> None:
         self.reports.on_step(sample)
+        if self._chaos is not None:
+            self._chaos.on_step(sample)
 
     def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None:
         self.reports.on_event(message, payload)
-
-
-# --------------------------------------------------------------------- entry point
-
-
-def main(run_dir: Path, *, stop_grace_s: float | None = None, fresh_start: bool = False) -> int:
-    """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
-    log_to(sys.stdout)  # supervisor.log; a line it refuses (a full disk) is counted, never fatal
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
-    run = RunDir(Path(run_dir).resolve())
-    supervisor = Supervisor(run, stop_grace_s=stop_grace_s, fresh_start=fresh_start)
-    try:
-        return asyncio.run(supervisor.serve(handle_signals=True))
-    except SupervisorError as err:
-        log.error("%s", err)
-        return 2

@@ -6,7 +6,9 @@ reconnects gets it by replay and never sees one the store lacks. The exception i
 that refuses writes: the event then goes out at once with the seq the store reserved for
 it, and is stored under that seq once the disk takes writes again
 (``engine.supervisor.storage_outage``). A change of state is a ``state_changed`` event plus
-the store's meta, in that order. Torch-free.
+the store's meta, in that order. Parts that follow the run by its events (the chaos
+recovery tracker) watch the journal: each is told of every event once it is recorded.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from engine.domain import TERMINAL_STATES, Event, RunState, Severity
@@ -32,6 +35,9 @@ class Journal:
         self.store = store
         self.consoles = consoles
         self.state: RunState = "starting"
+        self.watchers: list[Callable[[Event], None]] = []
+        """Told of every event once it is recorded and sent; a watcher's error is logged,
+        never raised into the part that recorded the event."""
 
     @property
     def ended(self) -> bool:
@@ -58,6 +64,11 @@ class Journal:
         event = self.store.append_event(type, severity=severity, message=message, data=data, attempt=attempt)
         log.info("event %d %s %s", event.seq, event.type, event.message)
         self.consoles.push_event(event)
+        for watcher in list(self.watchers):
+            try:
+                watcher(event)
+            except Exception:  # a watcher's bug must not cost the event's writer
+                log.exception("a journal watcher failed on event %d (%s)", event.seq, event.type)
         return event
 
     async def keep_flushing(self, interval_s: float) -> None:

@@ -47,13 +47,16 @@ async def test_kill_trainer_records_chaos_and_sigkills_it(run: RunDir, start, co
         assert "chaos_injected" in [e.type for e in store.events_since(0)]
 
 
-async def test_reserved_chaos_and_directives_are_refused_clearly(start, connect, fake_env) -> None:
+async def test_trainer_chaos_without_a_trainer_and_unknown_directives_are_refused_clearly(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    fake_env(no_connect=1)  # its process runs, but no trainer ever connects
     await start()
     client = await connect()
     await client.recv()
     for request in (Oom(), Ballast(), NanLoss(), SlowSteps()):
         error, _ = await client.answer(Chaos(id=f"c-{request.kind}", request=request))
-        assert error.kind == "error" and "not available yet" in error.reason
+        assert error.kind == "error" and f"chaos {request.kind}: no trainer is running" in error.reason
     for request in (
         Approve(id="a", directive_id="d1"),
         Clamp(id="c", directive_id="d1", values={"lr_multiplier": 0.5}),
@@ -61,3 +64,5 @@ async def test_reserved_chaos_and_directives_are_refused_clearly(start, connect,
     ):
         error, _ = await client.answer(request)
         assert error.kind == "error" and "no directive 'd1'" in error.reason  # unknown id
+    with Store(run.store, readonly=True) as store:
+        assert "chaos_injected" not in [e.type for e in store.events_since(0)]  # refusals store nothing

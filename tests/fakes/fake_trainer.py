@@ -18,6 +18,10 @@ Environment (all optional):
   FAKE_TRAINER_NO_CONNECT  "1": never connect; just run until SIGTERM (exit 0) or the steps' time
   FAKE_TRAINER_NAN_AT      step whose loss is NaN (default none)
   FAKE_TRAINER_EVENT_EVERY send a "fake.tick" event every N steps (default 0 = never)
+
+An ``InjectChaos`` is applied at the next step boundary: ``chaos_applied`` for it, and
+``nan_loss`` / ``overflow`` make that many steps' loss NaN (overflow flagged); the other
+kinds change nothing else here.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 from engine.domain import TelemetrySample
 from engine.events import (
+    ChaosApplied,
     DirectiveApplied,
     Payload,
     RunContinued,
@@ -48,6 +53,7 @@ from engine.protocol import (
     STREAM_LIMIT,
     ApplyDirective,
     Hello,
+    InjectChaos,
     ProtocolError,
     StepReport,
     TrainerCommand,
@@ -125,6 +131,8 @@ class FakeTrainer:
         self.running.set()
         self.step = 0  # the last step reported
         self.writer: asyncio.StreamWriter | None = None
+        self.chaos: list[InjectChaos] = []  # injected, applied at the next step boundary
+        self.bad_steps: tuple[int, bool] = (0, False)  # (last step with a NaN loss, overflow)
 
     def request_stop(self, why: str) -> None:
         print(f"fake trainer: stop ({why}){' ignored' if self.ignore_stop else ''}", flush=True)
@@ -160,6 +168,8 @@ class FakeTrainer:
                 self.request_stop(f"command: {message.reason}")
             elif isinstance(message, TrainerCommand):
                 (self.running.clear if message.command == "pause" else self.running.set)()
+            elif isinstance(message, InjectChaos):
+                self.chaos.append(message)
             elif isinstance(message, ApplyDirective) and self.writer is not None:
                 self.echo(message, self.writer)
             else:
@@ -176,6 +186,15 @@ class FakeTrainer:
         )
         text = f"directive {message.directive_id} at step {self.step}: applied {applied}"
         writer.write(encode(as_message(echo, text)))
+
+    def apply_chaos(self, event: Any, step: int) -> None:
+        for message in self.chaos:
+            request = message.request
+            if request.kind in ("nan_loss", "overflow"):
+                self.bad_steps = (step + request.steps - 1, request.kind == "overflow")  # type: ignore[union-attr]
+            applied = ChaosApplied(chaos_id=message.chaos_id, kind=request.kind, step=step)
+            event(applied, f"chaos {request.kind} applied at step {step}")
+        self.chaos.clear()
 
     async def hold(self, event: Any, step: int) -> None:
         event(RunPaused(step=step), f"training paused at step {step}")
@@ -200,7 +219,11 @@ class FakeTrainer:
             if self.stop.is_set():
                 event(TrainerFinished(reason="stopped", step=step - 1), "stopped on request")
                 return 0
-            writer.write(encode(StepReport(sample=sample(step, self.attempt, self.nan_at))))
+            self.apply_chaos(event, step)
+            report = sample(step, self.attempt, self.nan_at)
+            if step <= self.bad_steps[0]:
+                report = report.model_copy(update={"loss": math.nan, "overflow": self.bad_steps[1]})
+            writer.write(encode(StepReport(sample=report)))
             if self.event_every and step % self.event_every == 0:
                 tick = TrainerEvent(type="fake.tick", message=f"step {step}", data={"step": step})
                 writer.write(encode(tick))  # a type the supervisor does not know: stored as sent

@@ -1,0 +1,30 @@
+"""The supervisor's process: ``python -m engine supervise RUN_DIR`` logs to stdout (which
+``memtui run`` points at ``logs/supervisor.log``), ignores SIGHUP, and serves the run to
+its end. Torch-free."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from engine.run.directory import RunDir
+from engine.supervisor.daemon import Supervisor, SupervisorError
+from engine.supervisor.log_output import log_to
+
+log = logging.getLogger("engine.supervisor.daemon")
+
+
+def main(run_dir: Path, *, stop_grace_s: float | None = None, fresh_start: bool = False) -> int:
+    """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
+    log_to(sys.stdout)  # supervisor.log; a line it refuses (a full disk) is counted, never fatal
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
+    run = RunDir(Path(run_dir).resolve())
+    supervisor = Supervisor(run, stop_grace_s=stop_grace_s, fresh_start=fresh_start)
+    try:
+        return asyncio.run(supervisor.serve(handle_signals=True))
+    except SupervisorError as err:
+        log.error("%s", err)
+        return 2
