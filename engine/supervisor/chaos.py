@@ -194,7 +194,8 @@ class ChaosDesk:
         due = self.next
         if due is None or sample.step < due.step or self.tracker.pending:
             return
-        answer = self.perform(REQUESTS[due.kind](), "schedule", scheduled_step=due.step)  # type: ignore[arg-type]
+        request = REQUESTS[due.kind]()
+        answer = self.perform(request, "schedule", request_id=f"schedule-{due.step}", scheduled_step=due.step)  # type: ignore[arg-type]
         if isinstance(answer, Error):
             log.warning("scheduled %s at step %d skipped: %s", due.kind, due.step, answer.reason)
         while self.next is not None and self.next.step <= sample.step:
