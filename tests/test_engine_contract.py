@@ -22,10 +22,12 @@ from typing import Any
 import pytest
 
 from engine.alerts import watch as alert_watch
-from engine.chaos_kinds import Kill, NanLoss
+from engine.chaos_kinds import REQUESTS, CorruptCheckpoint, Kill, NanLoss
 from engine.domain import RunStatus, Thresholds, Verdict
 from engine.events import (
+    ChaosApplied,
     ChaosInjected,
+    ChaosRecovered,
     DirectiveApplied,
     DirectiveDecided,
     DirectiveProposed,
@@ -334,11 +336,28 @@ async def test_chaos_kill_trainer_is_recorded_and_the_trainer_restarts(engine: E
     assert (status.state, status.restarts, status.attempt) == ("running", 1, 2)
 
 
+async def test_a_trainer_kind_is_applied_by_the_trainer_and_recovered(engine: EngineUnderTest) -> None:
+    await engine.start()
+    console, welcome, _ = await welcomed(engine)
+    assert [spec.kind for spec in welcome.chaos] == list(REQUESTS)  # every kind advertised
+    asked = await console.answer(Chaos(id="n", request=NanLoss(steps=1)))
+    assert kinds(asked) == ["event", "ok"] and signatures(asked) == ["chaos_injected"]
+    answer = ok(asked)
+    assert shape(answer.result) == {"chaos_id": "str", "kind": "str", "pid": "null"}
+    injected = ChaosInjected.of(events_of(asked)[0])
+    assert injected is not None and injected.params == {"steps": 1, "value": "nan"}
+    after = typed(events_of(await console.until_event("chaos_recovered")))
+    applied = [ChaosApplied.of(e) for e in after if e.type == "chaos_applied"]
+    assert [a.chaos_id for a in applied if a is not None] == [answer.result["chaos_id"]]
+    recovered = ChaosRecovered.of(after[-1])
+    assert recovered is not None and recovered.recovered and recovered.chaos_id == answer.result["chaos_id"]
+
+
 async def test_unavailable_and_unknown_chaos_are_refused(engine: EngineUnderTest) -> None:
     await engine.start()
     console, _, _ = await welcomed(engine)
-    unavailable = error(await console.answer(Chaos(id="c1", request=NanLoss())))
-    assert unavailable.id == "c1" and "nan_loss" in unavailable.reason
+    unavailable = error(await console.answer(Chaos(id="c1", request=CorruptCheckpoint())))
+    assert unavailable.id == "c1" and "no verified checkpoint" in unavailable.reason
     line = b'{"kind": "chaos", "id": "c2", "request": {"kind": "explode"}}\n'
     unknown = error(await console.answer(line))
     assert unknown.id == "c2" and "request" in unknown.reason

@@ -318,7 +318,7 @@ class FakeEngine:
                 state=self.state,
                 last_seq=last_seq,
                 thresholds=self.thresholds,
-                chaos=chaos_specs(["kill"]),
+                chaos=chaos_specs(),
             )
         )
         if hello.replay_from is not None:
@@ -352,7 +352,10 @@ class FakeEngine:
         if isinstance(message, Pause):
             return self.lifecycle.request_pause(message.paused, message.reason, message.id)
         if isinstance(message, Chaos):
-            return self.lifecycle.chaos(message)
+            answer = self.lifecycle.chaos(message)
+            if isinstance(answer, Ok) and message.request.kind == "drop_consoles":
+                asyncio.ensure_future(self._drop_consoles(answer.result["chaos_id"]))
+            return answer
         if isinstance(message, (Approve, Clamp, Reject, Propose)):
             return self._answer_directive(message)
         if isinstance(message, Replay):
@@ -363,6 +366,14 @@ class FakeEngine:
         if isinstance(message, Hello):
             return Error(reason="hello already received on this connection")
         return Error(reason=f"{message.kind!r} is accepted only from the trainer")
+
+    async def _drop_consoles(self, chaos_id: str) -> None:
+        """Every console closed once the answer went out, then recovered, as the real one."""
+        await asyncio.sleep(0)  # the answer is written first
+        dropped = self.clients
+        await self.drop_connections()
+        detail = f"{dropped} console connection{'s' if dropped != 1 else ''} closed"
+        self.lifecycle._recovered(chaos_id, "drop_consoles", detail)
 
     def _status(self) -> RunStatus:
         """The scripted status, with what the run did since: state, attempts, the ending."""

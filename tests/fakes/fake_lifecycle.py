@@ -10,12 +10,15 @@ Each is recorded in the order and with the payloads the real supervisor records 
   its step boundary: ``run_paused``, then ``state_changed`` to paused. Continuing mirrors it
   (``continue_requested``, ``run_continued``, ``state_changed`` to running). A stopping or ended
   run refuses both; asking for what is already asked changes nothing.
-- Chaos ``kill_trainer``: ``chaos`` with the trainer's pid (before the answer); then
-  ``state_changed`` to restarting, ``trainer_exited`` (SIGKILL), ``trainer_restarted``, the
-  restart ``alert``; ``restart_after_s`` later the next attempt: ``trainer_launched``,
-  ``trainer_started``, ``state_changed`` to running (a run scripted as restarting waits for
-  ``relaunch()``). Other chaos actions are not available,
-  as in the real supervisor; with no trainer running there is nothing to kill.
+- Chaos, every kind: ``chaos_injected`` (before the answer), or an Error and nothing recorded
+  when it cannot be done (a stopping or ended run, no trainer for a trainer kind or a kill,
+  no checkpoint to corrupt: the fake keeps none). ``kill`` and ``preempt``: ``state_changed``
+  to restarting, ``trainer_exited`` (SIGKILL), ``trainer_restarted``, the restart ``alert``;
+  ``restart_after_s`` later the next attempt: ``trainer_launched``, ``trainer_started``,
+  ``state_changed`` to running (a run scripted as restarting waits for ``relaunch()``), then
+  ``chaos_recovered``. A trainer kind: ``chaos_applied`` (the trainer's) and
+  ``chaos_recovered`` ``pause_after_s`` later; a planner storm: ``chaos_recovered`` at once;
+  dropped consoles: the fake engine closes every connection.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from engine.chaos_kinds import REQUESTS
 from engine.domain import TERMINAL_STATES, RunState
 from engine.events import (
     AlertRaised,
+    ChaosApplied,
     ChaosInjected,
+    ChaosRecovered,
     ContinueRequested,
     PauseRequested,
     Recorder,
@@ -81,6 +87,7 @@ class FakeLifecycle:
         self.restarts = 0
         self._lost_from: int | None = None  # the newest step before a restart, until it resumes
         self.chaos_count = 0
+        self._recovering: tuple[str, str] | None = None  # a kill's chaos id and kind, until relaunch
         self.trainer_alive = state not in TERMINAL_STATES and state != "restarting"
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
@@ -166,18 +173,48 @@ class FakeLifecycle:
     # --------------------------------------------------------------------- chaos
 
     def chaos(self, message: Chaos) -> Ok | Error:
-        kind = message.request.kind
-        if kind != "kill":
-            return Error(id=message.id, reason=f"chaos {kind!r} is not available yet")
-        if not self.trainer_alive:
-            return Error(id=message.id, reason="no trainer is running to kill")
-        pid = self.pid
+        """Every kind, as the real ``ChaosDesk``: refused (nothing recorded) when it cannot be
+        done, else ``chaos_injected`` before the answer and ``chaos_recovered`` later."""
+        request = message.request
+        kind = request.kind
+        refusal = self._chaos_refusal(kind)
+        if refusal is not None:
+            return Error(id=message.id, reason=f"chaos {kind}: {refusal}")
+        pid = self.pid if kind in ("kill", "preempt") else None
         self.chaos_count += 1
         chaos_id = f"c-fake{self.chaos_count}"
-        injected = ChaosInjected(chaos_id=chaos_id, kind=kind, params={}, pid=pid)
-        self.record(injected, f"chaos: kill (SIGKILL pid {pid})")
-        asyncio.get_running_loop().call_soon(self._killed)  # after the answer, as a death is
+        params = request.model_dump(mode="json", exclude={"kind"})
+        injected = ChaosInjected(chaos_id=chaos_id, kind=kind, params=params, step=self.step(), pid=pid)
+        self.record(injected, f"chaos {kind} [operator]")
+        loop = asyncio.get_running_loop()
+        if kind in ("kill", "preempt"):  # a preempted fake trainer restarts as on_preemption does
+            self._recovering = (chaos_id, kind)
+            loop.call_soon(self._killed)  # after the answer, as a death is
+        elif kind == "planner_storm":
+            count = int(params["count"])
+            self._recovered(chaos_id, kind, f"{count} of {count} hostile directives refused, 0 admitted")
+        elif REQUESTS[kind].performer == "trainer":
+            self._later(self.pause_after_s, lambda: self._applied(chaos_id, kind))
         return Ok(id=message.id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
+
+    def _chaos_refusal(self, kind: str) -> str | None:
+        if self.ended or self.stop_reason is not None:
+            return f"the run is {self.state}: there is nothing to inject into"
+        if not self.trainer_alive and (kind in ("kill", "preempt") or REQUESTS[kind].performer == "trainer"):
+            return f"no trainer is running (the run is {self.state})"
+        if kind == "corrupt_checkpoint":  # the fake keeps no checkpoints
+            return "there is no verified checkpoint to corrupt yet"
+        return None
+
+    def _applied(self, chaos_id: str, kind: str) -> None:
+        """The trainer's ``chaos_applied`` at its step boundary, then the run is well again."""
+        step = self.step()
+        self.record(ChaosApplied(chaos_id=chaos_id, kind=kind, step=step), f"chaos {kind} applied")
+        self._recovered(chaos_id, kind, f"step {step} reached after {kind}")
+
+    def _recovered(self, chaos_id: str, kind: str, detail: str) -> None:
+        verdict = ChaosRecovered(chaos_id=chaos_id, kind=kind, recovered=True, seconds=0.0, detail=detail)
+        self.record(verdict, f"chaos {kind} ({chaos_id}) recovered: {detail}")
 
     def _killed(self) -> None:
         self.trainer_alive = False
@@ -222,6 +259,10 @@ class FakeLifecycle:
             self.record(resumed, f"resumed from the start (no checkpoint): {lost} steps lost")
         if self.hold:  # told at once: it holds at its first step boundary
             self._schedule_hold()
+        if self._recovering is not None:  # the new attempt trains: the kill is recovered from
+            (chaos_id, kind), self._recovering = self._recovering, None
+            detail = f"attempt {self.attempt} trains"
+            self._later(self.pause_after_s, lambda: self._recovered(chaos_id, kind, detail))
 
     def _later(self, delay_s: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(delay_s, callback)
