@@ -22,6 +22,8 @@ and is given the time, so its decisions are tested without processes. The signal
   named among a load's skipped tags), or a newer checkpoint saved.
 - ``drop_consoles``, ``planner_storm``: decided by the supervisor when it performs them
   (``resolve``): how many consoles were closed; every directive refused and none applied.
+- a trainer kind whose trainer died before applying it: the run is healthy again when a
+  newer attempt trains (the detail says it was never applied).
 Torch-free.
 """
 
@@ -31,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.chaos_kinds import REQUESTS
 from engine.domain import Event, TelemetrySample
 from engine.events import (
     ChaosApplied,
@@ -40,6 +43,8 @@ from engine.events import (
     CheckpointRejected,
     CheckpointSaved,
 )
+
+SUPERVISOR_KINDS = frozenset(kind for kind, model in REQUESTS.items() if model.performer == "supervisor")
 
 
 @dataclass
@@ -173,6 +178,8 @@ def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:
             return f"attempt {sample.attempt} reported step {sample.step}"
         return None
     if applied is None:
+        if sample.attempt > pending.attempt and kind not in SUPERVISOR_KINDS:
+            return f"never applied: attempt {pending.attempt} ended first; attempt {sample.attempt} trains"
         return None
     if kind == "oom":
         return f"step {sample.step} trained after the OOM at step {applied}"

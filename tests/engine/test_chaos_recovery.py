@@ -139,3 +139,10 @@ def test_a_verdict_the_supervisor_decides_itself() -> None:
     [verdict] = tracked.resolve("c1", True, T0 + 0.5, "2 console connections closed")
     assert verdict.recovered and verdict.detail.startswith("2 console")
     assert tracked.resolve("c1", True, T0, "again") == []
+
+
+def test_a_trainer_kind_lost_with_its_trainer_is_settled_by_the_next_attempt() -> None:
+    tracked = tracker("slow_steps", {"steps": 5})
+    assert tracked.on_step(step(9, attempt=1), T0) == []
+    [verdict] = tracked.on_step(step(3, attempt=2), T0 + 8)
+    assert verdict.recovered and verdict.detail.startswith("never applied")
