@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from engine.chaos_kinds import REQUESTS, ChaosConfig, ChaosKindSpec, ChaosRequest, chaos_specs
+from engine.chaos_kinds import CHAOS_ADAPTER, REQUESTS, ChaosConfig, ChaosKindSpec, ChaosRequest, chaos_specs
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered
@@ -53,6 +53,7 @@ log = logging.getLogger("engine.supervisor.chaos")
 PERFORMED = tuple(REQUESTS)
 """The kinds this supervisor carries out: advertised to consoles in ``Welcome``."""
 WATCH_INTERVAL_S = 1.0  # s between checks of the recovery deadlines
+REPLAY_PAGE = 1000  # stored events read per page when taking up a predecessor's injections
 CONSOLE_DRAIN_S = 1.0  # s consoles get to receive what is queued before they are dropped
 
 
@@ -90,6 +91,7 @@ class ChaosDesk:
         self.next: Scheduled | None = None
         """The next scheduled injection (None: no schedule)."""
         self._resume_schedule(config)
+        self._take_up_pending()
         journal.watchers.append(self._on_event)
 
     def _resume_schedule(self, config: ChaosConfig) -> None:
@@ -101,6 +103,18 @@ class ChaosDesk:
         self.next = next(self._schedule, None)
         while self.next is not None and self.next.step <= after:
             self.next = next(self._schedule, None)
+
+    def _take_up_pending(self) -> None:
+        """The previous supervisor's injections without a verdict yet (a whole-tree kill)."""
+        store = self.journal.store
+        if store.newest_event((ChaosInjected.event_type,)) is None:
+            return  # the run was never attacked: nothing to read
+        cursor = 0
+        while page := store.events_since(cursor, REPLAY_PAGE):
+            self._record(self.tracker.replay(page))
+            cursor = page[-1].seq
+        if self.tracker.pending:
+            log.info("taking up %d chaos injections without a verdict", len(self.tracker.pending))
 
     # ------------------------------------------------------------------- requests
 
@@ -161,7 +175,11 @@ class ChaosDesk:
             loop = asyncio.get_running_loop()
             loop.call_later(self.attempts.stop_grace_s, self._kill_if_still, pid)
         elif kind == "corrupt_checkpoint":
-            chaos_acts.corrupt(self.run.checkpoints, target)
+            try:
+                chaos_acts.corrupt(self.run.checkpoints, target)
+            except OSError as err:  # pruned meanwhile, or unwritable: injected, but not done
+                detail = f"could not corrupt {target.file}: {err.strerror or err}"
+                self._record(self.tracker.resolve(chaos_id, False, self.clock(), detail))
         elif kind == "drop_consoles":
             self.spawn(self._drop_consoles(chaos_id), "chaos: drop consoles")
         elif kind == "planner_storm":
@@ -194,8 +212,8 @@ class ChaosDesk:
         due = self.next
         if due is None or sample.step < due.step or self.tracker.pending:
             return
-        request = REQUESTS[due.kind]()
-        answer = self.perform(request, "schedule", request_id=f"schedule-{due.step}", scheduled_step=due.step)  # type: ignore[arg-type]
+        request: ChaosRequest = CHAOS_ADAPTER.validate_python({"kind": due.kind})  # its defaults
+        answer = self.perform(request, "schedule", request_id=f"schedule-{due.step}", scheduled_step=due.step)
         if isinstance(answer, Error):
             log.warning("scheduled %s at step %d skipped: %s", due.kind, due.step, answer.reason)
         while self.next is not None and self.next.step <= sample.step:

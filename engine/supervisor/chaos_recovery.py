@@ -22,6 +22,9 @@ and is given the time, so its decisions are tested without processes. The signal
   named among a load's skipped tags), or a newer checkpoint saved.
 - ``drop_consoles``, ``planner_storm``: decided by the supervisor when it performs them
   (``resolve``): how many consoles were closed; every directive refused and none applied.
+- a new supervisor (after the whole process tree was killed) takes up the injections its
+  predecessor left without a verdict by replaying the stored events (``replay``), then goes
+  on as above: a kill is recovered when the resumed run's attempt trains.
 - a trainer kind whose trainer died before applying it: the run is healthy again when a
   newer attempt trains (the detail says it was never applied).
 Torch-free.
@@ -30,13 +33,16 @@ Torch-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.chaos_kinds import REQUESTS
+from engine.checkpoints.catalog import TAG_PATTERN
 from engine.domain import Event, TelemetrySample
 from engine.events import (
     ChaosApplied,
+    ChaosInjected,
     ChaosRecovered,
     CheckpointFailed,
     CheckpointLoaded,
@@ -81,6 +87,21 @@ class RecoveryTracker:
 
     def injected(self, pending: Pending) -> None:
         self.pending[pending.chaos_id] = pending
+
+    def replay(self, events: Iterable[Event]) -> list[ChaosRecovered]:
+        """Take up a previous supervisor's injections still without a verdict (it died with
+        the whole process tree): its stored events, oldest first, as it saw them; returns the
+        verdicts they already show that it did not get to record."""
+        verdicts = []
+        for event in events:
+            injected = ChaosInjected.of(event)
+            if injected is not None:
+                self.injected(pending_of(injected, event))
+            elif event.type == ChaosRecovered.event_type:
+                self.pending.pop(str(event.data.get("chaos_id")), None)
+            else:
+                verdicts += self.on_event(event, event.ts)
+        return verdicts
 
     def resolve(self, chaos_id: str, recovered: bool, now: float, detail: str) -> list[ChaosRecovered]:
         """A verdict the supervisor decided itself (drop_consoles, planner_storm)."""
@@ -168,6 +189,16 @@ class RecoveryTracker:
             step=step,
             detail=detail,
         )
+
+
+def pending_of(injected: ChaosInjected, event: Event) -> Pending:
+    """The tracking of a stored ``chaos_injected`` (``event``)."""
+    pending = Pending(injected.chaos_id, injected.kind, injected.params, event.ts, event.attempt or 0)
+    if injected.kind == "corrupt_checkpoint" and injected.target:
+        pending.target = injected.target.split("/")[0]
+        found = TAG_PATTERN.match(pending.target)
+        pending.target_step = int(found.group(1)) if found else None
+    return pending
 
 
 def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:

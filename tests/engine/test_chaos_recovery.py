@@ -9,6 +9,8 @@ from typing import Any
 from engine.domain import Event, TelemetrySample
 from engine.events import (
     ChaosApplied,
+    ChaosInjected,
+    ChaosRecovered,
     CheckpointFailed,
     CheckpointLoaded,
     CheckpointRejected,
@@ -146,3 +148,23 @@ def test_a_trainer_kind_lost_with_its_trainer_is_settled_by_the_next_attempt() -
     assert tracked.on_step(step(9, attempt=1), T0) == []
     [verdict] = tracked.on_step(step(3, attempt=2), T0 + 8)
     assert verdict.recovered and verdict.detail.startswith("never applied")
+
+
+def test_a_new_supervisor_takes_up_the_injections_left_without_a_verdict() -> None:
+    def stored(seq: int, payload: Payload, attempt: int = 1) -> Event:
+        return Event(seq=seq, ts=T0 + seq, type=payload.event_type, data=payload.data(), attempt=attempt)
+
+    history = [
+        stored(1, ChaosInjected(chaos_id="a", kind="nan_loss", params={"steps": 2})),
+        stored(2, ChaosApplied(chaos_id="a", kind="nan_loss", step=5)),
+        stored(3, ChaosRecovered(chaos_id="a", kind="nan_loss", recovered=True, seconds=1)),
+        stored(4, ChaosInjected(chaos_id="b", kind="kill", pid=42)),
+        stored(5, ChaosInjected(chaos_id="c", kind="corrupt_checkpoint", target="global_step20/model.pt")),
+    ]
+    tracked = RecoveryTracker(timeout_s=60.0)
+    assert tracked.replay(history) == []
+    assert sorted(tracked.pending) == ["b", "c"] and tracked.pending["c"].target_step == 20
+    [killed] = tracked.on_step(step(21, attempt=2), T0 + 10)
+    assert killed.chaos_id == "b" and killed.recovered and killed.seconds == 6
+    [caught] = tracked.on_event(saved(25), T0 + 11)
+    assert caught.chaos_id == "c" and caught.recovered

@@ -172,3 +172,16 @@ async def test_the_schedule_attacks_the_drawn_steps_with_the_drawn_kinds(
     assert [s.scheduled_step for s in injected] == sorted({s.scheduled_step for s in injected})  # type: ignore[union-attr, type-var]
     verdicts = [ChaosRecovered.of(e) for e in stored(run, "chaos_recovered")]
     assert all(v is not None and v.recovered for v in verdicts)
+
+
+async def test_a_new_supervisor_judges_a_kill_its_predecessor_left_pending(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    with Store(run.store) as store:  # what a supervisor killed with its whole tree left
+        injected = ChaosInjected(chaos_id="c-before", kind="kill", pid=4242, step=7)
+        store.append_event(injected.event_type, severity="warning", data=injected.data(), attempt=1)
+        store.update_meta(attempt=1, state="running")
+    await start()
+    client = await connect(replay_from=0)
+    recovered, _ = await client.until(is_event("chaos_recovered", chaos_id="c-before"))
+    assert recovered.event.data["recovered"] is True and "attempt 2" in recovered.event.data["detail"]
