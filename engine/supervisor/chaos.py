@@ -12,7 +12,7 @@ with defaults, source, newest step, the pid or file acted on), and then it is do
   trainer saves and exits; SIGKILL after the stop grace if it is still there),
   ``corrupt_checkpoint`` (``chaos_acts.corrupt``), ``drop_consoles`` (every console closed
   once its queue drained: they reconnect and replay), ``planner_storm``
-  (``chaos_acts.storm``);
+  (``chaos_acts.storm``, in slices between which the loop serves steps and consoles);
 - trainer kinds go to the trainer as ``InjectChaos``; it says ``chaos_applied`` when one
   takes effect at a step boundary.
 
@@ -54,6 +54,7 @@ PERFORMED = tuple(REQUESTS)
 """The kinds this supervisor carries out: advertised to consoles in ``Welcome``."""
 WATCH_INTERVAL_S = 1.0  # s between checks of the recovery deadlines
 REPLAY_PAGE = 1000  # stored events read per page when taking up a predecessor's injections
+STORM_SLICE = 50  # hostile directives per slice of a storm (~10 ms of the event loop)
 CONSOLE_DRAIN_S = 1.0  # s consoles get to receive what is queued before they are dropped
 
 
@@ -183,9 +184,7 @@ class ChaosDesk:
         elif kind == "drop_consoles":
             self.spawn(self._drop_consoles(chaos_id), "chaos: drop consoles")
         elif kind == "planner_storm":
-            refused, admitted = chaos_acts.storm(self.directives, request.count)  # type: ignore[union-attr]
-            detail = f"{refused} of {refused + admitted} hostile directives refused, {admitted} admitted"
-            self._record(self.tracker.resolve(chaos_id, admitted == 0, self.clock(), detail))
+            self.spawn(self._storm(chaos_id, request.count), "chaos: planner storm")  # type: ignore[union-attr]
         else:
             link = self.trainer()
             if link is not None:
@@ -196,6 +195,16 @@ class ChaosDesk:
         if self.attempts.pid == pid:
             log.warning("preempted trainer pid %d still there after the grace: SIGKILL", pid)
             self.attempts.kill()
+
+    async def _storm(self, chaos_id: str, count: int) -> None:
+        """The storm in slices, so that steps and consoles are served between them."""
+        refused = admitted = 0
+        for first in range(0, count, STORM_SLICE):
+            done = chaos_acts.storm(self.directives, min(STORM_SLICE, count - first), first)
+            refused, admitted = refused + done[0], admitted + done[1]
+            await asyncio.sleep(0)
+        detail = f"{refused} of {count} hostile directives refused, {admitted} admitted"
+        self._record(self.tracker.resolve(chaos_id, admitted == 0, self.clock(), detail))
 
     async def _drop_consoles(self, chaos_id: str) -> None:
         await self.consoles.drain(CONSOLE_DRAIN_S)  # the requester gets its answer first

@@ -71,10 +71,11 @@ def corrupt(checkpoints: Path, target: Corruption) -> None:
         f.write(bytes(b ^ 0xFF for b in chunk))
 
 
-def storm(queue: DirectiveQueue, count: int) -> tuple[int, int]:
-    """Hand ``count`` hostile replies to ``queue``; returns (refused, admitted)."""
+def storm(queue: DirectiveQueue, count: int, first: int = 0) -> tuple[int, int]:
+    """Hand ``count`` hostile replies to ``queue`` (the ``first``-th of the cycle first);
+    returns (refused, admitted)."""
     refused = admitted = 0
-    for i in range(count):
+    for i in range(first, first + count):
         entry = hand_over(queue, STORM_SOURCE, parse_reply(HOSTILE_REPLIES[i % len(HOSTILE_REPLIES)]))
         if entry is not None and entry.state == "rejected":
             refused += 1
