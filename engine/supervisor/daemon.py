@@ -3,9 +3,10 @@
 It takes the run directory (pid file), opens the store, reads and validates ``run.json``
 once, then wires the parts: the journal (events stored then fanned out, the run's state),
 the connection server (consoles and the trainer on ``engine.sock``), the trainer attempts
-(launch, stop, restart), alerts and health, directives and planners. It runs attempts
-until one ends the run and records the ending. A run.json that cannot be used ends the run
-as failed with the reason before anything starts. Torch-free, so it starts in a blink and
+(launch, stop, restart), alerts and health, directives and planners, chaos (injections,
+their recovery, the schedule). It runs attempts until one ends the run and records the
+ending. A run.json that cannot be used ends the run as failed with the reason before
+anything starts. Torch-free, so it starts in a blink and
 survives whatever the trainer does.
 
 What the disk does is survived too: a store that cannot write holds training until it can
