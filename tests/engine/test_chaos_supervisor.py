@@ -185,3 +185,23 @@ async def test_a_new_supervisor_judges_a_kill_its_predecessor_left_pending(
     client = await connect(replay_from=0)
     recovered, _ = await client.until(is_event("chaos_recovered", chaos_id="c-before"))
     assert recovered.event.data["recovered"] is True and "attempt 2" in recovered.event.data["detail"]
+
+
+async def test_a_new_supervisor_goes_on_with_the_schedule_after_the_last_scheduled_injection(
+    run: RunDir, start, connect, fake_env
+) -> None:
+    chaos = {"kinds": {"slow_steps": 1}, "every_steps": 10, "seed": 9}
+    drawn = list(islice(schedule(ChaosConfig.model_validate(chaos)), 40))
+    done = drawn[5]  # what the previous supervisor injected last (its trainer at step 3 after a resume)
+    run.write_config(build_run_config(steps=100000, chaos=chaos))
+    with Store(run.store) as store:
+        injected = ChaosInjected(
+            chaos_id="c-old", kind=done.kind, source="schedule", step=done.step, scheduled_step=done.step
+        )
+        store.append_event(injected.event_type, data=injected.data(), attempt=1)
+        recovered = ChaosRecovered(chaos_id="c-old", kind=done.kind, recovered=True, seconds=1.0)
+        store.append_event(recovered.event_type, data=recovered.data(), attempt=1)
+        store.update_meta(attempt=1, state="running")
+    _, client = await running_console(start, connect)
+    first, _ = await client.until(is_event("chaos_injected", source="schedule"), timeout=60)
+    assert first.event.data["scheduled_step"] == drawn[6].step  # neither repeated nor skipped
