@@ -9,12 +9,15 @@ failing on a full disk and the next one succeeding, samples per optimizer step c
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from trainer_harness import SupervisorStub, make_run, run_trainer
+from trainer_harness import REPO_ROOT, SupervisorStub, make_run, run_trainer
 
 from engine.chaos_kinds import Ballast, DiskFull, NanLoss, Oom, Overflow, SlowSteps
 from engine.domain import TelemetrySample
@@ -127,3 +130,51 @@ def test_fp16_nan_loss_and_an_overflow_burst_are_skipped_by_deepspeed() -> None:
     assert after and all(math.isfinite(s.loss) and s.grad_norm is not None for s in after)
     assert_samples_per_step_constant(samples)
     assert_one_failed_save_then_saves(stub, applied["disk_full"]["step"])
+
+
+@pytest.mark.parametrize(("precision", "stage"), [("fp32", 2), ("bf16", 0), ("bf16", 1)])
+def test_the_trainers_own_skip_of_a_nan_loss_step_holds_at_every_stage(precision: str, stage: int) -> None:
+    run = make_run(
+        {
+            "name": "skip",
+            "steps": 10,
+            "checkpoint": {"every_steps": 0},
+            "train": {
+                "micro_batch": 4,
+                "global_batch": GLOBAL_BATCH,
+                "warmup_steps": 2,
+                "precision": precision,
+                "zero_stage": stage,
+            },
+        }
+    )
+    stub = SupervisorStub(run.socket, send_at={2: [inject("c-nan", NanLoss(steps=2))]})
+    done = run_trainer(run, 1, 180.0)
+    stub.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    samples = stub.samples
+    [applied] = [e.data for e in stub.events("chaos_applied")]
+    skipped = at(samples, applied["step"], 2)
+    assert len(skipped) == 2 and all(math.isnan(s.loss) and s.overflow for s in skipped)
+    rest = [s for s in samples if s not in skipped]
+    assert len(rest) == 8 and all(math.isfinite(s.loss) and not s.overflow for s in rest)
+    assert samples[-1].skipped_steps == 2
+    assert_samples_per_step_constant(samples)
+
+
+def test_a_skipped_step_leaves_no_trace_in_the_weights_or_the_optimizer() -> None:
+    """The weights after (skip step 2, train step 3) equal those after (train step 3) alone."""
+    cases = ["fp32:0", "fp32:2", "bf16:0", "bf16:1", "fp16:1"]
+    done = subprocess.run(
+        [sys.executable, "tests/trainer/skip_probe.py", *cases],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    probes = [json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    assert [f"{p['precision']}:{p['stage']}" for p in probes] == cases
+    for p in probes:
+        assert p["same"], p
+        assert (p["loss"], p["global_steps"], p["global_samples"], p["skipped_steps"]) == ("nan", 4, 32, 1), p
