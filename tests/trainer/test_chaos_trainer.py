@@ -178,3 +178,32 @@ def test_a_skipped_step_leaves_no_trace_in_the_weights_or_the_optimizer() -> Non
     for p in probes:
         assert p["same"], p
         assert (p["loss"], p["global_steps"], p["global_samples"], p["skipped_steps"]) == ("nan", 4, 32, 1), p
+
+
+def test_two_ranks_skip_the_same_nan_loss_steps_and_fail_the_same_save() -> None:
+    """Rank 0 alone hears the supervisor; the ranks agree on its chaos at the boundary, or a
+    step skipped on one rank only would hang the other in the gradient all-reduce."""
+    train = {"ranks": 2, "zero_stage": 1, "micro_batch": 4, "global_batch": 16, "warmup_steps": 2}
+    train["precision"] = "fp32"
+    run = make_run({"name": "ranks", "steps": 12, "checkpoint": {"every_steps": 4}, "train": train})
+    early = [inject("c-nan", NanLoss(steps=2)), inject("c-disk", DiskFull(saves=1))]
+    stub = SupervisorStub(run.socket, send_at={2: early})
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2"]
+    done = subprocess.run(
+        [sys.executable, *torchrun, "-m", "engine.trainer", str(run.path), "--attempt", "1"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    stub.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    samples = stub.samples
+    applied = {e.data["kind"]: e.data for e in stub.events("chaos_applied")}
+    assert set(applied) == {"nan_loss", "disk_full"}  # rank 0 speaks for both
+    skipped = at(samples, applied["nan_loss"]["step"], 2)
+    assert len(skipped) == 2 and all(math.isnan(s.loss) and s.overflow for s in skipped)
+    assert [s.step for s in samples] == list(range(1, 13)) and samples[-1].skipped_steps == 2
+    assert all(math.isfinite(s.loss) for s in samples if s not in skipped)
+    assert all(s.samples == 16 * s.step for s in samples)
+    assert_one_failed_save_then_saves(stub, applied["disk_full"]["step"])
