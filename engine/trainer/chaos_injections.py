@@ -42,7 +42,7 @@ from engine.events import ChaosApplied
 from engine.protocol import InjectChaos
 from engine.trainer.disk_full_injection import full_disk
 from engine.trainer.oom_injection import Injection
-from engine.trainer.oom_recovery import discard_window
+from engine.trainer.oom_recovery import discard_window, is_oom
 from engine.trainer.workload import BatchFn
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,7 @@ class ChaosInjections:
         """Put one request in force; what it does, in words (None: not the trainer's)."""
         request = message.request
         if isinstance(request, Ballast):
-            self.memory.ballast.plan(step, request.bytes, request.steps)
-            held = f"for {request.steps} steps" if request.steps else "until released"
-            return f"{request.bytes} bytes of ballast held {held}"
+            return self._hold(request, step)
         if isinstance(request, Release):
             had = self.memory.ballast.held
             self.memory.ballast.plan(step, 0)
@@ -121,6 +119,22 @@ class ChaosInjections:
             return f"the next {self.failing_saves} saves fail as on a full disk"
         log.warning("chaos %s (%s) is not the trainer's to perform: ignored", request.kind, message.chaos_id)
         return None
+
+    def _hold(self, request: Ballast, step: int) -> str:
+        """Ballast planned and allocated now, so that a size the host cannot give is said
+        (and none held) rather than ending the trainer at the next boundary."""
+        ballast = self.memory.ballast
+        ballast.plan(step, request.bytes, request.steps)
+        try:
+            ballast.at_step(step)
+        except Exception as err:
+            if not is_oom(err):
+                raise
+            ballast.plan(step, 0)
+            ballast.at_step(step)
+            return f"{request.bytes} bytes of ballast could not be allocated ({err}); none held"
+        held = f"for {request.steps} steps" if request.steps else "until released"
+        return f"{request.bytes} bytes of ballast held {held}"
 
     # ---------------------------------------------------------------- the step
 

@@ -110,6 +110,19 @@ def test_release_lets_go_of_ballast_held_until_released() -> None:
     assert memory.ballast.at_step(1001) == 0 and "4096 bytes" in applied(link)[-1]["detail"]
 
 
+def test_ballast_the_host_cannot_give_is_said_and_none_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    injections, link, memory = chaos()
+
+    def refuse(size: int, **_kwargs: Any) -> torch.Tensor:
+        raise RuntimeError(f"DefaultCPUAllocator: can't allocate memory: you tried to allocate {size} bytes")
+
+    monkeypatch.setattr(torch, "ones", refuse)
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Ballast(bytes=1 << 40)))
+    injections.at_boundary(2)
+    assert "could not be allocated" in applied(link)[0]["detail"]
+    assert memory.ballast.held == 0 and memory.ballast.at_step(3) == 0
+
+
 def test_the_newest_ballast_plan_replaces_the_schedule_from_its_step_on() -> None:
     holder = BallastHolder([(5, 100), (50, 0)], torch.device("cpu"))
     holder.plan(20, 300, steps=10)
@@ -131,7 +144,7 @@ def test_an_overflow_burst_leaves_the_loss_and_makes_the_gradients_infinite() ->
     injections.at_boundary(0)
     loss = injections.run_step(memory, forward, None, memory.module, 0)
     loss.backward()
-    assert float(loss) == 2.0 and memory.module.w.grad is not None
+    assert float(loss.detach()) == 2.0 and memory.module.w.grad is not None
     assert not torch.isfinite(memory.module.w.grad).any()
 
 
