@@ -47,6 +47,9 @@ class ChaosApplied(Payload):
     kind: str
     step: int
     """The optimizer step it applies from."""
+    detail: str = ""
+    """What it does in this run, in words (or why it does nothing here: an fp16 overflow
+    burst in an fp32 run)."""
 
 
 class ChaosRecovered(Payload):

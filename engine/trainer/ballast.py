@@ -5,6 +5,7 @@ passes its environment on): from optimizer step STEP (0-based, the step about to
 hold SIZE bytes of ballast on the training device; SIZE takes K, M or G (powers of 1024);
 0 releases it. The ballast is written to, so on the CPU it is resident (it shows in RSS).
 ``MEMTUI_BALLAST_RANK=R`` puts it on rank R alone (several ranks: one rank under pressure).
+A chaos request (``ballast``, ``release``) adds to the same schedule (``Ballast.plan``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ class Ballast:
         if only and int(only) != rank:
             return cls([], device)
         return cls(parse_schedule(os.environ.get(BALLAST_ENV, "")), device)
+
+    def plan(self, start: int, size: int, steps: int = 0) -> None:
+        """From step ``start`` on hold ``size`` bytes: for ``steps`` steps, then none (0:
+        until planned again). It replaces what the schedule said from ``start`` on (the
+        newest word wins), and the next ``at_step`` applies it."""
+        self.schedule = [(s, b) for s, b in self.schedule if s < start]
+        self.schedule.append((start, size))
+        if steps and size:
+            self.schedule.append((start + steps, 0))
 
     def wanted(self, step: int) -> int:
         """Bytes the schedule asks for at ``step``."""

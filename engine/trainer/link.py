@@ -28,6 +28,7 @@ from engine.protocol import (
     PROTOCOL_VERSION,
     ApplyDirective,
     Hello,
+    InjectChaos,
     ProtocolError,
     TrainerCommand,
     TrainerEvent,
@@ -86,6 +87,8 @@ class NullLink(_EventSender):
         self.pause_requested = threading.Event()
         self.directives: deque[ApplyDirective] = deque()
         """Directives to apply at the next step boundary; none arrive here."""
+        self.chaos: deque[InjectChaos] = deque()
+        """Chaos to apply at the next step boundary; only a test puts any here."""
         self.sent: list[BaseModel] | None = [] if record else None
 
     def send(self, message: BaseModel) -> None:
@@ -106,6 +109,8 @@ class SocketLink(_EventSender):
         self.directives: deque[ApplyDirective] = deque()
         """Admitted directives from the supervisor, applied by the loop at the next step
         boundary (deque: appended by the reader thread, popped by the loop, thread-safe)."""
+        self.chaos: deque[InjectChaos] = deque()
+        """Chaos requests, applied by the loop at the next step boundary (as directives)."""
         self.welcome = welcome
         self._sock = sock
         self._sock.settimeout(SEND_TIMEOUT_S)  # bounds sendall; the reader thread blocks in recv
@@ -179,6 +184,8 @@ class SocketLink(_EventSender):
             return
         if isinstance(message, ApplyDirective):
             self.directives.append(message)
+        elif isinstance(message, InjectChaos):
+            self.chaos.append(message)
         elif isinstance(message, TrainerCommand):
             self._command(message)
 

@@ -9,6 +9,7 @@ Reads top to bottom::
       run_steps(): until the target step or a stop request
           link.sync()        several ranks: agree on stop, pause and directives at the boundary
           hold()             while the operator has paused training
+          chaos              injections the supervisor asked for take effect (chaos_injections)
           train_step()       grad_accum x (forward, backward, engine.step())
           report_step()      TelemetrySample -> StepReport, every log_every steps
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
@@ -22,6 +23,7 @@ Reads top to bottom::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -34,14 +36,10 @@ import torch
 
 from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
-from engine.checkpoints.store import SaveOutcome
 from engine.config import RunConfig
 from engine.deepspeed_config import build_deepspeed_config
 from engine.events import (
-    CheckpointFailed,
     CheckpointLoaded,
-    CheckpointSaved,
-    CheckpointSkipped,
     RunContinued,
     RunPaused,
     TrainerFinished,
@@ -51,6 +49,7 @@ from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.link import Link
@@ -62,6 +61,7 @@ from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
+from engine.trainer.save_report import report_save
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.workload import BatchFn, Workload, load_workload
 
@@ -97,6 +97,8 @@ class Training:
     """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
     sealing_stall_s: float = 0.0
     """What the save now being sealed stalled training (s), reported when the seal ends."""
+    chaos: ChaosInjections | None = None
+    """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
 
 
 # ------------------------------------------------------------------------- the loop
@@ -178,6 +180,9 @@ def run_steps(training: Training, until: int) -> None:
     # a step's samples whatever the geometry; each rank its own share of them
     batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world))
     directives = training.directives = training.directives or attach_directives(training)
+    chaos = training.chaos = training.chaos or ChaosInjections(
+        engine, memory, training.link, config.train.precision
+    )
     report_every = config.train.rank_report_every
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
@@ -188,12 +193,13 @@ def run_steps(training: Training, until: int) -> None:
             break
         step = engine.global_steps  # 0-based index of the step about to run = data position
         directives.at_boundary(step)  # admitted directives; a micro-batch one takes effect below
+        chaos.at_boundary(step)  # injections asked for take effect (ballast before the reading below)
         memory.before_step(step)  # the controller may change the geometry here, and only here
         lr = engine.get_lr()[0]  # the scheduler set it for this step
         scale = loss_scale(engine)  # the scale this step's backward uses
         started = time.perf_counter()
 
-        loss = memory.run_step(train_step, engine, batch, step)  # an OOM: shrink, redo the window
+        loss = chaos.run_step(memory, train_step, engine, batch, step)  # an OOM: shrink, redo the window
         if loss is None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
@@ -291,7 +297,9 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     effective = training.directives.effective if training.directives else {}
     applied = [dict(effective)] if effective else []  # the manifest's "applied directives"
     sealer = training.sealer if background else None
-    saved = checkpoint.save(engine, store, config, client_state(training), applied, training.ranks, sealer)
+    state = client_state(training)
+    with training.chaos.saving() if training.chaos else contextlib.nullcontext():  # a full disk
+        saved = checkpoint.save(engine, store, config, state, applied, training.ranks, sealer)
     training.last_saved_at = time.monotonic()
     stall_s = saved.seconds + waited_s  # "sealing": its seconds are the write's alone
     if saved.status in ("saved", "sealing"):
@@ -300,7 +308,7 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     if saved.status == "sealing":
         training.sealing_stall_s = stall_s
         return
-    report_save(training, saved, stall_s)
+    report_save(training.link, saved, stall_s)
 
 
 def collect_sealed(training: Training, wait: bool = False) -> float:
@@ -315,7 +323,7 @@ def collect_sealed(training: Training, wait: bool = False) -> float:
     if outcome is not None:
         if outcome.status != "saved":
             training.last_saved_step = -1  # rank 0 only; the final save's decision is agreed
-        report_save(training, outcome, training.sealing_stall_s, background=True)
+        report_save(training.link, outcome, training.sealing_stall_s, background=True)
     return waited_s
 
 
@@ -326,39 +334,6 @@ def settle_sealing(training: Training) -> None:
         collect_sealed(training, wait=True)
     except Exception:
         log.exception("reporting the last background checkpoint failed")
-
-
-def report_save(training: Training, saved: SaveOutcome, stall_s: float, background: bool = False) -> None:
-    """One event per save: ``checkpoint_saved`` with the training stall (s), or
-    ``checkpoint_skipped`` (no room) / ``checkpoint_failed`` as a critical alert."""
-    if saved.status != "saved":
-        not_saved = CheckpointSkipped if saved.status == "skipped" else CheckpointFailed
-        training.link.event(
-            not_saved(
-                step=saved.step,
-                tag=saved.tag,
-                reason=saved.reason,
-                free_bytes=saved.free_bytes,
-                needed_bytes=saved.needed_bytes,
-            ),
-            f"checkpoint {saved.tag} {saved.status}: {saved.reason}",
-        )
-        return
-    where = f"sealed in the background in {saved.seal_s:.2f} s" if background else "sealed in line"
-    training.link.event(
-        CheckpointSaved(
-            step=saved.step,
-            tag=saved.tag,
-            seconds=round(stall_s, 4),  # the training stall
-            write_s=round(saved.write_s, 4),
-            seal_s=round(saved.seal_s, 4),
-            background=background,
-            size_bytes=saved.size_bytes,
-            pruned=saved.pruned,
-        ),
-        f"checkpoint {saved.tag} saved: training waited {stall_s:.2f} s, {where} "
-        f"({saved.size_bytes / 1e6:.1f} MB)",
-    )
 
 
 def client_state(training: Training) -> dict[str, Any]:

@@ -6,6 +6,7 @@ the micro-batch then is at least AT_LEAST samples (default 1), once per trainer 
 A forward error comes from a forward pre-hook on the model; a backward error from a
 gradient hook on the model's first parameter, so part of the backward has already run.
 ``MEMTUI_INJECT_OOM_RANK=R`` fires them on rank R alone (several ranks).
+A chaos request (``oom``) adds one for the next step's first micro-batch (``OomInjector.add``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class OomInjector:
     def __init__(self, injections: list[Injection]) -> None:
         self.injections = injections
         self.position: tuple[int, int, int] = (-1, -1, 0)  # (step, micro, micro_batch)
+        self._attached = False
 
     @classmethod
     def from_env(cls, rank: int = 0) -> OomInjector:
@@ -57,11 +59,18 @@ class OomInjector:
         return cls(parse_injections(os.environ.get(INJECT_OOM_ENV, "")))
 
     def attach(self, model: torch.nn.Module) -> None:
-        if not self.injections:
+        if not self.injections or self._attached:
             return
+        self._attached = True
         model.register_forward_pre_hook(lambda _module, _inputs: self._maybe_fire("forward"))
         first = next(p for p in model.parameters() if p.requires_grad)
         first.register_hook(self._on_grad)
+
+    def add(self, injection: Injection, model: torch.nn.Module) -> None:
+        """One more injection, its hooks put on ``model`` if none are yet. Without the
+        start-time ones nothing tracks the micro-batch: the caller sets ``position``."""
+        self.injections.append(injection)
+        self.attach(model)
 
     def _on_grad(self, grad: torch.Tensor) -> torch.Tensor:
         self._maybe_fire("backward")

@@ -6,10 +6,11 @@ boundary, or the ranks would diverge: one rank leaving the loop while the others
 the next gradient all-reduce hangs the group, and a learning rate applied on one rank only
 trains different models. ``sync`` runs at every boundary on every rank:
 
-1. all-reduce MAX of [stop asked here, directives waiting here, pause asked here]: any
-   rank's SIGTERM (torchrun forwards it to all) or rank 0's stop command stops every rank
-   at this boundary, and rank 0's pause holds them all;
-2. when directives wait, rank 0 broadcasts them and every rank queues the same list.
+1. all-reduce MAX of [stop asked here, directives or chaos waiting here, pause asked here]:
+   any rank's SIGTERM (torchrun forwards it to all) or rank 0's stop command stops every
+   rank at this boundary, and rank 0's pause holds them all;
+2. when directives or chaos requests wait, rank 0 broadcasts them and every rank queues
+   the same lists (a step the trainer skips for an injected NaN loss is skipped by all).
 
 One all-reduce of three int64 per step: microseconds on gloo, next to the step's own gradient
 all-reduce. Events and step reports go out on rank 0 only (every rank takes the same
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from engine.protocol import ApplyDirective
+from engine.protocol import ApplyDirective, InjectChaos
 from engine.trainer.link import Link, _EventSender
 
 
@@ -52,6 +53,8 @@ class RankLink(_EventSender):
         """The same directives on every rank, in the same order (the applier's inbox)."""
         self.pause_requested = threading.Event()
         """Agreed like the stop: set or cleared on every rank at the same boundary."""
+        self.chaos: deque[InjectChaos] = deque()
+        """The same chaos requests on every rank, in the same order."""
 
     @property
     def stop_reason(self) -> str:
@@ -59,12 +62,17 @@ class RankLink(_EventSender):
 
     def sync(self) -> None:
         """At every optimizer-step boundary, on every rank (a collective)."""
-        waiting = self._drain_inner() if self.group.rank == 0 else []
-        asked = [self.inner.stop_requested.is_set(), len(waiting), self.inner.pause_requested.is_set()]
+        waiting = _drain(self.inner, "directives") if self.group.rank == 0 else []
+        chaos = _drain(self.inner, "chaos") if self.group.rank == 0 else []
+        count = len(waiting) + len(chaos)
+        asked = [self.inner.stop_requested.is_set(), count, self.inner.pause_requested.is_set()]
         stop, count, pause = self.group.max_ints([int(v) for v in asked])
         if count:
-            shared = self.group.broadcast([m.model_dump(mode="json") for m in waiting])
-            self.directives.extend(ApplyDirective.model_validate(m) for m in shared)
+            shared = self.group.broadcast(
+                ([m.model_dump(mode="json") for m in waiting], [m.model_dump(mode="json") for m in chaos])
+            )
+            self.directives.extend(ApplyDirective.model_validate(m) for m in shared[0])
+            self.chaos.extend(InjectChaos.model_validate(m) for m in shared[1])
         if stop:
             self.stop_requested.set()
         if pause:
@@ -79,9 +87,11 @@ class RankLink(_EventSender):
     def close(self) -> None:
         self.inner.close()
 
-    def _drain_inner(self) -> list[ApplyDirective]:
-        inbox: deque[ApplyDirective] | None = getattr(self.inner, "directives", None)
-        waiting = []
-        while inbox:
-            waiting.append(inbox.popleft())  # the reader thread appends; popleft is thread-safe
-        return waiting
+
+def _drain(link: Link, name: str) -> list[Any]:
+    """Everything queued in ``link.<name>`` (a deque the reader thread appends to)."""
+    inbox: deque[Any] | None = getattr(link, name, None)
+    waiting = []
+    while inbox:
+        waiting.append(inbox.popleft())  # popleft is thread-safe against the reader's append
+    return waiting

@@ -60,7 +60,7 @@ def test_rank0_shares_its_directives_and_any_ranks_stop() -> None:
 
 def test_other_ranks_queue_rank0s_directives_and_stay_quiet() -> None:
     inner = NullLink(record=True)
-    shared = [directive(3).model_dump(mode="json")]
+    shared = ([directive(3).model_dump(mode="json")], [])  # (directives, chaos requests)
     group = ScriptedGroup(1, others=[[0, 1, 0]], sent=[shared])
     link = RankLink(inner, group)
     link.sync()

@@ -1,7 +1,8 @@
 """A stand-in supervisor for trainer tests: a Unix-socket server that speaks the protocol.
 
 It accepts one trainer, answers its Hello with a Welcome, records every message, and can
-send ``TrainerCommand(stop)`` or hang up once a given step has been reported.
+send ``TrainerCommand(stop)`` or hang up once a given step has been reported, or send any
+messages of its own (``send_at``: step -> messages, sent when that step is reported).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from engine.config import RunConfig
 from engine.config_file import build_run_config
@@ -52,9 +55,14 @@ def rewrite_config(run: RunDir, config: RunConfig) -> None:
 
 class SupervisorStub:
     def __init__(
-        self, path: Path, stop_at_step: int | None = None, hang_up_at_step: int | None = None
+        self,
+        path: Path,
+        stop_at_step: int | None = None,
+        hang_up_at_step: int | None = None,
+        send_at: dict[int, list[BaseModel]] | None = None,
     ) -> None:
         self.stop_at_step = stop_at_step
+        self.send_at = dict(send_at or {})
         self.hang_up_at_step = hang_up_at_step
         self.hello: Hello | None = None
         self.messages: list[Any] = []
@@ -72,6 +80,9 @@ class SupervisorStub:
             for line in reader:
                 message = decode_client(line)
                 self.messages.append(message)
+                if isinstance(message, StepReport):
+                    for extra in self.send_at.pop(message.sample.step, []):
+                        conn.sendall(encode(extra))
                 if isinstance(message, StepReport) and message.sample.step == self.stop_at_step:
                     conn.sendall(encode(TrainerCommand(command="stop", reason="test")))
                 if isinstance(message, StepReport) and message.sample.step == self.hang_up_at_step:

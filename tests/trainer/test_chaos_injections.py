@@ -1,0 +1,235 @@
+"""The trainer's chaos state without DeepSpeed: what each request puts in force, for how
+many steps, what ``chaos_applied`` says, and the start-time injection code it reuses
+(ballast schedule, OOM injector, full disk)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps
+from engine.protocol import InjectChaos, TrainerEvent
+from engine.trainer import chaos_injections
+from engine.trainer.ballast import Ballast as BallastHolder
+from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.disk_full_injection import full_disk
+from engine.trainer.link import NullLink
+from engine.trainer.oom_injection import OomInjector
+from engine.trainer.rank_link import RankLink
+from tests.trainer.test_rank_link import ScriptedGroup
+
+
+class Loss(torch.nn.Module):
+    """A workload's shape: forward returns a scalar loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.w * x).sum()
+
+
+class Writer:
+    def save(self, state_dict: Any, path: str) -> None:
+        return None
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.checkpoint_engine = Writer()
+
+    def train_micro_batch_size_per_gpu(self) -> int:
+        return 4
+
+
+class FakeMemory:
+    """What ChaosInjections uses of AdaptiveMemory."""
+
+    def __init__(self) -> None:
+        self.module = Loss()
+        self.ballast = BallastHolder([], torch.device("cpu"))
+        self.injector = OomInjector([])
+
+    def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int) -> Any:
+        return train_step(engine, batch, step)
+
+
+def forward(engine: Any, batch: Any, step: int) -> torch.Tensor:
+    loss: torch.Tensor = batch(torch.ones(2))
+    return loss
+
+
+def chaos(precision: str = "fp16") -> tuple[ChaosInjections, NullLink, FakeMemory]:
+    link, memory = NullLink(record=True), FakeMemory()
+    return ChaosInjections(FakeEngine(), memory, link, precision), link, memory
+
+
+def applied(link: NullLink) -> list[dict[str, Any]]:
+    return [m.data for m in link.sent or [] if isinstance(m, TrainerEvent) and m.type == "chaos_applied"]
+
+
+def losses(injections: ChaosInjections, memory: FakeMemory, steps: int) -> list[float]:
+    return [
+        float(injections.run_step(memory, forward, injections.engine, memory.module, step).detach())
+        for step in range(steps)
+    ]
+
+
+def test_each_request_is_applied_at_the_boundary_with_its_id_step_and_detail() -> None:
+    injections, link, memory = chaos()
+    injections.inbox.extend(
+        [
+            InjectChaos(chaos_id="c-1", request=Ballast(bytes=1 << 20, steps=2)),
+            InjectChaos(chaos_id="c-2", request=DiskFull(saves=2)),
+            InjectChaos(chaos_id="c-3", request=Kill()),  # the supervisor's: not ours
+        ]
+    )
+    injections.at_boundary(7)
+    events = applied(link)
+    assert [(e["chaos_id"], e["kind"], e["step"]) for e in events] == [
+        ("c-1", "ballast", 7),
+        ("c-2", "disk_full", 7),
+    ]
+    assert "1048576 bytes" in events[0]["detail"] and "2 saves" in events[1]["detail"]
+    assert not injections.inbox
+    assert [memory.ballast.at_step(s) for s in (6, 7, 8, 9)] == [0, 1 << 20, 1 << 20, 0]
+
+
+def test_release_lets_go_of_ballast_held_until_released() -> None:
+    injections, link, memory = chaos()
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Ballast(bytes=4096, steps=0)))
+    injections.at_boundary(1)
+    assert memory.ballast.at_step(1000) == 4096
+    injections.inbox.append(InjectChaos(chaos_id="c-2", request=Release()))
+    injections.at_boundary(1001)
+    assert memory.ballast.at_step(1001) == 0 and "4096 bytes" in applied(link)[-1]["detail"]
+
+
+def test_ballast_the_host_cannot_give_is_said_and_none_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    injections, link, memory = chaos()
+
+    def refuse(size: int, **_kwargs: Any) -> torch.Tensor:
+        raise RuntimeError(f"DefaultCPUAllocator: can't allocate memory: you tried to allocate {size} bytes")
+
+    monkeypatch.setattr(torch, "ones", refuse)
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Ballast(bytes=1 << 40)))
+    injections.at_boundary(2)
+    assert "could not be allocated" in applied(link)[0]["detail"]
+    assert memory.ballast.held == 0 and memory.ballast.at_step(3) == 0
+
+
+def test_the_newest_ballast_plan_replaces_the_schedule_from_its_step_on() -> None:
+    holder = BallastHolder([(5, 100), (50, 0)], torch.device("cpu"))
+    holder.plan(20, 300, steps=10)
+    assert holder.schedule == [(5, 100), (20, 300), (30, 0)]
+    assert [holder.wanted(s) for s in (4, 5, 20, 29, 30, 60)] == [0, 100, 300, 300, 0, 0]
+
+
+def test_fp16_nan_loss_poisons_the_loss_for_its_steps_then_stops() -> None:
+    injections, _link, memory = chaos("fp16")
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=NanLoss(steps=2, value="inf")))
+    injections.at_boundary(0)
+    assert [math.isinf(v) for v in losses(injections, memory, 3)] == [True, True, False]
+    assert not memory.module._forward_hooks  # nothing of ours is left on the model
+
+
+def test_an_overflow_burst_leaves_the_loss_and_makes_the_gradients_infinite() -> None:
+    injections, _link, memory = chaos("fp16")
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Overflow(steps=1)))
+    injections.at_boundary(0)
+    loss = injections.run_step(memory, forward, None, memory.module, 0)
+    loss.backward()
+    assert float(loss.detach()) == 2.0 and memory.module.w.grad is not None
+    assert not torch.isfinite(memory.module.w.grad).any()
+
+
+def test_an_overflow_burst_does_not_apply_without_fp16_and_says_so() -> None:
+    injections, link, memory = chaos("bf16")
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Overflow(steps=3)))
+    injections.at_boundary(4)
+    assert "not applicable in bf16" in applied(link)[0]["detail"] and injections.overflow_steps == 0
+    assert losses(injections, memory, 3) == [2.0, 2.0, 2.0]
+
+
+def test_without_fp16_a_nan_loss_step_is_the_trainers_own_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    injections, _link, memory = chaos("fp32")
+    skipped: list[int] = []
+
+    def skip(engine: Any, batch: Any, step: int, loss: float) -> torch.Tensor:
+        skipped.append(step)
+        return torch.tensor(loss)
+
+    monkeypatch.setattr(chaos_injections, "skipped_step", skip)
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=NanLoss(steps=2)))
+    injections.at_boundary(0)
+    values = losses(injections, memory, 3)
+    assert skipped == [0, 1] and math.isnan(values[0]) and math.isnan(values[1]) and values[2] == 2.0
+
+
+def test_slow_steps_sleep_within_their_bounds_and_the_same_request_sleeps_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(chaos_injections.time, "sleep", slept.append)
+    for _ in range(2):
+        injections, _link, memory = chaos()
+        injections.inbox.append(
+            InjectChaos(chaos_id="c-9", request=SlowSteps(steps=3, delay_s=0.5, jitter_s=0.1))
+        )
+        injections.at_boundary(0)
+        losses(injections, memory, 5)
+    assert len(slept) == 6 and all(0.5 <= s <= 0.6 for s in slept) and slept[:3] == slept[3:]
+
+
+def test_an_oom_request_fires_once_in_the_next_steps_first_forward() -> None:
+    injections, _link, memory = chaos()
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Oom(phase="forward")))
+    injections.at_boundary(3)
+    with pytest.raises(MemoryError, match="injected OOM in forward of step 3"):
+        memory.module(torch.ones(2))
+    assert float(memory.module(torch.ones(2)).detach()) == 2.0  # the redone window goes through
+
+
+def test_the_next_saves_fail_on_a_full_disk_and_then_succeed(tmp_path: Any) -> None:
+    injections, _link, _memory = chaos()
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=DiskFull(saves=2)))
+    injections.at_boundary(0)
+    writer = injections.engine.checkpoint_engine
+    outcomes = []
+    for n in range(3):
+        with injections.saving():
+            try:
+                writer.save({"n": n}, str(tmp_path / f"{n}.pt"))
+                outcomes.append("saved")
+            except OSError as err:
+                outcomes.append(err.strerror)
+    assert outcomes == ["No space left on device (injected)"] * 2 + ["saved"]
+    assert "save" not in vars(writer)
+
+
+def test_a_full_disk_nests_and_restores_the_outer_one() -> None:
+    engine = FakeEngine()
+    with full_disk(engine):
+        outer = vars(engine.checkpoint_engine)["save"]
+        with full_disk(engine):
+            pass
+        assert vars(engine.checkpoint_engine)["save"] is outer
+    assert "save" not in vars(engine.checkpoint_engine)
+
+
+def test_rank0_shares_chaos_requests_with_every_rank() -> None:
+    inner = NullLink(record=True)
+    request = InjectChaos(chaos_id="c-1", request=NanLoss(steps=1))
+    inner.chaos.append(request)
+    leader = RankLink(inner, ScriptedGroup(0))
+    leader.sync()
+    assert list(leader.chaos) == [request] and not inner.chaos
+    shared = ([], [request.model_dump(mode="json")])
+    follower = RankLink(NullLink(), ScriptedGroup(1, others=[[0, 1, 0]], sent=[shared]))
+    follower.sync()
+    assert list(follower.chaos) == [request]
