@@ -24,6 +24,7 @@ goes on serving after its run ended (the contract test holds the real one open l
         ...
         assert [m.kind for m in engine.requests] == ["status"]
 
+``chaos`` names the chaos kinds its Welcome advertises (default: ``kill``).
 ``FakeEngine.in_thread(...)`` runs one on its own loop for synchronous callers (the CLI).
 """
 
@@ -121,6 +122,7 @@ class FakeEngine:
         ranks: int = 1,
         rank_report_every: int = 4,
         thresholds: Thresholds | None = DEFAULT_THRESHOLDS,
+        chaos: Sequence[str] = ("kill",),
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
@@ -143,6 +145,8 @@ class FakeEngine:
         """Steps between two rank reports (steps divisible by it carry one)."""
         self.thresholds = thresholds
         """The run's levels sent in each Welcome; None plays a supervisor that sends none."""
+        self.chaos = list(chaos)
+        """The chaos kinds each Welcome advertises (``chaos_specs`` of them, in menu order)."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
@@ -318,7 +322,7 @@ class FakeEngine:
                 state=self.state,
                 last_seq=last_seq,
                 thresholds=self.thresholds,
-                chaos=chaos_specs(["kill"]),
+                chaos=chaos_specs(self.chaos),
             )
         )
         if hello.replay_from is not None:

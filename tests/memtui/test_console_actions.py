@@ -157,24 +157,26 @@ async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fa
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
         titles = [t for t, _, _ in app.palette_commands()]
-        assert "Chaos: nan_loss" in titles and "Directive: approve" in titles and "Theme: ansi" in titles
-        await app.run_action("chaos('nan_loss')")
+        assert "Directive: approve" in titles and "Theme: ansi" in titles
+        # the fake advertises only kill, as main's supervisor does
+        assert [t for t in titles if t.startswith("Chaos: ")] == ["Chaos: menu", "Chaos: kill the trainer"]
+        await app.run_action("chaos('kill')")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await until(lambda: "chaos" in kinds(fake))
-        assert fake.requests[-1].request.kind == "nan_loss"
+        assert fake.requests[-1].request.kind == "kill"
 
 
 async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: FakeEngine) -> None:
     app = MemtuiApp(live_run, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        for key in ("a", "c", "r", "s", "k", "P"):
+        for key in ("a", "c", "r", "s", "k", "x", "P"):
             await pilot.press(key)
             await pilot.pause()
             assert not isinstance(app.screen, (ConfirmScreen, ClampScreen, RejectScreen)), key
-        for action in ("approve", "stop", "pause", "unpause", "chaos('kill_trainer')"):
+        for action in ("approve", "stop", "pause", "unpause", "chaos('kill')", "chaos_menu"):
             await app.run_action(action)
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
