@@ -24,7 +24,8 @@ goes on serving after its run ended (the contract test holds the real one open l
         ...
         assert [m.kind for m in engine.requests] == ["status"]
 
-``chaos`` names the chaos kinds its Welcome advertises (default: ``kill``).
+``chaos`` names the chaos kinds its Welcome advertises and it accepts (default: ``kill``, as
+the real supervisor; any other is recorded as injected, nothing more).
 ``FakeEngine.in_thread(...)`` runs one on its own loop for synchronous callers (the CLI).
 """
 
@@ -160,6 +161,7 @@ class FakeEngine:
             stop_after_s=stop_after_s,
             pause_after_s=pause_after_s,
             restart_after_s=restart_after_s,
+            performs=self.chaos,
         )
         self._directives = FakeDirectives(self.record, RUN_DEFAULTS)
         self._connections: list[_Connection] = []

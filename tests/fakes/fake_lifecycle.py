@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from engine.domain import TERMINAL_STATES, RunState
 from engine.events import (
@@ -61,8 +61,12 @@ class FakeLifecycle:
         stop_after_s: float,
         pause_after_s: float,
         restart_after_s: float,
+        performs: Sequence[str] = ("kill",),
     ) -> None:
         self.record = record
+        self.performs = tuple(performs)
+        """The chaos kinds it accepts: kill as the real supervisor does it; any other only
+        recorded (``chaos_injected`` with its parameters), for consoles to be tested against."""
         self.state: RunState = state
         self.run_dir = run_dir
         self.step = step
@@ -167,10 +171,12 @@ class FakeLifecycle:
 
     def chaos(self, message: Chaos) -> Ok | Error:
         kind = message.request.kind
-        if kind != "kill":
+        if kind not in self.performs:
             return Error(id=message.id, reason=f"chaos {kind!r} is not available yet")
         if not self.trainer_alive:
             return Error(id=message.id, reason="no trainer is running to kill")
+        if kind != "kill":
+            return self._recorded_chaos(message)
         pid = self.pid
         self.chaos_count += 1
         chaos_id = f"c-fake{self.chaos_count}"
@@ -178,6 +184,15 @@ class FakeLifecycle:
         self.record(injected, f"chaos: kill (SIGKILL pid {pid})")
         asyncio.get_running_loop().call_soon(self._killed)  # after the answer, as a death is
         return Ok(id=message.id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
+
+    def _recorded_chaos(self, message: Chaos) -> Ok:
+        self.chaos_count += 1
+        chaos_id, kind = f"c-fake{self.chaos_count}", message.request.kind
+        params = message.request.model_dump(mode="json", exclude={"kind"})
+        self.record(
+            ChaosInjected(chaos_id=chaos_id, kind=kind, params=params, step=self.step()), f"chaos: {kind}"
+        )
+        return Ok(id=message.id, result={"chaos_id": chaos_id, "kind": kind})
 
     def _killed(self) -> None:
         self.trainer_alive = False
