@@ -11,6 +11,7 @@ from textual.widgets import Input, OptionList, Select, Static
 from engine.chaos_kinds import Ballast, Kill, Oom
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
 from engine.run.directory import RunDir
+from memtui.chaos_phrases import what_happens
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
@@ -39,6 +40,11 @@ async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
 async def ready(app: MemtuiApp) -> None:
     """Connected, and the Welcome's chaos kinds folded into the view."""
     await until(lambda: app.view.connection == "connected" and app.view.chaos, what="the welcome")
+
+
+def notes(app: MemtuiApp) -> list[str]:
+    """The notifications shown, as ``title: message``."""
+    return [f"{n.title}: {n.message}" for n in app._notifications]
 
 
 def chaos_requests(fake: FakeEngine) -> list:  # type: ignore[type-arg]
@@ -154,6 +160,19 @@ async def test_a_kind_without_parameters_skips_the_form(live_run: RunDir, fake: 
         await until(lambda: chaos_requests(fake), what="the chaos request")
         assert fake.requests[-1].request == Kill()
         await until(lambda: any(e.type == "chaos_injected" for e in app.view.events))
+        said = await until(lambda: notes(app), what="the answer")
+        assert said[0] == f"chaos: c-fake1 injected: {what_happens('kill', {})}"
+
+
+async def test_the_engines_refusal_is_shown(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, state="stopped") as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(app)
+            await pilot.press("k", "y")
+            said = await until(lambda: notes(app), what="the refusal")
+            assert said == ["chaos refused: no trainer is running to kill"]
+        assert [m.kind for m in chaos_requests(fake)] == ["chaos"]
 
 
 async def test_a_kind_the_engine_does_not_advertise_is_not_offered(
