@@ -130,11 +130,15 @@ class OperatorCommands(App[None]):
         return [spec for spec in self.view.chaos if spec.kind in REQUESTS]
 
     def chaos_palette(self) -> list[tuple[str, str, str]]:
-        """The palette's chaos entries: the menu, then one per offered kind."""
+        """The palette's chaos entries: the menu, then one per offered kind (none when the run
+        offers none)."""
+        offered = self.offered_chaos()
+        if not offered:
+            return []
         menu = ("Chaos: menu", "every failure this run can rehearse (key x)", "chaos_menu")
         kinds = [
             (f"Chaos: {s.title}", f"{s.kind}: {s.description} (asks first)", f"chaos('{s.kind}')")
-            for s in self.offered_chaos()
+            for s in offered
         ]
         return [menu, *kinds]
 

@@ -248,3 +248,19 @@ async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: FakeEngi
         await caught_up(app, pilot)
         assert [m.kind for m in app.sent] == []
     assert chaos_requests(fake) == []
+
+
+async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, chaos=[]) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected", what="the welcome")
+            assert not [c for c in app.palette_commands() if c[0].startswith("Chaos")]
+            for key in ("x", "k"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert not isinstance(app.screen, (ChaosMenuScreen, ChaosFormScreen, ConfirmScreen)), key
+            said = await until(lambda: notes(app), what="the console to say why")
+            assert "this run offers no chaos" in said[0]
+            await caught_up(app, pilot)
+        assert chaos_requests(fake) == []
