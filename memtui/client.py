@@ -6,7 +6,8 @@
 socket drops it reconnects with exponential backoff and asks for every event after the
 newest seq it has seen, so a reconnect neither loses nor repeats an event.
 
-``request_once`` is the CLI's synchronous one-shot: connect, request, close.
+``request_once`` is the CLI's synchronous one-shot: connect, request, close; ``welcome_once``
+only reads the Welcome (e.g. the chaos kinds a supervisor performs).
 """
 
 from __future__ import annotations
@@ -329,4 +330,19 @@ async def _request_once(socket_path: Path, message: Request, timeout: float) -> 
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+        await client.close()
+
+
+def welcome_once(socket_path: Path | str, timeout: float = 10.0) -> Welcome:
+    """Synchronously: connect, read the supervisor's Welcome (what it is, what it offers), close."""
+    return asyncio.run(_welcome_once(Path(socket_path), timeout))
+
+
+async def _welcome_once(socket_path: Path, timeout: float) -> Welcome:
+    client = EngineClient(socket_path, role="cli", telemetry=False, replay_from=None)
+    try:
+        return await asyncio.wait_for(client.connect(), timeout)
+    except asyncio.TimeoutError:
+        raise EngineUnavailable(f"no welcome from {socket_path} within {timeout:g}s") from None
+    finally:
         await client.close()

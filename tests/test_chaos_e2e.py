@@ -1,37 +1,30 @@
-"""Supervisor chaos against a real DeepSpeed trainer: a corrupted newest checkpoint that the
-restart after a kill rejects, and a preemption the run is restarted after; each injection's
-``chaos_recovered`` says it recovered, with the same chaos id."""
+"""End to end: chaos from the console and the shell into a real engine (supervisor + DeepSpeed
+trainer). The console's menu offers what the real supervisor advertises; ``kill`` chosen
+there goes through the form-less confirmation to the supervisor, whose ``chaos_injected``
+and the trainer's restart reach the console's timeline; ``memtui chaos --list`` asks the
+same supervisor.
+"""
 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_harness import memtui, throwaway_home
+from textual.widgets import OptionList
 
-from engine.chaos_kinds import ChaosRequest, CorruptCheckpoint, Kill, Preempt
-from engine.checkpoints.catalog import committed_tags
-from engine.events import ChaosRecovered
-from engine.protocol import PROTOCOL_VERSION, Chaos, Hello, decode_server, encode
-from engine.run.directory import RunDir
-from engine.run.store import Store
-from tests.waiting import wait_for
+from engine.events import ChaosInjected, TrainerRestarted
+from engine.run.directory import RunDir, list_runs
+from memtui.console.app import MemtuiApp
+from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.widgets.event_log import EventLog
+from tests.memtui.console_harness import text_of
+from tests.waiting import until, wait_for
 
-pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e, pytest.mark.timeout(300)]
-
-CONFIG = """name = "chaos"
-steps = 100000
-[checkpoint]
-every_steps = 5
-keep = 3
-[restart]
-on_preemption = true
-backoff_initial_s = 0.1
-"""
+pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
 
 @pytest.fixture
@@ -39,52 +32,63 @@ def home() -> Iterator[Path]:
     yield from throwaway_home("mtc")
 
 
-def ask(run: RunDir, request: ChaosRequest) -> Any:
-    """One Chaos request over the run's socket; its Ok or Error."""
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(30)
-        sock.connect(str(run.socket))
-        sock.sendall(encode(Hello(protocol=PROTOCOL_VERSION, telemetry=False)))
-        sock.sendall(encode(Chaos(id="x", request=request)))
-        reader = sock.makefile("rb")
-        while True:
-            message = decode_server(reader.readline())
-            if message.kind in ("ok", "error") and getattr(message, "id", None) == "x":
-                return message
+def start_tiny(home: Path) -> RunDir:
+    started = memtui(home, "run", "--preset", "tiny", "--detach", "--steps", "100000")
+    assert started.returncode == 0, started.stderr
+    (run,) = list_runs(home)
+    return run
 
 
-def state(home: Path, run: RunDir) -> str:
-    return str(json.loads(memtui(home, "status", run.run_id, "--json").stdout)["state"])
+async def test_kill_from_the_chaos_menu_restarts_the_real_trainer(home: Path) -> None:
+    run = start_tiny(home)
+    app = MemtuiApp(run)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(
+            lambda: app.view.step > 0 and app.view.chaos,
+            timeout=120,
+            what="the first step",
+            seen=lambda: (app.view.connection, app.view.state, app.view.step, app.view.chaos),
+        )
+        advertised = [s.kind for s in app.view.chaos]
+        assert "kill" in advertised
 
+        await pilot.press("x")
+        await until(lambda: isinstance(app.screen, ChaosMenuScreen), what="the chaos menu")
+        options = app.screen.query_one(OptionList)
+        assert [options.get_option_at_index(i).id for i in range(options.option_count)] == advertised
+        options.highlighted = advertised.index("kill")
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("y")
 
-def verdict(run: RunDir, chaos_id: str) -> ChaosRecovered | None:
-    with Store(run.store, readonly=True) as store:
-        found = [ChaosRecovered.of(e) for e in store.events_since(0) if e.type == "chaos_recovered"]
-    return next((v for v in found if v is not None and v.chaos_id == chaos_id), None)
+        injected = await until(
+            lambda: next((c for e in app.view.events if (c := ChaosInjected.of(e)) is not None), None),
+            timeout=30,
+            what="chaos_injected from the supervisor",
+        )
+        assert injected.kind == "kill" and injected.source == "operator" and injected.pid
+        restarted = await until(
+            lambda: next((r for e in app.view.events if (r := TrainerRestarted.of(e)) is not None), None),
+            timeout=60,
+            what="the supervisor to restart the killed trainer",
+        )
+        assert restarted.signal == "SIGKILL"
+        log = app.query_one(EventLog)
+        await until(
+            lambda: f"chaos {injected.chaos_id} injected: SIGKILL the trainer" in text_of(log),
+            what="the injection in the timeline",
+            seen=lambda: text_of(log),
+        )
+        killed_at = app.view.step
+        await until(lambda: app.view.step > killed_at, timeout=120, what="steps after the restart")
 
-
-def test_corruption_kill_and_preemption_are_recovered(home: Path) -> None:
-    config = home / "chaos.toml"
-    config.write_text(CONFIG)
-    done = memtui(home, "run", str(config), "--detach", "--json")
-    assert done.returncode == 0, done.stderr
-    run = RunDir(Path(json.loads(done.stdout)["run_dir"]))
-    try:
-        wait_for(lambda: len(committed_tags(run.checkpoints)) >= 2, timeout=180, what="two checkpoints")
-        assert memtui(home, "pause", run.run_id).returncode == 0  # no save between the two
-        wait_for(lambda: state(home, run) == "paused", what="the trainer to hold")
-        corrupted = ask(run, CorruptCheckpoint())
-        assert corrupted.kind == "ok", corrupted
-        killed = ask(run, Kill())
-        assert killed.kind == "ok", killed
-        caught = wait_for(lambda: verdict(run, corrupted.result["chaos_id"]), timeout=120, what="rejection")
-        assert caught.recovered and "rejected" in caught.detail, caught
-        assert memtui(home, "unpause", run.run_id).returncode == 0
-        back = wait_for(lambda: verdict(run, killed.result["chaos_id"]), timeout=120, what="a restart")
-        assert back.recovered, back
-        preempted = ask(run, Preempt())
-        assert preempted.kind == "ok", preempted
-        again = wait_for(lambda: verdict(run, preempted.result["chaos_id"]), timeout=120, what="a restart")
-        assert again.recovered, again
-    finally:
-        memtui(home, "stop", run.run_id)
+    listed = memtui(home, "chaos", "--list", run.run_id, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [k["kind"] for k in json.loads(listed.stdout)["kinds"]] == advertised
+    refused = memtui(home, "chaos", run.run_id, "ballast", "--bytes", "-5")
+    assert refused.returncode == 2 and "--bytes: must be at least 1 B" in refused.stderr
+    stopped = memtui(home, "stop", run.run_id)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    wait_for(lambda: run.supervisor_pid() is None, what="the supervisor to exit")
+    stale = memtui(home, "chaos", run.run_id, "kill")
+    assert stale.returncode == 1 and "the run is not running" in stale.stderr

@@ -11,11 +11,14 @@
     memtui checkpoints [RUN]    list checkpoints: step, size, age, verification
     memtui doctor [--json]      check this machine: software, GPUs, host; verdict with reasons
     memtui directives [RUN] | approve ID | reject ID | clamp ID | propose [RUN]   planner directives
+    memtui chaos [RUN] KIND [--PARAM VALUE ...] | chaos --list   rehearse a failure in a live run
 
 This module only parses, dispatches to the command's handler and turns a ``CliError`` into
 its exit status and one line on stderr. The parser is ``memtui.cli.parser``; the commands
 live in one module per group (``lifecycle_commands``, ``inspection_commands``,
-``directive_commands``, ``pause_commands``, ``doctor_command``).
+``directive_commands``, ``pause_commands``, ``doctor_command``, ``chaos_command``).
+A command whose flags depend on what it is asked (``chaos``: each kind its own parameters)
+takes argparse's leftovers; every other command refuses them as argparse does.
 Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the engine.
 """
 
@@ -29,7 +32,12 @@ from memtui.cli.parser import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if getattr(args, "takes_extras", False):
+        args.extras = extras
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         return int(args.handler(args))
     except CliError as err:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memtui.cli import (
+    chaos_command,
     directive_commands,
     doctor_command,
     inspection_commands,
@@ -35,6 +36,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     doctor_command.add_parsers,
     directive_commands.add_parsers,
     pause_commands.add_parsers,
+    chaos_command.add_parser,
 )
 """What registers each subcommand, in the order ``memtui --help`` lists them."""
 
@@ -47,7 +49,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line; each parsed command carries its ``handler(args) -> exit code``."""
+    """The whole command line; each parsed command carries its ``handler(args) -> exit code``
+    (and ``takes_extras`` when it reads argparse's leftovers itself, as ``chaos`` does)."""
     from memtui import __version__
 
     parser = ArgumentParser(

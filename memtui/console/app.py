@@ -6,8 +6,9 @@ at most twice a second (at once when the console has been quiet, so a step still
 screen in ~100 ms), the charts every two seconds. Longer chart windows are read from the
 store in a worker thread. Nothing here blocks the event loop.
 
-Operator commands (approve, clamp, reject, stop, pause, chaos) go to the supervisor as
-requests (``memtui.console.operator_commands``); each destructive one asks first, and
+Operator commands (approve, clamp, reject, stop, pause, chaos: the kinds the run advertises,
+each with its form) go to the supervisor as requests
+(``memtui.console.operator_commands``); each destructive one asks first, and
 ``--readonly`` hides and refuses all of them. ``q`` only closes the console: it never sends
 Stop, the run goes on.
 """
@@ -28,7 +29,6 @@ from textual.events import Resize
 from textual.timer import Timer
 from textual.widgets import Footer
 
-from engine.chaos_kinds import REQUESTS
 from engine.domain import Event
 from engine.protocol import (
     TELEMETRY_HZ,
@@ -112,6 +112,7 @@ class MemtuiApp(OperatorCommands):
         Binding("P", "pause", "Pause"),
         Binding("P", "unpause", "Continue"),
         Binding("k", "kill_trainer", "Kill trainer", show=False),
+        Binding("x", "chaos_menu", "Chaos", show=False),
         Binding("f", "freeze", "Freeze"),
         Binding("w", "window", "Window"),
         Binding("e", "event_filter", "Filter", show=False),
@@ -445,10 +446,7 @@ class MemtuiApp(OperatorCommands):
             ("Directive: clamp", "edit the selected directive's values", "clamp"),
             ("Directive: reject", "refuse the selected directive with a reason", "reject"),
             ("Directive: details", "everything about the selected directive", "details"),
-            *(
-                (f"Chaos: {a}", "inject a failure into the live run (asks first)", f"chaos('{a}')")
-                for a in REQUESTS
-            ),
+            *self.chaos_palette(),
             ("Run: pause training", "hold at the next step boundary; nothing is lost (key P)", "pause"),
             ("Run: continue training", "let the paused run go on (key P)", "unpause"),
             ("Run: stop", "stop the run gracefully (asks first)", "stop"),

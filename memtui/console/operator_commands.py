@@ -1,6 +1,11 @@
 """The operator's commands to the run: approve, clamp or reject a directive, stop, pause,
 continue, chaos.
 
+Chaos offers exactly the kinds the run's supervisor advertises (its Welcome, kept in the
+view): the menu (key x) or a palette entry opens the kind's form (``ChaosFormScreen``, built
+from the kind's spec; none for a kind without parameters), then a confirmation that says
+what will happen, then the ``Chaos`` request; the answer names the chaos id.
+
 Each is one request to the supervisor, sent in a worker, its answer a notification; each
 destructive one asks first (pausing loses nothing: it does not ask), and a read-only console
 hides and refuses all of them. Textual looks actions up on the app, so they live here as the
@@ -14,12 +19,17 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 from textual.app import App
+from textual.markup import escape
 
-from engine.chaos_kinds import REQUESTS, parse_request
-from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Pause, Reject, Stop
+from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
+from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Reject, Stop
+from memtui.chaos_phrases import what_happens
+from memtui.chaos_values import request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import render_changes
 from memtui.console.run_view import RunView
+from memtui.console.screens.chaos_form_screen import ChaosFormScreen
+from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
 from memtui.console.screens.clamp_screen import ClampScreen, ClampValues
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.directive_screen import DirectiveScreen
@@ -27,7 +37,7 @@ from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
 
 OPERATOR_ACTIONS = frozenset(
-    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos"}
+    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos", "chaos_menu"}
 )
 """Actions that change the run: hidden and refused in a read-only console."""
 PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
@@ -59,9 +69,11 @@ class OperatorCommands(App[None]):
             return PAUSE_ACTIONS[action] == (self.view.state == "paused")
         return True
 
-    def send_request(self, request: Request, done: str, *, title: str | None = None) -> None:
-        """Send ``request`` in a worker; ``done`` is the notification on success, under ``title``
-        (default: the request's kind) as is a refusal."""
+    def send_request(
+        self, request: Request, done: str | Callable[[Ok], str], *, title: str | None = None
+    ) -> None:
+        """Send ``request`` in a worker; ``done`` is the notification on success (or makes it
+        from the answer), under ``title`` (default: the request's kind) as is a refusal."""
         if self.readonly:
             self.notify("read-only console: commands are refused", severity="warning")
             return
@@ -71,15 +83,17 @@ class OperatorCommands(App[None]):
         self.sent.append(request)
         self.run_worker(self._request(self.client, request, done, title or request.kind), group="requests")
 
-    async def _request(self, client: EngineClient, request: Request, done: str, title: str) -> None:
+    async def _request(
+        self, client: EngineClient, request: Request, done: str | Callable[[Ok], str], title: str
+    ) -> None:
         try:
-            await client.request(request)
+            answer = await client.request(request)
         except EngineRefused as err:
             self.notify(err.reason, title=f"{title} refused", severity="error", timeout=10)
         except EngineUnavailable as err:
             self.notify(str(err), title=f"{title} not delivered", severity="error", timeout=10)
         else:
-            self.notify(done, title=title)
+            self.notify(done if isinstance(done, str) else done(answer), title=title, markup=False)
 
     def _confirm(self, title: str, body: str, then: Callable[[], None], *, yes: str = "Yes") -> None:
         def answered(ok: bool | None) -> None:
@@ -109,19 +123,75 @@ class OperatorCommands(App[None]):
         request = Pause(id=new_request_id(), paused=False, reason=REQUEST_REASON)
         self.send_request(request, "training goes on", title="continue")
 
+    # ------------------------------------------------------------------ chaos
+
+    def offered_chaos(self) -> list[ChaosKindSpec]:
+        """The chaos kinds the run's supervisor advertises (and this memtui can send)."""
+        return [spec for spec in self.view.chaos if spec.kind in REQUESTS]
+
+    def chaos_palette(self) -> list[tuple[str, str, str]]:
+        """The palette's chaos entries: the menu, then one per offered kind (none when the run
+        offers none)."""
+        offered = self.offered_chaos()
+        if not offered:
+            return []
+        menu = ("Chaos: menu", "every failure this run can rehearse (key x)", "chaos_menu")
+        kinds = [
+            (f"Chaos: {s.title}", f"{s.kind}: {s.description} (asks first)", f"chaos('{s.kind}')")
+            for s in offered
+        ]
+        return [menu, *kinds]
+
+    def action_chaos_menu(self) -> None:
+        offered = self.offered_chaos()
+        if not offered:
+            self.notify("this run offers no chaos (not connected, or it performs none)", severity="warning")
+            return
+
+        def chosen(kind: str | None) -> None:
+            if kind:
+                self.action_chaos(kind)
+
+        self.push_screen(ChaosMenuScreen(offered), chosen)
+
     def action_kill_trainer(self) -> None:
         self.action_chaos("kill")
 
     def action_chaos(self, kind: str) -> None:
-        if kind not in REQUESTS:
-            self.notify(f"unknown chaos kind {kind!r}", severity="error")
+        """``kind``'s form (none for a kind without parameters), then a confirmation, then send."""
+        spec = next((s for s in self.offered_chaos() if s.kind == kind), None)
+        if spec is None:
+            offered = ", ".join(s.kind for s in self.offered_chaos()) or "none"
+            self.notify(f"this run does not perform chaos {kind!r} (it offers: {offered})", severity="error")
             return
-        request = parse_request(kind, {})
-        body = f"Inject chaos [b]{kind}[/b] into {self.view.run_id}: {request.description}?"
+        if not spec.params:
+            self._confirm_chaos(spec, parse_request(kind, {}))
+            return
+
+        def filled(request: ChaosRequest | None) -> None:
+            if request is not None:
+                self._confirm_chaos(spec, request)
+
+        self.push_screen(ChaosFormScreen(spec), filled)
+
+    def _confirm_chaos(self, spec: ChaosKindSpec, request: ChaosRequest) -> None:
+        values = request_values(request)
+        doing = what_happens(request.kind, values)
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        body = (
+            f"Inject [b]{escape(spec.title)}[/b] into {escape(self.view.run_id)}: "
+            f"{escape(doing)}.\n\n[$text-muted]{escape(spec.description)}"
+            + (f"\n{escape(request.kind)}: {escape(shown)}" if shown else "")
+            + "[/]"
+        )
+
+        def answered(ok: Ok) -> str:
+            return f"{ok.result.get('chaos_id', '?')} injected: {doing}"
+
         self._confirm(
-            f"Chaos: {kind}",
+            f"Chaos: {spec.title}",
             body,
-            lambda: self.send_request(Chaos(id=new_request_id(), request=request), f"{kind} sent"),
+            lambda: self.send_request(Chaos(id=new_request_id(), request=request), answered, title="chaos"),
             yes="Inject",
         )
 

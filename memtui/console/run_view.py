@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.chaos_kinds import ChaosKindSpec
 from engine.config import RunConfig
 from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample, Thresholds
 from engine.events import (
@@ -127,6 +128,8 @@ class RunView:
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     """The run's memory and loss-scale levels, as its supervisor's Welcome or its run.json
     said; the panels colour by them."""
+    chaos: tuple[ChaosKindSpec, ...] = ()
+    """The chaos kinds the run's supervisor performs (its Welcome): what the console offers."""
 
     # ------------------------------------------------------------------ folding
 
@@ -143,10 +146,16 @@ class RunView:
         return self
 
     def with_welcome(self, welcome: Welcome) -> RunView:
-        """The supervisor's identity and state, and its thresholds when it sends them (an older
-        one does not: the ones already known stay)."""
+        """The supervisor's identity and state, the chaos kinds it performs, and its thresholds
+        when it sends them (an older one does not: the ones already known stay)."""
         thresholds = welcome.thresholds or self.thresholds
-        return dataclasses.replace(self, run_id=welcome.run_id, state=welcome.state, thresholds=thresholds)
+        return dataclasses.replace(
+            self,
+            run_id=welcome.run_id,
+            state=welcome.state,
+            thresholds=thresholds,
+            chaos=tuple(welcome.chaos),
+        )
 
     def with_connection(self, connection: ViewConnection) -> RunView:
         return dataclasses.replace(self, connection=connection)

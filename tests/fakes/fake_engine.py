@@ -24,6 +24,8 @@ goes on serving after its run ended (the contract test holds the real one open l
         ...
         assert [m.kind for m in engine.requests] == ["status"]
 
+``chaos`` names the chaos kinds its Welcome advertises and it accepts (default: every kind, as
+the real supervisor); a subset lets a console be tested against an engine that offers less.
 ``FakeEngine.in_thread(...)`` runs one on its own loop for synchronous callers (the CLI).
 """
 
@@ -39,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.chaos_kinds import chaos_specs
+from engine.chaos_kinds import REQUESTS, chaos_specs
 from engine.config import RunConfig
 from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample, Thresholds
 from engine.events import Payload
@@ -121,6 +123,7 @@ class FakeEngine:
         ranks: int = 1,
         rank_report_every: int = 4,
         thresholds: Thresholds | None = DEFAULT_THRESHOLDS,
+        chaos: Sequence[str] | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.run_id = run_id
@@ -143,6 +146,8 @@ class FakeEngine:
         """Steps between two rank reports (steps divisible by it carry one)."""
         self.thresholds = thresholds
         """The run's levels sent in each Welcome; None plays a supervisor that sends none."""
+        self.chaos = list(REQUESTS) if chaos is None else list(chaos)
+        """The chaos kinds each Welcome advertises (``chaos_specs`` of them, in menu order)."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""
         self.hellos: list[Hello] = []
@@ -156,6 +161,7 @@ class FakeEngine:
             stop_after_s=stop_after_s,
             pause_after_s=pause_after_s,
             restart_after_s=restart_after_s,
+            performs=self.chaos,
         )
         self._directives = FakeDirectives(self.record, RUN_DEFAULTS)
         self._connections: list[_Connection] = []
@@ -318,7 +324,7 @@ class FakeEngine:
                 state=self.state,
                 last_seq=last_seq,
                 thresholds=self.thresholds,
-                chaos=chaos_specs(),
+                chaos=chaos_specs(self.chaos),
             )
         )
         if hello.replay_from is not None:

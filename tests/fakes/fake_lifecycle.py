@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from engine.chaos_kinds import REQUESTS
 from engine.domain import TERMINAL_STATES, RunState
@@ -67,8 +67,11 @@ class FakeLifecycle:
         stop_after_s: float,
         pause_after_s: float,
         restart_after_s: float,
+        performs: Sequence[str] = tuple(REQUESTS),
     ) -> None:
         self.record = record
+        self.performs = tuple(performs)
+        """The chaos kinds it accepts (the rest are refused, nothing recorded)."""
         self.state: RunState = state
         self.run_dir = run_dir
         self.step = step
@@ -200,6 +203,8 @@ class FakeLifecycle:
     def _chaos_refusal(self, kind: str) -> str | None:
         if self.ended or self.stop_reason is not None:
             return f"the run is {self.state}: there is nothing to inject into"
+        if kind not in self.performs:
+            return "not performed by this engine"
         if not self.trainer_alive and (kind in ("kill", "preempt") or REQUESTS[kind].performer == "trainer"):
             return f"no trainer is running (the run is {self.state})"
         if kind == "corrupt_checkpoint":  # the fake keeps no checkpoints

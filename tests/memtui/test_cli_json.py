@@ -123,6 +123,14 @@ SCENES: dict[str, Scene] = {
     "stop: an ended run": on_stopped("stop"),
     "run: detached": lambda home, live: ["run", "--detach", "--json"],
     "resume: detached": on_stopped("resume", "--detach"),
+    "chaos: a live run": lambda home, live: ["chaos", served_run(home, live).run_id, "kill", "--json"],
+    "chaos: the kinds, no run": lambda home, live: ["chaos", "--list", "--json"],
+    "chaos: the kinds of a live run": lambda home, live: [
+        "chaos",
+        "--list",
+        served_run(home, live).run_id,
+        "--json",
+    ],
 }
 EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
     "directives: pending, none",

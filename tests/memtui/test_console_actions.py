@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.chaos_kinds import REQUESTS
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.operator_commands import OPERATOR_ACTIONS
@@ -157,24 +158,27 @@ async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fa
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
         titles = [t for t, _, _ in app.palette_commands()]
-        assert "Chaos: nan_loss" in titles and "Directive: approve" in titles and "Theme: ansi" in titles
-        await app.run_action("chaos('nan_loss')")
+        assert "Directive: approve" in titles and "Theme: ansi" in titles
+        # the fake advertises every kind, as the supervisor does: one entry each, in menu order
+        expected = ["Chaos: menu"] + [f"Chaos: {model.title}" for model in REQUESTS.values()]
+        assert [t for t in titles if t.startswith("Chaos: ")] == expected
+        await app.run_action("chaos('kill')")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await until(lambda: "chaos" in kinds(fake))
-        assert fake.requests[-1].request.kind == "nan_loss"
+        assert fake.requests[-1].request.kind == "kill"
 
 
 async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: FakeEngine) -> None:
     app = MemtuiApp(live_run, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app, pilot)
-        for key in ("a", "c", "r", "s", "k", "P"):
+        for key in ("a", "c", "r", "s", "k", "x", "P"):
             await pilot.press(key)
             await pilot.pause()
             assert not isinstance(app.screen, (ConfirmScreen, ClampScreen, RejectScreen)), key
-        for action in ("approve", "stop", "pause", "unpause", "chaos('kill_trainer')"):
+        for action in ("approve", "stop", "pause", "unpause", "chaos('kill')", "chaos_menu"):
             await app.run_action(action)
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)

@@ -144,3 +144,24 @@ def test_alert_list(home: Path, utc: None, snap_compare) -> None:  # type: ignor
         view = view.with_event(event)
     app = MemtuiApp(run, live=False, view=view, clock=lambda: T0 + 600)
     assert snap_compare(app, terminal_size=(120, 30), press=["A"])
+
+
+def test_chaos_form(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The memory-pressure form over the main screen: defaults, bounds and help per parameter,
+    and a refused value naming its field."""
+    from textual.widgets import Input
+
+    from engine.chaos_kinds import chaos_specs
+    from memtui.console.screens.chaos_form_screen import ChaosFormScreen
+
+    run = fixed_run(home)
+    app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
+    (spec,) = chaos_specs(["ballast"])
+
+    async def open_form(pilot) -> None:  # type: ignore[no-untyped-def]
+        form = ChaosFormScreen(spec)
+        await pilot.app.push_screen(form)
+        form.query_one("#param-steps", Input).value = "-1"
+        form.submit()
+
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_form)

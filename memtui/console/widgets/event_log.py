@@ -1,5 +1,9 @@
 """The timeline of durable events (replayed history, then live), newest at the bottom,
-filterable by kind: adaptations, checkpoints, restarts, chaos, decisions, alerts."""
+filterable by kind: adaptations, checkpoints, restarts, chaos, decisions, alerts.
+
+Most events show the line their writer recorded; chaos events are worded from their typed
+payloads (``memtui.chaos_phrases``): what was injected, when it took effect, and whether
+and how fast the run recovered (a failed recovery in the error colour)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from collections.abc import Callable, Sequence
 from textual.markup import escape
 
 from engine.domain import Event
+from engine.events import ChaosRecovered
+from memtui.chaos_phrases import event_line
 from memtui.console.alert_state import ALERT_EVENT
 from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel
@@ -33,7 +39,10 @@ EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
 def render_event(event: Event) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(event.ts))
     style = SEVERITY_STYLES.get(event.severity, "$text")
-    text = escape(event.message or event.type)
+    recovery = ChaosRecovered.of(event)
+    if recovery is not None and not recovery.recovered:
+        style = SEVERITY_STYLES["critical"]
+    text = escape(event_line(event) or event.message or event.type)
     return f"[$text-muted]{clock} #{event.seq:<4}[/] [$text-secondary]{event.type}[/] [{style}]{text}[/]"
 
 

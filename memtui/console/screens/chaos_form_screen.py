@@ -1,0 +1,113 @@
+"""A chaos kind's parameters, as a form built from its spec (``ChaosKindSpec``).
+
+An input per number (defaults filled in; a size takes ``64M``), a select per choice, each
+with its bounds and help. Enter (or Continue) checks every value against the spec
+(``memtui.chaos_values``): a wrong one is refused in the form, naming the field, and the
+form stays; a good set dismisses with the wire request, which the console then asks about
+before sending. Esc cancels.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from engine.chaos_kinds import ChaosKindSpec, ChaosParamSpec, ChaosRequest
+from memtui.chaos_values import ParamError, build_request, describe_bounds, format_value, is_size
+
+
+class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
+    """One row per parameter; dismissed with the request, or None on esc."""
+
+    DEFAULT_CSS = """
+    ChaosFormScreen { align: center middle; }
+    ChaosFormScreen > Vertical {
+        width: 84; max-width: 95%; height: auto; max-height: 95%; padding: 1 2;
+        border: round $error; background: $surface;
+        border-title-color: $text-error;
+    }
+    ChaosFormScreen #description { margin-bottom: 1; }
+    ChaosFormScreen Horizontal { height: auto; }
+    ChaosFormScreen Label { width: 10; padding-top: 1; }
+    ChaosFormScreen Input { width: 18; }
+    ChaosFormScreen Select { width: 18; }
+    ChaosFormScreen Input.-invalid { border: tall $error; }
+    ChaosFormScreen .bounds { width: 1fr; padding-top: 1; color: $text-muted; }
+    ChaosFormScreen .help { padding-left: 10; color: $text-muted; }
+    ChaosFormScreen #error { color: $text-error; margin-top: 1; height: auto; }
+    ChaosFormScreen #buttons { margin-top: 1; }
+    ChaosFormScreen Button { margin-right: 2; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, spec: ChaosKindSpec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = f"Chaos: {self.spec.title}"
+            yield Static(escape(self.spec.description), id="description")
+            for param in self.spec.params:
+                with Horizontal():
+                    yield Label(param.name)
+                    yield self._field(param)
+                    yield Static(escape(describe_bounds(param)), classes="bounds")
+                if param.help:
+                    yield Static(escape(_help(param)), classes="help")
+            yield Static(id="error")
+            with Horizontal(id="buttons"):
+                yield Button("Continue (enter)", id="continue", variant="error")
+                yield Button("Cancel (esc)", id="cancel")
+
+    @staticmethod
+    def _field(param: ChaosParamSpec) -> Input | Select[str]:
+        if param.type == "choice":
+            options = [(c, c) for c in param.choices]
+            return Select(options, value=str(param.default), allow_blank=False, id=f"param-{param.name}")
+        return Input(format_value(param, param.default), id=f"param-{param.name}")
+
+    def texts(self) -> dict[str, str]:
+        """Each parameter's text as typed (a select's choice)."""
+        texts = {}
+        for param in self.spec.params:
+            field = self.query_one(f"#param-{param.name}")
+            value = field.value if isinstance(field, (Input, Select)) else None
+            texts[param.name] = "" if value is None or value is Select.BLANK else str(value)
+        return texts
+
+    def submit(self) -> None:
+        """Dismiss with the request if every value fits; else say which one does not."""
+        for field in self.query(Input):
+            field.remove_class("-invalid")
+        try:
+            request = build_request(self.spec, self.texts())
+        except ParamError as err:
+            self.query_one("#error", Static).update(escape(f"{err.field}: {err.message}"))
+            if err.field in {p.name for p in self.spec.params}:
+                invalid = self.query_one(f"#param-{err.field}")
+                invalid.add_class("-invalid")
+                invalid.focus()
+            return
+        self.dismiss(request)
+
+    def on_input_submitted(self) -> None:
+        self.submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "continue":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _help(param: ChaosParamSpec) -> str:
+    suffix = " Sizes take K, M, G (binary): 64M." if is_size(param) else ""
+    return param.help.replace("``", "") + suffix

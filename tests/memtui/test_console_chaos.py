@@ -1,0 +1,266 @@
+"""The console's chaos menu against the fake engine: it offers exactly the kinds the engine
+advertises, the form's values reach the engine after a confirmation, a wrong value is refused
+in the form naming the field, injection and recovery read well in the event timeline, and
+``--readonly`` hides and refuses all of it."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input, OptionList, Select, Static
+
+from engine.chaos_kinds import Ballast, Kill, Oom
+from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
+from engine.run.directory import RunDir
+from memtui.chaos_phrases import what_happens
+from memtui.console.app import MemtuiApp
+from memtui.console.screens.chaos_form_screen import ChaosFormScreen
+from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.widgets.event_log import EventLog
+from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.memtui.console_harness import caught_up, text_of
+from tests.waiting import until
+
+ADVERTISED = ["ballast", "oom", "kill"]
+
+
+@pytest.fixture
+async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
+    events = [make_event(1, "run_started", "run started")]
+    async with FakeEngine(
+        live_run.socket,
+        run_id=live_run.run_id,
+        events=events,
+        telemetry=[make_sample(1), make_sample(2)],
+        chaos=ADVERTISED,
+    ) as engine:
+        yield engine
+
+
+async def ready(app: MemtuiApp) -> None:
+    """Connected, and the Welcome's chaos kinds folded into the view."""
+    await until(lambda: app.view.connection == "connected" and app.view.chaos, what="the welcome")
+
+
+def notes(app: MemtuiApp) -> list[str]:
+    """The notifications shown, as ``title: message``."""
+    return [f"{n.title}: {n.message}" for n in app._notifications]
+
+
+def chaos_requests(fake: FakeEngine) -> list:  # type: ignore[type-arg]
+    return [m for m in fake.requests if m.kind == "chaos"]
+
+
+async def test_the_menu_offers_exactly_what_the_engine_advertises(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ChaosMenuScreen)
+        options = app.screen.query_one(OptionList)
+        offered = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert offered == ADVERTISED
+        await until(lambda: "holds extra memory" in text_of(app.screen.query_one("#about", Static)))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ChaosMenuScreen)
+        palette = [c for c in app.palette_commands() if c[0].startswith("Chaos: ")]
+        assert [c[2] for c in palette] == ["chaos_menu", *(f"chaos('{k}')" for k in ADVERTISED)]
+        assert "Chaos: memory pressure" in {c[0] for c in palette}
+    assert chaos_requests(fake) == []
+
+
+async def test_the_forms_values_reach_the_engine_after_a_confirmation(
+    live_run: RunDir, fake: FakeEngine
+) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        await pilot.press("x", "enter")  # the first kind: memory pressure (ballast)
+        await pilot.pause()
+        assert isinstance(app.screen, ChaosFormScreen) and app.screen.spec.kind == "ballast"
+        form = app.screen
+        assert form.query_one("#param-bytes", Input).value == "256M"  # the defaults, filled in
+        assert form.query_one("#param-steps", Input).value == "50"
+        form.query_one("#param-bytes", Input).value = "64M"
+        form.query_one("#param-steps", Input).value = "7"
+        form.query_one("#param-steps", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        said = text_of(app.screen.query_one(Static))
+        assert "hold 64.0 MiB of ballast for 7 steps" in said and "bytes=67108864, steps=7" in said
+        assert chaos_requests(fake) == []  # nothing before the yes
+        await pilot.press("y")
+        await until(lambda: chaos_requests(fake), what="the chaos request")
+        assert fake.requests[-1].request == Ballast(bytes=64 * 2**20, steps=7)
+
+
+async def test_a_choice_param_is_a_select_and_reaches_the_engine(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        await app.run_action("chaos('oom')")  # the palette's entry
+        await pilot.pause()
+        assert isinstance(app.screen, ChaosFormScreen)
+        phase = app.screen.query_one("#param-phase", Select)
+        assert phase.value == "forward"
+        phase.value = "backward"
+        await pilot.click("#continue")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        assert "next step's backward pass" in text_of(app.screen.query_one(Static))
+        await pilot.press("y")
+        await until(lambda: chaos_requests(fake), what="the chaos request")
+        assert fake.requests[-1].request == Oom(phase="backward")
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "says"),
+    [
+        ("bytes", "-5", "bytes: must be at least 1 B, got -5"),
+        ("bytes", "lots", "bytes: not a size: 'lots'"),
+        ("steps", "2.5", "steps: not an integer: '2.5'"),
+        ("steps", "99999999999", "steps: must be at most 10000000"),
+    ],
+)
+async def test_a_wrong_value_is_refused_in_the_form_naming_the_field(
+    live_run: RunDir, fake: FakeEngine, field: str, text: str, says: str
+) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        await app.run_action("chaos('ballast')")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, ChaosFormScreen)
+        form.query_one(f"#param-{field}", Input).value = text
+        await pilot.click("#continue")
+        await until(lambda: says in text_of(form.query_one("#error", Static)), what="the refusal")
+        assert app.screen is form  # the form stays, saying which field and why
+        assert form.query_one(f"#param-{field}", Input).has_class("-invalid")
+        assert app.focused is form.query_one(f"#param-{field}", Input)  # focus on the wrong one
+        form.query_one(f"#param-{field}", Input).value = "3"  # corrected: enter goes on
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("n")
+        await caught_up(app, pilot)
+    assert chaos_requests(fake) == []
+
+
+async def test_a_kind_without_parameters_skips_the_form(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        await pilot.press("x", "end", "enter")  # the last kind: kill
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "SIGKILL the trainer" in text_of(app.screen.query_one(Static))
+        await pilot.press("y")
+        await until(lambda: chaos_requests(fake), what="the chaos request")
+        assert fake.requests[-1].request == Kill()
+        await until(lambda: any(e.type == "chaos_injected" for e in app.view.events))
+        said = await until(lambda: notes(app), what="the answer")
+        assert said[0] == f"chaos: c-fake1 injected: {what_happens('kill', {})}"
+
+
+async def test_the_engines_refusal_is_shown(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, state="stopped") as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(app)
+            await pilot.press("k", "y")
+            said = await until(lambda: notes(app), what="the refusal")
+            assert said == ["chaos refused: chaos kill: the run is stopped: there is nothing to inject into"]
+        assert [m.kind for m in chaos_requests(fake)] == ["chaos"]
+
+
+async def test_a_kind_the_engine_does_not_advertise_is_not_offered(
+    live_run: RunDir, fake: FakeEngine
+) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        assert "chaos('nan_loss')" not in {c[2] for c in app.palette_commands()}
+        await app.run_action("chaos('nan_loss')")  # e.g. an old palette entry
+        await pilot.pause()
+        assert not isinstance(app.screen, (ChaosFormScreen, ConfirmScreen))
+        await caught_up(app, pilot)
+    assert chaos_requests(fake) == []
+
+
+async def test_injection_and_recovery_read_well_in_the_timeline(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(app)
+        fake.add_event(
+            ChaosInjected(chaos_id="c-1", kind="ballast", params={"bytes": 2**28, "steps": 50}, step=120),
+            "chaos: ballast",
+        )
+        fake.add_event(ChaosApplied(chaos_id="c-1", kind="ballast", step=121), "applied")
+        fake.add_event(
+            ChaosRecovered(
+                chaos_id="c-1",
+                kind="ballast",
+                recovered=True,
+                seconds=12.3,
+                step=171,
+                detail="memory back under the warning level",
+            ),
+            "recovered",
+        )
+        fake.add_event(ChaosInjected(chaos_id="c-2", kind="kill", pid=4242, source="schedule"), "kill")
+        fake.add_event(
+            ChaosRecovered(chaos_id="c-2", kind="kill", recovered=False, seconds=600.0, detail="no step"),
+            "not recovered",
+            severity="critical",
+        )
+        fake.add_event("checkpoint_saved", "checkpoint step 200")
+        log = app.query_one(EventLog)
+        while log.kind != "chaos":
+            await pilot.press("e")
+        await until(lambda: "c-2" in text_of(log), what="the chaos events drawn", seen=lambda: text_of(log))
+        shown = text_of(log)
+        assert "chaos c-1 injected at step 120: hold 256 MiB of ballast for 50 steps" in shown
+        assert "chaos c-1 (memory pressure) took effect at step 121" in shown
+        recovered = "chaos c-1 (memory pressure) recovered after 12s at step 171"
+        assert f"{recovered}: memory back under the warning level" in shown
+        assert "chaos c-2 injected by the schedule: SIGKILL the trainer" in shown
+        assert "chaos c-2 (kill the trainer) NOT recovered after 10m00s: no step" in shown
+        assert "checkpoint step 200" not in shown  # the chaos filter
+
+
+async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: FakeEngine) -> None:
+    app = MemtuiApp(live_run, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app)
+        for key in ("x", "k"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert not isinstance(app.screen, (ChaosMenuScreen, ChaosFormScreen, ConfirmScreen)), key
+        for action in ("chaos_menu", "chaos('ballast')", "chaos('kill')", "kill_trainer"):
+            await app.run_action(action)
+            await pilot.pause()
+            assert not isinstance(app.screen, (ChaosMenuScreen, ChaosFormScreen, ConfirmScreen)), action
+        assert not [c for c in app.palette_commands() if c[0].startswith("Chaos")]
+        app._confirm_chaos(app.offered_chaos()[0], Ballast())  # even past the menu: refused on sending
+        await pilot.press("y")
+        await caught_up(app, pilot)
+        assert [m.kind for m in app.sent] == []
+    assert chaos_requests(fake) == []
+
+
+async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, chaos=[]) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.connection == "connected", what="the welcome")
+            assert not [c for c in app.palette_commands() if c[0].startswith("Chaos")]
+            for key in ("x", "k"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert not isinstance(app.screen, (ChaosMenuScreen, ChaosFormScreen, ConfirmScreen)), key
+            said = await until(lambda: notes(app), what="the console to say why")
+            assert "this run offers no chaos" in said[0]
+            await caught_up(app, pilot)
+        assert chaos_requests(fake) == []
