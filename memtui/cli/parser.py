@@ -16,6 +16,7 @@ from typing import Any
 from memtui.cli import (
     directive_commands,
     doctor_command,
+    endurance_commands,
     inspection_commands,
     lifecycle_commands,
     pause_commands,
@@ -32,6 +33,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     lifecycle_commands.add_stop_parser,
     lifecycle_commands.add_resume_parser,
     inspection_commands.add_checkpoints_parser,
+    endurance_commands.add_report_parser,
     doctor_command.add_parsers,
     directive_commands.add_parsers,
     pause_commands.add_parsers,

@@ -123,6 +123,7 @@ SCENES: dict[str, Scene] = {
     "stop: an ended run": on_stopped("stop"),
     "run: detached": lambda home, live: ["run", "--detach", "--json"],
     "resume: detached": on_stopped("resume", "--detach"),
+    "report: a run": on_stopped("report"),
 }
 EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
     "directives: pending, none",
