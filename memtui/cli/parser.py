@@ -34,6 +34,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     lifecycle_commands.add_resume_parser,
     inspection_commands.add_checkpoints_parser,
     endurance_commands.add_report_parser,
+    endurance_commands.add_endure_parser,
     doctor_command.add_parsers,
     directive_commands.add_parsers,
     pause_commands.add_parsers,
