@@ -116,10 +116,6 @@ class EnduranceReport(BaseModel):
         """Checkpoint stall seconds over wall seconds."""
         return self.checkpoint_stall_s / self.wall_s if self.wall_s > 0 else 0.0
 
-    @property
-    def fatal(self) -> int:
-        return self.fatal_ooms
-
     def document(self) -> dict[str, Any]:
         """The JSON document: every field plus the derived shares."""
         doc = self.model_dump(mode="json")

@@ -82,12 +82,19 @@ def cmd_endure(args: argparse.Namespace) -> int:
     print(
         f"endurance run {run.run_id}: {config.steps} steps, whole-tree kills after {kills}", file=sys.stderr
     )
-    ended = Endurance(run, config.steps, kills, resume=_resume).drive()
+    try:
+        state = Endurance(run, config.steps, kills, resume=_resume).drive().state
+    except CliError as err:  # a resume refused: the report says how far it got
+        print(f"memtui: {err}", file=sys.stderr)
+        state = None
+    except KeyboardInterrupt:
+        print(f"interrupted; {run.run_id} goes on unattended (memtui stop to end it)", file=sys.stderr)
+        state = None
     report = read_report(run)
     if args.report:
         emit(report, as_json=False, out=Path(args.report))
     emit(report, as_json=False, out=None)
-    return 0 if ended.state == "completed" else 1
+    return 0 if state == "completed" else 1
 
 
 def endurance_config(args: argparse.Namespace) -> RunConfig:
