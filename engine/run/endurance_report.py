@@ -243,13 +243,18 @@ def _resumes(store: Store) -> tuple[int, int]:
 
 
 def _replayed(store: Store) -> int:
-    """Step rows at or below the highest step of the attempts before theirs."""
-    rows = store.query("SELECT attempt, MAX(step) FROM steps GROUP BY attempt ORDER BY attempt")
+    """Step rows at or below the highest step of the attempts before theirs. An attempt's
+    rows are one run of row ids (attempts follow one another), so each count reads only
+    that attempt's rows through the primary key: one pass over the table in all."""
+    rows = store.query(
+        "SELECT attempt, MIN(id), MAX(id), MAX(step) FROM steps GROUP BY attempt ORDER BY attempt"
+    )
     replayed, reached = 0, None
-    for attempt, top in rows:
+    for _, first_id, last_id, top in rows:
         if reached is not None:
             (n,) = store.query(
-                "SELECT COUNT(*) FROM steps WHERE attempt = ? AND step <= ?", (attempt, reached)
+                "SELECT COUNT(*) FROM steps WHERE id BETWEEN ? AND ? AND step <= ?",
+                (first_id, last_id, reached),
             )[0]
             replayed += int(n)
         reached = top if reached is None else max(reached, top)
