@@ -14,7 +14,8 @@ BASELINE = 0.8
 
 def render_throughput(view: RunView) -> str:
     """Two lines of figures: tokens/s now, average and peak (this attempt); step time now and
-    mean; and, once read from the store, a third: the whole run's average and peak."""
+    mean; and, once the store shows more than one attempt, a third: the whole run's average
+    and peak (with one attempt they are the attempt's, and the line would only repeat it)."""
     s = view.sample
     text = (
         f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
@@ -24,9 +25,9 @@ def render_throughput(view: RunView) -> str:
         f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}"
     )
     run = view.run_throughput
-    if run is None or run.run_avg is None:
+    if run is None or run.run_avg is None or run.attempt < 2:
         return text
-    attempts = f"{run.attempt} attempt{'s' if run.attempt != 1 else ''}"
+    attempts = f"{run.attempt} attempts"
     return (
         f"{text}\n[$text-muted]run avg[/] {format_rate(run.run_avg)}"
         f"  [$text-muted]peak[/] {format_rate(run.run_peak)}  [$text-muted]({attempts})[/]"
