@@ -268,6 +268,34 @@ class SaveReport(BaseModel):
     """The trainer attempt that saved (or tried to)."""
 
 
+class ThroughputFigures(BaseModel):
+    """Tokens/s over the whole run (every attempt, from the store) beside the current attempt's.
+
+    An average is the tokens trained over the step time spent training them (the sum of
+    ``step_time_s``): steps replayed after a restart count, since the machine did that work,
+    and time outside steps (launches, restarts, pauses) does not. A peak is the best average
+    of ``window_steps`` consecutive steps of one attempt (not one noisy step); an attempt
+    shorter than that counts with its own average."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_avg: float | None = None
+    """Tokens/s over every stored step of every attempt; None before the first step."""
+    run_peak: float | None = None
+    """Best window of the run, tokens/s."""
+    attempt: int = 0
+    """The current attempt (the run's newest)."""
+    attempt_avg: float | None = None
+    """Tokens/s over the current attempt's steps; None before its first step."""
+    attempt_peak: float | None = None
+    window_steps: int = 0
+    """Steps in a peak's window."""
+    steps: int = 0
+    """Stored step samples counted (every attempt, replays included)."""
+    step_seconds: float = 0.0
+    """Seconds of step time they took."""
+
+
 class RunStatus(BaseModel):
     """What ``memtui status --json`` prints and the supervisor answers to ``status``."""
 
@@ -312,3 +340,6 @@ class RunStatus(BaseModel):
     """The newest save's outcome: a failed or skipped one (a final save on a full disk)
     shows here while ``checkpoint_step`` stays at the older checkpoint."""
     last_seq: int = 0
+    throughput: ThroughputFigures | None = None
+    """Tokens/s average and peak over the whole run and over the current attempt (the store's
+    steps; None where the store cannot be read)."""

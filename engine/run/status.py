@@ -13,11 +13,19 @@ import re
 import sqlite3
 from typing import Any, NamedTuple
 
-from engine.domain import TERMINAL_STATES, RunState, RunStatus, SaveReport, TelemetrySample
+from engine.domain import (
+    TERMINAL_STATES,
+    RunState,
+    RunStatus,
+    SaveReport,
+    TelemetrySample,
+    ThroughputFigures,
+)
 from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
+from engine.run.throughput import throughput_of
 
 # Sample fields copied into RunStatus as they are.
 _SAMPLE_FIELDS = (
@@ -46,12 +54,14 @@ def offline_status(run: RunDir) -> RunStatus:
     latest: TelemetrySample | None = None
     report: TelemetrySample | None = None
     save: SaveReport | None = None
+    throughput: ThroughputFigures | None = None
     last_seq = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
                 meta, latest, last_seq = store.read_meta(), store.latest_step(), store.last_seq()
                 report, save = rank_report(store, latest), save_report(store)
+                throughput = throughput_of(store)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
@@ -65,6 +75,7 @@ def offline_status(run: RunDir) -> RunStatus:
         supervisor_alive=alive,
         rank_report=report,
         last_save=save,
+        throughput=throughput,
     )
 
 
@@ -116,10 +127,11 @@ def compose_status(
     rank_report: TelemetrySample | None = None,
     last_save: SaveReport | None = None,
     held_by: str | None = None,
+    throughput: ThroughputFigures | None = None,
 ) -> RunStatus:
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
-    ranks) the newest sample that carried every rank's memory, the newest save's outcome and
-    (its live supervisor's word) who holds training."""
+    ranks) the newest sample that carried every rank's memory, the newest save's outcome,
+    (its live supervisor's word) who holds training and the run's tokens/s figures."""
     run_id, name, target = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -148,6 +160,7 @@ def compose_status(
         last_save=last_save,
         held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,
+        throughput=throughput,
         **fields,
     )
 

@@ -314,6 +314,14 @@ class Store:
                 lo = row[0] + 1
         return int(lo)
 
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only ``sql`` over the stored tables (buffered steps flushed first);
+        [] before the writer has made them. For aggregates (``engine.run.throughput``)."""
+        self._flush_if_writable()
+        if not self._has_tables():
+            return []
+        return list(self._db.execute(sql, args).fetchall())
+
     def latest_step(self) -> TelemetrySample | None:
         """The newest sample (buffered or stored), or None."""
         if self._held.steps:

@@ -41,6 +41,7 @@ from engine.run.durable_file import replace_atomically
 from engine.run.meta import RunMeta
 from engine.run.status import RunIdentity, compose_status, rank_report, save_report
 from engine.run.store import Store
+from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
@@ -85,6 +86,7 @@ class Supervisor:
         self.serving = asyncio.Event()
         """Set once the socket accepts connections (for in-process users)."""
         self.consoles = Consoles()
+        self._throughput = ThroughputTally()  # run-wide tokens/s, read on from the last status
         self.health: HealthFeed | None = None
         """The newest doctor report and the alerts firing: the policy's ``problems``."""
         self.alerts: AlertWatch | None = None
@@ -348,6 +350,7 @@ class Supervisor:
             rank_report=rank_report(self.store, latest),
             last_save=save_report(self.store),
             held_by=self.attempts.held_by() if self._attempts is not None else None,
+            throughput=throughput_or_none(self.store, self._throughput),
         )
 
     def hardware(self) -> HardwareSnapshot | None:

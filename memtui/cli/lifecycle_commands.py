@@ -131,7 +131,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     if live is None:
         from engine.config_file import build_run_config
 
-        live = _start(build_run_config(preset="tiny"))
+        live = start_run(build_run_config(preset="tiny"))
         print(f"started the demo run {live.run_id}", file=sys.stderr)
     return open_console(live, args.theme, readonly=args.readonly, bell=args.bell)
 
@@ -145,12 +145,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except ConfigError as err:
         raise CliError(f"config error: {err}", code=2) from None
-    run = _start(config)
+    run = start_run(config)
     _print_started(run, as_json=args.json)
     return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly, bell=args.bell)
 
 
-def _start(config: RunConfig) -> RunDir:
+def start_run(config: RunConfig) -> RunDir:
+    """Create the run directory, start its supervisor detached, wait until it serves."""
     from engine.run.directory import RunDir
     from engine.run.launch import LaunchError, spawn_supervisor, wait_until_serving
 
@@ -175,23 +176,20 @@ def _print_started(run: RunDir, *, as_json: bool) -> None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from engine.run.launch import LaunchError, spawn_supervisor, wait_until_serving
+    from engine.run.launch import LaunchError
     from memtui.cli.resolver import require_run
-    from memtui.cli.resumption import ResumeRefused, check_resumable
+    from memtui.cli.resumption import ResumeRefused, resume_run
 
     run = require_run(args.run, live=False)
     try:
-        plan = check_resumable(run, fresh=args.fresh)
+        pid, plan = resume_run(run, fresh=args.fresh)
     except ResumeRefused as err:
         raise CliError(f"{run.run_id}: cannot resume: {err}") from None
+    except LaunchError as err:
+        raise CliError(f"the run did not start: {err}") from None
     for skipped in plan.skipped:
         print(f"skipping {skipped}", file=sys.stderr)
     where = f"step {plan.from_step}" if plan.from_step is not None else "step 0 (fresh start)"
-    pid = spawn_supervisor(run, extra_args=["--fresh"] if args.fresh else [])
-    try:
-        wait_until_serving(run, pid)
-    except LaunchError as err:
-        raise CliError(f"the run did not start: {err}") from None
     if args.json:
         started = {"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}
         print(json.dumps({**started, "from_step": plan.from_step}, indent=2))

@@ -50,6 +50,17 @@ def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
     return ResumeCheck(plan.chosen.step if plan.chosen else None, skipped)
 
 
+def resume_run(run: RunDir, fresh: bool) -> tuple[int, ResumeCheck]:
+    """Check, start the supervisor again and wait until it serves: (its pid, the plan).
+    Raises ResumeRefused, or LaunchError if it did not come up."""
+    from engine.run.launch import spawn_supervisor, wait_until_serving
+
+    plan = check_resumable(run, fresh=fresh)
+    pid = spawn_supervisor(run, extra_args=["--fresh"] if fresh else [])
+    wait_until_serving(run, pid)
+    return pid, plan
+
+
 def _wait_for_old_trainer(run: RunDir) -> None:
     """Two trainers must never write one run: wait for an orphan to finish its last save."""
     try:

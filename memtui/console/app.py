@@ -47,6 +47,7 @@ from memtui.console.messages import (
     ConnectionChanged,
     EventReceived,
     HardwareReceived,
+    RunFiguresRead,
     TelemetryReceived,
     WelcomeReceived,
     WindowRead,
@@ -56,6 +57,7 @@ from memtui.console.palette import ConsoleCommands
 from memtui.console.run_view import RunView
 from memtui.console.screens.alerts_screen import AlertsScreen
 from memtui.console.screens.checkpoints_screen import CheckpointsScreen
+from memtui.console.screens.endurance_screen import EnduranceScreen
 from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.screens.too_small_screen import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from memtui.console.series import WINDOWS, ChartWindow
@@ -67,6 +69,7 @@ from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
+from memtui.endurance_reader import EnduranceReader
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 
 REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
@@ -83,6 +86,8 @@ CLOCK_INTERVAL_S = 1.0
 chart repaint and a longer window's re-read are checked then too."""
 WINDOW_REFRESH_S = 10.0
 """How often a longer chart window is read again from the store."""
+FIGURES_REFRESH_S = 10.0
+"""How often the run-wide tokens/s (every attempt) is read on from the store."""
 COMPACT_BELOW = (120, 36)
 """Width or height under which the panels stack in the compact layout."""
 PANEL_KEYS: dict[str, str] = {
@@ -121,6 +126,7 @@ class MemtuiApp(OperatorCommands):
         Binding("t", "next_theme", "Theme", show=False),
         Binding("C", "checkpoints", "Checkpoints", show=False),
         Binding("A", "alerts", "Alerts", show=False),
+        Binding("E", "endurance", "Endurance", show=False),
         *(
             Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
             for key, name in PANEL_KEYS.items()
@@ -166,6 +172,9 @@ class MemtuiApp(OperatorCommands):
         self._redraw_timer: Timer | None = None  # a redraw due at the end of the interval
         self._redraw_pending = False  # a redraw due at once (after the queued messages)
         self._window_read_at = 0.0
+        self._figures_read_at = -math.inf  # clock of the last run-wide read; -inf: read at once
+        self.endurance = EnduranceReader(run)
+        """The store's run-wide figures and endurance report (read in worker threads)."""
         for stem in available_themes():
             self.register_theme(load_theme(stem))
         self.theme = load_theme(theme_name).name
@@ -233,6 +242,11 @@ class MemtuiApp(OperatorCommands):
         """Once a second: re-read a longer window when due, repaint charts left pending, age the header."""
         if self.view.window != "live" and self._clock() - self._window_read_at >= WINDOW_REFRESH_S:
             self._read_window(self.view.window)
+        if self._clock() - self._figures_read_at >= FIGURES_REFRESH_S:
+            self._figures_read_at = self._clock()
+            self.run_worker(
+                self._read_figures, thread=True, group="figures", exclusive=True, exit_on_error=False
+            )
         if self.frozen or self._redraw_scheduled:
             return
         if self._charts_due():
@@ -331,6 +345,13 @@ class MemtuiApp(OperatorCommands):
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         self._fold(self.view.with_connection(message.state))
 
+    def _read_figures(self) -> None:
+        """Worker thread: the run-wide tokens/s from the store, handed to the app."""
+        self.post_message(RunFiguresRead(self.endurance.throughput()))
+
+    def on_run_figures_read(self, message: RunFiguresRead) -> None:
+        self._fold(self.view.with_run_throughput(message.figures))
+
     def on_window_read(self, message: WindowRead) -> None:
         if message.window == self.view.window:
             self._fold(self.view.with_window(message.window, message.points))
@@ -389,6 +410,13 @@ class MemtuiApp(OperatorCommands):
             self.screen.dismiss()
         else:
             self.push_screen(CheckpointsScreen(self.run_dir, lambda: self.view, self._clock))
+
+    def action_endurance(self) -> None:
+        """The endurance report's figures, recomputed from the store while open (key E)."""
+        if isinstance(self.screen, EnduranceScreen):
+            self.screen.dismiss()
+        else:
+            self.push_screen(EnduranceScreen(self.endurance))
 
     def action_alerts(self) -> None:
         """The alert list (firing ones on top), kept up to date while open."""
@@ -456,6 +484,11 @@ class MemtuiApp(OperatorCommands):
             ("Charts: next window", "last 5 min / last hour / whole run", "window"),
             ("Events: next filter", "all, alerts, decisions, checkpoints, ...", "event_filter"),
             ("Checkpoints: list", "tag, step, size, age, verified (key C)", "checkpoints"),
+            (
+                "Endurance: report",
+                "steps, throughput, OOMs, chaos, resumes, from the store (key E)",
+                "endurance",
+            ),
             ("Alerts: list", "every alert, firing ones on top; f: firing only (key A)", "alerts"),
             ("Export: screenshot (SVG)", "into the run directory's screenshots/", "save_svg"),
             *((f"Theme: {s}", "switch the palette", f"set_theme('{s}')") for s in available_themes()),

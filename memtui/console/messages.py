@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from engine.domain import Event
+from engine.domain import Event, ThroughputFigures
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Telemetry, Welcome
 from memtui.client import ConnectionState
@@ -61,3 +61,10 @@ class WindowRead(Message):
 
     window: ChartWindow
     points: tuple[Point, ...]
+
+
+@dataclass
+class RunFiguresRead(Message):
+    """The run-wide tokens/s, read from the store by a worker thread (None: unreadable)."""
+
+    figures: ThroughputFigures | None

@@ -14,7 +14,15 @@ from typing import Literal
 
 from engine.chaos_kinds import ChaosKindSpec
 from engine.config import RunConfig
-from engine.domain import TERMINAL_STATES, Event, RankMemory, RunState, TelemetrySample, Thresholds
+from engine.domain import (
+    TERMINAL_STATES,
+    Event,
+    RankMemory,
+    RunState,
+    TelemetrySample,
+    Thresholds,
+    ThroughputFigures,
+)
 from engine.events import (
     CheckpointFailed,
     CheckpointRejected,
@@ -92,6 +100,8 @@ class RunView:
     points: tuple[Point, ...] = ()
     """Newest samples as chart points (the live window), oldest first."""
     tokens_per_s_peak: float | None = None
+    run_throughput: ThroughputFigures | None = None
+    """Tokens/s over the whole run (every attempt, from the store), read every few seconds."""
     directives: tuple[DirectiveView, ...] = ()
     """Pending directives, oldest first."""
     window: ChartWindow = "live"
@@ -192,6 +202,12 @@ class RunView:
         if self.hardware is not None and snapshot.ts <= self.hardware.ts:
             return self
         return dataclasses.replace(self, hardware=snapshot, hardware_sample=self.sample)
+
+    def with_run_throughput(self, figures: ThroughputFigures | None) -> RunView:
+        """The store's run-wide figures as last read (an unreadable store keeps the last ones)."""
+        if figures is None or figures == self.run_throughput:
+            return self
+        return dataclasses.replace(self, run_throughput=figures)
 
     def with_window(self, window: ChartWindow, points: tuple[Point, ...] | None = None) -> RunView:
         """Switch the chart window; ``points`` are the store's, read off the event loop."""

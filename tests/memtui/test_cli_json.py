@@ -131,6 +131,7 @@ SCENES: dict[str, Scene] = {
         served_run(home, live).run_id,
         "--json",
     ],
+    "report: a run": on_stopped("report"),
 }
 EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
     "directives: pending, none",

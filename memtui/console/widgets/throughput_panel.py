@@ -13,14 +13,24 @@ BASELINE = 0.8
 
 
 def render_throughput(view: RunView) -> str:
-    """Two lines of figures: tokens/s now, average and peak; step time now and mean."""
+    """Two lines of figures: tokens/s now, average and peak (this attempt); step time now and
+    mean; and, once the store shows more than one attempt, a third: the whole run's average
+    and peak (with one attempt they are the attempt's, and the line would only repeat it)."""
     s = view.sample
-    return (
+    text = (
         f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
         f"  [$text-muted]avg[/] {format_rate(view.tokens_per_s_avg)}"
         f"  [$text-muted]peak[/] {format_rate(view.tokens_per_s_peak)}\n"
         f"[$text-muted]step time[/] {format_duration(s.step_time_s if s else None)}"
         f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}"
+    )
+    run = view.run_throughput
+    if run is None or run.run_avg is None or run.attempt < 2:
+        return text
+    attempts = f"{run.attempt} attempts"
+    return (
+        f"{text}\n[$text-muted]run avg[/] {format_rate(run.run_avg)}"
+        f"  [$text-muted]peak[/] {format_rate(run.run_peak)}  [$text-muted]({attempts})[/]"
     )
 
 

@@ -1,0 +1,278 @@
+"""The endurance report: what a run sustained and survived, computed from its store alone.
+
+Every figure is a count or a sum over the store's tables (steps, events, decisions), so
+it answers for any run, live, stopped or long gone, and a test can check each one against
+a direct count. Resumes are of two kinds: a trainer restarted by its supervisor (an attempt
+after a ``trainer_restarted``), and a whole run brought back by ``memtui resume`` after its
+supervisor died with it (a ``run_started`` whose previous state was not an ending: a host
+reboot or a whole-tree kill). A resume succeeded when its attempt stored a step.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.domain import TERMINAL_STATES, Event, ThroughputFigures
+from engine.events import (
+    ChaosInjected,
+    ChaosRecovered,
+    LegacyChaos,
+    MemoryAdapted,
+    RunStarted,
+)
+from engine.run.directory import RunDir
+from engine.run.status import identity_of
+from engine.run.store import Store
+from engine.run.throughput import throughput_of
+
+LEGACY_KINDS = {"kill_trainer": "kill"}
+"""The old ``chaos`` event's action -> today's kind."""
+
+
+class Adaptation(BaseModel):
+    """One change of the batch geometry by the memory controller."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    kind: str
+    """``shrink``, ``grow``, ``oom`` or ``resume``."""
+    samples_before: int
+    """Samples per optimizer step per rank before: micro-batch x gradient accumulation."""
+    samples_after: int
+
+
+class ChaosTally(BaseModel):
+    """Injections of one kind and what became of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    injected: int = 0
+    recovered: int = 0
+    failed: int = 0
+    """``chaos_recovered`` said it did not recover."""
+
+    @property
+    def pending(self) -> int:
+        """Injected with no verdict yet (or from before verdicts were recorded)."""
+        return max(0, self.injected - self.recovered - self.failed)
+
+
+class EnduranceReport(BaseModel):
+    """What ``memtui report`` prints. Times in seconds, throughput in tokens/s."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    name: str
+    state: str | None
+    target_steps: int
+    steps_sustained: int
+    """The newest step any attempt reached."""
+    step_samples: int
+    """Step rows stored, replays included."""
+    wall_s: float
+    """From the first stored event or step to the last."""
+    throughput: ThroughputFigures
+    fatal_ooms: int
+    """``memory_exhausted``: out of memory at the smallest micro-batch, the trainer stopped."""
+    ooms_recovered: int
+    """OOMs the controller survived by shrinking the micro-batch (``memory_adapted`` kind oom)."""
+    adaptations: list[Adaptation] = Field(default_factory=list)
+    samples_per_step_constant: bool = True
+    """Every adaptation kept micro-batch x gradient accumulation (the optimizer's batch)."""
+    chaos: dict[str, ChaosTally] = Field(default_factory=dict)
+    restarts: int
+    """Trainers restarted by their supervisor."""
+    whole_tree_resumes: int
+    """Runs brought back after their supervisor died (a reboot, a whole-tree kill)."""
+    resumes: int
+    """Attempts that followed a restart or a whole-tree resume (the newest one of a live
+    run not counted until it has stepped or ended)."""
+    resumes_stepped: int
+    steps_replayed: int
+    """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
+    checkpoint_stall_s: float
+    saves: int
+    saves_failed: int
+    directives_proposed: int
+    directives_applied: int
+    directives_clamped: int
+    directives_rejected: int
+
+    @property
+    def resume_success(self) -> float | None:
+        """Share of resumes that stepped (1.0 = 100%); None without any resume."""
+        return self.resumes_stepped / self.resumes if self.resumes else None
+
+    @property
+    def stall_share(self) -> float:
+        """Checkpoint stall seconds over wall seconds."""
+        return self.checkpoint_stall_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document: every field plus the derived shares."""
+        doc = self.model_dump(mode="json")
+        doc["chaos"] = {k: {**v.model_dump(), "pending": v.pending} for k, v in self.chaos.items()}
+        doc.update(resume_success=self.resume_success, checkpoint_stall_share=self.stall_share)
+        return doc
+
+
+def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
+    """The report of ``run`` from ``store`` (read-only use)."""
+    run_id, name, target = identity_of(run)
+    steps_n, top_step, stall, first_step, last_step = store.query(
+        "SELECT COUNT(*), COALESCE(MAX(step), 0), COALESCE(SUM(checkpoint_stall_s), 0),"
+        " MIN(ts), MAX(ts) FROM steps"
+    )[0] or (0, 0, 0.0, None, None)
+    first_ev, last_ev = store.query("SELECT MIN(ts), MAX(ts) FROM events")[0] or (None, None)
+    starts = [t for t in (first_step, first_ev) if t is not None]
+    ends = [t for t in (last_step, last_ev) if t is not None]
+    wall = max(ends) - min(starts) if starts and ends else 0.0
+    counts = _type_counts(store)
+    adaptations = [_adaptation(p) for p in _payloads(store, MemoryAdapted)]
+    resumes, stepped = _resumes(store)
+    state = store.read_meta().state
+    return EnduranceReport(
+        run_id=run_id,
+        name=name,
+        state=state,
+        target_steps=target,
+        steps_sustained=int(top_step),
+        step_samples=int(steps_n),
+        wall_s=float(wall),
+        throughput=throughput_of(store),
+        fatal_ooms=counts["memory_exhausted"],
+        ooms_recovered=sum(1 for a in adaptations if a.kind == "oom"),
+        adaptations=adaptations,
+        samples_per_step_constant=all(a.samples_before == a.samples_after for a in adaptations),
+        chaos=_chaos(store),
+        restarts=counts["trainer_restarted"],
+        whole_tree_resumes=_whole_tree_resumes(store),
+        resumes=resumes,
+        resumes_stepped=stepped,
+        steps_replayed=_replayed(store),
+        checkpoint_stall_s=float(stall),
+        saves=counts["checkpoint_saved"],
+        saves_failed=counts["checkpoint_failed"] + counts["checkpoint_skipped"],
+        directives_applied=counts["directive_applied"],
+        **_directive_counts(store),
+    )
+
+
+# ------------------------------------------------------------------------ parts
+
+
+def _type_counts(store: Store) -> Counter[str]:
+    return Counter({t: int(n) for t, n in store.query("SELECT type, COUNT(*) FROM events GROUP BY type")})
+
+
+def _events(store: Store, *types: str) -> list[Event]:
+    rows = store.query(
+        "SELECT seq, ts, type, severity, message, data, attempt FROM events"
+        f" WHERE type IN ({', '.join('?' * len(types))}) ORDER BY seq",
+        types,
+    )
+    return [
+        Event(seq=s, ts=ts, type=t, severity=sev, message=m, data=json.loads(d), attempt=a)
+        for s, ts, t, sev, m, d, a in rows
+    ]
+
+
+def _payloads(store: Store, model: Any) -> list[Any]:
+    """Typed payloads of ``model``'s events (a damaged row is left out, never a crash)."""
+    return [p for p in (model.of(e) for e in _events(store, model.event_type)) if p is not None]
+
+
+def _adaptation(p: MemoryAdapted) -> Adaptation:
+    return Adaptation(
+        step=p.step,
+        kind=p.kind,
+        samples_before=p.from_micro_batch * p.from_grad_accum,
+        samples_after=p.to_micro_batch * p.to_grad_accum,
+    )
+
+
+def _chaos(store: Store) -> dict[str, ChaosTally]:
+    """Injections by kind (today's events and the legacy ``chaos``) and their verdicts."""
+    tally: dict[str, ChaosTally] = {}
+    for injected in _payloads(store, ChaosInjected):
+        tally.setdefault(injected.kind, ChaosTally()).injected += 1
+    for legacy in _payloads(store, LegacyChaos):
+        kind = LEGACY_KINDS.get(legacy.action, legacy.action)
+        tally.setdefault(kind, ChaosTally()).injected += 1
+    for verdict in _payloads(store, ChaosRecovered):
+        entry = tally.setdefault(verdict.kind, ChaosTally())
+        if verdict.recovered:
+            entry.recovered += 1
+        else:
+            entry.failed += 1
+    return dict(sorted(tally.items()))
+
+
+def _whole_tree_resumes(store: Store) -> int:
+    """Supervisors that found the one before them dead (its state never reached an ending)."""
+    return sum(
+        1
+        for p in _payloads(store, RunStarted)
+        if p.previous_state is not None and p.previous_state not in TERMINAL_STATES
+    )
+
+
+def _resumes(store: Store) -> tuple[int, int]:
+    """(resumes, resumes that stepped): every attempt after the first one launched; the
+    newest attempt of a run still going counts once it has stepped."""
+    launched = sorted(
+        {
+            int(a)
+            for (a,) in store.query("SELECT DISTINCT attempt FROM events WHERE type = 'trainer_launched'")
+        }
+    )
+    stepped = {int(a) for (a,) in store.query("SELECT DISTINCT attempt FROM steps")}
+    later = launched[1:]
+    ended = store.read_meta().state in TERMINAL_STATES
+    if later and not ended and later[-1] not in stepped:
+        later = later[:-1]  # still starting: neither a success nor a failure yet
+    return len(later), sum(1 for a in later if a in stepped)
+
+
+def _replayed(store: Store) -> int:
+    """Step rows at or below the highest step of the attempts before theirs. An attempt's
+    rows are one run of row ids (attempts follow one another), so each count reads only
+    that attempt's rows through the primary key: one pass over the table in all."""
+    rows = store.query(
+        "SELECT attempt, MIN(id), MAX(id), MAX(step) FROM steps GROUP BY attempt ORDER BY attempt"
+    )
+    replayed, reached = 0, None
+    for _, first_id, last_id, top in rows:
+        if reached is not None:
+            (n,) = store.query(
+                "SELECT COUNT(*) FROM steps WHERE id BETWEEN ? AND ? AND step <= ?",
+                (first_id, last_id, reached),
+            )[0]
+            replayed += int(n)
+        reached = top if reached is None else max(reached, top)
+    return replayed
+
+
+def _directive_counts(store: Store) -> dict[str, int]:
+    """Directives by the policy's verdicts (``decisions``: every verdict, flood included)."""
+    try:
+        (proposed, clamped, rejected), *_ = store.query(
+            "SELECT COUNT(DISTINCT directive_id),"
+            " COUNT(DISTINCT CASE WHEN verdict = 'clamp' THEN directive_id END),"
+            " COUNT(DISTINCT CASE WHEN verdict = 'reject' THEN directive_id END) FROM decisions"
+        ) or [(0, 0, 0)]
+    except sqlite3.OperationalError:  # a store from before the decisions table
+        proposed = clamped = rejected = 0
+    return {
+        "directives_proposed": int(proposed),
+        "directives_clamped": int(clamped),
+        "directives_rejected": int(rejected),
+    }

@@ -1,0 +1,97 @@
+"""Tokens/s over the whole run and over its current attempt, from the store's steps.
+
+One aggregate query over the ``steps`` table (no step row reaches Python) sums tokens and
+step seconds per block of ``WINDOW_STEPS`` consecutive steps of one attempt (blocks aligned
+on the step number, so a block never straddles a restart). A ``ThroughputTally`` keeps
+those sums and reads only the rows stored since its last look, so the supervisor answers
+every status of a million-step run without a full scan. A step's tokens are
+``tokens_per_s * step_time_s`` (the trainer's own per-step figure): an average weighs each
+step by its time, and a replayed step counts, since the machine did that work again.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from engine.domain import ThroughputFigures
+from engine.run.store import Store
+
+WINDOW_STEPS = 50
+"""Steps in a peak's window: long enough that one fast step is not a peak."""
+
+# Sums per (attempt, block) of the rows with id in (after, upto].
+_BLOCKS = (
+    "SELECT attempt, (step - 1) / ?, COUNT(*), SUM(tokens_per_s * step_time_s), SUM(step_time_s)"
+    " FROM steps WHERE id > ? AND id <= ? GROUP BY attempt, (step - 1) / ?"
+)
+
+
+class ThroughputTally:
+    """Running sums of the store's steps per attempt and per window block."""
+
+    def __init__(self, window_steps: int = WINDOW_STEPS) -> None:
+        self.window_steps = window_steps
+        self._seen_id = 0
+        # (attempt, block) -> [steps, tokens, seconds]
+        self._blocks: dict[tuple[int, int], list[float]] = {}
+
+    def update(self, store: Store) -> ThroughputTally:
+        """Add the rows stored since the last update."""
+        top = store.query("SELECT COALESCE(MAX(id), 0) FROM steps")
+        upto = int(top[0][0]) if top else 0
+        if upto <= self._seen_id:
+            return self
+        w = self.window_steps
+        for attempt, block, n, tok, sec in store.query(_BLOCKS, (w, self._seen_id, upto, w)):
+            sums = self._blocks.setdefault((int(attempt), int(block)), [0, 0.0, 0.0])
+            sums[0] += n
+            sums[1] += float(tok or 0.0)
+            sums[2] += float(sec or 0.0)
+        self._seen_id = upto
+        return self
+
+    def figures(self) -> ThroughputFigures:
+        """Run-wide and current-attempt averages and peaks of what was read so far."""
+        if not self._blocks:
+            return ThroughputFigures(window_steps=self.window_steps)
+        per_attempt: dict[int, list[float]] = {}
+        best: dict[int, float] = {}
+        for (attempt, _), (n, tok, sec) in self._blocks.items():
+            sums = per_attempt.setdefault(attempt, [0, 0.0, 0.0])
+            sums[0] += n
+            sums[1] += tok
+            sums[2] += sec
+            if n >= self.window_steps and sec > 0:
+                best[attempt] = max(best.get(attempt, 0.0), tok / sec)
+        for attempt, (_, tok, sec) in per_attempt.items():
+            if attempt not in best and sec > 0:  # no full window: its own average
+                best[attempt] = tok / sec
+        current = max(per_attempt)
+        tokens = sum(s[1] for s in per_attempt.values())
+        seconds = sum(s[2] for s in per_attempt.values())
+        _, cur_tok, cur_sec = per_attempt[current]
+        return ThroughputFigures(
+            run_avg=tokens / seconds if seconds > 0 else None,
+            run_peak=max(best.values()) if best else None,
+            attempt=current,
+            attempt_avg=cur_tok / cur_sec if cur_sec > 0 else None,
+            attempt_peak=best.get(current),
+            window_steps=self.window_steps,
+            steps=int(sum(s[0] for s in per_attempt.values())),
+            step_seconds=seconds,
+        )
+
+
+def throughput_of(store: Store, window_steps: int = WINDOW_STEPS) -> ThroughputFigures:
+    """Run-wide and current-attempt tokens/s from every stored step of ``store``."""
+    return ThroughputTally(window_steps).update(store).figures()
+
+
+def throughput_or_none(store: Store, tally: ThroughputTally | None = None) -> ThroughputFigures | None:
+    """The figures (``tally`` brought up to date, or a full read), or None where the store
+    cannot be read (a status still answers)."""
+    try:
+        return (tally or ThroughputTally()).update(store).figures()
+    except sqlite3.Error:
+        return None

@@ -1,0 +1,86 @@
+"""The endurance report as Markdown: a heading, the figures table, chaos by kind, and the
+memory adaptations (each with the optimizer's samples per step before and after).
+
+Pure: a report in, text out; ``memtui report``, ``memtui endure`` and the console's
+endurance screen share it. Torch-free.
+"""
+
+from __future__ import annotations
+
+from engine.run.endurance_report import EnduranceReport
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
+    """(figure, value) in the order the report lists them."""
+    t = report.throughput
+    return [
+        ("state", report.state or "-"),
+        ("steps sustained / target", f"{report.steps_sustained:,} / {report.target_steps:,}"),
+        ("wall time", f"{report.wall_s:,.0f} s ({report.wall_s / 3600:.2f} h)"),
+        ("tokens/s average (run / attempt)", f"{_rate(t.run_avg)} / {_rate(t.attempt_avg)}"),
+        (
+            f"tokens/s peak, {t.window_steps}-step window (run / attempt)",
+            f"{_rate(t.run_peak)} / {_rate(t.attempt_peak)}",
+        ),
+        ("fatal OOMs", str(report.fatal_ooms)),
+        ("OOMs recovered", str(report.ooms_recovered)),
+        ("memory adaptations", str(len(report.adaptations))),
+        ("samples per optimizer step constant", "yes" if report.samples_per_step_constant else "NO"),
+        (
+            "chaos injected / recovered",
+            f"{_chaos_total(report, 'injected')} / {_chaos_total(report, 'recovered')}",
+        ),
+        ("trainer restarts", str(report.restarts)),
+        ("whole-tree kills resumed", str(report.whole_tree_resumes)),
+        ("resume success", f"{report.resumes_stepped}/{report.resumes} ({_share(report.resume_success)})"),
+        ("steps replayed after restarts", f"{report.steps_replayed:,}"),
+        ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
+        ("saves (failed or skipped)", f"{report.saves} ({report.saves_failed})"),
+        (
+            "directives proposed / applied / clamped / rejected",
+            f"{report.directives_proposed} / {report.directives_applied} / "
+            f"{report.directives_clamped} / {report.directives_rejected}",
+        ),
+    ]
+
+
+def _chaos_total(report: EnduranceReport, field: str) -> int:
+    return sum(getattr(tally, field) for tally in report.chaos.values())
+
+
+def render_markdown(report: EnduranceReport) -> str:
+    """The whole report as Markdown text (ends with a newline)."""
+    lines = [f"# Endurance report: {report.name} ({report.run_id})", "", "| figure | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in figure_rows(report)]
+    if report.chaos:
+        lines += [
+            "",
+            "## Chaos by kind",
+            "",
+            "| kind | injected | recovered | failed | pending |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {kind} | {t.injected} | {t.recovered} | {t.failed} | {t.pending} |"
+            for kind, t in report.chaos.items()
+        ]
+    if report.adaptations:
+        lines += [
+            "",
+            "## Memory adaptations",
+            "",
+            "| step | kind | samples/step before | after |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {a.step} | {a.kind} | {a.samples_before} | {a.samples_after} |" for a in report.adaptations
+        ]
+    return "\n".join(lines) + "\n"
