@@ -110,10 +110,14 @@ class ChaosDesk:
         store = self.journal.store
         if store.newest_event((ChaosInjected.event_type,)) is None:
             return  # the run was never attacked: nothing to read
-        cursor = 0
-        while page := store.events_since(cursor, REPLAY_PAGE):
-            self._record(self.tracker.replay(page))
-            cursor = page[-1].seq
+
+        def stored() -> Iterator[Event]:
+            cursor = 0
+            while page := store.events_since(cursor, REPLAY_PAGE):
+                yield from page
+                cursor = page[-1].seq
+
+        self._record(self.tracker.replay(stored()))
         if self.tracker.pending:
             log.info("taking up %d chaos injections without a verdict", len(self.tracker.pending))
 

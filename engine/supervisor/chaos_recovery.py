@@ -92,16 +92,20 @@ class RecoveryTracker:
         """Take up a previous supervisor's injections still without a verdict (it died with
         the whole process tree): its stored events, oldest first, as it saw them; returns the
         verdicts they already show that it did not get to record."""
-        verdicts = []
+        verdicts: dict[str, ChaosRecovered] = {}
         for event in events:
             injected = ChaosInjected.of(event)
             if injected is not None:
                 self.injected(pending_of(injected, event))
             elif event.type == ChaosRecovered.event_type:
-                self.pending.pop(str(event.data.get("chaos_id")), None)
+                # stored after the event that showed it: a verdict the replay just reached
+                # again was recorded already
+                chaos_id = str(event.data.get("chaos_id"))
+                self.pending.pop(chaos_id, None)
+                verdicts.pop(chaos_id, None)
             else:
-                verdicts += self.on_event(event, event.ts)
-        return verdicts
+                verdicts.update((v.chaos_id, v) for v in self.on_event(event, event.ts))
+        return list(verdicts.values())
 
     def resolve(self, chaos_id: str, recovered: bool, now: float, detail: str) -> list[ChaosRecovered]:
         """A verdict the supervisor decided itself (drop_consoles, planner_storm)."""

@@ -168,3 +168,29 @@ def test_a_new_supervisor_takes_up_the_injections_left_without_a_verdict() -> No
     assert killed.chaos_id == "b" and killed.recovered and killed.seconds == 6
     [caught] = tracked.on_event(saved(25), T0 + 11)
     assert caught.chaos_id == "c" and caught.recovered
+
+
+def test_a_verdict_stored_after_the_event_that_showed_it_is_not_recorded_again() -> None:
+    """A disk_full's verdict is stored right after the save that showed it, a release's
+    right after its chaos_applied: the replay reaches each signal first, then the verdict."""
+
+    def stored(seq: int, payload: Payload) -> Event:
+        return Event(seq=seq, ts=T0 + seq, type=payload.event_type, data=payload.data(), attempt=1)
+
+    full = saved(1000)
+    history = [
+        stored(1, ChaosInjected(chaos_id="d", kind="disk_full", params={"saves": 1})),
+        stored(2, ChaosApplied(chaos_id="d", kind="disk_full", step=34)),
+        stored(3, CheckpointFailed(step=500, tag="global_step500", reason="no space left on device")),
+        Event(seq=4, ts=T0 + 4, type=full.type, data=full.data, attempt=1),
+        stored(5, ChaosRecovered(chaos_id="d", kind="disk_full", recovered=True, seconds=4)),
+        stored(6, ChaosInjected(chaos_id="r", kind="release")),
+        stored(7, ChaosApplied(chaos_id="r", kind="release", step=1236)),
+        stored(8, ChaosRecovered(chaos_id="r", kind="release", recovered=True, seconds=0)),
+        stored(9, ChaosInjected(chaos_id="s", kind="release")),
+        stored(10, ChaosApplied(chaos_id="s", kind="release", step=1300)),
+    ]
+    tracked = RecoveryTracker(timeout_s=60.0)
+    [unrecorded] = tracked.replay(history)  # only the release whose verdict the dead one never stored
+    assert unrecorded.chaos_id == "s" and unrecorded.recovered
+    assert tracked.pending == {}
