@@ -207,7 +207,8 @@ def _chaos(store: Store) -> dict[str, ChaosTally]:
     for legacy in _payloads(store, LegacyChaos):
         kind = LEGACY_KINDS.get(legacy.action, legacy.action)
         tally.setdefault(kind, ChaosTally()).injected += 1
-    for verdict in _payloads(store, ChaosRecovered):
+    verdicts = {v.chaos_id: v for v in _payloads(store, ChaosRecovered)}  # one per injection
+    for verdict in verdicts.values():
         entry = tally.setdefault(verdict.kind, ChaosTally())
         if verdict.recovered:
             entry.recovered += 1
