@@ -19,8 +19,8 @@ with defaults, source, newest step, the pid or file acted on), and then it is do
 ``chaos_recovery.RecoveryTracker`` turns steps and events into ``chaos_recovered`` verdicts.
 The schedule (``chaos_schedule``) injects a kind when the newest step reaches its scheduled
 step and no earlier injection waits for its verdict (so each one's recovery is judged on
-its own); a new supervisor goes on after the newest scheduled injection stored and the
-newest step. Torch-free.
+its own; a postponed one keeps its turn, so no kind of the deck is lost); a new supervisor
+goes on after the newest scheduled injection stored and the newest step. Torch-free.
 """
 
 from __future__ import annotations
@@ -229,8 +229,7 @@ class ChaosDesk:
         answer = self.perform(request, "schedule", request_id=f"schedule-{due.step}", scheduled_step=due.step)
         if isinstance(answer, Error):
             log.warning("scheduled %s at step %d skipped: %s", due.kind, due.step, answer.reason)
-        while self.next is not None and self.next.step <= sample.step:
-            self.next = next(self._schedule, None)
+        self.next = next(self._schedule, None)  # postponed ones keep their turn: no kind lost
 
     def _on_event(self, event: Event) -> None:
         if event.type not in (ChaosInjected.event_type, ChaosRecovered.event_type):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import islice
 
-from engine.chaos_kinds import ChaosConfig
+from engine.chaos_kinds import REQUESTS, ChaosConfig
 from engine.supervisor.chaos_schedule import next_after, schedule
 
 
@@ -28,6 +28,17 @@ def test_steps_increase_with_the_mean_gap_and_kinds_follow_their_weights() -> No
     assert 45 < steps[-1] / len(steps) < 55  # mean gap near every_steps
     share = Counter(kind for _, kind in draws)["nan_loss"] / len(draws)
     assert 0.70 < share < 0.80  # weight 3 of 4
+
+
+def test_every_kind_is_attacked_once_per_deck() -> None:
+    kinds = dict.fromkeys(REQUESTS, 1.0) | {"kill": 2.0}
+    config = ChaosConfig(kinds=kinds, every_steps=10, seed=3)  # type: ignore[arg-type]
+    deck = len(REQUESTS) + 1  # kill twice
+    draws = [kind for _, kind in drawn(config, 3 * deck)]
+    for start in range(0, len(draws), deck):
+        dealt = Counter(draws[start : start + deck])
+        assert set(dealt) == set(REQUESTS) and dealt["kill"] == 2
+    assert draws[:deck] != draws[deck : 2 * deck]  # each deck shuffled anew
 
 
 def test_no_kinds_no_schedule() -> None:
