@@ -15,7 +15,7 @@ import pytest
 from cli_harness import memtui, throwaway_home
 from textual.widgets import OptionList
 
-from engine.events import ChaosInjected, TrainerRestarted
+from engine.events import ChaosInjected, ChaosRecovered, TrainerRestarted
 from engine.run.directory import RunDir, list_runs
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
@@ -81,6 +81,17 @@ async def test_kill_from_the_chaos_menu_restarts_the_real_trainer(home: Path) ->
         )
         killed_at = app.view.step
         await until(lambda: app.view.step > killed_at, timeout=120, what="steps after the restart")
+        verdict = await until(
+            lambda: next((r for e in app.view.events if (r := ChaosRecovered.of(e)) is not None), None),
+            timeout=60,
+            what="the supervisor's verdict on the kill",
+        )
+        assert verdict.chaos_id == injected.chaos_id and verdict.recovered
+        await until(
+            lambda: f"chaos {injected.chaos_id} (kill the trainer) recovered after" in text_of(log),
+            what="the recovery in the timeline",
+            seen=lambda: text_of(log),
+        )
 
     listed = memtui(home, "chaos", "--list", run.run_id, "--json")
     assert listed.returncode == 0, listed.stderr
