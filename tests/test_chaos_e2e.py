@@ -75,7 +75,10 @@ async def test_kill_from_the_chaos_menu_restarts_the_real_trainer(home: Path) ->
         assert restarted.signal == "SIGKILL"
         log = app.query_one(EventLog)
         await until(
-            lambda: f"chaos {injected.chaos_id} injected: SIGKILL the trainer" in text_of(log),
+            lambda: (
+                f"chaos {injected.chaos_id} injected at step {injected.step}: SIGKILL the trainer"
+                in text_of(log)
+            ),
             what="the injection in the timeline",
             seen=lambda: text_of(log),
         )
