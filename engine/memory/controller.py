@@ -40,7 +40,7 @@ from engine.config import MemoryConfig, TrainConfig
 from engine.memory.size_history import SizeHistory
 
 Level = Literal["ok", "warn", "critical"]
-ChangeKind = Literal["shrink", "grow", "oom", "request", "resume"]
+ChangeKind = Literal["shrink", "grow", "throughput", "oom", "request", "resume"]
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def _when_ok(
             f"{history.rate(m):,.0f} samples/s)"
         )
         state = failed(ControllerState("ok", state.last_change_step, 0, history), m, step, reading.room)
-        return _changed(state, step), Change(geometry, policy.geometry(smaller), "shrink", why)
+        return _changed(state, step), Change(geometry, policy.geometry(smaller), "throughput", why)
     bigger = policy.notch_above(m)
     share = 1.0 if bigger is None else reading.share(reading.predicted.get(bigger, reading.budget))
     fits = (

@@ -31,8 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +54,7 @@ from engine.memory.controller import (
     failed,
     review_request,
 )
-from engine.memory.model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.memory.model import MemoryModel, Predictions, model_state_bytes, transformer_activation_bytes
 from engine.run.durable_file import replace_atomically
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
@@ -96,30 +95,6 @@ def build_memory_model(config: RunConfig, module: torch.nn.Module, world_size: i
             shape.seq_len, shape.d_model, shape.n_layer, shape.n_head, VOCAB_SIZE, train.precision
         )
     return MemoryModel(model_states=states.total, per_sample=per_sample, seq_len=shape.seq_len)
-
-
-class Predictions(Mapping[int, int]):
-    """Predicted peak (bytes) per allowed micro-batch, computed only for the keys asked.
-
-    The controller looks at one or two candidates per step (the next larger; the smaller
-    ones when shrinking), so a dict of every candidate would be O(candidates) per step.
-    """
-
-    def __init__(self, model: MemoryModel, allowed: tuple[int, ...]) -> None:
-        self.model = model
-        self.allowed = allowed  # ascending
-
-    def __getitem__(self, micro_batch: int) -> int:
-        i = bisect_left(self.allowed, micro_batch)
-        if i == len(self.allowed) or self.allowed[i] != micro_batch:
-            raise KeyError(micro_batch)
-        return self.model.predict(micro_batch)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.allowed)
-
-    def __len__(self) -> int:
-        return len(self.allowed)
 
 
 class AdaptiveMemory:

@@ -117,7 +117,7 @@ def test_of_two_sizes_that_fit_the_measured_faster_one_is_kept() -> None:
 
     _, geometry, changes = run(Geometry(8, 8), range(80), reading, ControllerState(last_change_step=0))
     # Grows to 16 (unmeasured, fits), measures it slower, steps back to 8 and stays.
-    assert [c[1:] for c in changes] == [("grow", 8, 16), ("shrink", 16, 8)]
+    assert [c[1:] for c in changes] == [("grow", 8, 16), ("throughput", 16, 8)]
     assert geometry == Geometry(8, 8)
 
 
