@@ -42,7 +42,7 @@ from engine.trainer.sample_window import SampleWindow
 from engine.trainer.step_telemetry import StepTelemetry
 from engine.trainer.workload import load_workload
 
-MODEL = {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}
+MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}  # the tiny preset's
 GLOBAL_BATCH = 64
 
 
@@ -83,7 +83,7 @@ def main() -> None:
 
     static: dict[int, tuple[float, int]] = {}  # micro-batch -> (samples/s by CPU time, peak bytes)
     for micro_batch in policy.micro_batches():  # ascending: RSS rarely shrinks
-        if micro_batch < 2:
+        if micro_batch < 4:
             continue  # slow and never the best
         apply_geometry(engine, policy.geometry(micro_batch))
         loop.train_step(engine, batch, int(engine.global_steps))  # warm-up
