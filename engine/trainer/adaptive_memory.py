@@ -241,7 +241,11 @@ class AdaptiveMemory:
         return verdict
 
     def resume_geometry(self) -> None:
-        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid."""
+        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid.
+
+        memory.json is written after an OOM, so the size above it failed: it is not grown
+        back into for ``retry_after_steps`` (unless the room grows), as within an attempt.
+        """
         if self.geometry_file is None or not self.geometry_file.is_file():
             return
         try:
@@ -254,7 +258,11 @@ class AdaptiveMemory:
             change = Change(
                 geometry, self.policy.geometry(wanted), "resume", f"{GEOMETRY_FILE} from an earlier attempt"
             )
-            self._apply(change, int(self.engine.global_steps), mem_before=None)
+            step = int(self.engine.global_steps)
+            self._apply(change, step, mem_before=None)
+            above = self.policy.notch_above(wanted)
+            if above is not None:
+                self.state = failed(self.state, above, step, self.budget - self._baseline())
 
     # --------------------------------------------------------------- internals
 
