@@ -65,6 +65,7 @@ class Plan:
     rounds: int
     overhead_blocks: int  # alternated ours/bare blocks per round
     overhead_steps: int  # optimizer steps per block
+    overhead_warmup: int  # untimed steps first
     static_steps: int
     budget_steps: int  # steps of a controller or accelerate run
     sizes: tuple[int, ...]  # static micro-batches swept
@@ -73,8 +74,8 @@ class Plan:
     console_seconds: float
 
 
-FULL = Plan(3, 10, 20, 20, 60, (8, 16, 32, 64), 400, 20, 30.0)
-QUICK = Plan(1, 2, 5, 3, 8, (16, 32), 40, 20, 8.0)
+FULL = Plan(3, 10, 20, 50, 20, 60, (8, 16, 32, 64), 400, 20, 30.0)
+QUICK = Plan(1, 2, 5, 5, 3, 8, (16, 32), 40, 20, 8.0)
 
 
 # ------------------------------------------------------------------ child processes
@@ -125,7 +126,13 @@ def overhead_rows(plan: Plan) -> list[Row]:
     for threads, target in ((1, 0.97), (0, 0.95)):
         ratios = []
         for _ in range(plan.rounds):
-            got = child("overhead", threads=threads, rounds=plan.overhead_blocks, steps=plan.overhead_steps)
+            got = child(
+                "overhead",
+                threads=threads,
+                rounds=plan.overhead_blocks,
+                steps=plan.overhead_steps,
+                warmup=plan.overhead_warmup,
+            )
             ratios.append(got["median_round_ratio_wall"])
         label = "1 thread" if threads == 1 else f"every core ({cores})"
         value = statistics.median(ratios)
