@@ -18,15 +18,18 @@ Threads default to what the trainer picks (``loop.share_cpu_cores``: every core 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
 import torch
 
 from engine.config_file import build_run_config
+from engine.cpu_share import SUPERVISOR_NICE
 from engine.trainer import loop
 from engine.trainer.link import SocketLink
 from engine.trainer.memory_probe import MemoryProbe
@@ -56,6 +59,8 @@ def draining_link() -> tuple[SocketLink, subprocess.Popen[bytes]]:
     ours, theirs = socket.socketpair()
     drain = subprocess.Popen(["cat"], stdin=theirs, stdout=subprocess.DEVNULL)
     theirs.close()
+    if sys.platform.startswith("linux"):  # below the trainer, as the supervisor runs (cpu_share)
+        os.setpriority(os.PRIO_PROCESS, drain.pid, os.getpriority(os.PRIO_PROCESS, 0) + SUPERVISOR_NICE)
     return SocketLink(ours), drain
 
 
