@@ -1,18 +1,23 @@
-"""Adaptive memory under a budget, on one engine: settled throughput and OOM recovery time.
+"""Adaptive memory under a budget, on one engine: the controller with the defaults a user
+gets, against every static micro-batch and against a retry-and-halve loop.
 
 1. Sweep: the engine runs ``--steps`` optimizer steps at each static micro-batch (global
-   batch fixed), measuring the per-step peak (CPU: RSS after each forward) and tokens/s by
-   process CPU time (robust to other load on the machine).
-2. Budget: the static peak of ``--fit`` (default 8) divided by 0.8, so the micro-batches
-   above it do not fit (their peak would cross warn or the budget).
+   batch fixed), measuring the per-step peak (CPU: RSS after each forward) and samples/s
+   by process CPU time (robust to other load on the machine).
+2. Budget: halfway between the static peaks of ``--fit`` and twice it, so ``--fit`` is the
+   largest micro-batch that fits.
 3. Adaptive: the same engine from the oversized configured micro-batch under that budget,
    ``memory.cpu_enforce`` on (an RSS over the budget after a forward raises MemoryError,
-   as CUDA's allocator would under set_per_process_memory_fraction), through
-   ``loop.run_steps``. Reports the micro-batch it settles at, its tokens/s over the last
-   ``--steps`` steps against the best static micro-batch that fits (target >= 95%), and the
-   time from each OOM to the next completed optimizer step.
+   as CUDA's allocator would under set_per_process_memory_fraction), every other memory
+   key at its default, through ``loop.run_steps`` for ``--adaptive-steps``. Reports its
+   samples/s over the whole run and over the last ``--steps`` steps (settled) against the
+   best static micro-batch that fits (target >= 95%); with ``--inject-oom`` also the time
+   from an injected OOM to the next completed optimizer step.
+4. Halving: what accelerate's ``find_executable_batch_size`` does (try, OOM, halve, keep
+   the first that works), from the same oversized micro-batch under the same enforced
+   budget, for as many steps; its whole-run samples/s counts the attempts it lost.
 
-    python bench/memory_adaptation.py [--steps 15] [--fit 8]
+    python bench/memory_adaptation.py [--steps 15] [--fit 16] [--adaptive-steps 80] [--inject-oom]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 import torch
 
@@ -30,13 +36,13 @@ from engine.trainer.geometry import apply_geometry
 from engine.trainer.link import NullLink
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.oom_injection import INJECT_OOM_ENV
-from engine.trainer.oom_recovery import release_memory
+from engine.trainer.oom_recovery import discard_window, release_memory
 from engine.trainer.process_group import ensure_single_process_env
 from engine.trainer.sample_window import SampleWindow
 from engine.trainer.step_telemetry import StepTelemetry
 from engine.trainer.workload import load_workload
 
-MODEL = {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}
+MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}  # the tiny preset's
 GLOBAL_BATCH = 64
 
 
@@ -49,6 +55,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--adaptive-steps", type=int, default=80, help="steps of the adaptive run (default 80)"
     )
+    parser.add_argument(
+        "--inject-oom",
+        action="store_true",
+        help="one OOM mid-window 20 steps into the adaptive run, to time its recovery",
+    )
     return parser.parse_args()
 
 
@@ -59,15 +70,6 @@ def main() -> None:
         "model": MODEL,
         "train": {"micro_batch": GLOBAL_BATCH, "global_batch": GLOBAL_BATCH, "precision": "fp32"},
         "checkpoint": {"every_steps": 0},
-        # On the CPU the process's RSS (~0.8 GiB of torch and heap) dwarfs the activations,
-        # so the levels sit close together; on a GPU the defaults (0.85/0.95/0.70) suit.
-        "memory": {
-            "steady_steps": 5,
-            "cooldown_steps": 10,
-            "warn": 0.93,
-            "critical": 0.98,
-            "grow_below": 0.9,
-        },
     }
     config = build_run_config(raw)
     ensure_single_process_env()
@@ -77,12 +79,11 @@ def main() -> None:
     probe = MemoryProbe(engine.device)
     workload.model.register_forward_hook(lambda *_: None if probe.note() else None)  # None: keep the output
     batch = SampleWindow(workload.batch, config.train.micro_batch)
-    tokens_per_step = GLOBAL_BATCH * config.model.seq_len
     policy = Policy(global_batch=GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH)
 
-    static: dict[int, tuple[float, int]] = {}  # micro-batch -> (tokens/s by CPU time, peak bytes)
+    static: dict[int, tuple[float, int]] = {}  # micro-batch -> (samples/s by CPU time, peak bytes)
     for micro_batch in policy.micro_batches():  # ascending: RSS rarely shrinks
-        if micro_batch < 2:
+        if micro_batch < 4:
             continue  # slow and never the best
         apply_geometry(engine, policy.geometry(micro_batch))
         loop.train_step(engine, batch, int(engine.global_steps))  # warm-up
@@ -92,49 +93,96 @@ def main() -> None:
             probe.begin_step()
             loop.train_step(engine, batch, int(engine.global_steps))
             peak = max(peak, probe.step_peak())
-        rate = args.steps * tokens_per_step / (time.process_time() - cpu)
+        rate = args.steps * GLOBAL_BATCH / (time.process_time() - cpu)
         static[micro_batch] = (rate, peak)
-        print(f"static micro-batch {micro_batch:3d}: {rate:9,.0f} tok/s (cpu), peak {peak / 2**20:7.1f} MiB")
+        mib = peak / 2**20
+        print(f"static micro-batch {micro_batch:3d}: {rate:7,.1f} samples/s (cpu), peak {mib:7.1f} MiB")
 
-    # Between the peaks of --fit and the next size up: --fit is the largest that fits.
-    budget = int((static[args.fit][1] + static[2 * args.fit][1]) / 2 / 0.93)
-    fitting = {m: v for m, v in static.items() if v[1] <= 0.93 * budget}
+    # Halfway between the peaks of --fit and the next notch up: --fit is the largest that fits.
+    budget = (static[args.fit][1] + static[2 * args.fit][1]) // 2
+    fitting = {m: v for m, v in static.items() if v[1] < budget}
     best_m, (best_rate, _) = max(fitting.items(), key=lambda kv: kv[1][0])
     print(
         f"budget {budget / 2**20:.1f} MiB: best static micro-batch that fits is {best_m} "
-        f"({best_rate:,.0f} tok/s)"
+        f"({best_rate:,.1f} samples/s)"
     )
 
-    # The adaptive run: back to the oversized configured geometry, budget enforced.
-    apply_geometry(engine, policy.geometry(GLOBAL_BATCH))
-    release_memory()  # the sweep's freed heap back to the OS: RSS is the CPU stand-in
-    adaptive_config = build_run_config(
-        {**raw, "memory": {**raw["memory"], "budget": budget, "cpu_enforce": True}}
+    whole, settled, chosen = adaptive(engine, workload, raw, budget, args)
+    print(
+        f"adaptive (defaults): settled at micro-batch {chosen}; whole run {whole:,.1f} samples/s = "
+        f"{whole / best_rate:.1%}, settled {settled:,.1f} = {settled / best_rate:.1%} of the best static "
+        "(target >= 95%)"
     )
+    for micro_batch, (rate, _) in sorted(fitting.items()):
+        print(f"  against static {micro_batch:3d}: {settled / rate:.1%}")
+    halved, kept = halving(engine, batch, probe, policy, budget, args.adaptive_steps)
+    print(
+        f"retry-and-halve (find_executable_batch_size): kept micro-batch {kept}, whole run "
+        f"{halved:,.1f} samples/s; adaptive whole run / halving = {whole / halved:.2f}"
+    )
+    loop.leave_process_group()
+
+
+def adaptive(
+    engine: Any, workload: Any, raw: dict[str, Any], budget: int, args: argparse.Namespace
+) -> tuple[float, float, int]:
+    """The controller with the defaults from the oversized micro-batch: (whole-run samples/s,
+    settled samples/s over the last --steps, the micro-batch it ends at)."""
+    apply_geometry(engine, Policy(GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH).geometry(GLOBAL_BATCH))
+    release_memory()  # the sweep's freed heap back to the OS: RSS is the CPU stand-in
+    config = build_run_config({**raw, "memory": {"budget": budget, "cpu_enforce": True}})
     link = NullLink(record=True)
+    probe = MemoryProbe(engine.device)
     telemetry = StepTelemetry(engine, probe, workload.tokens_per_sample, 1, attempt=1)
-    training = loop.Training(adaptive_config, engine, workload, link, telemetry, run=None)
-    # One unforeseen OOM mid-window, 20 steps in (after the controller has settled).
-    os.environ[INJECT_OOM_ENV] = f"{int(engine.global_steps) + 20}:1:backward"
-    training.memory = loop.attach_memory(training)
-    recoveries = time_recoveries(training)
+    training = loop.Training(config, engine, workload, link, telemetry, run=None)
     start = int(engine.global_steps)
     settle = start + args.adaptive_steps - args.steps
+    if args.inject_oom:  # one unforeseen OOM mid-window, 20 steps in
+        os.environ[INJECT_OOM_ENV] = f"{start + 20}:1:backward"
+    training.memory = loop.attach_memory(training)
+    recoveries = time_recoveries(training)
+    began = time.process_time()
     loop.run_steps(training, until=settle)
     cpu = time.process_time()
     loop.run_steps(training, until=settle + args.steps)
-    rate = args.steps * tokens_per_step / (time.process_time() - cpu)
-    events = [m for m in link.sent or [] if getattr(m, "type", "") == "memory_adapted"]
-    for event in events:
+    end = time.process_time()
+    os.environ.pop(INJECT_OOM_ENV, None)
+    for event in [m for m in link.sent or [] if getattr(m, "type", "") == "memory_adapted"]:
         print(f"  {event.message}")
-    settled = int(engine.train_micro_batch_size_per_gpu())
-    print(
-        f"adaptive: settled at micro-batch {settled}, {rate:,.0f} tok/s = "
-        f"{rate / best_rate:.1%} of the best static (target >= 95%)"
-    )
     for seconds in recoveries:
-        print(f"OOM -> next completed step: {seconds * 1000:.0f} ms")
-    loop.leave_process_group()
+        print(f"  OOM -> next completed step: {seconds * 1000:.0f} ms")
+    whole = args.adaptive_steps * GLOBAL_BATCH / (end - began)
+    return whole, args.steps * GLOBAL_BATCH / (end - cpu), int(engine.train_micro_batch_size_per_gpu())
+
+
+def halving(
+    engine: Any, batch: SampleWindow, probe: MemoryProbe, policy: Policy, budget: int, steps: int
+) -> tuple[float, int]:
+    """Try, OOM (RSS over the budget after a forward), halve, keep: (whole-run samples/s by
+    CPU time including the lost attempts, the micro-batch kept)."""
+
+    def enforce(*_: object) -> None:
+        if probe.note() > budget:
+            raise MemoryError(f"cpu-rss over the budget of {budget} bytes")
+
+    micro_batch = GLOBAL_BATCH
+    apply_geometry(engine, policy.geometry(micro_batch))
+    release_memory()
+    hook = engine.module.register_forward_hook(enforce)
+    began, done = time.process_time(), 0
+    try:
+        while done < steps:
+            try:
+                loop.train_step(engine, batch, int(engine.global_steps))
+                done += 1
+            except MemoryError:
+                discard_window(engine)
+                micro_batch //= 2
+                apply_geometry(engine, policy.geometry(micro_batch))
+                release_memory()
+    finally:
+        hook.remove()
+    return steps * GLOBAL_BATCH / (time.process_time() - began), micro_batch
 
 
 def time_recoveries(training: loop.Training) -> list[float]:

@@ -153,9 +153,12 @@ class StorageConfig(_Strict):
 class MemoryConfig(_Strict):
     """Adaptive memory: the budget the controller steers by and how it reacts.
 
-    Fractions are of the budget. The controller shrinks the micro-batch (and raises the
-    gradient accumulation, so samples per optimizer step stay ``train.global_batch``)
-    before memory reaches ``critical``, and grows it back when headroom is steady.
+    The controller keeps the micro-batch that trains fastest while its peak stays under
+    the budget with a margin, changing the gradient accumulation with it so samples
+    per optimizer step stay ``train.global_batch``. Its thresholds are fractions of the
+    usable room: the budget minus the measured baseline no micro-batch changes (model
+    states, the CUDA context; on the CPU the process's resident torch), so they mean the
+    same on a GPU and on a CPU.
     """
 
     budget: int | float | None = None
@@ -166,17 +169,27 @@ class MemoryConfig(_Strict):
     """Let the controller change the micro-batch; False keeps the configured geometry
     (OOMs are still recovered)."""
     warn: float = Field(0.85, gt=0.0, le=1.0)
-    """Measured peak / budget at which the controller starts shrinking (with cool-down)."""
+    """Expected peak's share of the usable room at which the controller shrinks one notch
+    (half the micro-batch; with cool-down)."""
     critical: float = Field(0.95, gt=0.0, le=1.0)
-    """Measured peak / budget at which it shrinks at once, cool-down or not."""
+    """Share of the usable room at which it shrinks at once, cool-down or not, to the
+    largest micro-batch predicted to fit."""
     hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
     """A level is left only below its threshold minus this; shrinks aim below warn minus this."""
-    grow_below: float = Field(0.70, gt=0.0, le=1.0)
-    """Grow only while the predicted peak at the next larger micro-batch is below this."""
-    steady_steps: int = Field(10, ge=1)
+    grow_below: float = Field(0.75, gt=0.0, le=1.0)
+    """Grow one notch (double) only while the larger micro-batch is predicted below this
+    share of the usable room (from the measured peak at the current one)."""
+    steady_steps: int = Field(5, ge=1)
     """Optimizer steps of steady headroom before a growth."""
-    cooldown_steps: int = Field(20, ge=0)
+    cooldown_steps: int = Field(10, ge=0)
     """Optimizer steps from any geometry change to a growth or a warn-level shrink."""
+    retry_after_steps: int = Field(200, ge=0)
+    """A micro-batch that failed (OOM, or shrunk away from under pressure) is not grown
+    back into for this many optimizer steps, unless the usable room has grown since."""
+    throughput_margin: float = Field(0.05, ge=0.0, lt=1.0)
+    """Of two micro-batches that fit, the smaller is preferred only when measured faster by
+    more than this fraction (samples/s, median of recent steps), and the larger is not
+    grown into when measured slower by as much."""
     min_micro_batch: int = Field(1, ge=1)
     """Never shrink below this."""
     max_micro_batch: int | None = Field(None, ge=1)

@@ -11,7 +11,8 @@ class MemoryAdapted(Payload):
     event_type = "memory_adapted"
     origin = "trainer"
     kind: str
-    """``shrink``, ``grow``, ``oom`` or ``resume`` (the geometry an earlier OOM left)."""
+    """``shrink`` (memory pressure), ``grow``, ``throughput`` (down to a size measured
+    faster), ``oom``, ``request`` or ``resume`` (the geometry an earlier OOM left)."""
     reason: str
     step: int
     from_micro_batch: int

@@ -1,35 +1,46 @@
 """The memory controller's decisions: pure functions of the readings, torch-free.
 
-Once per optimizer step, at the boundary (never inside an accumulation window: DeepSpeed's
-boundary test is ``(micro_steps + 1) % gas == 0`` on a counter that never resets, and its
-loss is divided by the current GAS on every backward), ``decide`` looks at the expected
-peak of the coming step against the budget:
+The goal is the most samples/s whose peak stays under the budget with a margin, not the
+lowest memory level. Thresholds are fractions of the *usable room*: the budget minus the
+measured baseline that no micro-batch changes (model states, the CUDA context, or on the
+CPU the whole process's resident torch and DeepSpeed), so 0.85 means the same on a GPU
+and on a CPU. Once per optimizer step, at the boundary (never inside an accumulation
+window: DeepSpeed's boundary test is ``(micro_steps + 1) % gas == 0`` on a counter that
+never resets, and its loss is divided by the current GAS on every backward), ``decide``
+looks at the expected peak of the coming step:
 
 - levels ok / warn / critical with hysteresis: a level is entered at its threshold and
   left only below the threshold minus ``hysteresis``;
-- warn: shrink the micro-batch (cool-down permitting) to the largest one predicted to
-  fit below ``warn - hysteresis``; critical: the same at once, cool-down or not;
-- ok: when the next larger micro-batch is predicted below ``grow_below`` for
-  ``steady_steps`` steps in a row and the cool-down has passed, grow one notch, never above
-  the maximum;
+- critical: shrink at once (cool-down or not) to the largest micro-batch predicted below
+  ``warn - hysteresis``, else the smallest; warn: shrink one notch (to half), cool-down
+  permitting, never further in one step. Either way the size left is remembered as failed;
+- ok: grow one notch (to double) when the larger size is predicted below ``grow_below``
+  for ``steady_steps`` steps (predicted from the measured peak at this size plus the
+  model's per-sample cost), the cool-down has passed, it did not fail within
+  ``retry_after_steps`` (unless the room has grown since), and it was not measured slower;
+- ok, with both measured: step down a notch when the smaller size was measured faster by
+  more than ``throughput_margin`` (so the controller settles where a sweep would; the
+  size left counts as failed, so noisy rates cannot make it flap);
 - every geometry keeps ``micro_batch x grad_accum x world_size == global_batch``.
 
 ``after_oom`` picks the micro-batch to redo a window with after an out-of-memory error,
-``review_request`` answers a planner or operator asking for a micro-batch.
+``failed`` remembers it, ``review_request`` answers a planner or operator asking for a
+micro-batch.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
 from engine.config import MemoryConfig, TrainConfig
+from engine.memory.size_history import SizeHistory
 
 Level = Literal["ok", "warn", "critical"]
-ChangeKind = Literal["shrink", "grow", "oom", "request", "resume"]
+ChangeKind = Literal["shrink", "grow", "throughput", "oom", "request", "resume"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ class Geometry:
 
 @dataclass(frozen=True)
 class Policy:
-    """The controller's bounds and thresholds (fractions of the budget)."""
+    """The controller's bounds and thresholds (fractions of the usable room)."""
 
     global_batch: int
     world_size: int = 1
@@ -55,9 +66,11 @@ class Policy:
     warn: float = 0.85
     critical: float = 0.95
     hysteresis: float = 0.05
-    grow_below: float = 0.70
-    steady_steps: int = 10
-    cooldown_steps: int = 20
+    grow_below: float = 0.75
+    steady_steps: int = 5
+    cooldown_steps: int = 10
+    retry_after_steps: int = 200
+    throughput_margin: float = 0.05
 
     @classmethod
     def from_config(cls, memory: MemoryConfig, train: TrainConfig, world_size: int = 1) -> Policy:
@@ -72,6 +85,8 @@ class Policy:
             grow_below=memory.grow_below,
             steady_steps=memory.steady_steps,
             cooldown_steps=memory.cooldown_steps,
+            retry_after_steps=memory.retry_after_steps,
+            throughput_margin=memory.throughput_margin,
         )
 
     def micro_batches(self) -> list[int]:
@@ -92,6 +107,22 @@ class Policy:
         """The geometry with ``micro_batch`` that keeps the global batch."""
         return Geometry(micro_batch, self.global_batch // (micro_batch * self.world_size))
 
+    def notch_below(self, micro_batch: int) -> int | None:
+        """One notch down: the largest allowed size <= half, else the next smaller one."""
+        smaller = self.allowed[: bisect_left(self.allowed, micro_batch)]
+        if not smaller:
+            return None
+        halves = [m for m in smaller if m <= micro_batch // 2]
+        return halves[-1] if halves else smaller[-1]
+
+    def notch_above(self, micro_batch: int) -> int | None:
+        """One notch up: the largest allowed size <= double, else the next larger one."""
+        larger = self.allowed[bisect_right(self.allowed, micro_batch) :]
+        if not larger:
+            return None
+        doubles = [m for m in larger if m <= 2 * micro_batch]
+        return doubles[-1] if doubles else larger[0]
+
 
 @dataclass(frozen=True)
 class ControllerState:
@@ -100,6 +131,8 @@ class ControllerState:
     """Optimizer step of the last geometry change (any kind)."""
     steady: int = 0
     """Consecutive steps the next larger micro-batch was predicted to fit with headroom."""
+    history: SizeHistory = field(default_factory=SizeHistory)
+    """Measured samples/s per micro-batch and recent failures."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +146,19 @@ class Reading:
     budget: int
     predicted: Mapping[int, int]
     """Predicted peak per candidate micro-batch."""
+    baseline: int = 0
+    """Measured bytes no micro-batch changes; ``budget - baseline`` is the usable room."""
+    rate: float | None = None
+    """Samples/s of the step just completed at the current geometry; None if not timed."""
+
+    @property
+    def room(self) -> int:
+        return self.budget - self.baseline
+
+    def share(self, peak: int) -> float:
+        """``peak``'s part above the baseline as a fraction of the room (inf: no room)."""
+        room = self.room
+        return (peak - self.baseline) / room if room > 0 else float("inf")
 
 
 @dataclass(frozen=True)
@@ -131,7 +177,7 @@ class Verdict:
 
 
 def level_of(previous: Level, ratio: float, policy: Policy) -> Level:
-    """The level for ``ratio`` (expected peak / budget), with hysteresis on the way down."""
+    """The level for ``ratio`` (expected peak's share of the room), with hysteresis on the way down."""
     h = policy.hysteresis
     if ratio >= policy.critical or (previous == "critical" and ratio >= policy.critical - h):
         return "critical"
@@ -150,74 +196,116 @@ def decide(
     state: ControllerState, geometry: Geometry, reading: Reading, policy: Policy
 ) -> tuple[ControllerState, Change | None]:
     """The next state and, maybe, a geometry change to apply before the coming step."""
-    ratio = reading.peak / reading.budget
+    history = _timed(state, geometry.micro_batch, reading)
+    ratio = reading.share(reading.peak)
     level = level_of(state.level, ratio, policy)
     if level != "ok":
-        state = ControllerState(level, state.last_change_step, steady=0)
+        state = ControllerState(level, state.last_change_step, 0, history)
         if level == "critical" or cooled(state, reading.step, policy):
-            smaller = _shrink_target(geometry.micro_batch, reading, policy)
+            smaller = _shrink_target(geometry.micro_batch, level, reading, policy)
             if smaller is not None:
-                why = f"expected peak {ratio:.0%} of the budget ({level})"
+                why = f"expected peak {ratio:.0%} of the usable room ({level})"
+                state = failed(state, geometry.micro_batch, reading.step, reading.room)
                 return _changed(state, reading.step), Change(
                     geometry, policy.geometry(smaller), "shrink", why
                 )
         return state, None
-    bigger = _next_larger(geometry.micro_batch, policy)
-    fits = (
-        bigger is not None
-        and reading.predicted.get(bigger, reading.budget) < policy.grow_below * reading.budget
-    )
-    # Built directly, not with dataclasses.replace: this runs every step (replace costs ~3 us).
-    state = ControllerState("ok", state.last_change_step, state.steady + 1 if fits else 0)
-    if bigger is not None and state.steady >= policy.steady_steps and cooled(state, reading.step, policy):
-        share = reading.predicted[bigger] / reading.budget
-        why = f"headroom steady for {state.steady} steps (micro-batch {bigger} predicted {share:.0%})"
-        return _changed(state, reading.step), Change(geometry, policy.geometry(bigger), "grow", why)
-    return state, None
+    return _when_ok(state, history, geometry, reading, policy)
+
+
+def failed(state: ControllerState, micro_batch: int, step: int, room: int) -> ControllerState:
+    """``state`` remembering that ``micro_batch`` failed (OOM or pressure) at ``step``."""
+    history = state.history.with_failure(micro_batch, step, room)
+    return ControllerState(state.level, state.last_change_step, state.steady, history)
+
+
+def changed(state: ControllerState, step: int) -> ControllerState:
+    """``state`` after a geometry change at ``step`` (any kind; history kept)."""
+    return _changed(state, step)
 
 
 def after_oom(geometry: Geometry, policy: Policy) -> Geometry | None:
-    """The geometry to redo a window with after an OOM: at most half the micro-batch.
+    """The geometry to redo a window with after an OOM: one notch down (at most half).
 
     None when the micro-batch is already the smallest allowed (the run cannot go on).
     """
-    smaller = [m for m in policy.micro_batches() if m <= geometry.micro_batch // 2]
-    if not smaller:
-        below = [m for m in policy.micro_batches() if m < geometry.micro_batch]
-        return policy.geometry(below[-1]) if below else None
-    return policy.geometry(smaller[-1])
+    smaller = policy.notch_below(geometry.micro_batch)
+    return None if smaller is None else policy.geometry(smaller)
 
 
-def review_request(micro_batch: int, predicted_peak: int, budget: int, policy: Policy) -> Verdict:
-    """Accept a requested micro-batch only if allowed and predicted to fit below warn."""
+def review_request(
+    micro_batch: int, predicted_peak: int, budget: int, policy: Policy, baseline: int = 0
+) -> Verdict:
+    """Accept a requested micro-batch only if allowed and predicted to fit below
+    ``warn - hysteresis`` of the usable room (``budget - baseline``, bytes)."""
     allowed = policy.micro_batches()
     if micro_batch not in allowed:
         return Verdict(False, f"micro-batch {micro_batch} is not one of {allowed} (bounds, global batch)")
-    limit = (policy.warn - policy.hysteresis) * budget
+    share = policy.warn - policy.hysteresis
+    limit = baseline + share * (budget - baseline)
     if predicted_peak > limit:
         return Verdict(
             False,
             f"micro-batch {micro_batch} predicted to peak at {predicted_peak} bytes, "
-            f"over {policy.warn - policy.hysteresis:.0%} of the budget ({budget} bytes)",
+            f"over {share:.0%} of the usable room ({budget - baseline} bytes of a budget of {budget})",
         )
     return Verdict(True, "predicted to fit", policy.geometry(micro_batch))
 
 
+def _when_ok(
+    state: ControllerState, history: SizeHistory, geometry: Geometry, reading: Reading, policy: Policy
+) -> tuple[ControllerState, Change | None]:
+    """At level ok: step down to a size measured faster, or grow one notch into headroom."""
+    m, step, margin = geometry.micro_batch, reading.step, policy.throughput_margin
+    is_cooled = cooled(state, step, policy)
+    smaller = policy.notch_below(m)
+    if is_cooled and smaller is not None and history.faster(smaller, m, margin):
+        why = (
+            f"micro-batch {smaller} measured faster ({history.rate(smaller):,.0f} against "
+            f"{history.rate(m):,.0f} samples/s)"
+        )
+        state = failed(ControllerState("ok", state.last_change_step, 0, history), m, step, reading.room)
+        return _changed(state, step), Change(geometry, policy.geometry(smaller), "throughput", why)
+    bigger = policy.notch_above(m)
+    share = 1.0 if bigger is None else reading.share(reading.predicted.get(bigger, reading.budget))
+    fits = (
+        bigger is not None
+        and share < policy.grow_below
+        and not history.blocked(bigger, step, reading.room, policy.retry_after_steps, policy.hysteresis)
+        and not history.faster(m, bigger, margin)
+    )
+    # Built directly, not with dataclasses.replace: this runs every step (replace costs ~3 us).
+    state = ControllerState("ok", state.last_change_step, state.steady + 1 if fits else 0, history)
+    if bigger is not None and fits and state.steady >= policy.steady_steps and is_cooled:
+        why = (
+            f"headroom steady for {state.steady} steps "
+            f"(micro-batch {bigger} predicted {share:.0%} of the room)"
+        )
+        return _changed(state, step), Change(geometry, policy.geometry(bigger), "grow", why)
+    return state, None
+
+
+def _timed(state: ControllerState, micro_batch: int, reading: Reading) -> SizeHistory:
+    """The history with the step just completed timed at ``micro_batch``; the first step
+    after a change is left out (it ran the change, or redid a window after an OOM)."""
+    last = state.last_change_step
+    if reading.rate is None or reading.rate <= 0 or (last is not None and reading.step <= last + 1):
+        return state.history
+    return state.history.with_rate(micro_batch, reading.rate)
+
+
 def _changed(state: ControllerState, step: int) -> ControllerState:
-    return ControllerState(state.level, last_change_step=step, steady=0)
+    return ControllerState(state.level, step, 0, state.history)
 
 
-def _next_larger(micro_batch: int, policy: Policy) -> int | None:
-    allowed = policy.allowed
-    i = bisect_right(allowed, micro_batch)
-    return allowed[i] if i < len(allowed) else None
-
-
-def _shrink_target(micro_batch: int, reading: Reading, policy: Policy) -> int | None:
-    """Largest smaller micro-batch predicted below warn - hysteresis, else the smallest."""
+def _shrink_target(micro_batch: int, level: Level, reading: Reading, policy: Policy) -> int | None:
+    """warn: one notch down. critical: the largest smaller size predicted below
+    ``warn - hysteresis`` of the room, else the smallest."""
+    if level == "warn":
+        return policy.notch_below(micro_batch)
     smaller = policy.allowed[: bisect_left(policy.allowed, micro_batch)]
     if not smaller:
         return None
-    limit = (policy.warn - policy.hysteresis) * reading.budget
-    fitting = [m for m in smaller if reading.predicted.get(m, reading.budget) <= limit]
+    limit = policy.warn - policy.hysteresis
+    fitting = [m for m in smaller if reading.share(reading.predicted.get(m, reading.budget)) <= limit]
     return fitting[-1] if fitting else smaller[0]

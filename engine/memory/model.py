@@ -11,10 +11,15 @@ Torch-free and pure. ``peak = baseline + activations(micro_batch, seq_len)``:
   micro-batch measured (so outside pressure, a fragmenting allocator or the CPU's whole
   process RSS is in it at once), and two steps at different micro-batches give the measured
   slope, which scales the activation prior (smoothed, clamped).
+
+``Predictions`` is the controller's view of the model: predicted peaks per allowed
+micro-batch, computed only for the sizes asked.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -151,3 +156,27 @@ class MemoryModel:
         lo, hi = SCALE_BOUNDS
         blended = (1 - SCALE_SMOOTHING) * self.scale + SCALE_SMOOTHING * target
         self.scale = min(hi, max(lo, blended))
+
+
+class Predictions(Mapping[int, int]):
+    """Predicted peak (bytes) per allowed micro-batch, computed only for the keys asked.
+
+    The controller looks at one or two candidates per step (the next larger; the smaller
+    ones when shrinking), so a dict of every candidate would be O(candidates) per step.
+    """
+
+    def __init__(self, model: MemoryModel, allowed: tuple[int, ...]) -> None:
+        self.model = model
+        self.allowed = allowed  # ascending
+
+    def __getitem__(self, micro_batch: int) -> int:
+        i = bisect_left(self.allowed, micro_batch)
+        if i == len(self.allowed) or self.allowed[i] != micro_batch:
+            raise KeyError(micro_batch)
+        return self.model.predict(micro_batch)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.allowed)
+
+    def __len__(self) -> int:
+        return len(self.allowed)

@@ -43,6 +43,7 @@ from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.supervisor.resumption import Resumption
+from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
     TrainerExit,
@@ -50,6 +51,7 @@ from engine.supervisor.trainer_process import (
     geometry_note,
     kill_group,
     signal_name,
+    trainer_environment,
 )
 
 log = logging.getLogger("engine.supervisor.attempts")
@@ -101,7 +103,7 @@ class Attempts:
         """Says where a restarted attempt really resumed, once its trainer has loaded."""
         self._fresh_pending = fresh_start  # pass --fresh to the next trainer (once)
         self._stopping = asyncio.Event()
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: LaunchedProcess | None = None
         self._kill_timer: asyncio.TimerHandle | None = None
         self._finished_reason: str | None = None  # the trainer's trainer_finished reason
         self._last_error: str | None = None  # message of its last trainer_error
@@ -198,11 +200,11 @@ class Attempts:
             error = geometry_note(self.run, since=launched_at) or error  # saw its peer vanish
         return TrainerExit(attempt, returncode, self._finished_reason, error)
 
-    async def _launch(self, command: list[str], attempt: int) -> asyncio.subprocess.Process:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+    async def _launch(self, command: list[str], attempt: int) -> LaunchedProcess:
+        env = trainer_environment(os.environ, self.ranks)
         with open(self.run.trainer_log(attempt), "ab") as out:
-            return await asyncio.create_subprocess_exec(
-                *command,
+            return await launch(  # forked at the user's priority, above the supervisor's
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -88,6 +88,7 @@ class ChaosDesk:
         self.spawn = spawn
         self.clock = clock
         self.tracker = RecoveryTracker(config.recovery_timeout_s)
+        self._watch_wake = asyncio.Event()  # set when an injection starts waiting for its verdict
         self._schedule: Iterator[Scheduled] = iter(())
         self.next: Scheduled | None = None
         """The next scheduled injection (None: no schedule)."""
@@ -157,6 +158,7 @@ class ChaosDesk:
         if target is not None:
             pending.target, pending.target_step = target.tag, target.step
         self.tracker.injected(pending)
+        self._watch_wake.set()
         self._act(request, chaos_id, pid, target)
         return Ok(id=request_id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
 
@@ -236,8 +238,12 @@ class ChaosDesk:
             self._record(self.tracker.on_event(event, self.clock()))
 
     async def keep_watch(self) -> None:
-        """Verdicts for injections past their deadline (until cancelled)."""
+        """Verdicts for injections past their deadline (until cancelled). Asleep while no
+        injection waits (most runs): no wake-up per second for nothing."""
         while True:
+            if not self.tracker.pending:
+                self._watch_wake.clear()
+                await self._watch_wake.wait()
             await asyncio.sleep(WATCH_INTERVAL_S)
             self._record(self.tracker.expired(self.clock()))
 

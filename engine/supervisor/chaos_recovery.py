@@ -17,7 +17,8 @@ and is given the time, so its decisions are tested without processes. The signal
 - ``ballast`` with steps = 0: a later ``release`` applied; ``release``: its own
   ``chaos_applied``.
 - ``disk_full``: a ``checkpoint_saved`` after at least K ``checkpoint_failed`` following the
-  ``chaos_applied``.
+  ``chaos_applied``; or, like ``ballast``, a newer attempt training than the one that held it
+  (a kill or a restart of the whole tree ends the trainer's state before the count ran out).
 - ``corrupt_checkpoint``: the corrupted tag rejected (``checkpoint_rejected`` for it, or
   named among a load's skipped tags), or a newer checkpoint saved.
 - ``drop_consoles``, ``planner_storm``: decided by the supervisor when it performs them
@@ -50,6 +51,9 @@ from engine.events import (
     CheckpointSaved,
 )
 
+OWNED_BY_THE_TRAINER = frozenset({"disk_full", "ballast"})
+"""Kinds whose effect lives in the trainer process until a count runs out (saves that fail,
+ballast until a release): a restart ends them, so a newer attempt training is the recovery."""
 SUPERVISOR_KINDS = frozenset(kind for kind, model in REQUESTS.items() if model.performer == "supervisor")
 
 
@@ -69,6 +73,8 @@ class Pending:
     target_step: int | None = None
     applied_step: int | None = None
     """The step the trainer says it applies from (``chaos_applied``)."""
+    applied_attempt: int | None = None
+    """The trainer attempt that applied it (its state dies with that process)."""
     failed_saves: int = 0
     saved_after: list[int] = field(default_factory=list)
     """Steps of checkpoints saved after the injection."""
@@ -125,7 +131,7 @@ class RecoveryTracker:
     def on_event(self, event: Event, now: float) -> list[ChaosRecovered]:
         applied = ChaosApplied.of(event)
         if applied is not None:
-            return self._applied(applied, now)
+            return self._applied(applied, now, event.attempt)
         verdicts = []
         for pending in list(self.pending.values()):
             detail = self._event_shows(pending, event)
@@ -133,11 +139,12 @@ class RecoveryTracker:
                 verdicts.append(self._verdict(pending, True, now, _step_of(event), detail))
         return verdicts
 
-    def _applied(self, applied: ChaosApplied, now: float) -> list[ChaosRecovered]:
+    def _applied(self, applied: ChaosApplied, now: float, attempt: int | None) -> list[ChaosRecovered]:
         pending = self.pending.get(applied.chaos_id)
         if pending is None:
             return []
         pending.applied_step = applied.step
+        pending.applied_attempt = attempt
         if pending.kind != "release":
             return []
         verdicts = [self._verdict(pending, True, now, applied.step, f"released at step {applied.step}")]
@@ -218,6 +225,9 @@ def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:
         return None
     if kind == "oom":
         return f"step {sample.step} trained after the OOM at step {applied}"
+    held_by = pending.applied_attempt
+    if kind in OWNED_BY_THE_TRAINER and held_by is not None and sample.attempt > held_by:
+        return f"attempt {held_by}, which held it, ended; attempt {sample.attempt} trains without it"
     end = applied + pending.burst()
     if kind in ("nan_loss", "overflow"):
         if sample.step >= end and math.isfinite(sample.loss) and not sample.overflow:

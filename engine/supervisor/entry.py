@@ -13,6 +13,7 @@ from pathlib import Path
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor, SupervisorError
 from engine.supervisor.log_output import log_to
+from engine.supervisor.trainer_launcher import lower_supervisor_priority
 
 log = logging.getLogger("engine.supervisor.daemon")
 
@@ -21,6 +22,7 @@ def main(run_dir: Path, *, stop_grace_s: float | None = None, fresh_start: bool 
     """``python -m engine supervise RUN_DIR``: log to stdout (supervisor.log), serve, exit."""
     log_to(sys.stdout)  # supervisor.log; a line it refuses (a full disk) is counted, never fatal
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the loop's handler takes over
+    lower_supervisor_priority()  # below the trainers it forks (see trainer_launcher)
     run = RunDir(Path(run_dir).resolve())
     supervisor = Supervisor(run, stop_grace_s=stop_grace_s, fresh_start=fresh_start)
     try:

@@ -13,8 +13,10 @@ import os
 import shlex
 import signal
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.cpu_share import OMP_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
 from engine.run.directory import RunDir
 
@@ -36,6 +38,16 @@ def default_trainer_command(environ: dict[str, str] | None = None, ranks: int = 
         return [sys.executable, "-m", "engine.trainer"]
     torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={ranks}"]
     return [sys.executable, *torchrun, "--max-restarts=0", "--monitor-interval=1", "-m", "engine.trainer"]
+
+
+def trainer_environment(environ: Mapping[str, str], ranks: int) -> dict[str, str]:
+    """The trainer's environment: ours, unbuffered, and for several ranks each rank's share
+    of the cores as ``OMP_NUM_THREADS`` (torchrun would set 1 per rank); a user's own
+    ``OMP_NUM_THREADS`` is kept as it is."""
+    env = dict(environ, PYTHONUNBUFFERED="1")
+    if ranks > 1 and OMP_ENV not in env:
+        env[OMP_ENV] = str(threads_per_rank(usable_cores(), ranks))
+    return env
 
 
 # ---------------------------------------------------------------- trainer endings

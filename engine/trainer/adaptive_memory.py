@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import json
 import logging
-from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,12 @@ from engine.memory.controller import (
     Reading,
     Verdict,
     after_oom,
+    changed,
     decide,
+    failed,
     review_request,
 )
-from engine.memory.model import MemoryModel, model_state_bytes, transformer_activation_bytes
+from engine.memory.model import MemoryModel, Predictions, model_state_bytes, transformer_activation_bytes
 from engine.run.durable_file import replace_atomically
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
@@ -95,30 +97,6 @@ def build_memory_model(config: RunConfig, module: torch.nn.Module, world_size: i
     return MemoryModel(model_states=states.total, per_sample=per_sample, seq_len=shape.seq_len)
 
 
-class Predictions(Mapping[int, int]):
-    """Predicted peak (bytes) per allowed micro-batch, computed only for the keys asked.
-
-    The controller looks at one or two candidates per step (the next larger; the smaller
-    ones when shrinking), so a dict of every candidate would be O(candidates) per step.
-    """
-
-    def __init__(self, model: MemoryModel, allowed: tuple[int, ...]) -> None:
-        self.model = model
-        self.allowed = allowed  # ascending
-
-    def __getitem__(self, micro_batch: int) -> int:
-        i = bisect_left(self.allowed, micro_batch)
-        if i == len(self.allowed) or self.allowed[i] != micro_batch:
-            raise KeyError(micro_batch)
-        return self.model.predict(micro_batch)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.allowed)
-
-    def __len__(self) -> int:
-        return len(self.allowed)
-
-
 class AdaptiveMemory:
     def __init__(
         self,
@@ -157,6 +135,9 @@ class AdaptiveMemory:
         self.step_peak: int | None = None
         """Measured peak of the last step (bytes)."""
         self.predictions = Predictions(self.model, self.policy.allowed)
+        self.step_seconds: float | None = None
+        """Wall seconds of the last completed optimizer step (the slowest rank's)."""
+        self._started = 0.0
         self._sampled = False
         """CPU: the running step's post-forward RSS has been read (once per step is enough:
         every micro-batch of a step has the same size, so the same activations)."""
@@ -203,6 +184,7 @@ class AdaptiveMemory:
         """
         cpu = self.probe.kind == "cpu-rss"  # CUDA has the allocator's own peak counter
         hook = self.module.register_forward_hook(self._after_forward) if cpu else None  # ~2 us
+        self._started = time.perf_counter()
         try:
             return self._run_window(train_step, engine, batch, step)
         finally:
@@ -230,7 +212,10 @@ class AdaptiveMemory:
         """After a completed optimizer step: calibrate, watch the loss-scale floor."""
         micro_batch = int(self.engine.train_micro_batch_size_per_gpu())  # an OOM may have changed it
         self.step_peak, resident = self.probe.end_step()  # one reading for both
-        peak, resident = self.ranks.max_ints([self.step_peak, resident])  # the worst rank's
+        micros = int((time.perf_counter() - self._started) * 1e6)  # the step's wall time, us
+        # The worst rank's: every rank's controller must see the same numbers.
+        peak, resident, micros = self.ranks.max_ints([self.step_peak, resident, micros])
+        self.step_seconds = micros / 1e6 if micros > 0 else None
         self.model.observe(micro_batch, peak, resident)
         minimum = min_loss_scale(self.engine) if overflow else None  # at the floor only if overflowing
         if self.floor.note(overflow, scale, minimum):
@@ -248,13 +233,19 @@ class AdaptiveMemory:
 
     def request_micro_batch(self, micro_batch: int) -> Verdict:
         """Ask for ``micro_batch`` from the next step on; refused if predicted not to fit."""
-        verdict = review_request(micro_batch, self.model.predict(micro_batch), self.budget, self.policy)
+        verdict = review_request(
+            micro_batch, self.model.predict(micro_batch), self.budget, self.policy, self._baseline()
+        )
         if verdict.accepted:
             self.requested = verdict.geometry
         return verdict
 
     def resume_geometry(self) -> None:
-        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid."""
+        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid.
+
+        memory.json is written after an OOM, so the size above it failed: it is not grown
+        back into for ``retry_after_steps`` (unless the room grows), as within an attempt.
+        """
         if self.geometry_file is None or not self.geometry_file.is_file():
             return
         try:
@@ -267,7 +258,11 @@ class AdaptiveMemory:
             change = Change(
                 geometry, self.policy.geometry(wanted), "resume", f"{GEOMETRY_FILE} from an earlier attempt"
             )
-            self._apply(change, int(self.engine.global_steps), mem_before=None)
+            step = int(self.engine.global_steps)
+            self._apply(change, step, mem_before=None)
+            above = self.policy.notch_above(wanted)
+            if above is not None:
+                self.state = failed(self.state, above, step, self.budget - self._baseline())
 
     # --------------------------------------------------------------- internals
 
@@ -281,9 +276,10 @@ class AdaptiveMemory:
         if not self.adaptive:
             return None, expected
         previous = self.state.level
-        self.state, change = decide(
-            self.state, geometry, Reading(step, expected, self.budget, self.predictions), self.policy
-        )
+        seconds = self.step_seconds
+        rate = geometry.samples(self.ranks.world) / seconds if seconds else None  # samples/s
+        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate)
+        self.state, change = decide(self.state, geometry, reading, self.policy)
         if self.state.level != previous:
             self._level_event(previous, step, expected)
         return change, expected
@@ -294,7 +290,7 @@ class AdaptiveMemory:
         apply_geometry(self.engine, change.after)
         if change.after.micro_batch < change.before.micro_batch:
             release_memory()  # what the larger micro-batch's activations left cached
-        self.state = ControllerState(self.state.level, last_change_step=step, steady=0)
+        self.state = changed(self.state, step)
         before, after = change.before, change.after
         mem_after = self.model.predict(after.micro_batch)
         severity: Severity = "warning" if change.kind in ("shrink", "oom") else "info"
@@ -343,6 +339,7 @@ class AdaptiveMemory:
             )
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
+        self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
         self._write_geometry(smaller, f"OOM in step {step}")
         self.predicted = self.model.predict(smaller.micro_batch)
@@ -371,9 +368,19 @@ class AdaptiveMemory:
                 step=step, level=level, previous=previous, expected_peak=expected, mem_budget=self.budget
             ),
             f"memory {previous} -> {level} at step {step}: "
-            f"expected peak {expected / self.budget:.0%} of the budget",
+            f"expected peak {expected / self.budget:.0%} of the budget ({self._room_share(expected):.0%} "
+            "of the usable room)",
             severity=severity,
         )
+
+    def _baseline(self) -> int:
+        """Bytes no micro-batch changes (measured; model states until the first reading)."""
+        baseline = self.model.baseline
+        return self.model.model_states if baseline is None else baseline
+
+    def _room_share(self, peak: int) -> float:
+        baseline = self._baseline()
+        return (peak - baseline) / max(1, self.budget - baseline)
 
     def _write_geometry(self, geometry: Geometry, reason: str) -> None:
         if self.geometry_file is None:

@@ -37,6 +37,7 @@ import torch
 from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
+from engine.cpu_share import threads_per_rank, usable_cores, user_threads
 from engine.deepspeed_config import build_deepspeed_config
 from engine.events import (
     CheckpointLoaded,
@@ -356,15 +357,18 @@ def client_state(training: Training) -> dict[str, Any]:
 
 
 def share_cpu_cores() -> None:
-    """On a CPU-only host, leave one core to the supervisor and the console.
-
-    Two intra-op threads on a 2-core machine that also runs the console stall each other:
-    measured with bench/tiny_speed.py, tiny ran a steady ~58 steps/s on 1 thread but
-    swung between ~10 and ~100 steps/s on 2 under other load. OMP_NUM_THREADS wins.
+    """On a CPU-only host, every core this process may run on goes to torch, shared evenly
+    with the other ranks on the host (``LOCAL_WORLD_SIZE``); the user's ``OMP_NUM_THREADS``
+    wins (the supervisor sets it per rank under torchrun, which would otherwise pin every
+    rank to one thread). The supervisor and the console do not reserve a core: they run at
+    a lower priority (``engine.supervisor.priority``) and take a core only when idle.
     """
-    if torch.cuda.is_available() or "OMP_NUM_THREADS" in os.environ:
-        return  # (torchrun sets OMP_NUM_THREADS=1 for each rank it starts)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) - 1))
+    if torch.cuda.is_available():
+        return
+    wanted = user_threads(os.environ)
+    if wanted is None:
+        wanted = threads_per_rank(usable_cores(), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    torch.set_num_threads(wanted)
 
 
 def seed_everything(seed: int) -> None:

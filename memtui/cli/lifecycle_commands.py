@@ -218,6 +218,7 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
     import dataclasses
     import os
 
+    from engine.cpu_share import CONSOLE_NICE, step_aside
     from memtui.console.app import MemtuiApp
     from memtui.console.history_view import stored_view
     from memtui.theming import DEFAULT_THEME, skipped_themes
@@ -232,6 +233,7 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
     app = MemtuiApp(
         run, live=live, view=view, theme_name=theme or DEFAULT_THEME, readonly=readonly, bell=bell
     )
+    step_aside(CONSOLE_NICE)  # the trainer's cores come first; the console starts nothing after this
     app.run()
     return app.return_code or 0
 

@@ -43,6 +43,10 @@ def applied(kind: str, at: int, chaos_id: str = "c1") -> Event:
     return event(ChaosApplied(chaos_id=chaos_id, kind=kind, step=at))
 
 
+def applied_by(kind: str, at: int, attempt: int) -> Event:
+    return applied(kind, at).model_copy(update={"attempt": attempt})
+
+
 def saved(n: int) -> Event:
     return event(CheckpointSaved(step=n, tag=f"global_step{n}", seconds=1, write_s=1, seal_s=0,
                                  background=False, size_bytes=10))  # fmt: skip
@@ -194,3 +198,17 @@ def test_a_verdict_stored_after_the_event_that_showed_it_is_not_recorded_again()
     [unrecorded] = tracked.replay(history)  # only the release whose verdict the dead one never stored
     assert unrecorded.chaos_id == "s" and unrecorded.recovered
     assert tracked.pending == {}
+
+
+def test_a_trainer_held_injection_ends_with_the_attempt_that_held_it() -> None:
+    """A whole-tree kill (or a kill) between a disk_full's application and its failing save:
+    the new trainer never fails a save, so waiting for one would time out."""
+    tracked = tracker("disk_full", {"saves": 1})
+    tracked.on_event(applied_by("disk_full", 34, attempt=1), T0)
+    assert tracked.on_step(step(40, attempt=1), T0 + 1) == []
+    [verdict] = tracked.on_step(step(1, attempt=2), T0 + 9)
+    assert verdict.recovered and verdict.detail.startswith("attempt 1, which held it, ended")
+    ballast = tracker("ballast", {"bytes": 1 << 20, "steps": 0})  # held until a release
+    ballast.on_event(applied_by("ballast", 5, attempt=1), T0)
+    assert ballast.on_step(step(500, attempt=1), T0 + 1) == []
+    assert ballast.on_step(step(3, attempt=2), T0 + 2)[0].recovered

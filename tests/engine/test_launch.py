@@ -143,3 +143,23 @@ def test_engine_cli_help() -> None:
     assert out.returncode == 0 and "RUN_DIR" in out.stdout and "MEMTUI_TRAINER_CMD" in out.stdout
     out = subprocess.run([sys.executable, "-m", "engine"], capture_output=True, text=True, timeout=20)
     assert out.returncode == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the nice value is a thread's on Linux only")
+def test_the_supervisor_runs_below_the_trainer_it_starts(run: RunDir, spawned: list[int]) -> None:
+    import psutil
+
+    from engine.cpu_share import SUPERVISOR_NICE
+
+    pid = launch.spawn_supervisor(run, extra_env=_env(rate_hz=50))
+    spawned.append(pid)
+    launch.wait_until_serving(run, pid, timeout=30)
+
+    def trainer_pid() -> int | None:
+        with Store(run.store, readonly=True) as store:
+            return store.read_meta().trainer_pid
+
+    wait_for(lambda: trainer_pid() is not None, timeout=30, what="the trainer to start")
+    ours = os.nice(0)
+    assert psutil.Process(pid).nice() == min(19, ours + SUPERVISOR_NICE)
+    assert psutil.Process(trainer_pid()).nice() == ours  # the launcher thread kept the user's priority

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from engine.config_file import build_run_config
-from engine.memory.model import MemoryModel
-from engine.trainer.adaptive_memory import AdaptiveMemory, Predictions
+from engine.memory.model import MemoryModel, Predictions
+from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.link import NullLink
 from engine.trainer.memory_probe import MemoryProbe, RssReader
 
