@@ -32,7 +32,9 @@ def test_ballast_pressure_adapts_down_and_back_up_keeping_the_global_batch() -> 
             "steps": 40,
             "checkpoint": {"every_steps": 0},
             "train": {"micro_batch": 8, "global_batch": 8, "warmup_steps": 5},
-            "memory": {"budget": GIB, "steady_steps": 3, "cooldown_steps": 4},
+            # throughput_margin 0.99: these runs test pressure, not the choice by measured speed;
+            # on a loaded machine a smaller size can time faster and keep the group below 8.
+            "memory": {"budget": GIB, "steady_steps": 3, "cooldown_steps": 4, "throughput_margin": 0.99},
         }
     )
     env = {**os.environ, BALLAST_ENV: "10:768M,20:0"}

@@ -66,7 +66,9 @@ def test_pressure_on_one_rank_adapts_both_and_every_rank_reports() -> None:
             "steps": 40,
             "checkpoint": {"every_steps": 40},
             "train": {**TWO_RANKS, "rank_report_every": 5},
-            "memory": {"budget": GIB, "steady_steps": 3, "cooldown_steps": 4},
+            # throughput_margin 0.99: these runs test pressure, not the choice by measured speed;
+            # on a loaded machine a smaller size can time faster and keep the group below 8.
+            "memory": {"budget": GIB, "steady_steps": 3, "cooldown_steps": 4, "throughput_margin": 0.99},
         }
     )
     proc = supervise(run, {BALLAST_ENV: "10:768M,20:0", BALLAST_RANK_ENV: "1"})
