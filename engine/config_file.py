@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.config import OWNED_DEEPSPEED_KEYS, PRESETS, RunConfig
+from engine.config import PRESETS, RunConfig
 from engine.config_override import OverrideError, parse_override
+from engine.deepspeed_adoption import DeepSpeedConflict, adopt_deepspeed_keys
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,15 +51,6 @@ def describe_validation(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def _check_deepspeed_keys(ds: dict[str, Any]) -> None:
-    for dotted, ours in OWNED_DEEPSPEED_KEYS.items():
-        node: Any = ds
-        for part in dotted.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            raise ConfigError(f"deepspeed_config.{dotted}: set by memtui, use {ours} instead")
-
-
 def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> RunConfig:
     """Validate ``raw`` (a parsed TOML document) on top of its preset.
 
@@ -72,14 +64,14 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
         raise ConfigError(f"preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
     if raw.get("workload") and not raw.get("workload_dir"):
         raw["workload_dir"] = os.getcwd()  # the trainer runs elsewhere: remember where we were
-    merged = deep_merge(PRESETS[preset], raw)
     try:
-        config = RunConfig.model_validate(merged)
+        merged = adopt_deepspeed_keys(raw, deep_merge(PRESETS[preset], raw))
+    except DeepSpeedConflict as err:
+        raise ConfigError(str(err)) from None
+    try:
+        return RunConfig.model_validate(merged)
     except ValidationError as err:
         raise ConfigError(describe_validation(err)) from None
-    if config.deepspeed_config:
-        _check_deepspeed_keys(config.deepspeed_config)
-    return config
 
 
 def load_run_config(

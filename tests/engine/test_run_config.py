@@ -48,13 +48,15 @@ def test_bad_config_is_refused_naming_the_key(raw: dict, names: str) -> None:
         build_run_config(raw)
 
 
-def test_deepspeed_keys_memtui_owns_are_refused_the_rest_pass() -> None:
+def test_deepspeed_keys_memtui_owns_are_adopted_the_rest_pass() -> None:
+    config = build_run_config({"deepspeed_config": {"train_batch_size": 64}})
+    assert config.train.global_batch == 64 and config.deepspeed_config == {}
     with pytest.raises(
-        ConfigError, match=r"deepspeed_config.train_batch_size: set by memtui, use train.global_batch"
+        ConfigError, match=r"deepspeed_config.zero_optimization.stage = 2 conflicts with train.zero_stage = 1"
     ):
-        build_run_config({"deepspeed_config": {"train_batch_size": 64}})
-    with pytest.raises(ConfigError, match=r"deepspeed_config.zero_optimization.stage"):
-        build_run_config({"deepspeed_config": {"zero_optimization": {"stage": 2}}})
+        build_run_config(
+            {"train": {"zero_stage": 1}, "deepspeed_config": {"zero_optimization": {"stage": 2}}}
+        )
     config = build_run_config(
         {
             "deepspeed_config": {

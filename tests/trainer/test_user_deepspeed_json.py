@@ -1,0 +1,35 @@
+"""The ZeRO-3 DeepSpeed JSON of the InfiniBand article (shared/seeds), as written there
+(batch 512, 4 accumulation steps, the optimizer offloaded to the CPU, overlap_comm,
+contiguous_gradients, fp16), trains and checkpoints on the CPU: its owned keys are read into
+[train], the offload options reach DeepSpeed untouched."""
+
+from __future__ import annotations
+
+import pytest
+from test_trainer_runs import _run
+
+from engine.trainer.checkpoint import tags_on_disk
+
+pytestmark = pytest.mark.deepspeed
+
+SEED_ZERO3 = {
+    "train_batch_size": 512,
+    "gradient_accumulation_steps": 4,
+    "zero_optimization": {
+        "stage": 3,
+        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+    },
+    "fp16": {"enabled": True},
+}
+
+
+def test_the_seed_zero3_json_trains_as_written() -> None:
+    raw = {"name": "seedjson", "steps": 2, "checkpoint": {"every_steps": 2}, "deepspeed_config": SEED_ZERO3}
+    run, supervisor, code, output = _run(raw)
+    assert code == 0, output
+    samples = supervisor.samples
+    assert [s.step for s in samples] == [1, 2]
+    assert all((s.micro_batch, s.grad_accum, s.samples) == (128, 4, 512 * s.step) for s in samples)
+    assert [step for step, _ in tags_on_disk(run.checkpoints)] == [2]
