@@ -59,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="report free disk for checkpoints here (default: RUN_DIR/checkpoints with --run-dir)",
     )
+    doctor.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help=RDZV_HELP)
     return parser
+
+
+RDZV_HELP = "also check that this rendezvous endpoint (torchrun's c10d store on node 0) accepts a connection"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +96,8 @@ def _doctor(args: argparse.Namespace) -> int:
         checkpoint_dir=checkpoints,
         check_ops=args.deep,  # a child imports torch and DeepSpeed: seconds
         required_ops=required_ops_of(args.run_dir),
+        interconnect=True,
+        rdzv_endpoint=args.rdzv_endpoint,
     )
     report = doctor.examine()
     print(report.model_dump_json(indent=2) if args.json else render_report(report))

@@ -135,6 +135,44 @@ class SoftwareReport(_Report):
     unavailable: dict[str, str] = Field(default_factory=dict)
 
 
+class IbPort(_Report):
+    """One InfiniBand (or RoCE) port as ``/sys/class/infiniband/DEV/ports/N`` shows it."""
+
+    device: str
+    """e.g. ``mlx5_0``."""
+    port: int
+    state: str | None = None
+    """``ACTIVE``, ``DOWN``, ``INIT``... (sysfs says ``4: ACTIVE``; the number is dropped)."""
+    phys_state: str | None = None
+    """``LinkUp``, ``Disabled``, ``Polling``..."""
+    rate: str | None = None
+    """e.g. ``200 Gb/sec (4X HDR)``."""
+    link_layer: str | None = None
+    """``InfiniBand`` or ``Ethernet`` (RoCE)."""
+
+
+class RendezvousCheck(_Report):
+    """Whether a TCP connection to the rendezvous endpoint (``host:port``) opened."""
+
+    endpoint: str
+    reachable: bool
+    detail: str
+    """What happened: ``connected in 1.2 ms``, ``connection refused``, ``name not known``..."""
+
+
+class InterconnectReport(_Report):
+    """What a multi-node run depends on, where this host can see it."""
+
+    infiniband: list[IbPort] | None = None
+    """Every port of every device; None when not checked (see ``unavailable``)."""
+    nccl_env: dict[str, str] = Field(default_factory=dict)
+    """The NCCL/gloo/torch.distributed environment variables in force."""
+    rendezvous: RendezvousCheck | None = None
+    """None when no endpoint was given."""
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    """Reading -> why it was not checked (``infiniband``, ``rendezvous``)."""
+
+
 class Finding(_Report):
     level: FindingLevel
     message: str
@@ -149,6 +187,8 @@ class DoctorReport(_Report):
     """Why the verdict is what it is, worst first."""
     software: SoftwareReport
     hardware: HardwareSnapshot
+    interconnect: InterconnectReport | None = None
+    """InfiniBand ports, NCCL settings, the rendezvous endpoint (None in older reports)."""
 
     @property
     def reasons(self) -> list[str]:

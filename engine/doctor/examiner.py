@@ -30,8 +30,10 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.doctor.deepspeed_ops import OpSurvey, required_ops, survey_ops
-from engine.doctor.findings import judge, verdict_of
+from engine.doctor.findings import judge, severity_order, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
+from engine.doctor.interconnect_probe import read_interconnect
+from engine.doctor.interconnect_rules import interconnect_findings
 from engine.doctor.nvml_probe import NvmlLibrary, default_library, driver_versions
 from engine.hardware_report import (
     DoctorReport,
@@ -51,6 +53,8 @@ class EnvironmentDoctor:
         probe: HardwareProbe | None = None,
         check_ops: bool = False,
         required_ops: Sequence[str] = (),
+        interconnect: bool = False,
+        rdzv_endpoint: str | None = None,
     ) -> None:
         self.nvml: NvmlLibrary | None = default_library() if nvml == "default" else nvml  # type: ignore[assignment]
         disks = {"run": run_dir or Path.cwd()}
@@ -63,6 +67,10 @@ class EnvironmentDoctor:
         devices) on the first ``examine()``."""
         self.required_ops = list(required_ops)
         """Ops the run's optimizer needs (``engine.doctor.deepspeed_ops.required_ops``)."""
+        self.interconnect = interconnect or rdzv_endpoint is not None
+        """Also read InfiniBand ports and the NCCL environment (``memtui doctor``; a run on
+        one host does not need them), and try ``rdzv_endpoint`` when given."""
+        self.rdzv_endpoint = rdzv_endpoint
         self.op_survey: OpSurvey | None = None
         """The op survey, once taken (or handed in by the supervisor, which runs it async);
         kept: the installed ops do not change under a running run."""
@@ -72,13 +80,17 @@ class EnvironmentDoctor:
         hardware = self.probe.read()
         if hardware.gpus:
             software.accelerator, software.accelerator_count = "cuda", len(hardware.gpus)
+        links = read_interconnect(self.rdzv_endpoint) if self.interconnect else None
         findings = judge(software, hardware)
+        if links is not None:
+            findings = sorted(findings + interconnect_findings(links), key=severity_order)
         return DoctorReport(
             ts=time.time(),
             verdict=verdict_of(findings),
             findings=findings,
             software=software,
             hardware=hardware,
+            interconnect=links,
         )
 
     def software(self) -> SoftwareReport:

@@ -46,7 +46,12 @@ def judge(software: SoftwareReport, hardware: HardwareSnapshot) -> list[Finding]
         + _gpu_findings(hardware)
         + _host_findings(hardware)
     )
-    return sorted(findings, key=lambda f: -_SEVERITY[f.level])
+    return sorted(findings, key=severity_order)
+
+
+def severity_order(finding: Finding) -> int:
+    """Sort key: worst first."""
+    return -_SEVERITY[finding.level]
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.doctor.findings import GiB
 from engine.hardware_report import (
     DoctorReport,
+    InterconnectReport,
     SoftwareReport,
 )
 
@@ -41,7 +42,30 @@ def render_report(report: DoctorReport) -> str:
             else f"unavailable ({disk.unavailable})"
         )
         lines.append(f"disk {disk.label} ({disk.path}): {free}")
+    lines += _interconnect_lines(report.interconnect)
     return "\n".join(lines)
+
+
+def _interconnect_lines(links: InterconnectReport | None) -> list[str]:
+    """One line per InfiniBand port, then the rendezvous; "not checked" where it was not."""
+    if links is None:
+        return []
+    if links.infiniband is None:
+        lines = [f"InfiniBand: not checked ({links.unavailable.get('infiniband', '?')})"]
+    else:
+        lines = [f"InfiniBand: {len(links.infiniband)} port(s)"]
+        lines += [
+            f"  {p.device} port {p.port}: {p.state or '?'} ({p.phys_state or '?'}), "
+            f"{p.rate or 'rate ?'}, {p.link_layer or 'link ?'}"
+            for p in links.infiniband
+        ]
+    rdzv = links.rendezvous
+    if rdzv is None:
+        lines.append(f"rendezvous: not checked ({links.unavailable.get('rendezvous', '?')})")
+    else:
+        answer = "reachable" if rdzv.reachable else "NOT reachable"
+        lines.append(f"rendezvous {rdzv.endpoint}: {answer} ({rdzv.detail})")
+    return lines
 
 
 def _op_lines(sw: SoftwareReport) -> list[str]:

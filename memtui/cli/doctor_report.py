@@ -27,7 +27,9 @@ def doctor_exit_code(verdict: str) -> int:
     return 1 if verdict == "unhealthy" else 0
 
 
-def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int:
+def run_doctor(
+    *, as_json: bool, deep: bool, run_dir: Path | None = None, rdzv_endpoint: str | None = None
+) -> int:
     """Print the report; the exit status follows the verdict."""
     from engine.run.directory import memtui_home, runs_root
 
@@ -35,18 +37,24 @@ def run_doctor(*, as_json: bool, deep: bool, run_dir: Path | None = None) -> int
     # Before any run, a run's checkpoints/ will be under runs/ (its disk is the nearest existing parent's).
     checkpoints = run_dir / "checkpoints" if run_dir else runs_root(home)
     if deep:
-        return _run_child(as_json=as_json, run_dir=home, checkpoint_dir=checkpoints)
+        return _run_child(
+            as_json=as_json, run_dir=home, checkpoint_dir=checkpoints, rdzv_endpoint=rdzv_endpoint
+        )
     from engine.doctor.examiner import EnvironmentDoctor
     from engine.doctor.report_text import render_report
 
-    report = EnvironmentDoctor(run_dir=home, checkpoint_dir=checkpoints).examine()
+    doctor = EnvironmentDoctor(
+        run_dir=home, checkpoint_dir=checkpoints, interconnect=True, rdzv_endpoint=rdzv_endpoint
+    )
+    report = doctor.examine()
     print(report.model_dump_json(indent=2) if as_json else render_report(report))
     return doctor_exit_code(report.verdict)
 
 
-def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path) -> int:
+def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path, rdzv_endpoint: str | None) -> int:
     command = [sys.executable, "-m", "engine", "doctor", "--deep", "--json"]
     command += ["--run-dir", str(run_dir), "--checkpoint-dir", str(checkpoint_dir)]
+    command += ["--rdzv-endpoint", rdzv_endpoint] if rdzv_endpoint else []
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=DEEP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
