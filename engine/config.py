@@ -74,15 +74,34 @@ class TrainConfig(_Strict):
     (``python -m torch.distributed.run --standalone``), rank 0 talking to the supervisor."""
     rank_report_every: int = Field(10, ge=1)
     """With several ranks: optimizer steps between exchanges of every rank's memory."""
+    nodes: int = Field(1, ge=1, le=1024)
+    """Hosts in the run, each with ``ranks`` processes. More than 1: each host runs
+    ``memtui run ... --node-rank K``; node 0's supervisor is the run consoles attach to."""
+    node_rank: int = Field(0, ge=0)
+    """This host's place in the run (0 .. nodes-1); node 0 holds rank 0 and the store."""
+    rdzv_endpoint: str | None = Field(None, pattern=r"^\S+:\d{1,5}$")
+    """``HOST:PORT`` on node 0 where torchrun's rendezvous store listens (every node the same)."""
+    rdzv_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """A name shared by the run's nodes (default: the run's name)."""
+
+    @property
+    def world_size(self) -> int:
+        """Trainer processes over every node."""
+        return self.ranks * self.nodes
 
     @model_validator(mode="after")
     def _global_is_multiple(self) -> TrainConfig:
-        per_step = self.micro_batch * self.ranks  # samples of one micro-batch on every rank
+        per_step = self.micro_batch * self.world_size  # samples of one micro-batch on every rank
         if self.global_batch % per_step:
+            over = f"ranks x nodes ({self.micro_batch} x {self.ranks} x {self.nodes})"
             raise ValueError(
-                f"global_batch ({self.global_batch}) must be a multiple of micro_batch x ranks "
-                f"({self.micro_batch} x {self.ranks})"
+                f"global_batch ({self.global_batch}) must be a multiple of micro_batch x "
+                + (over if self.nodes > 1 else f"ranks ({self.micro_batch} x {self.ranks})")
             )
+        if self.node_rank >= self.nodes:
+            raise ValueError(f"node_rank ({self.node_rank}) must be below nodes ({self.nodes})")
+        if self.nodes > 1 and self.rdzv_endpoint is None:
+            raise ValueError("rdzv_endpoint (HOST:PORT on node 0) is needed with nodes > 1")
         return self
 
 
@@ -106,6 +125,10 @@ class CheckpointConfig(_Strict):
     files. A save is committed (``latest`` moves) when its seal ends; one seals at a time,
     and the final save when the run stops is always sealed before the trainer exits.
     False: training waits for the whole save."""
+    dir: str | None = None
+    """Where checkpoints go (default: the run directory's ``checkpoints/``). With several
+    nodes, a directory every node reaches at the same path (a shared filesystem): every
+    rank writes its shards there and node 0 seals them. ``RUN_DIR/checkpoints`` links to it."""
     stop_grace_s: float = Field(60.0, gt=0.0)
     """Seconds from a stop request or SIGTERM to SIGKILL: the trainer finishes its step and
     writes an emergency checkpoint in this time (a kill mid-save leaves the previous one)."""
@@ -372,6 +395,15 @@ class RunConfig(_Strict):
     of the config file, or where ``memtui run`` was started."""
     deepspeed_config: dict[str, Any] | None = None
     """A user's DeepSpeed JSON config: passed through, except keys memtui owns."""
+
+    @model_validator(mode="after")
+    def _nodes_share_checkpoints(self) -> RunConfig:
+        if self.train.nodes > 1 and not self.checkpoint.dir:
+            raise ValueError(
+                "checkpoint.dir is needed with train.nodes > 1: a directory every node reaches "
+                "at the same path (a shared filesystem)"
+            )
+        return self
 
     def thresholds(self) -> Thresholds:
         """The levels the console colours by, taken from the parts of the config that own them."""

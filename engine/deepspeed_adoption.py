@@ -8,7 +8,7 @@ and is then taken out of the passed-through dict. A disagreement is one line nam
 values. ``"auto"`` (the Hugging Face Trainer's convention) means "not set here".
 
 The batch arithmetic is DeepSpeed's: ``train_batch_size = micro x grad_accum x world_size``,
-any two of the three giving the third (world size: ``train.ranks``).
+any two of the three giving the third (world size: ``train.ranks x train.nodes``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _batch(ds: dict[str, Any], train: dict[str, Any]) -> dict[str, tuple[str, An
             raise DeepSpeedConflict(
                 f"deepspeed_config.{name}: must be a positive integer (got {_show(value)})"
             )
-    world = int(train.get("ranks", 1))
+    world = int(train.get("ranks", 1)) * int(train.get("nodes", 1))
     found: dict[str, tuple[str, Any]] = {}
     implied = f"(implied by gradient_accumulation_steps {accum})"
     if accum is not None:

@@ -340,6 +340,9 @@ class RunStatus(BaseModel):
     """The newest save's outcome: a failed or skipped one (a final save on a full disk)
     shows here while ``checkpoint_step`` stays at the older checkpoint."""
     last_seq: int = 0
+    node: str | None = None
+    """A run over several nodes: this node's place in words (node 0 holds the run; the
+    others follow it); None on one host."""
     throughput: ThroughputFigures | None = None
     """Tokens/s average and peak over the whole run and over the current attempt (the store's
     steps; None where the store cannot be read)."""

@@ -24,6 +24,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("run", s.run_id),
         ("state", s.state + (f" ({s.exit_reason})" if s.exit_reason else "")),
         *([("held by", s.held_by)] if s.held_by else []),
+        *([("node", s.node)] if s.node else []),
         ("step", f"{s.step}{target}"),
         ("loss", format_float(s.loss)),
         ("throughput", format_rate(s.tokens_per_s)),

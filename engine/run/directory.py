@@ -123,9 +123,19 @@ class RunDir:
                 f"socket path {run.socket} is longer than {SOCKET_PATH_MAX} bytes; "
                 "set MEMTUI_HOME to a shorter directory"
             )
+        if config.checkpoint.dir:
+            run.link_checkpoints(Path(config.checkpoint.dir))
         run.ensure_layout()
         run.write_config(config)
         return run
+
+    def link_checkpoints(self, shared: Path) -> None:
+        """Make ``checkpoints/`` a link to ``shared`` (created if missing): a directory every
+        node reaches, so every rank writes its shards where node 0 seals them. Everything
+        that reads ``RunDir.checkpoints`` follows the link."""
+        target = shared.expanduser().resolve()
+        target.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        self.checkpoints.symlink_to(target, target_is_directory=True)
 
     def ensure_layout(self) -> None:
         """Create the subdirectories and tighten their permissions to 0700 (idempotent)."""

@@ -126,7 +126,7 @@ class EnduranceReport(BaseModel):
 
 def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
     """The report of ``run`` from ``store`` (read-only use)."""
-    run_id, name, target = identity_of(run)
+    run_id, name, target, _ = identity_of(run)
     steps_n, top_step, stall, first_step, last_step = store.query(
         "SELECT COUNT(*), COALESCE(MAX(step), 0), COALESCE(SUM(checkpoint_stall_s), 0),"
         " MIN(ts), MAX(ts) FROM steps"

@@ -132,7 +132,7 @@ def compose_status(
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
     ranks) the newest sample that carried every rank's memory, the newest save's outcome,
     (its live supervisor's word) who holds training and the run's tokens/s figures."""
-    run_id, name, target = identity
+    run_id, name, target, node = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
     if state not in TERMINAL_STATES and not supervisor_alive:
@@ -161,6 +161,7 @@ def compose_status(
         held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,
         throughput=throughput,
+        node=node,
         **fields,
     )
 
@@ -169,6 +170,20 @@ class RunIdentity(NamedTuple):
     run_id: str
     name: str
     target_steps: int
+    node: str | None = None
+    """Several nodes: this one's place in words (``node_role``); None on one host."""
+
+
+def node_role(nodes: int, node_rank: int, endpoint: str | None) -> str | None:
+    """What this node's supervisor is in a run over several nodes, in words."""
+    if nodes <= 1:
+        return None
+    if node_rank == 0:
+        return f"node 0 of {nodes} (rendezvous {endpoint}): the run's store, directives and consoles are here"
+    return (
+        f"node {node_rank} of {nodes}: follows node 0 (rendezvous {endpoint}); "
+        "steps, directives and consoles are on node 0"
+    )
 
 
 def identity_of(run: RunDir) -> RunIdentity:
@@ -177,10 +192,14 @@ def identity_of(run: RunDir) -> RunIdentity:
     try:
         doc = json.loads(run.config_file.read_text(encoding="utf-8"))
         config = doc.get("config") or {}
+        train = config.get("train") or {}
         return RunIdentity(
             str(doc.get("run_id") or run.run_id),
             str(config.get("name") or run.run_id),
             int(config.get("steps") or 0),
+            node_role(
+                int(train.get("nodes") or 1), int(train.get("node_rank") or 0), train.get("rdzv_endpoint")
+            ),
         )
     except (OSError, ValueError, AttributeError, TypeError):
         return RunIdentity(run.run_id, run.run_id, 0)

@@ -39,6 +39,7 @@ from engine.events import (
 )
 from engine.protocol import TrainerCommand
 from engine.run.directory import RunDir
+from engine.run.node_outcome import read_node_outcome
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
@@ -71,6 +72,7 @@ class Attempts:
         alerts: AlertWatch,
         *,
         ranks: int,
+        follower: bool = False,
         stop_grace_s: float,
         fresh_start: bool,
         link: Callable[[], TrainerLink | None],
@@ -85,6 +87,10 @@ class Attempts:
         """Command prefix; the run dir and ``--attempt N`` are appended."""
         self.config = config
         self.ranks = ranks
+        self.follower = follower
+        """This supervisor runs a node other than node 0: its ranks talk to no supervisor; a
+        clean end is read from ``node_outcome``, and a stop (node 0's) is restarted, to meet
+        node 0's next attempt at the rendezvous."""
         self.stop_grace_s = stop_grace_s
         self.alerts = alerts
         """Told of each launch (the heartbeat clock starts) and each restart."""
@@ -198,7 +204,10 @@ class Attempts:
         error = self._last_error
         if returncode != 0:  # an OOM's own word first: with several ranks, rank 0 only
             error = geometry_note(self.run, since=launched_at) or error  # saw its peer vanish
-        return TrainerExit(attempt, returncode, self._finished_reason, error)
+        finished = self._finished_reason
+        if self.follower and returncode == 0:
+            finished = await asyncio.to_thread(read_node_outcome, self.run, attempt)
+        return TrainerExit(attempt, returncode, finished, error)
 
     async def _launch(self, command: list[str], attempt: int) -> LaunchedProcess:
         env = trainer_environment(os.environ, self.ranks)
@@ -240,7 +249,8 @@ class Attempts:
             restartable=self._error_restartable is not False,
         )
         self._error_restartable = None
-        decision = decide(end, self._streak, progressed, self.config)
+        config = self.config.model_copy(update={"on_preemption": True}) if self.follower else self.config
+        decision = decide(end, self._streak, progressed, config)
         if progressed:
             self._streak_checkpoint = newest if newest is not None else -1
         self._streak = decision.streak

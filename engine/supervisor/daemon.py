@@ -39,7 +39,7 @@ from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
 from engine.run.durable_file import replace_atomically
 from engine.run.meta import RunMeta
-from engine.run.status import RunIdentity, compose_status, rank_report, save_report
+from engine.run.status import RunIdentity, compose_status, node_role, rank_report, save_report
 from engine.run.store import Store
 from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
@@ -51,7 +51,7 @@ from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
-from engine.supervisor.trainer_process import TrainerExit, default_trainer_command, ending
+from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
 from engine.supervisor.trainer_reports import TrainerReports
 
 log = logging.getLogger("engine.supervisor.daemon")
@@ -208,13 +208,17 @@ class Supervisor:
         self.planner = build_planner(config.policy, self.directives, record)
         require = config.policy.require_accelerator
         self.health = HealthFeed(self.journal, self.directives, require_accelerator=require)
+        follower = config.train.node_rank > 0
         self.alerts = AlertWatch(
             config.alerts,
             self.health.record,
             run_dir=self.run.path,
             checkpoint_dir=self.run.checkpoints,
             pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},
-            expecting_steps=lambda: self.state == "running" and self.attempts.pid is not None,
+            # a follower node's ranks report to node 0's supervisor, never to this one
+            expecting_steps=lambda: (
+                not follower and self.state == "running" and self.attempts.pid is not None
+            ),
             on_hardware=self.consoles.offer_hardware,
             required_ops=ops_required_by(config),
         )
@@ -222,10 +226,13 @@ class Supervisor:
         self._attempts = Attempts(
             self.run,
             self.journal,
-            default_trainer_command(ranks=ranks) if self.trainer_cmd is None else self.trainer_cmd,
+            default_trainer_command(ranks=Placement.of(config.train, config.name))
+            if self.trainer_cmd is None
+            else self.trainer_cmd,
             config.restart,
             self.alerts,
             ranks=ranks,
+            follower=follower,
             stop_grace_s=config.checkpoint.stop_grace_s if self.stop_grace_s is None else self.stop_grace_s,
             fresh_start=self.fresh_start,
             link=lambda: connections.trainer,
@@ -339,7 +346,9 @@ class Supervisor:
         """The same answer ``offline_status`` gives, plus the newest in-memory sample."""
         latest = self.latest or self.store.latest_step()
         assert self.config is not None, "serve() reads the config"
-        identity = RunIdentity(self.run.run_id, self.config.name, self.config.steps)
+        train = self.config.train
+        node = node_role(train.nodes, train.node_rank, train.rdzv_endpoint)
+        identity = RunIdentity(self.run.run_id, self.config.name, self.config.steps, node)
         return compose_status(
             self.run,
             identity,

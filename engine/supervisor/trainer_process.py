@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.config import TrainConfig
 from engine.cpu_share import OMP_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
 from engine.run.directory import RunDir
@@ -26,17 +27,51 @@ TRAINER_CMD_ENV = "MEMTUI_TRAINER_CMD"  # shlex string; run dir and --attempt N 
 # ------------------------------------------------------------------- command line
 
 
-def default_trainer_command(environ: dict[str, str] | None = None, ranks: int = 1) -> list[str]:
+@dataclass(frozen=True)
+class Placement:
+    """Where this supervisor's ranks sit in the run: ``ranks`` here, on node ``node_rank`` of
+    ``nodes``, meeting the others at ``endpoint`` (torchrun's rendezvous on node 0)."""
+
+    ranks: int = 1
+    nodes: int = 1
+    node_rank: int = 0
+    endpoint: str | None = None
+    rdzv_id: str = "memtui"
+
+    @classmethod
+    def of(cls, train: TrainConfig, run_name: str) -> Placement:
+        return cls(train.ranks, train.nodes, train.node_rank, train.rdzv_endpoint, train.rdzv_id or run_name)
+
+    def torchrun_args(self) -> list[str]:
+        """One host: ``--standalone``. Several: the static rendezvous at node 0's endpoint with
+        this node's rank, so that node 0 always holds rank 0 (the rank that talks to node 0's
+        supervisor). c10d would rank nodes by host name and pid instead, and restart workers
+        by itself when a node rejoins, behind the supervisors' backs: each node's supervisor
+        restarts its own torchrun instead, and the group meets again at the endpoint."""
+        if self.nodes == 1:
+            return ["--standalone", "--nnodes=1", f"--nproc-per-node={self.ranks}"]
+        return [
+            f"--nnodes={self.nodes}",
+            f"--node-rank={self.node_rank}",
+            f"--nproc-per-node={self.ranks}",
+            "--rdzv-backend=static",
+            f"--rdzv-endpoint={self.endpoint}",
+            f"--rdzv-id={self.rdzv_id}",
+        ]
+
+
+def default_trainer_command(environ: dict[str, str] | None = None, ranks: int | Placement = 1) -> list[str]:
     """``$MEMTUI_TRAINER_CMD`` split like a shell would, else ``python -m engine.trainer``;
-    for several ranks that module under torchrun, which starts one process per rank and
-    tears the group down when one dies (we restart it, so torchrun itself never does)."""
+    for several ranks (or nodes) that module under torchrun, which starts one process per
+    rank and tears the group down when one dies (we restart it, so torchrun itself never does)."""
     env = os.environ if environ is None else environ
+    place = ranks if isinstance(ranks, Placement) else Placement(ranks=ranks)
     custom = env.get(TRAINER_CMD_ENV, "").strip()
     if custom:
         return shlex.split(custom)
-    if ranks == 1:
+    if place.ranks == 1 and place.nodes == 1:
         return [sys.executable, "-m", "engine.trainer"]
-    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={ranks}"]
+    torchrun = ["-m", "torch.distributed.run", *place.torchrun_args()]
     return [sys.executable, *torchrun, "--max-restarts=0", "--monitor-interval=1", "-m", "engine.trainer"]
 
 

@@ -24,6 +24,7 @@ from types import FrameType
 from engine.domain import EXIT_NO_CHECKPOINT
 from engine.events import TrainerError
 from engine.run.directory import PRIVATE_UMASK, RunDir
+from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
 
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             link.event(TrainerError(error="NoVerifiedCheckpoint", restartable=False), message)
             return EXIT_NO_CHECKPOINT
         log.info("trainer %s", outcome)
+        if follower_leader():  # a node other than node 0: tell this node's supervisor
+            write_node_outcome(run, args.attempt, outcome)
         return 0
     except Exception as err:  # report anything, then exit non-zero
         traceback.print_exc()

@@ -55,12 +55,41 @@ def add_run_parser(sub: Any) -> None:
         help="override one config key, e.g. --set train.ranks=2 --set memory.budget=0.5 (repeatable)",
     )
     run.add_argument("--name", help="run name (the id is NAME-<timestamp>)")
+    add_node_flags(run)
     run.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
     run.add_argument("--json", action="store_true", help="print the started run as JSON")
     add_theme(run)
     add_readonly(run)
     add_bell(run)
     run.set_defaults(handler=cmd_run)
+
+
+NODE_FLAGS = {
+    "nodes": ("train.nodes", "hosts in the run (each runs memtui run with its own --node-rank)"),
+    "node_rank": ("train.node_rank", "this host's place in the run, 0 .. nodes-1 (node 0 holds the run)"),
+    "rdzv_endpoint": (
+        "train.rdzv_endpoint",
+        "HOST:PORT on node 0 where the nodes meet (torchrun's rendezvous)",
+    ),
+    "rdzv_id": ("train.rdzv_id", "a name every node of the run shares (default: the run's name)"),
+}
+
+
+def add_node_flags(parser: argparse.ArgumentParser) -> None:
+    """``--nodes --node-rank --rdzv-endpoint --rdzv-id``: the same as ``--set train.KEY=...``."""
+    for dest, (_, text) in NODE_FLAGS.items():
+        kind = str if dest.startswith("rdzv") else int
+        parser.add_argument(f"--{dest.replace('_', '-')}", dest=dest, type=kind, help=text)
+
+
+def node_settings(args: argparse.Namespace) -> list[str]:
+    """The node flags given, as ``--set`` texts (strings quoted for TOML)."""
+    out = []
+    for dest, (key, _) in NODE_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            out.append(f"{key}={json.dumps(value)}")
+    return out
 
 
 def add_attach_parser(sub: Any) -> None:
@@ -141,7 +170,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         config = load_run_config(
-            args.config, args.settings, preset=args.preset, steps=args.steps, name=args.name
+            args.config,
+            [*args.settings, *node_settings(args)],
+            preset=args.preset,
+            steps=args.steps,
+            name=args.name,
         )
     except ConfigError as err:
         raise CliError(f"config error: {err}", code=2) from None
