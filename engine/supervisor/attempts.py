@@ -193,6 +193,8 @@ class Attempts:
             attempt=attempt,
         )
         self.alerts.trainer_launched()  # the heartbeat clock starts here
+        if self.follower:  # its ranks tell node 0's supervisor, never this one: running = launched
+            self.journal.set_state("running")
         if self.stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_stop()
         launched_at = time.time()
