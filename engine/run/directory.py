@@ -96,8 +96,11 @@ class RunDir:
 
     @property
     def geometry_file(self) -> Path:
-        """``memory.json``: the micro-batch an attempt that ran out of memory left for the next."""
-        return self.path / "memory.json"
+        """``memory.json``: the micro-batch an attempt that ran out of memory left for the next.
+        In the shared checkpoint directory when ``checkpoints/`` links to one (several nodes):
+        a rank on any node may write it, and every node's ranks must read the same size."""
+        shared = self.checkpoints.is_symlink()
+        return (self.checkpoints if shared else self.path) / "memory.json"
 
     # ------------------------------------------------------------------ lifecycle
 

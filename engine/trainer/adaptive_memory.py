@@ -105,7 +105,7 @@ class AdaptiveMemory:
         module: torch.nn.Module,
         probe: MemoryProbe,
         link: Link,
-        run_path: Path | None = None,
+        geometry_file: Path | None = None,
         ranks: RankGroup | None = None,
     ) -> None:
         self.ranks = ranks or RankGroup()
@@ -126,7 +126,7 @@ class AdaptiveMemory:
         self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
         self.injector = OomInjector.from_env(self.ranks.rank)
         self.floor = FloorWatch(config.memory.floor_skips)
-        self.geometry_file = run_path / GEOMETRY_FILE if run_path is not None else None
+        self.geometry_file = geometry_file
         self.requested: Geometry | None = None
         """A planner's or operator's accepted micro-batch, applied at the next boundary."""
         self.halted: MemoryHalt | None = None

@@ -402,7 +402,7 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.workload.model,
         training.telemetry.probe,
         training.link,
-        run_path=training.run.path if training.run is not None else None,
+        geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
     )
 

@@ -79,6 +79,8 @@ def test_checkpoints_link_to_the_shared_directory(home: Path) -> None:
     runs = [RunDir.create(build_run_config(two_nodes(k, shared)), home=tmp_path / f"host{k}") for k in (0, 1)]
     for run in runs:
         assert run.checkpoints.is_symlink() and run.checkpoints.resolve() == shared.resolve()
+        # an OOM's micro-batch for the next attempt: one file every node's ranks read
+        assert run.geometry_file.resolve() == shared.resolve() / "memory.json"
     (runs[1].checkpoints / "written-by-node-1").write_text("x")
     assert (runs[0].checkpoints / "written-by-node-1").is_file()
 
