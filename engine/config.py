@@ -47,6 +47,27 @@ class ModelConfig(_Strict):
         return self
 
 
+class HfConfig(_Strict):
+    """A Hugging Face ``transformers`` causal LM and a local text dataset, instead of the
+    built-in byte-level model (``pip install 'memtui[hf]'``; nothing is downloaded)."""
+
+    model_dir: str | None = None
+    """A local directory with ``config.json``, the tokenizer's files and (optionally) weights
+    (``model.safetensors`` or ``pytorch_model.bin``; without them the model starts from a
+    random initialisation seeded by ``seed``). Sequences are ``model.seq_len`` tokens."""
+    data: str | None = None
+    """A local ``.txt`` (one document) or ``.jsonl`` (one document per line) file; tokenized
+    once by the model's tokenizer into a cache, then packed into sequences."""
+    text_key: str = Field("text", min_length=1)
+    """The field of each JSONL line that holds the text."""
+
+    @model_validator(mode="after")
+    def _data_with_model(self) -> HfConfig:
+        if (self.model_dir is None) != (self.data is None):
+            raise ValueError("model_dir and data go together: both or neither")
+        return self
+
+
 class TrainConfig(_Strict):
     """Optimisation and batch geometry. Samples are sequences of ``model.seq_len`` bytes."""
 
@@ -395,6 +416,14 @@ class RunConfig(_Strict):
     of the config file, or where ``memtui run`` was started."""
     deepspeed_config: dict[str, Any] | None = None
     """A user's DeepSpeed JSON config: passed through, except keys memtui owns."""
+    hf: HfConfig = Field(default_factory=HfConfig)
+    """A Hugging Face causal LM from a local directory and a local dataset (optional)."""
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> RunConfig:
+        if self.hf.model_dir is not None and self.workload is not None:
+            raise ValueError("workload and hf.model_dir both name the model: choose one")
+        return self
 
     @model_validator(mode="after")
     def _nodes_share_checkpoints(self) -> RunConfig:

@@ -104,6 +104,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raw["workload_dir"] = str(here)
     elif isinstance(raw.get("workload_dir"), str):
         raw["workload_dir"] = str(here / raw["workload_dir"])
+    hf = raw.get("hf")
+    if isinstance(hf, dict):  # the model and the data, relative to the config file
+        for key in ("model_dir", "data"):
+            if isinstance(hf.get(key), str):
+                hf[key] = str(here / Path(hf[key]).expanduser())
     ds = raw.get("deepspeed_config")
     if isinstance(ds, str):
         raw["deepspeed_config"] = _read_json(Path(path).parent / ds)

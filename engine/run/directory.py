@@ -95,6 +95,11 @@ class RunDir:
         return self.logs / f"trainer-{attempt}.log"
 
     @property
+    def token_cache(self) -> Path:
+        """Tokenized datasets (``[hf]``), shared by the runs of one home: ``HOME/cache/tokens``."""
+        return self.path.parent.parent / "cache" / "tokens"
+
+    @property
     def geometry_file(self) -> Path:
         """``memory.json``: the micro-batch an attempt that ran out of memory left for the next.
         In the shared checkpoint directory when ``checkpoints/`` links to one (several nodes):

@@ -123,7 +123,7 @@ def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh:
 def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool) -> Outcome:
     share_cpu_cores()
     seed_everything(config.seed)
-    workload = load_workload(config)
+    workload = load_workload(config, run.token_cache)
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)
     if ranks.world > 1:
