@@ -69,6 +69,9 @@ class CheckpointLoaded(Payload):
     tag: str
     skipped: list[str] = Field(default_factory=list)
     """Newer tags that did not verify, with why."""
+    converted_from_world: int | None = None
+    """The tag was written by this many ranks, another number than this attempt's: it was
+    loaded through DeepSpeed's universal checkpoint conversion."""
 
 
 class FreshStart(Payload):

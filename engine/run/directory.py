@@ -151,8 +151,10 @@ class RunDir:
             directory.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
             os.chmod(directory, PRIVATE_DIR)
 
-    def write_config(self, config: RunConfig) -> None:
-        doc = {"run_id": self.run_id, "created_at": time.time(), "config": config.model_dump(mode="json")}
+    def write_config(self, config: RunConfig, created_at: float | None = None) -> None:
+        """``run.json``: the run id, when it was created (now unless given) and its config."""
+        stamp = time.time() if created_at is None else created_at
+        doc = {"run_id": self.run_id, "created_at": stamp, "config": config.model_dump(mode="json")}
         replace_atomically(self.config_file, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 
     def read_config(self) -> RunConfig:

@@ -38,8 +38,10 @@ from engine.checkpoints.store import CheckpointStore, SaveOutcome
 from engine.config import RunConfig
 from engine.events import CheckpointRejected, FreshStart
 from engine.run.directory import RunDir
+from engine.trainer import universal_checkpoint
 from engine.trainer.disk_full_injection import disk_full_if_due
 from engine.trainer.rank_group import RankGroup
+from engine.trainer.universal_checkpoint import partitioned
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ class Resumed:
     client_state: dict[str, Any]
     skipped: list[str]
     """Newer tags passed over, each ``"<tag>: <problem>"``."""
+    converted_from_world: int | None = None
+    """The tag was written by this many ranks and loaded through a universal conversion."""
 
 
 def tags_on_disk(directory: Path) -> list[tuple[int, str]]:
@@ -213,9 +217,15 @@ def resume(
         return None
     chosen, manifest = plan.chosen, plan.chosen.manifest
     assert manifest is not None  # a verified tag has one
-    path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
+    tag_dir = store.directory / chosen.tag
+    if manifest.world_size != group.world and partitioned(tag_dir):
+        path, client_state = _load_at_new_world(engine, tag_dir, manifest.world_size, group)
+        converted: int | None = manifest.world_size
+    else:
+        path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
+        converted = None
     if path is None:
-        raise RuntimeError(f"DeepSpeed could not load {store.directory / chosen.tag}, which verified")
+        raise RuntimeError(f"DeepSpeed could not load {tag_dir}, which verified")
     restore_after_load(engine, manifest)
     return Resumed(
         path=str(path),
@@ -223,7 +233,33 @@ def resume(
         step=manifest.step,
         client_state=dict(client_state or {}),
         skipped=list(plan.skipped),
+        converted_from_world=converted,
     )
+
+
+def _load_at_new_world(engine: Any, tag_dir: Path, saved_world: int, group: RankGroup) -> tuple[Any, Any]:
+    """Rank 0 converts the tag to a universal checkpoint, every rank loads it, rank 0 removes
+    it. A failed conversion stops every rank with the same error."""
+    out_dir, error = tag_dir.parent / universal_checkpoint.UNIVERSAL_DIR / tag_dir.name, ""
+    if group.leader:
+        log.info(
+            "%s was written by %d ranks, this attempt has %d: converting",
+            tag_dir.name,
+            saved_world,
+            group.world,
+        )
+        try:
+            universal_checkpoint.convert(tag_dir, saved_world, group.world)
+        except universal_checkpoint.UniversalConversionFailed as err:
+            error = str(err)
+    error = group.broadcast(error)  # also the barrier: the others wait for the conversion
+    if error:
+        raise universal_checkpoint.UniversalConversionFailed(error)
+    loaded = universal_checkpoint.load_universal(engine, out_dir)
+    group.max_ints([0])  # every rank has read it
+    if group.leader:
+        universal_checkpoint.remove(out_dir)
+    return loaded
 
 
 @dataclass(frozen=True)

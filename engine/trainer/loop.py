@@ -432,9 +432,19 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         if resumed.step != engine.global_steps:
             log.warning("checkpoint says step %d, DeepSpeed restored %d", resumed.step, engine.global_steps)
         training.link.event(
-            CheckpointLoaded(step=resumed.step, tag=resumed.tag, skipped=resumed.skipped),
+            CheckpointLoaded(
+                step=resumed.step,
+                tag=resumed.tag,
+                skipped=resumed.skipped,
+                converted_from_world=resumed.converted_from_world,
+            ),
             f"resumed from {resumed.tag}"
-            + (f", skipped {len(resumed.skipped)} newer" if resumed.skipped else ""),
+            + (f", skipped {len(resumed.skipped)} newer" if resumed.skipped else "")
+            + (
+                f", written by {resumed.converted_from_world} ranks (universal conversion)"
+                if resumed.converted_from_world
+                else ""
+            ),
         )
     device = engine.device.type if isinstance(engine.device, torch.device) else str(engine.device)
     started = TrainerStarted(

@@ -143,6 +143,13 @@ def add_resume_parser(sub: Any) -> None:
         action="store_true",
         help="if no checkpoint verifies, start over at step 0 (bad tags are moved to quarantine/)",
     )
+    resume.add_argument(
+        "--ranks",
+        type=positive_int,
+        metavar="N",
+        help="resume with N ranks on this host (a ZeRO checkpoint written by another number is "
+        "converted with DeepSpeed's universal checkpoint first)",
+    )
     resume.add_argument("--detach", action="store_true", help="start it and return; do not open the console")
     resume.add_argument("--json", action="store_true", help="print the resumed run as JSON")
     add_theme(resume)
@@ -215,7 +222,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     run = require_run(args.run, live=False)
     try:
-        pid, plan = resume_run(run, fresh=args.fresh)
+        pid, plan = resume_run(run, fresh=args.fresh, ranks=args.ranks)
     except ResumeRefused as err:
         raise CliError(f"{run.run_id}: cannot resume: {err}") from None
     except LaunchError as err:

@@ -50,15 +50,41 @@ def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
     return ResumeCheck(plan.chosen.step if plan.chosen else None, skipped)
 
 
-def resume_run(run: RunDir, fresh: bool) -> tuple[int, ResumeCheck]:
+def resume_run(run: RunDir, fresh: bool, ranks: int | None = None) -> tuple[int, ResumeCheck]:
     """Check, start the supervisor again and wait until it serves: (its pid, the plan).
-    Raises ResumeRefused, or LaunchError if it did not come up."""
+    ``ranks``: resume at this many ranks (the trainer converts a ZeRO checkpoint written by
+    another number). Raises ResumeRefused, or LaunchError if it did not come up."""
     from engine.run.launch import spawn_supervisor, wait_until_serving
 
     plan = check_resumable(run, fresh=fresh)
+    if ranks is not None:
+        change_ranks(run, ranks)
     pid = spawn_supervisor(run, extra_args=["--fresh"] if fresh else [])
     wait_until_serving(run, pid)
     return pid, plan
+
+
+def change_ranks(run: RunDir, ranks: int) -> None:
+    """Rewrite ``run.json`` with ``train.ranks = ranks`` (validated like any config: the
+    global batch must still divide), keeping everything else."""
+    from pydantic import ValidationError
+
+    from engine.config import RunConfig
+    from engine.config_file import ConfigError, describe_validation
+
+    try:
+        config = run.read_config()
+    except ConfigError as err:
+        raise ResumeRefused(str(err)) from None
+    if config.train.ranks == ranks:
+        return
+    raw = config.model_dump(mode="json")
+    raw["train"]["ranks"] = ranks
+    try:
+        changed = RunConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ResumeRefused(f"--ranks {ranks}: {describe_validation(err)}") from None
+    run.write_config(changed, created_at=run.created_at())
 
 
 def _wait_for_old_trainer(run: RunDir) -> None:

@@ -112,3 +112,33 @@ def test_node_flags_become_settings() -> None:
         nodes, node_rank, rdzv_endpoint, rdzv_id = 2, 1, "h:29500", None
 
     assert node_settings(Args()) == ["train.nodes=2", "train.node_rank=1", 'train.rdzv_endpoint="h:29500"']  # type: ignore[arg-type]
+
+
+def test_resume_at_another_rank_count_rewrites_the_config_or_refuses(home: Path) -> None:
+    from memtui.cli.resumption import ResumeRefused, change_ranks
+
+    run = RunDir.create(build_run_config({"train": {"ranks": 2, "global_batch": 16}}), home=home)
+    created = run.created_at()
+    change_ranks(run, 1)
+    assert run.read_config().train.ranks == 1 and run.created_at() == created
+    with pytest.raises(
+        ResumeRefused, match=re.escape("--ranks 3: train: Value error, global_batch (16) must be")
+    ):
+        change_ranks(run, 3)
+    assert run.read_config().train.ranks == 1  # nothing written
+
+
+@pytest.mark.deepspeed
+def test_a_failed_conversion_says_how_to_convert_by_hand(tmp_path: Path) -> None:
+    from engine.trainer.universal_checkpoint import UniversalConversionFailed, convert
+
+    tag = tmp_path / "global_step10"
+    tag.mkdir()
+    with pytest.raises(UniversalConversionFailed) as caught:
+        convert(tag, saved_world=2, world=1)
+    message = str(caught.value)
+    assert message.startswith("global_step10 was written by 2 ranks and this attempt has 1")
+    assert (
+        "Resume with 2 ranks, or convert by hand: -m deepspeed.checkpoint.ds_to_universal --input_folder"
+        in message
+    )
