@@ -53,6 +53,7 @@ from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
+from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
@@ -123,7 +124,7 @@ def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh:
 def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool) -> Outcome:
     share_cpu_cores()
     seed_everything(config.seed)
-    workload = load_workload(config, run.token_cache)
+    workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)
     if ranks.world > 1:

@@ -44,7 +44,6 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -87,13 +86,9 @@ def builtin_workload(config: RunConfig) -> Workload:
     )
 
 
-def load_workload(config: RunConfig, cache_dir: Path | None = None) -> Workload:
-    """The built-in workload, the Hugging Face one (``[hf]``, tokens cached in ``cache_dir``),
-    or the user's ``module:function`` called with ``config``."""
-    if config.hf.model_dir is not None:
-        from engine.trainer.hf_workload import hf_workload  # imports transformers
-
-        return hf_workload(config, cache_dir or Path.cwd() / "token-cache")
+def load_workload(config: RunConfig) -> Workload:
+    """The built-in workload, or the user's ``module:function`` called with ``config``
+    (the Hugging Face one, ``[hf]``, is ``engine.trainer.hf_workload``)."""
     if config.workload is None:
         return builtin_workload(config)
     factory = _import_factory(config.workload, config.workload_dir)

@@ -27,7 +27,8 @@ from engine.config_file import ConfigError, build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from engine.trainer import token_cache
-from engine.trainer.workload import WorkloadError, load_workload
+from engine.trainer.hf_workload import hf_workload
+from engine.trainer.workload import WorkloadError
 from tests.waiting import wait_for
 
 pytest.importorskip("transformers")
@@ -55,9 +56,9 @@ def hf_config(scratch: Path, model: str = "model", **hf: str) -> dict:
 @pytest.mark.parametrize("model", ["model", "weighted"])
 def test_the_workload_builds_and_its_batches_are_pure(scratch: Path, model: str) -> None:
     config = build_run_config(hf_config(scratch, model))
-    workload = load_workload(config, scratch / "cache")
+    workload = hf_workload(config, scratch / "cache")
     x, y = workload.batch(3, 1, 4)
-    again_x, again_y = load_workload(config, scratch / "cache").batch(3, 1, 4)
+    again_x, again_y = hf_workload(config, scratch / "cache").batch(3, 1, 4)
     assert x.shape == (4, 64) and torch.equal(x, again_x) and torch.equal(y, again_y)
     assert torch.equal(x[:, 1:], y[:, :-1])  # y is x shifted by one token
     assert not torch.equal(x, workload.batch(4, 1, 4)[0])
@@ -69,14 +70,14 @@ def test_the_workload_builds_and_its_batches_are_pure(scratch: Path, model: str)
 def test_the_dataset_is_tokenized_once(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = build_run_config(hf_config(scratch))
     cache = scratch / "cache-once"
-    first = load_workload(config, cache).batch(0, 0, 2)
+    first = hf_workload(config, cache).batch(0, 0, 2)
     assert len(list(cache.glob("*.pt"))) == 1
 
     def no_second_time(*_: object) -> None:
         raise AssertionError("tokenized again")
 
     monkeypatch.setattr(token_cache, "tokenize", no_second_time)
-    second = load_workload(config, cache).batch(0, 0, 2)
+    second = hf_workload(config, cache).batch(0, 0, 2)
     assert torch.equal(first[0], second[0])
 
 
@@ -94,18 +95,18 @@ def test_missing_and_malformed_inputs_name_the_file(scratch: Path, tmp_path: Pat
     }
     for words, raw in cases.items():
         with pytest.raises(WorkloadError, match=words):
-            load_workload(build_run_config(raw), tmp_path / "cache")
+            hf_workload(build_run_config(raw), tmp_path / "cache")
     no_tokenizer = tmp_path / "no-tokenizer"
     shutil.copytree(scratch / "model", no_tokenizer)
     (no_tokenizer / "tokenizer.json").unlink()
     raw = hf_config(scratch) | {"hf": {"model_dir": str(no_tokenizer), "data": str(scratch / "data.jsonl")}}
     with pytest.raises(WorkloadError, match="no usable tokenizer"):
-        load_workload(build_run_config(raw), tmp_path / "cache")
+        hf_workload(build_run_config(raw), tmp_path / "cache")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"body": "no text key"}\n')
     raw = hf_config(scratch) | {"hf": {"model_dir": str(scratch / "model"), "data": str(bad)}}
     with pytest.raises(WorkloadError, match=r"bad.jsonl:2: not a JSON object with a 'text' string"):
-        load_workload(build_run_config(raw), tmp_path / "cache")
+        hf_workload(build_run_config(raw), tmp_path / "cache")
 
 
 def test_config_refuses_half_an_hf_section_or_two_models() -> None:
