@@ -23,14 +23,17 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from engine.config_file import build_run_config
 from engine.cpu_share import SUPERVISOR_NICE
 from engine.trainer import loop
+from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import SocketLink
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.process_group import ensure_single_process_env
@@ -51,6 +54,8 @@ def parse_args() -> argparse.Namespace:
         "--threads", type=int, default=0, help="torch intra-op threads (default: the trainer's choice)"
     )
     parser.add_argument("--warmup", type=int, default=50, help="untimed steps first (default 50)")
+    parser.add_argument("--hf-dir", help="a Hugging Face model directory ([hf] model_dir; seq_len 64)")
+    parser.add_argument("--hf-data", help="its dataset ([hf] data: .txt or .jsonl)")
     return parser.parse_args()
 
 
@@ -79,6 +84,7 @@ def measure(
     steps: int = 20,
     threads: int = 0,
     warmup: int = 50,
+    hf: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """Ours against bare on one engine in this process, alternated; the figures as a dict
     (``threads`` 0: the trainer's choice, ``loop.share_cpu_cores``). Once per process:
@@ -89,6 +95,7 @@ def measure(
             "steps": 10**9,  # a flat lr for the whole bench
             "train": {"precision": precision, "zero_stage": zero_stage},
             "checkpoint": {"every_steps": 0},
+            **({"hf": hf, "model": {"seq_len": 64}} if hf else {}),
         }
     )
     if threads:
@@ -97,7 +104,8 @@ def measure(
         loop.share_cpu_cores()  # as loop.train does: the figure is for the trainer's threads
     ensure_single_process_env()
     loop.seed_everything(config.seed)
-    workload = load_workload(config)
+    cache = Path(tempfile.gettempdir()) / "memtui-bench-tokens"
+    workload = hf_workload(config, cache) if hf else load_workload(config)
     engine = loop.build_engine(config, workload)
     telemetry = StepTelemetry(engine, MemoryProbe(engine.device), workload.tokens_per_sample, 1, attempt=1)
     link, drain = draining_link()
@@ -139,8 +147,9 @@ def measure(
 
 def main() -> None:
     args = parse_args()
+    hf = {"model_dir": args.hf_dir, "data": args.hf_data} if args.hf_dir else None
     figures = measure(
-        args.preset, args.precision, args.zero_stage, args.rounds, args.steps, args.threads, args.warmup
+        args.preset, args.precision, args.zero_stage, args.rounds, args.steps, args.threads, args.warmup, hf
     )
     for clock in ("wall", "cpu"):
         print(
