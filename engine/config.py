@@ -262,6 +262,9 @@ class PolicyConfig(_Strict):
     """Sliding window of the rate limit, seconds."""
     max_pending: int = Field(32, ge=1, le=1000)
     """Directives waiting for an operator at once; more are rejected."""
+    effect_steps: int = Field(100, ge=2, le=100_000)
+    """An applied directive's effect compares this many optimizer steps after it with as
+    many before (loss slope, tokens/s, overflows, peak memory)."""
     require_accelerator: bool = False
     """True: the run needs a GPU, so every directive is rejected while the doctor finds
     none (or has not reported yet). False: a CPU run's "degraded: no GPU" does not block."""

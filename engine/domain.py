@@ -89,6 +89,34 @@ class Verdict(BaseModel):
         return self.decision != "reject"
 
 
+class EffectWindow(BaseModel):
+    """Steps on one side of an applied directive, summed up (one rank's memory, bytes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+    first_step: int
+    last_step: int
+    loss_slope: float | None = None
+    """Least-squares loss change per optimizer step (nats/token/step); None: under 2 finite losses."""
+    tokens_per_s: float = 0.0
+    """Mean over the window's steps, all ranks."""
+    overflows: int = 0
+    """fp16 overflows (skipped steps) in the window."""
+    mem_peak: int | None = None
+    """Largest step peak in the window, bytes; None where the trainer reported none."""
+
+
+class DirectiveEffect(BaseModel):
+    """What an applied directive did: ``steps`` optimizer steps after it against as many before."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    applied_step: int
+    steps: int
+    before: EffectWindow
+    after: EffectWindow
+
+
 # ------------------------------------------------------------------------ telemetry
 
 

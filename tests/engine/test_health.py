@@ -110,9 +110,12 @@ def test_policy_rejection_names_the_problem() -> None:
     policy = LocalPolicyEngine(build_run_config(steps=10))
     directive = draft({"lr_multiplier": 0.5}, source="t", step=0, ttl_s=60.0, now=0.0)
     problems = ("GPU 0 clocks throttled: hw_thermal",)
-    verdict = policy.evaluate(directive, PolicyContext(now=1.0, problems=problems))
+    verdict = policy.evaluate(directive, PolicyContext(now=1.0, problems=problems))  # nothing known in effect
     assert verdict.decision == "reject"
-    assert verdict.reasons == ["environment unhealthy: GPU 0 clocks throttled: hw_thermal"]
+    assert verdict.reasons == [
+        "environment unhealthy: GPU 0 clocks throttled: hw_thermal; "
+        "lr_multiplier 0.5 adds risk: its value in effect is not known"
+    ]
 
 
 def test_require_accelerator_defaults_off() -> None:
@@ -154,10 +157,14 @@ async def test_stuck_run_rejects_a_proposal_and_a_healthy_one_accepts(
     os.kill(pid, signal.SIGSTOP)
     try:
         await client.until(is_alert("heartbeat", "firing"), timeout=30)
-        ok, _ = await client.answer(Propose(id="p1", values={"lr_multiplier": 0.5}))
+        ok, _ = await client.answer(Propose(id="p1", values={"gradient_clip_norm": 1.25}))
         assert ok.kind == "ok" and ok.result["directive"]["state"] == "rejected"
         (reason,) = ok.result["verdict"]["reasons"]
         assert reason.startswith("environment unhealthy: no step for") and "stuck" in reason
+        assert reason.endswith("gradient_clip_norm 1.25 above the 1 in effect adds risk")
+        ok, _ = await client.answer(Propose(id="p1r", values={"lr_multiplier": 0.5}))  # a remedy
+        assert ok.result["directive"]["state"] == "pending", ok.result["verdict"]["reasons"]
+        assert "let through as a remedy: lr_multiplier 0.5 (from 1)" in ok.result["verdict"]["reasons"][0]
         os.kill(pid, signal.SIGCONT)
         await client.until(is_alert("heartbeat", "resolved"), timeout=30)
     finally:
