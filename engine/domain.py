@@ -116,6 +116,24 @@ class DirectiveEffect(BaseModel):
     before: EffectWindow
     after: EffectWindow
 
+    def describe(self) -> str:
+        """``over 100 steps before -> after step 450: loss slope -2.10e-04 -> -5.00e-05/step,
+        tokens/s 5,210 -> 5,380, overflows 0 -> 0, peak 310.0 MiB -> 312.0 MiB``."""
+        b, a = self.before, self.after
+
+        def slope(value: float | None) -> str:
+            return "-" if value is None else f"{value:+.2e}"
+
+        def peak(value: int | None) -> str:
+            return "-" if value is None else f"{value / (1 << 20):,.1f} MiB"
+
+        return (
+            f"over {self.steps} steps before -> after step {self.applied_step}: "
+            f"loss slope {slope(b.loss_slope)} -> {slope(a.loss_slope)}/step, "
+            f"tokens/s {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}, "
+            f"overflows {b.overflows} -> {a.overflows}, peak {peak(b.mem_peak)} -> {peak(a.mem_peak)}"
+        )
+
 
 # ------------------------------------------------------------------------ telemetry
 

@@ -17,7 +17,6 @@ from engine.directives.slope import slope
 from engine.domain import DirectiveEffect, EffectWindow, TelemetrySample
 
 MAX_WAITING = 64  # applied directives measured at once; older ones are dropped unmeasured
-MIB = 1 << 20
 
 
 @dataclass
@@ -37,24 +36,6 @@ def summarize(window: list[TelemetrySample]) -> EffectWindow:
         tokens_per_s=statistics.fmean(s.tokens_per_s for s in window),
         overflows=sum(1 for s in window if s.overflow),
         mem_peak=max(peaks) if peaks else None,
-    )
-
-
-def describe(effect: DirectiveEffect) -> str:
-    """``loss slope -2.1e-04 -> -5e-05/step, tokens/s 5,210 -> 5,380, ...`` (before -> after)."""
-    b, a = effect.before, effect.after
-
-    def slope_text(value: float | None) -> str:
-        return "-" if value is None else f"{value:+.2e}"
-
-    def peak_text(value: int | None) -> str:
-        return "-" if value is None else f"{value / MIB:,.1f} MiB"
-
-    return (
-        f"over {effect.steps} steps before -> after step {effect.applied_step}: "
-        f"loss slope {slope_text(b.loss_slope)} -> {slope_text(a.loss_slope)}/step, "
-        f"tokens/s {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}, "
-        f"overflows {b.overflows} -> {a.overflows}, peak {peak_text(b.mem_peak)} -> {peak_text(a.mem_peak)}"
     )
 
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from engine.config import RunConfig
 from engine.directives.context import judging_context
 from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
-from engine.directives.effect import EffectWatch, describe
+from engine.directives.effect import EffectWatch
 from engine.directives.entry import Entry
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.domain import (
@@ -354,7 +354,7 @@ class DirectiveQueue:
         entry.effect = effect
         self.record(
             DirectiveEffectMeasured(directive=entry.view(), verdict=entry.verdict, effect=effect),
-            f"directive {directive_id} effect {describe(effect)}"[:4096],
+            f"directive {directive_id} effect {effect.describe()}"[:4096],
         )
 
     def _rate_limited(self, entry: Entry) -> Entry:

@@ -182,7 +182,7 @@ def _ask(spec: str | None, build: Any) -> int:
 
 def stored_directives(store_path: Any) -> list[dict[str, Any]]:
     """The newest DirectiveView of every directive in the run's event log, oldest first."""
-    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveProposed
+    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveEffectMeasured, DirectiveProposed
     from engine.run.store import Store
 
     newest: dict[str, dict[str, Any]] = {}
@@ -193,7 +193,10 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
         while page := store.events_since(cursor, 1000):
             for event in page:
                 record = (
-                    DirectiveProposed.of(event) or DirectiveDecided.of(event) or DirectiveApplied.of(event)
+                    DirectiveProposed.of(event)
+                    or DirectiveDecided.of(event)
+                    or DirectiveApplied.of(event)
+                    or DirectiveEffectMeasured.of(event)
                 )
                 view = record.directive if record is not None else None
                 if view is not None:
@@ -237,6 +240,8 @@ def decision_line(d: Any) -> str:
 
 
 def render(views: list[dict[str, Any]]) -> str:
+    from engine.domain import DirectiveEffect
+
     lines = []
     for v in views:
         asked = ", ".join(f"{k}={val:g}" for k, val in (v.get("requested") or {}).items()) or "-"
@@ -244,4 +249,7 @@ def render(views: list[dict[str, Any]]) -> str:
         lines.append(f"{v.get('id')}  {v.get('state'):<8}  {v.get('source')}  step {v.get('step')}")
         lines.append(f"    requested {asked}; allowed {allowed}")
         lines.extend(f"    - {reason}" for reason in v.get("reasons") or [])
+        lines.extend(f"    evidence: {line}" for line in v.get("evidence") or [])
+        if v.get("effect"):
+            lines.append(f"    effect {DirectiveEffect.model_validate(v['effect']).describe()}")
     return "\n".join(lines)

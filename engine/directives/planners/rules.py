@@ -44,7 +44,7 @@ GRAD_FACTOR = 10.0  # grad norm over this x its window median is an explosion
 HEADROOM = 0.5  # measured peak under this fraction of the budget is headroom
 COOLDOWN_STEPS = 100  # steps between two suggestions of the same rule
 PLATEAU_STEPS = 200  # losses (one a step) the plateau rule fits a line through
-PLATEAU_GAIN = 0.02  # gained over PLATEAU_STEPS, as a fraction of their mean, below: a plateau
+PLATEAU_GAIN = 0.03  # gained over PLATEAU_STEPS, as a fraction of their mean; below: a plateau
 PLATEAU_FACTOR = 0.7  # on the LR multiplier in effect when the loss plateaus
 PLATEAU_COOLDOWN_STEPS = 500  # a lower LR needs time to show; judge a fresh window
 
