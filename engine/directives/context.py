@@ -42,6 +42,7 @@ def judging_context(
     effective: Mapping[DirectiveField, DirectiveValue],
     problems: tuple[str, ...],
     now: float,
+    blockers: tuple[str, ...] = (),
 ) -> PolicyContext:
     memory = None
     if sample is not None and sample.mem_predicted and sample.mem_budget:
@@ -53,5 +54,6 @@ def judging_context(
         loss_scale=sample.loss_scale if sample else None,
         memory=memory,
         problems=problems,
+        blockers=blockers,
         current=values_in_effect(config, sample, effective),
     )

@@ -65,6 +65,8 @@ class PolicyContext:
     memory: MemoryFigures | None = None
     problems: tuple[str, ...] = ()
     """Health problems reported elsewhere (the doctor, a missing accelerator, throttling)."""
+    blockers: tuple[str, ...] = ()
+    """Problems under which nothing passes, remedies included (the GPU the run requires is gone)."""
     current: Mapping[DirectiveField, DirectiveValue] = field(default_factory=dict)
     """Each field's value in effect now; a field missing here counts as unknown (risky)."""
 
@@ -179,6 +181,8 @@ class LocalPolicyEngine:
             return f"stale: based on step {directive.step}, {behind} steps behind step {context.step}"
         if not values:
             return "nothing to change: no directive field was given"
+        if context.blockers:
+            return "environment unhealthy: " + "; ".join(context.blockers)
         if "loss_scale_initial_power" in values and context.precision != "fp16":
             return f"loss_scale_initial_power: {context.precision} has no loss scale"
         return None

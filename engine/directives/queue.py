@@ -98,6 +98,8 @@ class DirectiveQueue:
         self.latest: TelemetrySample | None = None
         self.problems: tuple[str, ...] = ()
         """Health problems from elsewhere (the doctor may set these)."""
+        self.blockers: tuple[str, ...] = ()
+        """Problems under which no directive passes (set with ``problems``)."""
         self.effects = EffectWatch(config.policy.effect_steps)
         self.ended: str | None = None
         """Why the run ended (directives can no longer be applied), once it has."""
@@ -107,7 +109,9 @@ class DirectiveQueue:
     # ------------------------------------------------------------------ context
 
     def context(self) -> PolicyContext:
-        return judging_context(self.config, self.latest, self.effective, self.problems, self.clock())
+        return judging_context(
+            self.config, self.latest, self.effective, self.problems, self.clock(), self.blockers
+        )
 
     # ---------------------------------------------------------------- proposals
 
