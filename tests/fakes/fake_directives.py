@@ -66,6 +66,11 @@ class FakeDirectives:
         entry = self.entries.get(message.directive_id)
         if entry is None:
             return Error(id=message.id, reason=f"no directive {message.directive_id!r}"), None
+        if entry.view.state == "expired":
+            why = next((r for r in reversed(entry.view.reasons) if r.startswith("expired")), "expired")
+            return Error(
+                id=message.id, reason=f"directive {entry.view.id} can no longer be decided: {why}"
+            ), None
         if entry.view.state != "pending":
             reason = f"directive {entry.view.id} is {entry.view.state}, not pending"
             return Error(id=message.id, reason=reason), None
@@ -98,6 +103,12 @@ class FakeDirectives:
             verdict=entry.verdict,
         )
         self.record(echo, f"directive {directive_id} applied at step {step}: {applied}")
+
+    def end_run(self, reason: str) -> None:
+        """The run ended: every directive pending or admitted but unapplied expires."""
+        for entry in self.entries.values():
+            if entry.view.state in ("pending", "approved", "clamped"):
+                self._decide(entry, "expired", [f"expired: the run ended before it was applied ({reason})"])
 
     # ------------------------------------------------------------------ internals
 
