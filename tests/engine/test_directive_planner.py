@@ -72,6 +72,12 @@ def test_a_plateau_lowers_the_learning_rate_with_its_slope_as_evidence() -> None
     (plateau,) = out
     assert plateau.values == {"lr_multiplier": 0.7}
     assert plateau.evidence[0].startswith("loss slope +0/step over the last 200 steps")
+    assert plateau.evidence[1] == "0.0% of the mean loss 2 gained (plateau: under 3.0%)"
+    slow = RulePlanner(CONFIG)  # 2% per window: a plateau at the full LR, not at half of it
+    slowly = [sample(step, loss=2.0 - 0.0002 * step) for step in range(start, start + PLATEAU_STEPS + 1)]
+    assert [s.values for s in [x for t in slowly for x in slow.observe(t, {})]] == [{"lr_multiplier": 0.7}]
+    halved = RulePlanner(CONFIG)
+    assert [x for t in slowly for x in halved.observe(t, {"lr_multiplier": 0.5})] == []
     falling = RulePlanner(CONFIG)
     for step in range(start, start + PLATEAU_STEPS + 50):
         assert falling.observe(sample(step, loss=5.0 - 0.01 * step), {}) == []  # still learning

@@ -13,7 +13,8 @@ Rules:
 - loss spike or divergence (loss over ``SPIKE_FACTOR`` x its recent mean, or not finite)
   -> half the LR multiplier in effect;
 - loss plateau (the best line through the last ``PLATEAU_STEPS`` losses gains under
-  ``PLATEAU_GAIN`` of their mean) -> ``PLATEAU_FACTOR`` x the LR multiplier in effect;
+  ``PLATEAU_GAIN`` of their mean, times the LR multiplier in effect: a lowered LR is
+  expected to gain less) -> ``PLATEAU_FACTOR`` x the LR multiplier in effect;
 - repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power below
   the scale now in use;
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
@@ -112,16 +113,17 @@ class RulePlanner:
         mean = statistics.fmean(self.losses)
         if per_step is None or mean <= 0:
             return None
-        gain = -per_step * len(self.losses) / mean  # fraction of the mean lost over the window
-        if gain >= PLATEAU_GAIN:
-            return None
+        gain = 0.0 - per_step * len(self.losses) / mean  # fraction of the mean lost over the window
         current = float(effective.get("lr_multiplier", 1.0))
+        expected = PLATEAU_GAIN * min(1.0, current)  # a lower LR is expected to gain less
+        if gain >= expected:
+            return None
         value = self._lowered("lr_multiplier", current, round(current * PLATEAU_FACTOR, 6))
         if value is None or not self._ready("plateau", sample.step, PLATEAU_COOLDOWN_STEPS):
             return None
         evidence = [
             f"loss slope {per_step:+.3g}/step over the last {len(self.losses)} steps",
-            f"{gain:.1%} of the mean loss {mean:.4g} gained (plateau: under {PLATEAU_GAIN:.0%})",
+            f"{gain:.1%} of the mean loss {mean:.4g} gained (plateau: under {expected:.1%})",
             f"lr {sample.lr:.3g} at multiplier {current:g}",
         ]
         why = f"loss plateaued over {len(self.losses)} steps: lower the learning rate to {value:g}x"
