@@ -1,7 +1,8 @@
 """``memtui directives | approve | reject | clamp | propose``: directives from the shell.
 
-``directives`` reads the run's store, so it works on a finished run too; with
-``--decisions`` it lists every stored verdict (the audit trail, a flood's included) instead.
+``directives`` reads the run's store, so it works on a finished run too (where a directive
+the store still has waiting is shown expired: no supervisor is left to decide or apply it);
+with ``--decisions`` it lists every stored verdict (the audit trail, a flood's included).
 The others ask the live supervisor, whose policy judges every value (the CLI only parses
 ``field=value``).
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
@@ -115,6 +116,8 @@ def cmd_directives(args: argparse.Namespace) -> int:
             print(f"{run.run_id}: no verdicts stored", file=sys.stderr)
         return 0
     views = stored_directives(run.store)
+    if run.supervisor_pid() is None:
+        views = [no_longer_waiting(v) for v in views]
     if args.pending:
         views = [v for v in views if v["state"] == "pending"]
     if args.json:
@@ -204,6 +207,19 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
                     newest[view.id] = view.model_dump(mode="json")
             cursor = page[-1].seq
     return list(newest.values())
+
+
+OPEN_STATES = ("pending", "approved", "clamped")
+"""States in which a directive still waits for an operator or a trainer."""
+
+
+def no_longer_waiting(view: dict[str, Any]) -> dict[str, Any]:
+    """A stored view as of now for a run with no live supervisor: one still waiting can no
+    longer be decided or applied (a supervisor that was killed could not expire it itself)."""
+    if view.get("state") not in OPEN_STATES:
+        return view
+    why = "expired: its run has no live supervisor (nothing can decide or apply it)"
+    return {**view, "state": "expired", "reasons": [*(view.get("reasons") or []), why]}
 
 
 def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
