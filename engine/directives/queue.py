@@ -144,6 +144,8 @@ class DirectiveQueue:
         if directive.id in self.entries:
             raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
         verdict = self.policy.evaluate(directive, self.context())
+        if self.ended is not None:
+            refusal = refusal or f"the run has ended ({self.ended})"
         if refusal is not None:
             verdict = verdict.model_copy(
                 update={"decision": "reject", "patch": {}, "reasons": [refusal, *verdict.reasons]}

@@ -90,11 +90,12 @@ def test_pending_and_unapplied_directives_expire_when_the_run_ends() -> None:
         h.queue.clamp(approved.directive.id, {"gradient_clip_norm": 0.4})
 
 
-def test_a_proposal_after_the_run_ended_cannot_be_approved() -> None:
+def test_a_proposal_after_the_run_ended_is_rejected() -> None:
     h = Harness(config())
     h.queue.end_run("run stopped")
     late = h.queue.propose_raw({"lr_multiplier": 0.5}, "operator")
-    with pytest.raises(DirectiveError, match="the run has ended"):
+    assert late.state == "rejected" and late.reasons[0] == "the run has ended (run stopped)"
+    with pytest.raises(DirectiveError, match="is rejected, not pending"):
         h.queue.approve(late.directive.id)
 
 
