@@ -280,6 +280,10 @@ async def test_a_pending_directive_expires_when_the_run_ends_and_cannot_be_appro
     )
     refused = error(await console.answer(Approve(id="a", directive_id=view.id)))
     assert refused.id == "a" and "can no longer be decided: expired: the run ended" in refused.reason
+    late = await console.answer(Propose(id="late", values={"lr_multiplier": 0.5}))
+    assert kinds(late) == ["event", "ok"] and signatures(late) == ["directive_decided"]
+    rejected, verdict = directive_answer(ok(late))
+    assert rejected.state == "rejected" and verdict.reasons[0].startswith("the run has ended (run stopped")
 
 
 async def test_propose_then_clamp_in_bounds_and_out_of_bounds(engine: EngineUnderTest) -> None:

@@ -42,6 +42,8 @@ class FakeDirectives:
         self.config = config
         self.policy = LocalPolicyEngine(config)
         self.entries: dict[str, FakeDirective] = {}
+        self.ended: str | None = None
+        """Why the run ended, once it has (a proposal then is rejected with it)."""
         self._decisions = 0
 
     @property
@@ -106,6 +108,7 @@ class FakeDirectives:
 
     def end_run(self, reason: str) -> None:
         """The run ended: every directive pending or admitted but unapplied expires."""
+        self.ended = reason
         for entry in self.entries.values():
             if entry.view.state in ("pending", "approved", "clamped"):
                 self._decide(entry, "expired", [f"expired: the run ended before it was applied ({reason})"])
@@ -125,6 +128,9 @@ class FakeDirectives:
             return Error(id=message.id, reason=str(err))
         context = PolicyContext(now=time.time(), step=step, precision=self.config.train.precision)
         verdict = self.policy.evaluate(directive, context)
+        if self.ended is not None:
+            why = f"the run has ended ({self.ended})"
+            verdict = verdict.model_copy(update={"decision": "reject", "patch": {}, "reasons": [why]})
         view = DirectiveView(
             id=directive.id,
             source=directive.source,
