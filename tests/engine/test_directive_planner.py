@@ -78,6 +78,12 @@ def test_a_plateau_lowers_the_learning_rate_with_its_slope_as_evidence() -> None
     assert [s.values for s in [x for t in slowly for x in slow.observe(t, {})]] == [{"lr_multiplier": 0.7}]
     halved = RulePlanner(CONFIG)
     assert [x for t in slowly for x in halved.observe(t, {"lr_multiplier": 0.5})] == []
+    floor = RulePlanner(CONFIG)
+    flat = [sample(step, loss=2.0) for step in range(start, start + PLATEAU_STEPS + 1)]
+    assert [x.values for t in flat for x in floor.observe(t, {"lr_multiplier": 0.6})] == [
+        {"lr_multiplier": 0.5}
+    ]
+    assert [x for t in flat for x in RulePlanner(CONFIG).observe(t, {"lr_multiplier": 0.5})] == []
     falling = RulePlanner(CONFIG)
     for step in range(start, start + PLATEAU_STEPS + 50):
         assert falling.observe(sample(step, loss=5.0 - 0.01 * step), {}) == []  # still learning

@@ -14,7 +14,9 @@ Rules:
   -> half the LR multiplier in effect;
 - loss plateau (the best line through the last ``PLATEAU_STEPS`` losses gains under
   ``PLATEAU_GAIN`` of their mean, times the LR multiplier in effect: a lowered LR is
-  expected to gain less) -> ``PLATEAU_FACTOR`` x the LR multiplier in effect;
+  expected to gain less) -> ``PLATEAU_FACTOR`` x the LR multiplier in effect, never below
+  ``PLATEAU_FLOOR`` (on a 5,000-step ``tiny`` run, 0.7x per slow-down down to the policy's
+  0.05 ended at a mean loss of 1.52 against 1.37 without the planner);
 - repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power below
   the scale now in use;
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
@@ -48,6 +50,7 @@ PLATEAU_STEPS = 200  # losses (one a step) the plateau rule fits a line through
 PLATEAU_GAIN = 0.03  # gained over PLATEAU_STEPS, as a fraction of their mean; below: a plateau
 PLATEAU_FACTOR = 0.7  # on the LR multiplier in effect when the loss plateaus
 PLATEAU_COOLDOWN_STEPS = 500  # a lower LR needs time to show; judge a fresh window
+PLATEAU_FLOOR = 0.5  # lowest LR multiplier a plateau suggests: a slowing loss is no emergency
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,8 @@ class RulePlanner:
         expected = PLATEAU_GAIN * min(1.0, current)  # a lower LR is expected to gain less
         if gain >= expected:
             return None
-        value = self._lowered("lr_multiplier", current, round(current * PLATEAU_FACTOR, 6))
+        target = max(PLATEAU_FLOOR, round(current * PLATEAU_FACTOR, 6))
+        value = self._lowered("lr_multiplier", current, target)
         if value is None or not self._ready("plateau", sample.step, PLATEAU_COOLDOWN_STEPS):
             return None
         evidence = [
