@@ -306,9 +306,14 @@ class PolicyConfig(_Strict):
     """Sliding window of the rate limit, seconds."""
     max_pending: int = Field(32, ge=1, le=1000)
     """Directives waiting for an operator at once; more are rejected."""
-    require_accelerator: bool = False
-    """True: the run needs a GPU, so every directive is rejected while the doctor finds
-    none (or has not reported yet). False: a CPU run's "degraded: no GPU" does not block."""
+    effect_steps: int = Field(100, ge=2, le=100_000)
+    """An applied directive's effect compares this many optimizer steps after it with as
+    many before (loss slope, tokens/s, overflows, peak memory)."""
+    require_accelerator: bool | None = None
+    """True: the run needs a GPU, so every directive (remedies included) is rejected while
+    the doctor finds none (or has not reported yet). Unset: the same, once the doctor has
+    found a GPU for this run (a GPU run whose device vanished), never on a CPU run.
+    False: a missing GPU never blocks."""
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> PolicyConfig:

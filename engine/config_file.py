@@ -74,6 +74,15 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
         raise ConfigError(describe_validation(err)) from None
 
 
+DEMO: dict[str, Any] = {"preset": "tiny", "policy": {"planner": "rules", "approval": "manual"}}
+"""What bare ``memtui`` starts when no run is live: ``tiny`` with the rule planner's
+suggestions waiting for the operator, so the approval workflow shows from the first minutes."""
+
+
+def demo_run_config() -> RunConfig:
+    return build_run_config(DEMO)
+
+
 def load_run_config(
     path: Path | None = None, settings: list[str] | None = None, **overrides: Any
 ) -> RunConfig:

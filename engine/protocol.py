@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from engine import wire_json
 from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
 from engine.domain import (
+    DirectiveEffect,
     DirectiveField,
     DirectiveState,
     DirectiveValue,
@@ -152,6 +153,10 @@ class DirectiveView(_Message):
     reasons: list[str] = Field(default_factory=list)
     """The planner's rationale and the policy's reasons, one line each."""
     state: DirectiveState = "pending"
+    evidence: list[str] = Field(default_factory=list)
+    """The telemetry the planner read to suggest it, one figure a line."""
+    effect: DirectiveEffect | None = None
+    """Once applied: the steps after against the steps before (loss slope, tokens/s, ...)."""
 
 
 class Approve(_Message):

@@ -259,6 +259,33 @@ async def test_propose_then_approve_is_applied_by_the_trainer(engine: EngineUnde
     assert again.id == "a2" and "not pending" in again.reason
 
 
+async def test_a_pending_directive_expires_when_the_run_ends_and_cannot_be_approved(
+    engine: EngineUnderTest,
+) -> None:
+    await engine.start()
+    console, _, _ = await welcomed(engine)
+    view = await propose(console, "p", {"lr_multiplier": 0.5})
+    await console.answer(Stop(id="s"))
+    ending = await console.until_event("run_ended")
+    assert signatures(ending)[-4:] == [
+        "trainer_exited",
+        "directive_decided",
+        "state_changed->stopped",
+        "run_ended",
+    ]
+    expired = DirectiveDecided.of(events_of(ending)[-3])
+    assert expired is not None and expired.directive.id == view.id and expired.directive.state == "expired"
+    assert expired.directive.reasons[-1].startswith(
+        "expired: the run ended before it was applied (run stopped"
+    )
+    refused = error(await console.answer(Approve(id="a", directive_id=view.id)))
+    assert refused.id == "a" and "can no longer be decided: expired: the run ended" in refused.reason
+    late = await console.answer(Propose(id="late", values={"lr_multiplier": 0.5}))
+    assert kinds(late) == ["event", "ok"] and signatures(late) == ["directive_decided"]
+    rejected, verdict = directive_answer(ok(late))
+    assert rejected.state == "rejected" and verdict.reasons[0].startswith("the run has ended (run stopped")
+
+
 async def test_propose_then_clamp_in_bounds_and_out_of_bounds(engine: EngineUnderTest) -> None:
     await engine.start()
     console, _, _ = await welcomed(engine)

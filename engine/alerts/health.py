@@ -6,8 +6,11 @@ every directive ("environment unhealthy: ..."). The rule:
 
 - doctor ``unhealthy``: each unhealthy finding blocks;
 - doctor ``degraded`` alone does not block (a CPU run is "degraded: no GPU"), except that
-  no GPU blocks when the run requires an accelerator (``PolicyConfig.require_accelerator``;
-  then no doctor report yet blocks too: zero trust until the doctor has looked);
+  no GPU blocks when the run requires an accelerator (``PolicyConfig.require_accelerator``:
+  true, or unset on a run whose doctor has found a GPU, i.e. a GPU run; when true, no
+  doctor report yet blocks too: zero trust until the doctor has looked). These
+  accelerator problems are also ``blockers``: the policy then rejects every directive,
+  remedies included (MEM v3: reject when no CUDA device is available);
 - a firing alert blocks when it says the run or its machine is broken (``BLOCKING_RULES``:
   a stuck run, a NaN loss, GPU heat or throttling, a checkpoint disk too low, a store that
   cannot write: training is held). Alerts a
@@ -35,14 +38,19 @@ def blocks(rule: str) -> bool:
     return rule.split(".", 1)[0] in BLOCKING_RULES
 
 
+def accelerator_problems(report: DoctorReport | None, require_accelerator: bool = False) -> list[str]:
+    """Why a run that requires a GPU has none now (empty: it has one, or needs none)."""
+    if not require_accelerator:
+        return []
+    if report is None:
+        return ["accelerator required: no doctor report yet"]
+    return [] if report.hardware.gpus else ["accelerator required but the doctor finds no GPU"]
+
+
 def doctor_problems(report: DoctorReport | None, require_accelerator: bool = False) -> list[str]:
     """What in the doctor's newest report blocks directives."""
-    if report is None:
-        return ["accelerator required: no doctor report yet"] if require_accelerator else []
-    out = [f"doctor: {f.message}" for f in report.findings if f.level == "unhealthy"]
-    if require_accelerator and not report.hardware.gpus:
-        out.append("accelerator required but the doctor finds no GPU")
-    return out
+    out = [f"doctor: {f.message}" for f in report.findings if f.level == "unhealthy"] if report else []
+    return out + accelerator_problems(report, require_accelerator)
 
 
 def health_problems(
@@ -61,6 +69,8 @@ class HealthBoard:
     report: DoctorReport | None = None
     active: dict[str, str] = field(default_factory=dict)
     """Firing alert rule -> its newest message."""
+    gpu_seen: bool = False
+    """A doctor report of this run has found a GPU: the run's device is a GPU."""
 
     def observe(self, event: Event) -> bool:
         """Take an ``alert`` or ``doctor_report`` event; True if it was one (an unreadable
@@ -68,6 +78,7 @@ class HealthBoard:
         reported = DoctorReported.of(event)
         if reported is not None:
             self.report = reported.report()
+            self.gpu_seen = self.gpu_seen or bool(self.report.hardware.gpus)
             return True
         alert = AlertRaised.of(event)
         if alert is None:
@@ -78,5 +89,13 @@ class HealthBoard:
             self.active[alert.rule] = event.message
         return True
 
-    def problems(self, require_accelerator: bool = False) -> tuple[str, ...]:
-        return health_problems(self.report, self.active, require_accelerator)
+    def requires_accelerator(self, configured: bool | None) -> bool:
+        """``policy.require_accelerator``: as configured, or when unset, on for a GPU run."""
+        return self.gpu_seen if configured is None else configured
+
+    def problems(self, require_accelerator: bool | None = False) -> tuple[str, ...]:
+        return health_problems(self.report, self.active, self.requires_accelerator(require_accelerator))
+
+    def blockers(self, require_accelerator: bool | None = False) -> tuple[str, ...]:
+        """Problems under which no directive passes, remedies included."""
+        return tuple(accelerator_problems(self.report, self.requires_accelerator(require_accelerator)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +20,8 @@ from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, Directi
 
 MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
 MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
+MAX_EVIDENCE_ITEMS = 8  # figures a planner cites for one suggestion
+MAX_EVIDENCE_CHARS = 200  # one figure, e.g. "7 overflows in 200 steps"
 
 
 class DirectiveRefused(ValueError):
@@ -46,6 +48,10 @@ class Directive(BaseModel):
     expires_at: float = Field(allow_inf_nan=False, ge=0.0)
     """Unix time after which it may no longer be applied."""
     rationale: str = Field("", max_length=MAX_RATIONALE_CHARS)
+    evidence: list[Annotated[str, Field(max_length=MAX_EVIDENCE_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_EVIDENCE_ITEMS
+    )
+    """The telemetry the planner read, one figure a line (e.g. "7 overflows in 200 steps")."""
     lr_multiplier: float | None = Field(
         None, allow_inf_nan=False, ge=EDGE_LIMITS["lr_multiplier"][0], le=EDGE_LIMITS["lr_multiplier"][1]
     )
@@ -114,6 +120,7 @@ def draft(
     source: str,
     step: int,
     rationale: str = "",
+    evidence: list[str] | None = None,
     ttl_s: float,
     now: float | None = None,
     directive_id: str | None = None,
@@ -127,6 +134,7 @@ def draft(
         "step": step,
         "expires_at": created + ttl_s,
         "rationale": rationale,
+        "evidence": list(evidence or []),
     }
     for name, value in values.items():
         if name in raw:

@@ -6,10 +6,14 @@ the same inputs give the same verdict, decision id included. Its verdict is an a
 record like an admission controller's: allow / clamp / reject, a reason per finding, the
 patch that would be applied, the bounds it was judged by and the policy's revision.
 
-What it rejects outright: an expired or stale directive, a source over its rate limit, an
-unhealthy environment (the loss scale at its floor, problems another check reported), a
-micro-batch the memory model predicts will not fit, a loss-scale power without fp16, and
-an empty directive. Values outside the bounds are clamped into them, each with a reason.
+What it rejects outright: an expired or stale directive, a source over its rate limit, a
+micro-batch the memory model predicts will not fit, a loss-scale power without fp16, an
+empty directive, and, while the environment or the numerics are unhealthy (the loss scale
+at its floor, problems another check reported: a NaN loss, the doctor), any directive that
+adds risk (``engine.directives.risk``): a remedy (a lower learning rate, a tighter clip, a
+lower loss-scale power, a smaller micro-batch) is let through, with the health problem
+and the change named in its reasons. Values outside the bounds are clamped into them,
+each with a reason.
 Torch-free.
 """
 
@@ -19,10 +23,12 @@ import hashlib
 import json
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.config import RunConfig
 from engine.directives.directive import Directive
+from engine.directives.risk import added_risk, remedy_note
 from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, Verdict
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
@@ -59,6 +65,10 @@ class PolicyContext:
     memory: MemoryFigures | None = None
     problems: tuple[str, ...] = ()
     """Health problems reported elsewhere (the doctor, a missing accelerator, throttling)."""
+    blockers: tuple[str, ...] = ()
+    """Problems under which nothing passes, remedies included (the GPU the run requires is gone)."""
+    current: Mapping[DirectiveField, DirectiveValue] = field(default_factory=dict)
+    """Each field's value in effect now; a field missing here counts as unknown (risky)."""
 
 
 @dataclass
@@ -136,10 +146,11 @@ class LocalPolicyEngine:
             patch[name], moved = clamp_value(name, value, self.bounds)
             if moved is not None:
                 reasons.append(moved)
-        refused = self._memory_refusal(patch, context)
+        refused = self._memory_refusal(patch, context) or self._health_refusal(patch, context)
         if refused is not None:
             return self._reject(directive, refused)
-        return self._verdict(directive, "clamp" if reasons else "allow", reasons, patch)
+        decision: Decision = "clamp" if reasons else "allow"
+        return self._verdict(directive, decision, self._health_notes(patch, context) + reasons, patch)
 
     def recheck(
         self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
@@ -151,10 +162,11 @@ class LocalPolicyEngine:
             if refused is None and clamp_value(name, value, self.bounds)[1] is not None:
                 low, high = self.bounds[name]
                 refused = f"{name} {value:g} is outside the policy bounds [{low:g}, {high:g}]"
-        refused = refused or self._memory_refusal(values, context)
+        refused = refused or self._memory_refusal(values, context) or self._health_refusal(values, context)
         if refused is not None:
             return self._reject(directive, refused)
-        return self._verdict(directive, "clamp", ["values set by the operator"], dict(values))
+        notes = self._health_notes(values, context)
+        return self._verdict(directive, "clamp", [*notes, "values set by the operator"], dict(values))
 
     # ----------------------------------------------------------------- findings
 
@@ -169,13 +181,36 @@ class LocalPolicyEngine:
             return f"stale: based on step {directive.step}, {behind} steps behind step {context.step}"
         if not values:
             return "nothing to change: no directive field was given"
+        if context.blockers:
+            return "environment unhealthy: " + "; ".join(context.blockers)
+        if "loss_scale_initial_power" in values and context.precision != "fp16":
+            return f"loss_scale_initial_power: {context.precision} has no loss scale"
+        return None
+
+    def _unhealthy(self, context: PolicyContext) -> str | None:
+        """What is wrong with the environment or the numerics now, or None."""
         if context.problems:
             return "environment unhealthy: " + "; ".join(context.problems)
         if context.loss_scale is not None and context.loss_scale <= self.config.alerts.loss_scale_floor:
             return f"environment unhealthy: loss scale at its floor ({context.loss_scale:g})"
-        if "loss_scale_initial_power" in values and context.precision != "fp16":
-            return f"loss_scale_initial_power: {context.precision} has no loss scale"
         return None
+
+    def _health_refusal(
+        self, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
+    ) -> str | None:
+        """While unhealthy: a rejection naming each field that adds risk (remedies pass)."""
+        unhealthy = self._unhealthy(context)
+        risky = added_risk(values, context.current) if unhealthy else []
+        return f"{unhealthy}; " + "; ".join(risky) if risky else None
+
+    def _health_notes(
+        self, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
+    ) -> list[str]:
+        """While unhealthy, why an admitted directive was let through anyway."""
+        unhealthy = self._unhealthy(context)
+        if unhealthy is None:
+            return []
+        return [f"{unhealthy}; let through as a remedy: {remedy_note(values, context.current)}"]
 
     def _memory_refusal(
         self, values: dict[DirectiveField, DirectiveValue], context: PolicyContext

@@ -24,17 +24,20 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from engine.config import RunConfig
+from engine.directives.context import judging_context
 from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
-from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
+from engine.directives.effect import EffectWatch
+from engine.directives.entry import Entry
+from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.domain import (
     DIRECTIVE_FIELDS,
     DecisionRecord,
+    DirectiveEffect,
     DirectiveField,
     DirectiveState,
     DirectiveValue,
@@ -44,7 +47,9 @@ from engine.domain import (
 from engine.events import (
     DirectiveApplied,
     DirectiveDecided,
+    DirectiveEffectMeasured,
     DirectiveProposed,
+    DirectivesCarried,
     DirectivesRateLimited,
     Recorder,
 )
@@ -70,31 +75,6 @@ class DirectiveError(ValueError):
     """An operator request that cannot be done (unknown id, not pending, refused values)."""
 
 
-@dataclass
-class Entry:
-    directive: Directive
-    verdict: Verdict
-    state: DirectiveState
-    reasons: list[str] = field(default_factory=list)
-    applied: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
-
-    def view(self) -> DirectiveView:
-        d = self.directive
-        shown = self.applied if self.state == "applied" else self.verdict.patch
-        return DirectiveView(
-            id=d.id,
-            source=d.source,
-            created_at=d.created_at,
-            expires_at=d.expires_at,
-            step=d.step,
-            requested=d.values(),
-            allowed=dict(shown),
-            bounds=dict(self.verdict.bounds),
-            reasons=([d.rationale] if d.rationale else []) + self.reasons,
-            state=self.state,
-        )
-
-
 class DirectiveQueue:
     """Pending and decided directives of one run, and what goes to the trainer."""
 
@@ -118,32 +98,30 @@ class DirectiveQueue:
         self.latest: TelemetrySample | None = None
         self.problems: tuple[str, ...] = ()
         """Health problems from elsewhere (the doctor may set these)."""
-        self._unsent: list[ApplyDirective] = []
+        self.blockers: tuple[str, ...] = ()
+        """Problems under which no directive passes (set with ``problems``)."""
+        self.effects = EffectWatch(config.policy.effect_steps)
+        self.ended: str | None = None
+        """Why the run ended (directives can no longer be applied), once it has."""
         self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet summarized
         self._summarized_at = -math.inf  # clock() of the last rate-limit summary
 
     # ------------------------------------------------------------------ context
 
     def context(self) -> PolicyContext:
-        sample = self.latest
-        memory = None
-        if sample is not None and sample.mem_predicted and sample.mem_budget:
-            memory = MemoryFigures(
-                sample.micro_batch, sample.mem_predicted, sample.mem_budget, sample.world_size
-            )
-        return PolicyContext(
-            now=self.clock(),
-            step=sample.step if sample else 0,
-            precision=self.config.train.precision,
-            loss_scale=sample.loss_scale if sample else None,
-            memory=memory,
-            problems=self.problems,
+        return judging_context(
+            self.config, self.latest, self.effective, self.problems, self.clock(), self.blockers
         )
 
     # ---------------------------------------------------------------- proposals
 
     def propose_raw(
-        self, values: dict[str, Any], source: str, rationale: str = "", refusal: str | None = None
+        self,
+        values: dict[str, Any],
+        source: str,
+        rationale: str = "",
+        refusal: str | None = None,
+        evidence: list[str] | None = None,
     ) -> Entry:
         """An operator's or an external planner's values, validated at the edge, then judged.
         ``refusal``: why a planner's reply was refused before it gave values (malformed,
@@ -154,6 +132,7 @@ class DirectiveQueue:
             source=source,
             step=step,
             rationale=rationale,
+            evidence=evidence,
             ttl_s=self.config.policy.ttl_s,
             now=self.clock(),
         )
@@ -165,6 +144,8 @@ class DirectiveQueue:
         if directive.id in self.entries:
             raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
         verdict = self.policy.evaluate(directive, self.context())
+        if self.ended is not None:
+            refusal = refusal or f"the run has ended ({self.ended})"
         if refusal is not None:
             verdict = verdict.model_copy(
                 update={"decision": "reject", "patch": {}, "reasons": [refusal, *verdict.reasons]}
@@ -223,6 +204,8 @@ class DirectiveQueue:
         """Newest telemetry: what the policy judges by; expire what is overdue."""
         self.latest = sample
         self.expire()
+        for directive_id, effect in self.effects.on_step(sample):
+            self._effect_measured(directive_id, effect)
         if self.clock() - self._summarized_at >= SUMMARY_EVERY_S:
             self.flush_rate_limited()
 
@@ -249,19 +232,41 @@ class DirectiveQueue:
     # --------------------------------------------------------------- trainer side
 
     def trainer_connected(self) -> None:
-        """A (new) trainer: send what it has not got, then the effective values again
-        (a restart from an older checkpoint may have lost some; applying is idempotent)."""
-        unsent, self._unsent = self._unsent, []
+        """A (new) trainer: the effective values again (a restart from an older checkpoint
+        may have lost some; applying is idempotent), then every approved directive not yet
+        applied, unless its TTL passed meanwhile (then it expires); an event says which."""
         if self.effective:
             last = next((e for e in reversed(self.entries.values()) if e.state == "applied"), None)
-            resend = ApplyDirective(
-                directive_id=last.directive.id if last else "effective",
-                decision_id=last.verdict.decision_id if last else "",
-                values=dict(self.effective),
+            self.send(
+                ApplyDirective(
+                    directive_id=last.directive.id if last else "effective",
+                    decision_id=last.verdict.decision_id if last else "",
+                    values=dict(self.effective),
+                )
             )
-            unsent.insert(0, resend)
-        for message in unsent:
-            self._send(message)
+        kept, expired, now = [], [], self.clock()
+        for entry in [e for e in self.entries.values() if e.state in ("approved", "clamped")]:
+            if now >= entry.directive.expires_at:
+                self._expire(entry, "its TTL passed before a trainer could apply it")
+                expired.append(entry.directive.id)
+            else:
+                self._send_values(entry)
+                kept.append(entry.directive.id)
+        if kept or expired:
+            sent, lapsed = ", ".join(kept) or "none", ", ".join(expired) or "none"
+            self.record(
+                DirectivesCarried(kept=kept, expired=expired),
+                f"trainer connected: approved directives sent again: {sent}; expired by TTL: {lapsed}",
+            )
+
+    def end_run(self, reason: str) -> int:
+        """The run stopped, finished or failed: every directive still pending or approved
+        but unapplied expires, with ``reason``; later answers are refused."""
+        self.ended = reason
+        waiting = [e for e in self.entries.values() if e.state in ("pending", "approved", "clamped")]
+        for entry in waiting:
+            self._expire(entry, f"the run ended before it was applied ({reason})")
+        return len(waiting)
 
     def on_applied(self, echo: DirectiveApplied) -> None:
         """The trainer's ``directive_applied`` echo: what it applied and what it refused."""
@@ -279,6 +284,8 @@ class DirectiveQueue:
         if applied:
             self.effective.update(applied)
             entry.state = "applied"
+            if echo.step is not None:
+                self.effects.applied(entry.directive.id, echo.step)
         else:
             entry.state = "rejected"
         step = echo.step
@@ -312,8 +319,13 @@ class DirectiveQueue:
         entry = self.entries.get(directive_id)
         if entry is None:
             raise DirectiveError(f"no directive {directive_id!r}")
+        if entry.state == "expired":
+            why = next((r for r in reversed(entry.reasons) if r.startswith("expired")), "expired")
+            raise DirectiveError(f"directive {directive_id} can no longer be decided: {why}")
         if entry.state != "pending":
             raise DirectiveError(f"directive {directive_id} is {entry.state}, not pending")
+        if self.ended is not None:
+            raise DirectiveError(f"directive {directive_id}: the run has ended ({self.ended})")
         return entry
 
     def _pending_count(self) -> int:
@@ -334,14 +346,22 @@ class DirectiveQueue:
         self._keep_verdict(entry)
         self._event(DirectiveDecided, entry, f"directive {entry.directive.id} {state} {how}")
         if state in ("approved", "clamped"):
-            self._send(
-                ApplyDirective(
-                    directive_id=entry.directive.id,
-                    decision_id=entry.verdict.decision_id,
-                    values=dict(entry.verdict.patch),
-                )
-            )
+            self._send_values(entry)
         return entry
+
+    def _expire(self, entry: Entry, why: str) -> None:
+        entry.reasons.append(f"expired: {why}")
+        self._decide(entry, "expired", why)
+
+    def _effect_measured(self, directive_id: str, effect: DirectiveEffect) -> None:
+        entry = self.entries.get(directive_id)
+        if entry is None:
+            return  # forgotten meanwhile (MAX_KEPT): the store has its applied event
+        entry.effect = effect
+        self.record(
+            DirectiveEffectMeasured(directive=entry.view(), verdict=entry.verdict, effect=effect),
+            f"directive {directive_id} effect {effect.describe()}"[:4096],
+        )
 
     def _rate_limited(self, entry: Entry) -> Entry:
         entry.state = "rejected"
@@ -363,9 +383,15 @@ class DirectiveQueue:
         )
         self.keep(record)
 
-    def _send(self, message: ApplyDirective) -> None:
-        if not self.send(message):
-            self._unsent.append(message)
+    def _send_values(self, entry: Entry) -> None:
+        """To the trainer if one is connected; otherwise ``trainer_connected`` sends it."""
+        self.send(
+            ApplyDirective(
+                directive_id=entry.directive.id,
+                decision_id=entry.verdict.decision_id,
+                values=dict(entry.verdict.patch),
+            )
+        )
 
     def _event(self, kind: type[DirectiveProposed | DirectiveDecided], entry: Entry, message: str) -> None:
         self.record(kind(directive=entry.view(), verdict=entry.verdict), message[:4096])

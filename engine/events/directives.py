@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.domain import Verdict
+from engine.domain import DirectiveEffect, Verdict
 from engine.events.payload import Payload
 from engine.protocol import DirectiveView
 
@@ -23,6 +23,22 @@ class DirectiveProposed(DirectiveRecord):
 
 class DirectiveDecided(DirectiveRecord):
     event_type = "directive_decided"
+
+
+class DirectiveEffectMeasured(DirectiveRecord):
+    """An applied directive's effect: the steps after it against as many before."""
+
+    event_type = "directive_effect"
+    effect: DirectiveEffect
+
+
+class DirectivesCarried(Payload):
+    """A new trainer connected: approved directives it had not applied are sent to it
+    (``kept``), those whose TTL passed meanwhile are expired (``expired``)."""
+
+    event_type = "directives_carried"
+    kept: list[str] = Field(default_factory=list)
+    expired: list[str] = Field(default_factory=list)
 
 
 class DirectiveApplied(Payload):

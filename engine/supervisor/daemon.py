@@ -294,6 +294,8 @@ class Supervisor:
         if self._failure is not None:  # the supervisor ended it (its store, a task it needs)
             state, reason = "failed", self._failure
         self.attempts.announce_end(outcome, state == "failed", reason)
+        if self.directives is not None:
+            self.directives.end_run(f"run {state}: {reason}" if reason else f"run {state}")
         if self._chaos is not None:
             self._chaos.settle(state)
         self.journal.end(state, reason)

@@ -17,7 +17,9 @@ from engine.supervisor.journal import Journal
 class HealthFeed:
     """The newest doctor report and the alerts firing, told to the directive policy."""
 
-    def __init__(self, journal: Journal, directives: DirectiveQueue, *, require_accelerator: bool) -> None:
+    def __init__(
+        self, journal: Journal, directives: DirectiveQueue, *, require_accelerator: bool | None
+    ) -> None:
         self.journal = journal
         self.directives = directives
         self.require_accelerator = require_accelerator
@@ -37,5 +39,7 @@ class HealthFeed:
         return event
 
     def judge(self) -> None:
-        """The policy's ``problems`` from the newest doctor report and the alerts firing."""
+        """The policy's ``problems`` and ``blockers`` from the newest doctor report and the
+        alerts firing."""
         self.directives.problems = self.board.problems(self.require_accelerator)
+        self.directives.blockers = self.board.blockers(self.require_accelerator)

@@ -1,7 +1,8 @@
 """``memtui directives | approve | reject | clamp | propose``: directives from the shell.
 
-``directives`` reads the run's store, so it works on a finished run too; with
-``--decisions`` it lists every stored verdict (the audit trail, a flood's included) instead.
+``directives`` reads the run's store, so it works on a finished run too (where a directive
+the store still has waiting is shown expired: no supervisor is left to decide or apply it);
+with ``--decisions`` it lists every stored verdict (the audit trail, a flood's included).
 The others ask the live supervisor, whose policy judges every value (the CLI only parses
 ``field=value``).
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
@@ -115,6 +116,8 @@ def cmd_directives(args: argparse.Namespace) -> int:
             print(f"{run.run_id}: no verdicts stored", file=sys.stderr)
         return 0
     views = stored_directives(run.store)
+    if run.supervisor_pid() is None:
+        views = [no_longer_waiting(v) for v in views]
     if args.pending:
         views = [v for v in views if v["state"] == "pending"]
     if args.json:
@@ -182,7 +185,7 @@ def _ask(spec: str | None, build: Any) -> int:
 
 def stored_directives(store_path: Any) -> list[dict[str, Any]]:
     """The newest DirectiveView of every directive in the run's event log, oldest first."""
-    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveProposed
+    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveEffectMeasured, DirectiveProposed
     from engine.run.store import Store
 
     newest: dict[str, dict[str, Any]] = {}
@@ -193,7 +196,10 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
         while page := store.events_since(cursor, 1000):
             for event in page:
                 record = (
-                    DirectiveProposed.of(event) or DirectiveDecided.of(event) or DirectiveApplied.of(event)
+                    DirectiveProposed.of(event)
+                    or DirectiveDecided.of(event)
+                    or DirectiveApplied.of(event)
+                    or DirectiveEffectMeasured.of(event)
                 )
                 view = record.directive if record is not None else None
                 if view is not None:
@@ -201,6 +207,19 @@ def stored_directives(store_path: Any) -> list[dict[str, Any]]:
                     newest[view.id] = view.model_dump(mode="json")
             cursor = page[-1].seq
     return list(newest.values())
+
+
+OPEN_STATES = ("pending", "approved", "clamped")
+"""States in which a directive still waits for an operator or a trainer."""
+
+
+def no_longer_waiting(view: dict[str, Any]) -> dict[str, Any]:
+    """A stored view as of now for a run with no live supervisor: one still waiting can no
+    longer be decided or applied (a supervisor that was killed could not expire it itself)."""
+    if view.get("state") not in OPEN_STATES:
+        return view
+    why = "expired: its run has no live supervisor (nothing can decide or apply it)"
+    return {**view, "state": "expired", "reasons": [*(view.get("reasons") or []), why]}
 
 
 def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
@@ -237,6 +256,8 @@ def decision_line(d: Any) -> str:
 
 
 def render(views: list[dict[str, Any]]) -> str:
+    from engine.domain import DirectiveEffect
+
     lines = []
     for v in views:
         asked = ", ".join(f"{k}={val:g}" for k, val in (v.get("requested") or {}).items()) or "-"
@@ -244,4 +265,7 @@ def render(views: list[dict[str, Any]]) -> str:
         lines.append(f"{v.get('id')}  {v.get('state'):<8}  {v.get('source')}  step {v.get('step')}")
         lines.append(f"    requested {asked}; allowed {allowed}")
         lines.extend(f"    - {reason}" for reason in v.get("reasons") or [])
+        lines.extend(f"    evidence: {line}" for line in v.get("evidence") or [])
+        if v.get("effect"):
+            lines.append(f"    effect {DirectiveEffect.model_validate(v['effect']).describe()}")
     return "\n".join(lines)

@@ -165,9 +165,9 @@ def cmd_default(args: argparse.Namespace) -> int:
 
     live = next((r for r in list_runs() if r.supervisor_pid() is not None), None)
     if live is None:
-        from engine.config_file import build_run_config
+        from engine.config_file import demo_run_config
 
-        live = start_run(build_run_config(preset="tiny"))
+        live = start_run(demo_run_config())
         print(f"started the demo run {live.run_id}", file=sys.stderr)
     return open_console(live, args.theme, readonly=args.readonly, bell=args.bell)
 

@@ -110,14 +110,47 @@ def test_policy_rejection_names_the_problem() -> None:
     policy = LocalPolicyEngine(build_run_config(steps=10))
     directive = draft({"lr_multiplier": 0.5}, source="t", step=0, ttl_s=60.0, now=0.0)
     problems = ("GPU 0 clocks throttled: hw_thermal",)
-    verdict = policy.evaluate(directive, PolicyContext(now=1.0, problems=problems))
+    verdict = policy.evaluate(directive, PolicyContext(now=1.0, problems=problems))  # nothing known in effect
     assert verdict.decision == "reject"
-    assert verdict.reasons == ["environment unhealthy: GPU 0 clocks throttled: hw_thermal"]
+    assert verdict.reasons == [
+        "environment unhealthy: GPU 0 clocks throttled: hw_thermal; "
+        "lr_multiplier 0.5 adds risk: its value in effect is not known"
+    ]
 
 
-def test_require_accelerator_defaults_off() -> None:
-    assert PolicyConfig().require_accelerator is False
+def test_require_accelerator_is_unset_by_default() -> None:
+    assert PolicyConfig().require_accelerator is None
     assert PolicyConfig(require_accelerator=True).require_accelerator is True
+
+
+def doctor_event(doctor: DoctorReport) -> Event:
+    return ev("doctor_report", doctor.model_dump(mode="json"), "doctor")
+
+
+def test_unset_require_accelerator_is_on_for_a_gpu_run_and_off_for_a_cpu_run() -> None:
+    cpu = HealthBoard()
+    cpu.observe(doctor_event(report(CPU_SW, None)))
+    assert cpu.blockers(None) == () and cpu.problems(None) == ()
+    gpu = HealthBoard()
+    gpu.observe(doctor_event(report(CUDA_SW, FakeNvml())))
+    assert gpu.blockers(None) == ()
+    gpu.observe(doctor_event(report(CUDA_SW, None)))  # the run's GPU is gone
+    assert gpu.blockers(None) == ("accelerator required but the doctor finds no GPU",)
+    assert gpu.blockers(False) == () and cpu.blockers(True) == gpu.blockers(None)
+
+
+def test_a_missing_accelerator_rejects_remedies_too() -> None:
+    policy = LocalPolicyEngine(build_run_config(steps=10))
+    directive = draft({"lr_multiplier": 0.5}, source="t", step=0, ttl_s=60.0, now=0.0)
+    missing = ("accelerator required but the doctor finds no GPU",)
+    current = {"lr_multiplier": 1.0}
+    verdict = policy.evaluate(
+        directive, PolicyContext(now=1.0, problems=missing, blockers=missing, current=current)
+    )
+    assert verdict.decision == "reject"
+    assert verdict.reasons == ["environment unhealthy: accelerator required but the doctor finds no GPU"]
+    remedy = policy.evaluate(directive, PolicyContext(now=1.0, problems=missing, current=current))
+    assert remedy.decision == "allow"  # as a health problem alone, a remedy would pass
 
 
 # ----------------------------------------------------------------- the real supervisor
@@ -154,10 +187,14 @@ async def test_stuck_run_rejects_a_proposal_and_a_healthy_one_accepts(
     os.kill(pid, signal.SIGSTOP)
     try:
         await client.until(is_alert("heartbeat", "firing"), timeout=30)
-        ok, _ = await client.answer(Propose(id="p1", values={"lr_multiplier": 0.5}))
+        ok, _ = await client.answer(Propose(id="p1", values={"gradient_clip_norm": 1.25}))
         assert ok.kind == "ok" and ok.result["directive"]["state"] == "rejected"
         (reason,) = ok.result["verdict"]["reasons"]
         assert reason.startswith("environment unhealthy: no step for") and "stuck" in reason
+        assert reason.endswith("gradient_clip_norm 1.25 above the 1 in effect adds risk")
+        ok, _ = await client.answer(Propose(id="p1r", values={"lr_multiplier": 0.5}))  # a remedy
+        assert ok.result["directive"]["state"] == "pending", ok.result["verdict"]["reasons"]
+        assert "let through as a remedy: lr_multiplier 0.5 (from 1)" in ok.result["verdict"]["reasons"][0]
         os.kill(pid, signal.SIGCONT)
         await client.until(is_alert("heartbeat", "resolved"), timeout=30)
     finally:

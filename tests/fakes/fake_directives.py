@@ -42,6 +42,8 @@ class FakeDirectives:
         self.config = config
         self.policy = LocalPolicyEngine(config)
         self.entries: dict[str, FakeDirective] = {}
+        self.ended: str | None = None
+        """Why the run ended, once it has (a proposal then is rejected with it)."""
         self._decisions = 0
 
     @property
@@ -66,6 +68,11 @@ class FakeDirectives:
         entry = self.entries.get(message.directive_id)
         if entry is None:
             return Error(id=message.id, reason=f"no directive {message.directive_id!r}"), None
+        if entry.view.state == "expired":
+            why = next((r for r in reversed(entry.view.reasons) if r.startswith("expired")), "expired")
+            return Error(
+                id=message.id, reason=f"directive {entry.view.id} can no longer be decided: {why}"
+            ), None
         if entry.view.state != "pending":
             reason = f"directive {entry.view.id} is {entry.view.state}, not pending"
             return Error(id=message.id, reason=reason), None
@@ -99,6 +106,13 @@ class FakeDirectives:
         )
         self.record(echo, f"directive {directive_id} applied at step {step}: {applied}")
 
+    def end_run(self, reason: str) -> None:
+        """The run ended: every directive pending or admitted but unapplied expires."""
+        self.ended = reason
+        for entry in self.entries.values():
+            if entry.view.state in ("pending", "approved", "clamped"):
+                self._decide(entry, "expired", [f"expired: the run ended before it was applied ({reason})"])
+
     # ------------------------------------------------------------------ internals
 
     def _propose_values(self, message: Propose, step: int) -> Ok | Error:
@@ -114,6 +128,9 @@ class FakeDirectives:
             return Error(id=message.id, reason=str(err))
         context = PolicyContext(now=time.time(), step=step, precision=self.config.train.precision)
         verdict = self.policy.evaluate(directive, context)
+        if self.ended is not None:
+            why = f"the run has ended ({self.ended})"
+            verdict = verdict.model_copy(update={"decision": "reject", "patch": {}, "reasons": [why]})
         view = DirectiveView(
             id=directive.id,
             source=directive.source,

@@ -164,6 +164,7 @@ class FakeEngine:
             performs=self.chaos,
         )
         self._directives = FakeDirectives(self.record, RUN_DEFAULTS)
+        self.lifecycle.on_ending = self._directives.end_run
         self._connections: list[_Connection] = []
         self._server: asyncio.AbstractServer | None = None
 

@@ -94,6 +94,8 @@ class FakeLifecycle:
         self.trainer_alive = state not in TERMINAL_STATES and state != "restarting"
         self.on_stopped: Callable[[], None] | None = None
         """Called once a Stop has run its course (e.g. to play a supervisor exiting)."""
+        self.on_ending: Callable[[str], None] | None = None
+        """Called with the reason just before the run ends (directives expire then)."""
         self._paused_at = time.monotonic()
         self._pausing: asyncio.TimerHandle | None = None  # a hold or release on its way
 
@@ -132,6 +134,8 @@ class FakeLifecycle:
             self.record(exited, f"exited with status 0 (attempt {self.attempt})")
             self.trainer_alive = False
         self.exit_reason = why
+        if self.on_ending is not None:
+            self.on_ending(f"run stopped: {why}")
         self.set_state("stopped")
         self.record(RunEnded(state="stopped", reason=why), f"run ended stopped: {why}")
         if self.on_stopped is not None:

@@ -84,7 +84,7 @@ def hand_over(queue: DirectiveQueue, source: str, reply: PlannerReply) -> Entry 
     try:
         if reply.problem is None:
             try:
-                return queue.propose_raw(reply.values, source, reply.rationale)
+                return queue.propose_raw(reply.values, source, reply.rationale, evidence=reply.evidence)
             except DirectiveRefused as err:
                 return _refuse(queue, source, f"refused at the edge: {err}")
         return _refuse(queue, source, reply.problem)

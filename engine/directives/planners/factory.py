@@ -14,9 +14,11 @@ from engine.config import PolicyConfig
 from engine.directives.directive import DirectiveRefused
 from engine.directives.planners.external import Adapter, ExternalPlanner, Spawner
 from engine.directives.planners.rules import RulePlanner
-from engine.directives.queue import DirectiveQueue
+from engine.directives.queue import DirectiveQueue, Entry
 from engine.domain import TelemetrySample
 from engine.events import Recorder
+
+SOURCE = "rules"
 
 
 class Planner(Protocol):
@@ -28,17 +30,42 @@ class Planner(Protocol):
 
 
 class RulePlanning:
-    """The built-in rules (``RulePlanner``, pure) feeding the queue as source ``rules``."""
+    """The built-in rules (``RulePlanner``, pure) feeding the queue as source ``rules``.
+
+    It follows what became of its suggestions: one rejected (by the policy at once, or by
+    an operator later) is told to the rules, which never suggest that value again; while
+    one is pending, the same values are not suggested a second time."""
 
     def __init__(self, queue: DirectiveQueue) -> None:
         self.rules = RulePlanner(queue.config)
         self.queue = queue
+        self.open: dict[str, Entry] = {}
+        """Its suggestions not yet applied, rejected or expired, by directive id."""
 
     def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None:
+        self._follow_up()
         effective = {str(k): v for k, v in self.queue.effective.items()}
-        for values, rationale in self.rules.observe(sample, effective):
+        for suggestion in self.rules.observe(sample, effective):
+            if any(
+                e.state == "pending" and e.directive.values() == suggestion.values for e in self.open.values()
+            ):
+                continue  # the operator has not answered the same suggestion yet
             with contextlib.suppress(DirectiveRefused):  # unrepresentable: nothing to judge
-                self.queue.propose_raw(values, "rules", rationale)
+                entry = self.queue.propose_raw(
+                    {str(k): v for k, v in suggestion.values.items()},
+                    SOURCE,
+                    suggestion.rationale,
+                    evidence=suggestion.evidence,
+                )
+                self.open[entry.directive.id] = entry
+        self._follow_up()
+
+    def _follow_up(self) -> None:
+        for directive_id, entry in list(self.open.items()):
+            if entry.state == "rejected":
+                self.rules.refuse(entry.directive.values())
+            if entry.state in ("rejected", "expired", "applied"):
+                del self.open[directive_id]
 
     async def close(self) -> None:
         pass

@@ -1,11 +1,12 @@
 """An external planner's answer to one telemetry summary, read at the edge.
 
 A planner (a command or an LLM endpoint) answers each summary with one JSON object: the
-directive fields it wants changed plus an optional ``rationale`` string, or ``{}`` for
-nothing. Whatever else it says (not JSON, not an object, a non-string rationale, deep
-nesting, numbers over 64 bits, lone surrogates: ``engine.wire_json``) becomes a
-``problem``: a reason the adapter stores as a rejected proposal. Field values are not
-judged here: the directive edge and the policy do that, through the queue. Torch-free.
+directive fields it wants changed plus an optional ``rationale`` string and an optional
+``evidence`` list of strings (the figures it read), or ``{}`` for nothing. Whatever else it
+says (not JSON, not an object, a non-string rationale, deep nesting, numbers over 64 bits,
+lone surrogates: ``engine.wire_json``) becomes a ``problem``: a reason the adapter stores as
+a rejected proposal. Field values are not judged here: the directive edge and the policy
+do that, through the queue. Torch-free.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ class PlannerReply:
     values: dict[str, Any] = field(default_factory=dict)
     rationale: str = ""
     problem: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    """The figures the planner says it read (the directive edge bounds their number and size)."""
 
 
 def refused(problem: str) -> PlannerReply:
@@ -49,7 +52,10 @@ def parse_reply(text: str | bytes) -> PlannerReply:
     rationale = values.pop("rationale", "")
     if not isinstance(rationale, str):
         return refused(f"rationale must be a string, got {type(rationale).__name__}")
-    return PlannerReply(values=values, rationale=rationale)
+    evidence = values.pop("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(item, str) for item in evidence):
+        return refused("evidence must be a list of strings")
+    return PlannerReply(values=values, rationale=rationale, evidence=evidence)
 
 
 def _unfenced(text: str) -> str:

@@ -1,18 +1,28 @@
 """The built-in rule planner: telemetry in, suggested directive values out.
 
 It only suggests: everything it says goes through the policy (and, in manual mode, an
-operator) like any other planner. Each rule has a rationale and a cool-down in optimizer
-steps, so a lasting condition yields one suggestion per cool-down, not one per step.
+operator) like any other planner. But it suggests only what could be allowed: each value
+lies within the run's policy bounds, a micro-batch divides the global batch per rank (the
+memory controller's own list, ``engine.memory.controller.Policy.micro_batches``) and is
+predicted to fit, a value always moves away from the one in effect, and a value once
+rejected (by the policy or an operator, ``refuse``) is never suggested again. Each rule has
+a cool-down in optimizer steps, so a lasting condition yields one suggestion per
+cool-down, and each suggestion carries its evidence: the telemetry it read.
 
 Rules:
 - loss spike or divergence (loss over ``SPIKE_FACTOR`` x its recent mean, or not finite)
-  -> lower the LR multiplier by half of the one in effect;
-- repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power one below
+  -> half the LR multiplier in effect;
+- loss plateau (the best line through the last ``PLATEAU_STEPS`` losses gains under
+  ``PLATEAU_GAIN`` of their mean, times the LR multiplier in effect: a lowered LR is
+  expected to gain less) -> ``PLATEAU_FACTOR`` x the LR multiplier in effect, never below
+  ``PLATEAU_FLOOR`` (on a 5,000-step ``tiny`` run, 0.7x per slow-down down to the policy's
+  0.05 ended at a mean loss of 1.52 against 1.37 without the planner);
+- repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power below
   the scale now in use;
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
 - steady memory headroom (peak under ``HEADROOM`` of the budget for the whole window)
-  -> double the micro-batch.
-Torch-free.
+  -> the next larger micro-batch the global batch allows.
+Pure and torch-free.
 """
 
 from __future__ import annotations
@@ -20,19 +30,36 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config import RunConfig
-from engine.domain import TelemetrySample
+from engine.directives.policy import MemoryFigures
+from engine.directives.slope import slope
+from engine.domain import DirectiveField, DirectiveValue, TelemetrySample
+from engine.memory.controller import Policy as MemoryPolicy
+from engine.memory.controller import review_request
 
-WINDOW = 50  # steps of history each rule looks at
+WINDOW = 50  # steps of history the spike, overflow, gradient and headroom rules look at
 SPIKE_FACTOR = 3.0  # loss over this x its window mean is a spike
 OVERFLOWS = 3  # overflows within the window that count as repeated
 GRAD_FACTOR = 10.0  # grad norm over this x its window median is an explosion
 HEADROOM = 0.5  # measured peak under this fraction of the budget is headroom
 COOLDOWN_STEPS = 100  # steps between two suggestions of the same rule
+PLATEAU_STEPS = 200  # losses (one a step) the plateau rule fits a line through
+PLATEAU_GAIN = 0.03  # gained over PLATEAU_STEPS, as a fraction of their mean; below: a plateau
+PLATEAU_FACTOR = 0.7  # on the LR multiplier in effect when the loss plateaus
+PLATEAU_COOLDOWN_STEPS = 500  # a lower LR needs time to show; judge a fresh window
+PLATEAU_FLOOR = 0.5  # lowest LR multiplier a plateau suggests: a slowing loss is no emergency
 
-Suggestion = tuple[dict[str, Any], str]  # (directive values, rationale)
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Directive values, why, and the telemetry read (one short line per figure)."""
+
+    values: dict[DirectiveField, DirectiveValue]
+    rationale: str
+    evidence: list[str] = field(default_factory=list)
 
 
 class RulePlanner:
@@ -40,71 +67,154 @@ class RulePlanner:
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.losses: deque[float] = deque(maxlen=WINDOW)
+        self.bounds = config.policy.bounds()
+        self.losses: deque[float] = deque(maxlen=PLATEAU_STEPS)
         self.grad_norms: deque[float] = deque(maxlen=WINDOW)
         self.overflows: deque[bool] = deque(maxlen=WINDOW)
         self.headroom: deque[bool] = deque(maxlen=WINDOW)
         self.last_fired: dict[str, int] = {}
+        self.refused: dict[str, set[DirectiveValue]] = {}
+        """Field -> values rejected once; never suggested again."""
 
     def observe(self, sample: TelemetrySample, effective: dict[str, Any]) -> list[Suggestion]:
         """Suggestions for this step, given the directive values already in effect."""
-        rules = (self._loss_spike, self._overflows, self._grad_explosion, self._headroom)
+        rules = (self._loss_spike, self._plateau, self._overflows, self._grad_explosion, self._headroom)
         out = [s for s in (rule(sample, effective) for rule in rules) if s is not None]
         self._remember(sample)
         return out
 
+    def refuse(self, values: dict[DirectiveField, DirectiveValue]) -> None:
+        """These values were rejected: never suggest any of them again."""
+        for name, value in values.items():
+            self.refused.setdefault(name, set()).add(value)
+
     # ------------------------------------------------------------------- rules
 
     def _loss_spike(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
-        if len(self.losses) < 10:
+        recent = list(self.losses)[-WINDOW:]
+        if len(recent) < 10:
             return None
-        mean = statistics.fmean(self.losses)
-        spiked = not math.isfinite(sample.loss) or sample.loss > SPIKE_FACTOR * mean
-        if not spiked or not self._ready("lr", sample.step):
+        mean = statistics.fmean(recent)
+        if math.isfinite(sample.loss) and sample.loss <= SPIKE_FACTOR * mean:
             return None
         current = float(effective.get("lr_multiplier", 1.0))
-        why = (
-            f"loss {sample.loss:.4g} at step {sample.step} over {SPIKE_FACTOR:g}x "
-            f"its {len(self.losses)}-step mean {mean:.4g}"
-        )
-        return {"lr_multiplier": round(current * 0.5, 6)}, f"{why}: halve the learning rate"
+        value = self._lowered("lr_multiplier", current, round(current * 0.5, 6))
+        if value is None or not self._ready("lr", sample.step, COOLDOWN_STEPS):
+            return None
+        evidence = [
+            f"loss {sample.loss:.4g} at step {sample.step}",
+            f"{len(recent)}-step mean loss {mean:.4g} (spike: over {SPIKE_FACTOR:g}x)",
+            f"lr multiplier in effect {current:g}",
+        ]
+        why = f"loss {sample.loss:.4g} over {SPIKE_FACTOR:g}x its recent mean: lower the learning rate"
+        return Suggestion({"lr_multiplier": value}, why, evidence)
+
+    def _plateau(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
+        if len(self.losses) < PLATEAU_STEPS or sample.step <= self.config.train.warmup_steps + PLATEAU_STEPS:
+            return None
+        per_step = slope(self.losses)
+        mean = statistics.fmean(self.losses)
+        if per_step is None or mean <= 0:
+            return None
+        gain = 0.0 - per_step * len(self.losses) / mean  # fraction of the mean lost over the window
+        current = float(effective.get("lr_multiplier", 1.0))
+        expected = PLATEAU_GAIN * min(1.0, current)  # a lower LR is expected to gain less
+        if gain >= expected:
+            return None
+        target = max(PLATEAU_FLOOR, round(current * PLATEAU_FACTOR, 6))
+        value = self._lowered("lr_multiplier", current, target)
+        if value is None or not self._ready("plateau", sample.step, PLATEAU_COOLDOWN_STEPS):
+            return None
+        evidence = [
+            f"loss slope {per_step:+.3g}/step over the last {len(self.losses)} steps",
+            f"{gain:.1%} of the mean loss {mean:.4g} gained (plateau: under {expected:.1%})",
+            f"lr {sample.lr:.3g} at multiplier {current:g}",
+        ]
+        why = f"loss plateaued over {len(self.losses)} steps: lower the learning rate to {value:g}x"
+        return Suggestion({"lr_multiplier": value}, why, evidence)
 
     def _overflows(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
         count = sum(self.overflows) + int(sample.overflow)
-        if count < OVERFLOWS or sample.loss_scale is None or not self._ready("scale", sample.step):
+        scale = sample.loss_scale
+        if count < OVERFLOWS or scale is None or not math.isfinite(scale):
             return None
-        power = max(0, int(math.log2(max(1.0, sample.loss_scale))) - 1)
-        why = f"{count} fp16 overflows in {len(self.overflows) + 1} steps at loss scale {sample.loss_scale:g}"
-        return {"loss_scale_initial_power": power}, f"{why}: restart the scale at 2**{power}"
+        current = int(math.log2(max(1.0, scale)))
+        value = self._lowered("loss_scale_initial_power", current, current - 1)
+        if value is None or not self._ready("scale", sample.step, COOLDOWN_STEPS):
+            return None
+        evidence = [
+            f"{count} overflows in {len(self.overflows) + 1} steps",
+            f"loss scale {scale:g} (2**{current}) at step {sample.step}",
+        ]
+        why = f"{count} fp16 overflows in {len(self.overflows) + 1} steps: restart the scale at 2**{value}"
+        return Suggestion({"loss_scale_initial_power": value}, why, evidence)
 
     def _grad_explosion(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
         norm = sample.grad_norm
         if norm is None or len(self.grad_norms) < 10:
             return None
         median = statistics.median(self.grad_norms)
-        exploded = not math.isfinite(norm) or norm > GRAD_FACTOR * max(median, 1e-12)
-        if not exploded or not self._ready("clip", sample.step):
+        if math.isfinite(norm) and norm <= GRAD_FACTOR * max(median, 1e-12):
             return None
-        current = float(effective.get("gradient_clip_norm", self.config.train.grad_clip or 1.0))
-        why = f"gradient norm {norm:.4g} over {GRAD_FACTOR:g}x its median {median:.4g}"
-        return {"gradient_clip_norm": round(current * 0.5, 6)}, f"{why}: tighten clipping"
+        configured = self.config.train.grad_clip or math.inf  # 0: no clipping, any clip is tighter
+        current = float(effective.get("gradient_clip_norm", configured))
+        target = self.bounds["gradient_clip_norm"][1] if math.isinf(current) else round(current * 0.5, 6)
+        value = self._lowered("gradient_clip_norm", current, target)
+        if value is None or not self._ready("clip", sample.step, COOLDOWN_STEPS):
+            return None
+        evidence = [f"gradient norm {norm:.4g} at step {sample.step}", f"median {median:.4g}"]
+        why = f"gradient norm {norm:.4g} over {GRAD_FACTOR:g}x its median: tighten clipping to {value:g}"
+        return Suggestion({"gradient_clip_norm": value}, why, evidence)
 
     def _headroom(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
-        roomy = all(self.headroom) and len(self.headroom) == WINDOW
-        if not roomy or not self._ready("micro_batch", sample.step):
+        if len(self.headroom) < WINDOW or not all(self.headroom):
             return None
-        want = sample.micro_batch * 2
-        why = (
-            f"peak under {HEADROOM:.0%} of the budget for {WINDOW} steps at micro-batch {sample.micro_batch}"
-        )
-        return {"micro_batch_size": want}, f"{why}: try {want}"
+        value = self._larger_micro_batch(sample)
+        if value is None or not self._ready("micro_batch", sample.step, COOLDOWN_STEPS):
+            return None
+        evidence = [
+            f"step peak under {HEADROOM:.0%} of the budget for {WINDOW} steps",
+            f"peak {sample.mem_step_peak} of {sample.mem_budget} bytes at micro-batch {sample.micro_batch}",
+            f"global batch {self.config.train.global_batch} over {sample.world_size} rank(s)",
+        ]
+        why = f"steady memory headroom at micro-batch {sample.micro_batch}: try {value}"
+        return Suggestion({"micro_batch_size": value}, why, evidence)
 
     # ---------------------------------------------------------------- helpers
 
-    def _ready(self, rule: str, step: int) -> bool:
-        """True (and the cool-down starts) unless this rule fired within COOLDOWN_STEPS."""
+    def _lowered(self, name: DirectiveField, current: float, target: DirectiveValue) -> DirectiveValue | None:
+        """``target`` within the bounds, if that is still below ``current`` and never refused."""
+        low, high = self.bounds[name]
+        value = min(max(target, low), high)
+        if value >= current or value in self.refused.get(name, ()):
+            return None
+        return value
+
+    def _larger_micro_batch(self, sample: TelemetrySample) -> int | None:
+        """The smallest micro-batch above the current one that the geometry, the bounds and
+        the memory model allow, never refused."""
+        memory = MemoryPolicy.from_config(self.config.memory, self.config.train, sample.world_size)
+        low, high = self.bounds["micro_batch_size"]
+        figures = None
+        if sample.mem_predicted and sample.mem_budget:
+            figures = MemoryFigures(sample.micro_batch, sample.mem_predicted, sample.mem_budget)
+        for size in memory.micro_batches():
+            if size <= sample.micro_batch or not low <= size <= high:
+                continue
+            if size in self.refused.get("micro_batch_size", ()):
+                continue
+            if (
+                figures is None
+                or not review_request(size, figures.predict(size), figures.budget, memory).accepted
+            ):
+                return None  # no prediction, or the next size is predicted not to fit
+            return size
+        return None
+
+    def _ready(self, rule: str, step: int, cooldown: int) -> bool:
+        """True (and the cool-down starts) unless this rule fired within ``cooldown`` steps."""
         last = self.last_fired.get(rule)
-        if last is not None and step - last < COOLDOWN_STEPS:
+        if last is not None and step - last < cooldown:
             return False
         self.last_fired[rule] = step
         return True

@@ -1,4 +1,5 @@
-"""Everything about one directive: source, timing, each field asked/allowed/bounds, reasons."""
+"""Everything about one directive: source, timing, each field asked/allowed/bounds, reasons,
+the planner's evidence and, once applied, its measured effect."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ def render_details(d: DirectiveView, now: float) -> str:
                 f"{format_value(d.allowed.get(field)):>10}  [{format_value(low)}, {format_value(high)}]"
             )
     lines += ["", "[$text-muted]reasons[/]", *(f"· {escape(r)}" for r in d.reasons or ["(none given)"])]
+    if d.evidence:
+        lines += [
+            "",
+            "[$text-muted]evidence (telemetry the planner read)[/]",
+            *(f"· {escape(e)}" for e in d.evidence),
+        ]
+    if d.effect is not None:
+        lines += ["", "[$text-muted]effect[/]", escape(d.effect.describe())]
     return "\n".join(lines)
 
 
