@@ -63,6 +63,9 @@ from engine.protocol import (
     read_line,
 )
 
+NO_CONNECT_READY = "fake trainer: not connecting; SIGTERM ends me"
+"""Printed (to the trainer log) once a FAKE_TRAINER_NO_CONNECT trainer handles SIGTERM."""
+
 
 def as_message(payload: Payload, message: str) -> TrainerEvent:
     """A typed event as the real trainer's link sends it."""
@@ -142,6 +145,7 @@ class FakeTrainer:
     async def run(self) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
         if self.no_connect:
+            print(NO_CONNECT_READY, flush=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.steps / self.rate_hz)
             return 0
