@@ -55,6 +55,7 @@ from engine.events.run import (
     TrainerResumed,
     TrainerStarted,
 )
+from engine.events.startup import PhaseName, StartupPhase
 
 SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if m.origin == "supervisor")
 """Types only the supervisor records; a trainer that sends one is refused."""
@@ -91,6 +92,7 @@ __all__ = [
     "MemoryLevel",
     "Origin",
     "PauseKept",
+    "PhaseName",
     "PauseRequested",
     "Payload",
     "PlannerDisabled",
@@ -101,6 +103,7 @@ __all__ = [
     "RunEnded",
     "RunPaused",
     "RunStarted",
+    "StartupPhase",
     "StateChanged",
     "StopRequested",
     "TrainerError",

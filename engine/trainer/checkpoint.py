@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,12 @@ def _save_as_leader(
 
 
 def resume(
-    engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any, group: RankGroup | None = None
+    engine: Any,
+    store: CheckpointStore,
+    allow_fresh: bool,
+    link: Any,
+    group: RankGroup | None = None,
+    before_load: Callable[[str], None] | None = None,
 ) -> Resumed | None:
     """Load the newest checkpoint that verifies; None for a fresh start at step 0.
 
@@ -213,6 +219,8 @@ def resume(
         return None
     chosen, manifest = plan.chosen, plan.chosen.manifest
     assert manifest is not None  # a verified tag has one
+    if before_load is not None and group.leader:
+        before_load(chosen.tag)  # the trainer's loading_checkpoint phase
     path, client_state = engine.load_checkpoint(str(store.directory), tag=chosen.tag)
     if path is None:
         raise RuntimeError(f"DeepSpeed could not load {store.directory / chosen.tag}, which verified")

@@ -549,3 +549,26 @@ def test_several_ranks_run_under_torchrun_unless_a_command_is_given() -> None:
     assert "--nproc-per-node=2" in command and "--max-restarts=0" in command  # we restart, not torchrun
     assert command[-2:] == ["-m", "engine.trainer"]
     assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, ranks=2) == ["fake"]
+
+
+async def test_status_says_the_start_up_phase_until_the_first_step(
+    run: RunDir, start, fake_env, wait_until
+) -> None:
+    gate = run.path / "gate"
+    fake_env(phases="importing,building_op,initialising", gate=gate)
+    running = await start()
+    sup = running.supervisor
+    await wait_until(
+        lambda: sup.status().startup is not None and sup.status().startup.phase == "initialising",
+        "initialising",
+    )
+    startup = sup.status().startup
+    assert startup is not None and startup.label == "initialising DeepSpeed" and startup.attempt == 1
+    _, events = stored(run)
+    phases = [e for e in events if e.type == "startup_phase"]
+    assert [e.data["phase"] for e in phases] == ["importing", "building_op", "initialising"]
+    assert startup.since == phases[-1].ts
+    assert "building DeepSpeed op deepspeed_shm_comm (once per machine)" in phases[1].message
+    gate.touch()
+    await wait_until(lambda: sup.status().step > 0, "the first step")
+    assert sup.status().startup is None
