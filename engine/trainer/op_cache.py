@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -30,6 +32,12 @@ from typing import Any
 SHM_COMM = "ShareMemCommBuilder"
 """The op builder DeepSpeed's torch backend loads on the CPU (``deepspeed/comm/torch.py``)."""
 LOCK_FILE = "lock"
+LOCK_POLL_S = 0.5
+"""s between two looks at the lock while an op that was not built loads."""
+BUILD_TOOLS = frozenset(
+    {"ninja", "c++", "g++", "gcc", "cc", "cc1plus", "clang++", "ld", "as", "x86_64-linux-gnu-g++"}
+)
+"""Process names of a build of ours (ninja and what it runs)."""
 """torch.utils.cpp_extension's build lock (a FileBaton) inside the op's build directory."""
 
 
@@ -73,15 +81,45 @@ def op_state(builder: Any) -> OpState:
 
 def prepare_ops(before_load: Callable[[OpState], None] = lambda state: None) -> list[tuple[OpState, float]]:
     """Load every needed op, building it if the cache lacks it; ``before_load`` hears where
-    each stands first. Returns each op's state as found and the seconds its load took."""
+    each stands first, and again if a build turns out to be another process's (both found
+    the cache empty; the other took the lock). Returns each op's state as first found and
+    the seconds its load took."""
     loaded: list[tuple[OpState, float]] = []
     for builder in needed_builders():
         state = op_state(builder)
         before_load(state)
+        done = threading.Event()
+        if not state.built and not state.locked:
+            watcher = threading.Thread(target=_watch_lock, args=(state, before_load, done), daemon=True)
+            watcher.start()
         began = time.monotonic()
-        builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
+        try:
+            builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
+        finally:
+            done.set()
         loaded.append((state, time.monotonic() - began))
     return loaded
+
+
+def _watch_lock(state: OpState, before_load: Callable[[OpState], None], done: threading.Event) -> None:
+    """While this process loads an op it found unbuilt: once the build lock is there and no
+    compiler of ours runs, twice in a row, the build is another process's: say so (once)."""
+    lock, seen = Path(state.directory) / LOCK_FILE, 0
+    while not done.wait(LOCK_POLL_S):
+        seen = seen + 1 if lock.exists() and not _building_here() else 0
+        if seen >= 2:  # ours: ninja starts within moments of taking the lock
+            before_load(dataclasses.replace(state, locked=True))
+            return
+
+
+def _building_here() -> bool:
+    """Whether ninja or a compiler runs under this process now."""
+    import psutil
+
+    try:
+        return any(child.name() in BUILD_TOOLS for child in psutil.Process().children(recursive=True))
+    except psutil.Error:
+        return True  # cannot tell: keep saying what was said
 
 
 def describe(state: OpState, took_s: float) -> str:
@@ -94,6 +132,15 @@ def describe(state: OpState, took_s: float) -> str:
     return f"{state.name}: {how} in {took_s:.0f} s, cached in {state.directory} for every later run"
 
 
+def _say_before_load(state: OpState) -> None:
+    """On stderr: a build about to take a while, or a wait for another process's."""
+    if state.locked:
+        lock = Path(state.directory) / LOCK_FILE
+        print(f"{state.name}: waiting for another process's build (lock {lock})", file=sys.stderr, flush=True)
+    elif not state.built:
+        print(f"{state.name}: building (once per machine) in {state.directory}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m engine.trainer.op_cache",
@@ -104,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # DeepSpeed's import logs to stdout: with --json, stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-            loaded = prepare_ops()
+            loaded = prepare_ops(_say_before_load)
     except Exception as err:  # a compiler missing, a failed build: say it, exit 1
         print(f"cannot build: {type(err).__name__}: {err}", file=sys.stderr)
         return 1

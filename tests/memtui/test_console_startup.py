@@ -58,7 +58,7 @@ def test_the_header_counts_the_phase_from_its_event() -> None:
     event = make_event(3, "startup_phase", data={"phase": "waiting_for_build", "attempt": 1, "op": "x_op"})
     view = RunView(run_id="r", state="starting").with_event(event)
     text = render_header(view, now=event.ts + 75)
-    assert "⧗ waiting for another process's build of x_op 1m15s" in text
+    assert "⧗ 1m15s waiting for another process's build of x_op" in text
 
 
 def test_a_phase_replayed_after_its_attempt_stepped_is_over() -> None:

@@ -85,3 +85,17 @@ def test_prepare_says_what_the_load_cost() -> None:
         "op: built in 93 s, cached in /c/op for every later run"
     )
     assert "already built in /c/op" in describe(OpState("op", "/c/op", built=True, locked=False), 0.2)
+
+
+def test_a_lock_taken_by_another_process_turns_building_into_waiting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from engine.trainer import op_cache
+
+    state = OpState("op", str(tmp_path), built=False, locked=False)
+    (tmp_path / op_cache.LOCK_FILE).touch()  # another process took it; no compiler of ours runs
+    heard: list[OpState] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=op_cache._watch_lock, args=(state, heard.append, done))
+    watcher.start()
+    watcher.join(timeout=120)  # returns once it has said so
+    done.set()
+    assert heard == [OpState("op", str(tmp_path), built=False, locked=True)]

@@ -151,7 +151,8 @@ def _startup_note(view: RunView, now: float) -> str:
     phase, event = view.startup_phase, view.startup
     if phase is None or event is None:
         return ""
-    return f"  [$text-primary]⧗ {escape(phase.label())} {format_duration(max(0.0, now - event.ts))}[/]"
+    # the time first: a narrow header cuts the line's end
+    return f"  [$text-primary]⧗ {format_duration(max(0.0, now - event.ts))} {escape(phase.label())}[/]"
 
 
 class RunHeader(Static):
