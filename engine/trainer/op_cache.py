@@ -82,23 +82,28 @@ def op_state(builder: Any) -> OpState:
 def prepare_ops(before_load: Callable[[OpState], None] = lambda state: None) -> list[tuple[OpState, float]]:
     """Load every needed op, building it if the cache lacks it; ``before_load`` hears where
     each stands first, and again if a build turns out to be another process's (both found
-    the cache empty; the other took the lock). Returns each op's state as first found and
-    the seconds its load took."""
-    loaded: list[tuple[OpState, float]] = []
-    for builder in needed_builders():
-        state = op_state(builder)
+    the cache empty; the other took the lock). Returns each op's state and the seconds its
+    load took (the state as last said: a wait that began as a build)."""
+    return [_load(builder, before_load) for builder in needed_builders()]
+
+
+def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState, float]:
+    said = [op_state(builder)]  # what before_load heard, newest last
+
+    def say(state: OpState) -> None:
+        said.append(state)
         before_load(state)
-        done = threading.Event()
-        if not state.built and not state.locked:
-            watcher = threading.Thread(target=_watch_lock, args=(state, before_load, done), daemon=True)
-            watcher.start()
-        began = time.monotonic()
-        try:
-            builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
-        finally:
-            done.set()
-        loaded.append((state, time.monotonic() - began))
-    return loaded
+
+    say(said.pop())
+    done = threading.Event()
+    if not said[-1].built and not said[-1].locked:
+        threading.Thread(target=_watch_lock, args=(said[-1], say, done), daemon=True).start()
+    began = time.monotonic()
+    try:
+        builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
+    finally:
+        done.set()
+    return said[-1], time.monotonic() - began
 
 
 def _watch_lock(state: OpState, before_load: Callable[[OpState], None], done: threading.Event) -> None:
