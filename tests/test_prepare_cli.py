@@ -22,7 +22,7 @@ def test_prepare_builds_the_shared_memory_op_into_the_cache() -> None:
         env=dict(os.environ),
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    (op,) = json.loads(done.stdout)  # one JSON document, DeepSpeed's own lines on stderr
+    (op,) = json.loads(done.stdout)["ops"]  # one JSON document, DeepSpeed's own lines on stderr
     assert op["name"] == "deepspeed_shm_comm" and op["load_s"] >= 0
     assert (Path(op["directory"]) / "deepspeed_shm_comm.so").exists()  # what later runs load
 

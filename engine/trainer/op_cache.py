@@ -151,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m engine.trainer.op_cache",
         description="Build the DeepSpeed ops a memtui trainer needs here, ahead of the first run.",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON list of the ops")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the ops, each as found and its load's seconds",
+    )
     args = parser.parse_args(argv)
     try:
         # DeepSpeed's import logs to stdout: with --json, stdout is the JSON alone
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot build: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps([asdict(state) | {"load_s": round(took, 3)} for state, took in loaded]))
+        print(json.dumps({"ops": [asdict(state) | {"load_s": round(took, 3)} for state, took in loaded]}))
     else:
         for state, took in loaded:
             print(describe(state, took))

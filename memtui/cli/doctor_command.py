@@ -44,7 +44,7 @@ def add_parsers(sub: Any) -> None:
     prepare.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON list: each op, its cache dir, whether it was built",
+        help="print one JSON object: the ops, each with its cache dir and whether it was built",
     )
     prepare.set_defaults(handler=cmd_prepare)
 
@@ -68,4 +68,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             flush=True,
         )
     command = [sys.executable, "-m", "engine.trainer.op_cache", *(["--json"] if args.json else [])]
-    return 0 if subprocess.run(command).returncode == 0 else 1
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)  # stderr: as it comes
+    print(done.stdout, end="", flush=True)
+    return 0 if done.returncode == 0 else 1
