@@ -260,17 +260,19 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
     )
     step_aside(CONSOLE_NICE)  # the trainer's cores come first; the console starts nothing after this
     app.run()
-    note = detach_note(run, app.view.state)
+    note = detach_note(run)
     if note:
         print(note)
     return app.return_code or 0
 
 
-def detach_note(run: RunDir, state: str) -> str:
-    """After the console: how to come back to a run that goes on; nothing for one that ended,
-    or is ending (its supervisor gone, or the console saw it stopping)."""
-    if run.supervisor_pid() is None or state in ("stopping", "stopped", "completed", "failed", "interrupted"):
-        return ""
+def detach_note(run: RunDir) -> str:
+    """After the console: how to come back to a run that goes on; nothing for one that has
+    ended or is stopping (as its store says)."""
+    from engine.run.status import offline_status
+
+    if offline_status(run).state in ("stopping", "stopped", "completed", "failed", "interrupted"):
+        return ""  # "interrupted" too: no supervisor serves it
     return f"detached from {run.run_id}; it goes on — memtui attach {run.run_id} to come back"
 
 

@@ -116,11 +116,17 @@ def test_bare_memtui_without_a_terminal_says_it_starts_a_demo_instead(
 
 def test_leaving_a_live_run_says_how_to_come_back(home: Path, launcher: list[str]) -> None:  # type: ignore[no-untyped-def]
     from engine.config_file import build_run_config
+    from engine.run.store import Store
     from memtui.cli.lifecycle_commands import detach_note, start_run
 
     run = start_run(build_run_config(preset="tiny"))  # its supervisor: this process (stubbed)
-    note = detach_note(run, "running")
+    note = detach_note(run)
     assert note == f"detached from {run.run_id}; it goes on — memtui attach {run.run_id} to come back"
-    assert detach_note(run, "stopping") == ""  # not going on
+    with Store(run.store) as store:
+        store.update_meta(state="stopping")
+    assert detach_note(run) == ""  # not going on
+    with Store(run.store) as store:
+        store.update_meta(state="running")
+    assert detach_note(run) != ""
     run.pid_file.unlink()
-    assert detach_note(run, "running") == ""  # its supervisor is gone
+    assert detach_note(run) == ""  # its supervisor is gone: interrupted
