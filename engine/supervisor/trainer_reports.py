@@ -113,6 +113,9 @@ class TrainerReports:
         """Every recorded event: a phase begins; a trainer's exit ends its start-up."""
         if event.type == StartupPhase.event_type:
             self.startup = event
+            # a sign of life: the heartbeat counts from here, not from a launch that a long
+            # op build (minutes, once per machine) put far behind the first step
+            self.alerts.trainer_launched()
         elif event.type in (TrainerExited.event_type, RunEnded.event_type):
             self.startup = None
 

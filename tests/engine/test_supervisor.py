@@ -568,6 +568,9 @@ async def test_status_says_the_start_up_phase_until_the_first_step(
     phases = [e for e in events if e.type == "startup_phase"]
     assert [e.data["phase"] for e in phases] == ["importing", "building_op", "initialising"]
     assert startup.since == phases[-1].ts
+    assert (
+        sup.alerts.rules._last_beat is not None and sup.alerts.rules._last_beat >= phases[-1].ts
+    )  # heartbeat
     assert "building DeepSpeed op deepspeed_shm_comm (once per machine)" in phases[1].message
     gate.touch()
     await wait_until(lambda: sup.status().step > 0, "the first step")
