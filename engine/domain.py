@@ -342,6 +342,21 @@ class ThroughputFigures(BaseModel):
     """Seconds of step time they took."""
 
 
+class StartupStatus(BaseModel):
+    """The phase a starting trainer is in (``engine.events.startup``), until its first step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: str
+    """``importing``, ``building_op``, ``waiting_for_build``, ``initialising``,
+    ``loading_checkpoint`` or ``first_step``."""
+    label: str
+    """The phase in a few words (``building DeepSpeed op deepspeed_shm_comm (once per machine)``)."""
+    since: float
+    """Unix time (s) the trainer entered it."""
+    attempt: int
+
+
 class RunStatus(BaseModel):
     """What ``memtui status --json`` prints and the supervisor answers to ``status``."""
 
@@ -392,3 +407,5 @@ class RunStatus(BaseModel):
     throughput: ThroughputFigures | None = None
     """Tokens/s average and peak over the whole run and over the current attempt (the store's
     steps; None where the store cannot be read)."""
+    startup: StartupStatus | None = None
+    """While the current trainer starts (a live supervisor's word): its phase and since when."""

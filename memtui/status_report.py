@@ -25,6 +25,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("state", s.state + (f" ({s.exit_reason})" if s.exit_reason else "")),
         *([("held by", s.held_by)] if s.held_by else []),
         *([("node", s.node)] if s.node else []),
+        *([("start-up", startup_text(s, now))] if s.startup else []),
         ("step", f"{s.step}{target}"),
         ("loss", format_float(s.loss)),
         ("throughput", format_rate(s.tokens_per_s)),
@@ -48,6 +49,14 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def startup_text(s: RunStatus, now: float) -> str:
+    """The starting trainer's phase and for how long it has been in it."""
+    if s.startup is None:
+        return PLACEHOLDER
+    began = format_duration(max(0.0, now - s.startup.since))
+    return f"{s.startup.label} for {began} (attempt {s.startup.attempt})"
 
 
 def checkpoint_text(s: RunStatus) -> str:

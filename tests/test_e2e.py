@@ -110,8 +110,16 @@ def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
     try:
         steps = [s.step for s in store.steps()]
         assert steps == list(range(1, 41))
-        kinds = [e.type for e in store.events_since(0)]
+        events = store.events_since(0)
+        kinds = [e.type for e in events]
         assert "trainer_started" in kinds and "run_ended" in kinds
+        # The real trainer said its start-up, phase by phase, all before its first step.
+        phases = [e for e in events if e.type == "startup_phase"]
+        names = [e.data["phase"] for e in phases]
+        assert names[0] == "importing" and names[-2:] == ["initialising", "first_step"], names
+        assert set(names) <= {"importing", "building_op", "waiting_for_build", "initialising", "first_step"}
+        first_step_ts = next(iter(store.steps())).ts
+        assert all(e.ts <= first_step_ts and e.attempt == 1 for e in phases)
     finally:
         store.close()
 
@@ -191,6 +199,8 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
         assert run_id.encode() in terminal.output
         os.write(terminal.fd, b"q")
         wait_for(lambda: console_exited(pid, terminal), timeout=30, what="q to close the console")
+        said = ANSI_ESCAPE.sub(b"", terminal.read()).decode("utf-8", "replace")
+        assert f"detached from {run_id}; it goes on — memtui attach {run_id} to come back" in said
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
     seen = max(steps_on_screen(terminal.output))
     wait_for(lambda: status(home, run_id)["step"] > seen, timeout=60, what="steps after the console detached")

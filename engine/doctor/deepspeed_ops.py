@@ -131,8 +131,8 @@ def survey_ops(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sys.executable
 
 async def survey_ops_async(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sys.executable) -> OpSurvey:
     """``survey_ops`` for an event loop; cancelling it kills the child's process group."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *command(python),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -140,8 +140,19 @@ async def survey_ops_async(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sy
             env=_child_env(),
             start_new_session=True,
         )
+    )
+    try:
+        proc = await asyncio.shield(starting)
     except OSError as err:
         return OpSurvey(unavailable=f"op check could not start: {err}")
+    except asyncio.CancelledError:
+        # Cancelled while the child started (its pipes are connected after it runs): asyncio
+        # would kill the child alone, and whatever it started (a compiler) would live on.
+        with contextlib.suppress(Exception):
+            started = await starting
+            _kill_group(started.pid)
+            await started.wait()
+        raise
     try:
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
     except asyncio.TimeoutError:

@@ -57,6 +57,7 @@ from engine.events.run import (
     TrainerResumed,
     TrainerStarted,
 )
+from engine.events.startup import PhaseName, StartupPhase
 
 SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if m.origin == "supervisor")
 """Types only the supervisor records; a trainer that sends one is refused."""
@@ -95,6 +96,7 @@ __all__ = [
     "MemoryLevel",
     "Origin",
     "PauseKept",
+    "PhaseName",
     "PauseRequested",
     "Payload",
     "PlannerDisabled",
@@ -105,6 +107,7 @@ __all__ = [
     "RunEnded",
     "RunPaused",
     "RunStarted",
+    "StartupPhase",
     "StateChanged",
     "StopRequested",
     "TrainerError",

@@ -18,6 +18,7 @@ from engine.domain import (
     RunState,
     RunStatus,
     SaveReport,
+    StartupStatus,
     TelemetrySample,
     ThroughputFigures,
 )
@@ -128,10 +129,12 @@ def compose_status(
     last_save: SaveReport | None = None,
     held_by: str | None = None,
     throughput: ThroughputFigures | None = None,
+    startup: StartupStatus | None = None,
 ) -> RunStatus:
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
     ranks) the newest sample that carried every rank's memory, the newest save's outcome,
-    (its live supervisor's word) who holds training and the run's tokens/s figures."""
+    (its live supervisor's word) who holds training and the starting trainer's phase, and
+    the run's tokens/s figures."""
     run_id, name, target, node = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -162,6 +165,7 @@ def compose_status(
         last_seq=last_seq,
         throughput=throughput,
         node=node,
+        startup=startup if supervisor_alive and state not in TERMINAL_STATES else None,
         **fields,
     )
 

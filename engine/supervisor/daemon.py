@@ -362,6 +362,7 @@ class Supervisor:
             last_save=save_report(self.store),
             held_by=self.attempts.held_by() if self._attempts is not None else None,
             throughput=throughput_or_none(self.store, self._throughput),
+            startup=self._reports.startup_status() if self._reports is not None else None,
         )
 
     def hardware(self) -> HardwareSnapshot | None:

@@ -5,7 +5,8 @@ running, and goes to every console, the alert rules, the directive queue and the
 An event is recorded with the current attempt; a few also move the run's state
 (``trainer_started``, ``run_paused``, ``run_continued``) or tell the attempts how the
 trainer is about to end (``trainer_finished``, ``trainer_error``): a table by event type.
-A ``directive_applied`` echo is the directive queue's to record. (Event types only the
+The newest ``startup_phase`` is kept for the run's status until the attempt's first
+step or its exit. A ``directive_applied`` echo is the directive queue's to record. (Event types only the
 supervisor may write never get here: the connection refuses them.) Torch-free.
 """
 
@@ -19,13 +20,16 @@ from typing import Any
 from engine.alerts.watch import AlertWatch
 from engine.directives.planners.factory import Planner
 from engine.directives.queue import DirectiveQueue
-from engine.domain import TelemetrySample
+from engine.domain import Event, StartupStatus, TelemetrySample
 from engine.events import (
     DirectiveApplied,
     Payload,
     RunContinued,
+    RunEnded,
     RunPaused,
+    StartupPhase,
     TrainerError,
+    TrainerExited,
     TrainerFinished,
     TrainerStarted,
 )
@@ -56,6 +60,9 @@ class TrainerReports:
         self._spawn = spawn  # the planner asks in a task of the supervisor's
         self.latest: TelemetrySample | None = None
         """The newest step sample of this supervisor's life."""
+        self.startup: Event | None = None
+        """The current attempt's newest ``startup_phase`` until its first step (or its exit)."""
+        journal.watchers.append(self._watch)
         self._reactions: dict[str, Callable[[Payload], None]] = {
             TrainerStarted.event_type: self._started,
             RunPaused.event_type: self._paused,
@@ -66,6 +73,7 @@ class TrainerReports:
     def on_step(self, sample: TelemetrySample) -> None:
         self.journal.store.add_step(sample)
         self.latest = sample
+        self.startup = None  # started: the first step is in
         if self.journal.state in ("starting", "restarting"):
             self.journal.set_state("running")
         self.journal.consoles.offer_telemetry(sample, self.journal.state)
@@ -92,6 +100,24 @@ class TrainerReports:
         self.attempts.resumption.on_event(payload, self.attempts.attempt)
         if isinstance(payload, TrainerError):
             self.attempts.note_error(message.message, payload.restartable)
+
+    def startup_status(self) -> StartupStatus | None:
+        """The starting trainer's phase and since when; None once it stepped or exited."""
+        phase = StartupPhase.of(self.startup) if self.startup is not None else None
+        if phase is None or self.startup is None:
+            return None
+        since, attempt = self.startup.ts, phase.attempt
+        return StartupStatus(phase=phase.phase, label=phase.label(), since=since, attempt=attempt)
+
+    def _watch(self, event: Event) -> None:
+        """Every recorded event: a phase begins; a trainer's exit ends its start-up."""
+        if event.type == StartupPhase.event_type:
+            self.startup = event
+            # a sign of life: the heartbeat counts from here, not from a launch that a long
+            # op build (minutes, once per machine) put far behind the first step
+            self.alerts.trainer_launched()
+        elif event.type in (TrainerExited.event_type, RunEnded.event_type):
+            self.startup = None
 
     def _started(self, payload: Payload) -> None:
         if self.journal.state in ("starting", "restarting"):

@@ -27,6 +27,7 @@ from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
+from engine.trainer.startup_phases import StartupPhases
 
 log = logging.getLogger("engine.trainer")
 
@@ -109,13 +110,17 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start: %s", err)
         return 1
     install_signal_handlers(link.stop_requested)
+    phases = StartupPhases(link, args.attempt)
     try:
-        # torch + deepspeed: imported after the link is up
+        # torch + deepspeed: imported after the link is up, so that consoles hear of it
+        phases.enter("importing")
+        import deepspeed  # noqa: F401  (seconds: part of the importing phase)
+
         from engine.trainer.checkpoint import NoVerifiedCheckpoint
         from engine.trainer.loop import train
 
         try:
-            outcome = train(config, run, args.attempt, link, allow_fresh=args.fresh)
+            outcome = train(config, run, args.attempt, link, allow_fresh=args.fresh, phases=phases)
         except NoVerifiedCheckpoint as err:
             log.error("cannot resume: %s", err)
             message = f"cannot resume: {err}"

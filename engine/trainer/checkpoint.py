@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,12 @@ def _save_as_leader(
 
 
 def resume(
-    engine: Any, store: CheckpointStore, allow_fresh: bool, link: Any, group: RankGroup | None = None
+    engine: Any,
+    store: CheckpointStore,
+    allow_fresh: bool,
+    link: Any,
+    group: RankGroup | None = None,
+    before_load: Callable[[str], None] | None = None,
 ) -> Resumed | None:
     """Load the newest checkpoint that verifies; None for a fresh start at step 0.
 
@@ -218,6 +224,8 @@ def resume(
     chosen, manifest = plan.chosen, plan.chosen.manifest
     assert manifest is not None  # a verified tag has one
     tag_dir = store.directory / chosen.tag
+    if before_load is not None and group.leader:
+        before_load(chosen.tag)  # the trainer's loading_checkpoint phase
     if manifest.world_size != group.world and partitioned(tag_dir):
         path, client_state = _load_at_new_world(engine, tag_dir, manifest.world_size, group)
         converted: int | None = manifest.world_size

@@ -58,12 +58,14 @@ from engine.trainer.link import Link
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.model import parameter_count
+from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
 from engine.trainer.save_report import report_save
+from engine.trainer.startup_phases import StartupPhases
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.workload import BatchFn, Workload, load_workload
 
@@ -106,14 +108,22 @@ class Training:
 # ------------------------------------------------------------------------- the loop
 
 
-def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool = False) -> Outcome:
+def train(
+    config: RunConfig,
+    run: RunDir,
+    attempt: int,
+    link: Link,
+    allow_fresh: bool = False,
+    phases: StartupPhases | None = None,
+) -> Outcome:
     """Train to ``config.steps`` or until asked to stop; checkpoint either way.
 
     ``allow_fresh``: start at step 0 if checkpoints exist but none verifies (else refuse).
+    ``phases``: says the start-up's phases on the link (``__main__``'s began before the imports).
     """
     ensure_single_process_env()
     try:
-        outcome = _train(config, run, attempt, link, allow_fresh)
+        outcome = _train(config, run, attempt, link, allow_fresh, phases or StartupPhases(link, attempt))
     except BaseException:
         leave_process_group(meet=False)  # the other ranks may never arrive: torchrun ends them
         raise
@@ -121,15 +131,21 @@ def train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh:
     return outcome
 
 
-def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool) -> Outcome:
+def _train(
+    config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool, phases: StartupPhases
+) -> Outcome:
     share_cpu_cores()
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
+    prepare_ops(phases.op)  # a build once per machine, or a wait for one
+    phases.enter("initialising")
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)
     if ranks.world > 1:
         link = RankLink(link, ranks)  # rank 0 speaks for all; stop and directives agreed
-    resumed = checkpoint.resume(engine, checkpoint.store_for(config, run), allow_fresh, link, ranks)
+    store = checkpoint.store_for(config, run)
+    on_load = lambda tag: phases.enter("loading_checkpoint", tag=tag)  # noqa: E731
+    resumed = checkpoint.resume(engine, store, allow_fresh, link, ranks, before_load=on_load)
     training = Training(
         config=config,
         engine=engine,
@@ -152,6 +168,7 @@ def _train(config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
+    phases.enter("first_step")  # over when its StepReport arrives
 
     try:
         run_steps(training, until=config.steps)

@@ -1,4 +1,5 @@
-"""``memtui doctor [--json] [--deep]``: the command line of the environment doctor.
+"""``memtui doctor [--json] [--deep]``: the command line of the environment doctor; and
+``memtui prepare [--json]``, which builds ahead what the doctor finds a first run would build.
 
 The report itself, and why ``--deep`` runs in a child process, is ``memtui.cli.doctor_report``.
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
@@ -37,9 +38,44 @@ def add_parsers(sub: Any) -> None:
         "accepts a TCP connection; InfiniBand ports and NCCL variables are always reported",
     )
     doctor.set_defaults(handler=cmd_doctor)
+    prepare = sub.add_parser(
+        "prepare",
+        help="build the DeepSpeed ops a trainer needs here, ahead of the first run",
+        description=(
+            "DeepSpeed builds some ops the first time a machine uses them (on a CPU its "
+            "shared-memory op, deepspeed_shm_comm: a C++ compile of a minute or more, about "
+            "1.5 GB of compiler memory), into torch's extension cache (TORCH_EXTENSIONS_DIR, "
+            "default ~/.cache/torch_extensions). This builds them now, in a child process, so "
+            "that no run pays for it; ops already built are only loaded."
+        ),
+    )
+    prepare.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the ops, each with its cache dir and whether it was built",
+    )
+    prepare.set_defaults(handler=cmd_prepare)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from memtui.cli.doctor_report import run_doctor
 
     return run_doctor(as_json=args.json, deep=args.deep, rdzv_endpoint=args.rdzv_endpoint)
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Run ``python -m engine.trainer.op_cache`` (torch and DeepSpeed: a child of ours)."""
+    import subprocess
+    import sys
+
+    if not args.json:
+        print(
+            "loading the DeepSpeed ops a trainer needs here, building any this machine lacks "
+            "(once per machine: a minute or more the first time)...",
+            file=sys.stderr,
+            flush=True,
+        )
+    command = [sys.executable, "-m", "engine.trainer.op_cache", *(["--json"] if args.json else [])]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)  # stderr: as it comes
+    print(done.stdout, end="", flush=True)
+    return 0 if done.returncode == 0 else 1

@@ -62,8 +62,12 @@ def add_status_parser(sub: Any) -> None:
 def add_logs_parser(sub: Any) -> None:
     logs = sub.add_parser(
         "logs",
-        help="print a run's log",
-        description="Print the newest trainer log (or the supervisor log if there is none).",
+        help="print a run's logs: the supervisor's and the trainer's, merged in time order",
+        description=(
+            "Print the supervisor's and every trainer attempt's log lines merged in time order, "
+            "each marked with its log (supervisor, trainer-N); --trainer or --supervisor prints "
+            "one log as it is."
+        ),
     )
     add_run(logs, NEWEST)
     which = logs.add_mutually_exclusive_group()
@@ -88,7 +92,7 @@ def add_logs_parser(sub: Any) -> None:
         metavar="N",
         help="last lines to print first (default 40)",
     )
-    logs.set_defaults(handler=cmd_logs, log="auto")
+    logs.set_defaults(handler=cmd_logs, log="all")
 
 
 def add_checkpoints_parser(sub: Any) -> None:
@@ -154,6 +158,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from memtui.cli.run_logs import follow, pick_log, tail_lines
 
     run = require_run(args.run, live=False, prefer_live=True)
+    if args.log == "all":
+        return _print_merged_logs(run, args)
     try:
         path = pick_log(run, args.log)
         for line in tail_lines(path, args.lines):
@@ -163,6 +169,24 @@ def cmd_logs(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.follow:
         follow(path, sys.stdout, alive=lambda: run.supervisor_pid() is not None)
+    return 0
+
+
+def _print_merged_logs(run: RunDir, args: argparse.Namespace) -> int:
+    from memtui.cli.merged_logs import follow_merged, merged_tail
+    from memtui.cli.run_logs import tail_lines
+
+    try:
+        lines = merged_tail(run, args.lines, tail_lines)
+        if not lines and not args.follow and not run.supervisor_log.exists():
+            raise FileNotFoundError(f"no log yet in {run.logs}")
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+        if args.follow:
+            follow_merged(run, sys.stdout, alive=lambda: run.supervisor_pid() is not None)
+    except OSError as err:
+        raise CliError(f"{run.run_id}: {getattr(err, 'strerror', None) or err}") from None
     return 0
 
 

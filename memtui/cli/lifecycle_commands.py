@@ -160,16 +160,41 @@ def add_resume_parser(sub: Any) -> None:
 
 
 def cmd_default(args: argparse.Namespace) -> int:
-    """Bare ``memtui``: attach to the newest live run, or start the tiny demo and attach."""
+    """Bare ``memtui``: attach to the newest live run; else, when the newest run has ended,
+    offer to show it (a terminal) or say that a new demo starts instead; else start the demo."""
     from engine.run.directory import list_runs
 
-    live = next((r for r in list_runs() if r.supervisor_pid() is not None), None)
+    runs = list_runs()
+    live = next((r for r in runs if r.supervisor_pid() is not None), None)
+    if live is None and runs and _show_ended(runs[0]):
+        return open_console(runs[0], args.theme, readonly=args.readonly, bell=args.bell)
     if live is None:
         from engine.config_file import demo_run_config
 
         live = start_run(demo_run_config())
         print(f"started the demo run {live.run_id}", file=sys.stderr)
     return open_console(live, args.theme, readonly=args.readonly, bell=args.bell)
+
+
+def _show_ended(newest: RunDir) -> bool:
+    """The newest run has ended: say so; True to show it rather than start a new demo (asked
+    on a terminal; elsewhere the demo starts, and the line says how to see the old run)."""
+    from engine.run.status import offline_status
+
+    status = offline_status(newest)
+    target = f"/{status.target_steps}" if status.target_steps else ""
+    print(
+        f"the newest run, {newest.run_id}, has ended: {status.state} at step {status.step}{target}",
+        file=sys.stderr,
+    )
+    if not sys.stdin.isatty():
+        print(f"starting a new demo run (memtui attach {newest.run_id} shows the ended one)", file=sys.stderr)
+        return False
+    try:
+        answer = input("show it [Enter], or start a new demo run [n]? ").strip().lower()
+    except EOFError:
+        answer = "n"
+    return answer not in ("n", "new")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -275,7 +300,20 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
     )
     step_aside(CONSOLE_NICE)  # the trainer's cores come first; the console starts nothing after this
     app.run()
+    note = detach_note(run)
+    if note:
+        print(note)
     return app.return_code or 0
+
+
+def detach_note(run: RunDir) -> str:
+    """After the console: how to come back to a run that goes on; nothing for one that has
+    ended or is stopping (as its store says)."""
+    from engine.run.status import offline_status
+
+    if offline_status(run).state in ("stopping", "stopped", "completed", "failed", "interrupted"):
+        return ""  # "interrupted" too: no supervisor serves it
+    return f"detached from {run.run_id}; it goes on — memtui attach {run.run_id} to come back"
 
 
 # ---------------------------------------------------------------------- stopping

@@ -1,4 +1,5 @@
-"""A run's log files for ``memtui logs``: pick one, print its tail, follow it."""
+"""A run's log files for ``memtui logs``: pick one, print its tail, follow it (all of them
+merged: ``memtui.cli.merged_logs``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,24 @@ from typing import Literal, TextIO
 
 from engine.run.directory import RunDir
 
-LogKind = Literal["trainer", "supervisor", "auto"]
+LogKind = Literal["trainer", "supervisor", "auto", "all"]
+"""``all``: every log merged (``memtui.cli.merged_logs``); ``auto``: the trainer's, else the supervisor's."""
 FOLLOW_POLL_S = 0.2
 TAIL_READ_BYTES = 1 << 20
 """Most bytes read from the end of a log to find its last lines."""
 _ATTEMPT = re.compile(r"^trainer-(\d+)\.log$")
 
 
+def trainer_logs(run: RunDir) -> list[tuple[int, Path]]:
+    """(attempt, path) of every trainer log, oldest attempt first."""
+    return sorted(
+        (int(m.group(1)), p) for p in run.logs.glob("trainer-*.log") if (m := _ATTEMPT.match(p.name))
+    )
+
+
 def newest_trainer_log(run: RunDir) -> Path | None:
-    logs = [(int(m.group(1)), p) for p in run.logs.glob("trainer-*.log") if (m := _ATTEMPT.match(p.name))]
-    return max(logs)[1] if logs else None
+    logs = trainer_logs(run)
+    return logs[-1][1] if logs else None
 
 
 def pick_log(run: RunDir, kind: LogKind) -> Path:

@@ -33,7 +33,10 @@ from engine.events import (
     DoctorReported,
     MemoryAdapted,
     RunContinued,
+    RunEnded,
+    StartupPhase,
     StateChanged,
+    TrainerExited,
     TrainerRestarted,
     TrainerResumed,
 )
@@ -140,6 +143,9 @@ class RunView:
     said; the panels colour by them."""
     chaos: tuple[ChaosKindSpec, ...] = ()
     """The chaos kinds the run's supervisor performs (its Welcome): what the console offers."""
+    startup: Event | None = None
+    """The newest ``startup_phase`` of an attempt that has not stepped yet (nor exited): what
+    the trainer is doing before its first step, and since when (the event's ts)."""
 
     # ------------------------------------------------------------------ folding
 
@@ -195,6 +201,7 @@ class RunView:
             newest_data_at=now if now is not None else self.newest_data_at,
             points=(*self.points, point_of(sample))[-LIVE_POINTS:],
             tokens_per_s_peak=_max(self.tokens_per_s_peak, sample.tokens_per_s),
+            startup=_startup_after_step(self.startup, sample),
         )
 
     def with_hardware(self, snapshot: HardwareSnapshot) -> RunView:
@@ -232,6 +239,7 @@ class RunView:
             critical_alerts=critical_after(event, self.critical_alerts),
             resumed=self.resumed or event.type == RunContinued.event_type,
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
+            startup=_startup_after(event, self.startup, self.sample),
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:
@@ -244,6 +252,13 @@ class RunView:
     @property
     def finished(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def startup_phase(self) -> StartupPhase | None:
+        """The phase a starting trainer is in (None once it stepped, exited or the run ended)."""
+        if self.startup is None or self.finished:
+            return None
+        return StartupPhase.of(self.startup)
 
     @property
     def step(self) -> int:
@@ -318,6 +333,21 @@ def _state_after(event: Event, state: RunState) -> RunState:
     """A ``state_changed`` event moves the view to its ``to``."""
     changed = StateChanged.of(event)
     return state if changed is None else changed.to
+
+
+def _startup_after(event: Event, startup: Event | None, sample: TelemetrySample | None) -> Event | None:
+    """A phase of an attempt that has not stepped yet begins; a trainer's exit ends it."""
+    if event.type == StartupPhase.event_type:
+        stepped = sample is not None and sample.attempt >= (event.attempt or 1)
+        return startup if stepped else event  # replayed after the attempt's steps: over
+    if event.type in (TrainerExited.event_type, RunEnded.event_type):
+        return None
+    return startup
+
+
+def _startup_after_step(startup: Event | None, sample: TelemetrySample) -> Event | None:
+    """The first step of the phase's attempt (or a later one's) ends the start-up."""
+    return None if startup is not None and sample.attempt >= (startup.attempt or 1) else startup
 
 
 def _ranks_after(

@@ -35,9 +35,9 @@ from engine.supervisor import peer, trainer_process
 from engine.supervisor.console_outbox import ConsoleClient
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit, ending
-from tests.fakes.fake_trainer import as_message, started
+from tests.fakes.fake_trainer import NO_CONNECT_READY, as_message, started
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds
 
 
 def kind(name: str) -> Any:
@@ -224,7 +224,11 @@ async def test_replay_after_reconnect_is_exact(run: RunDir, start, connect, fake
     assert ok.kind == "ok" and count >= 30
     start = replayed.index(11)
     assert all(seq > newest_read for seq in replayed[:start])  # in flight, none missed or repeated
-    assert replayed[start:] == list(range(11, 11 + count))
+    assert replayed[start : start + count] == list(range(11, 11 + count))
+    # Live events recorded while the replay waited for the console to read (a loaded
+    # machine: the outbox filled) were held and follow it, before the Ok, without a gap.
+    held = replayed[start + count :]
+    assert held == list(range(11 + count, 11 + count + len(held)))
     # Live events go on after it without a gap.
     _, after = await second.until(lambda m: m.kind == "event" and m.event.seq >= replayed[-1] + 20)
     live = [m.event.seq for m in after if m.kind == "event"]
@@ -381,9 +385,13 @@ async def test_silent_trainer_gets_sigterm(run: RunDir, start, fake_env, wait_un
     fake_env(no_connect=1)
     running = await start()
     attempts = running.supervisor.attempts
+    log = run.logs / "trainer-1.log"
+    # The fake trainer says so in its log once its handler is in: a SIGTERM before that
+    # would kill it outright, and SigCgt alone may still be a forked parent's handler.
+    await wait_until(lambda: log.exists() and NO_CONNECT_READY in log.read_text(), "the trainer's word")
     await wait_until(lambda: _catches_sigterm(attempts.pid), "the trainer's SIGTERM handler")
     assert running.supervisor.request_stop("test") == "stopping"
-    assert await running.result() == 0
+    assert await running.result(timeout=120) == 0  # a loaded machine: it ends when it ends
     meta, _ = stored(run)
     assert meta.state == "stopped" and meta.exit_reason == "on request (test)"
 
@@ -541,3 +549,29 @@ def test_several_ranks_run_under_torchrun_unless_a_command_is_given() -> None:
     assert "--nproc-per-node=2" in command and "--max-restarts=0" in command  # we restart, not torchrun
     assert command[-2:] == ["-m", "engine.trainer"]
     assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, ranks=2) == ["fake"]
+
+
+async def test_status_says_the_start_up_phase_until_the_first_step(
+    run: RunDir, start, fake_env, wait_until
+) -> None:
+    gate = run.path / "gate"
+    fake_env(phases="importing,building_op,initialising", gate=gate)
+    running = await start()
+    sup = running.supervisor
+    await wait_until(
+        lambda: sup.status().startup is not None and sup.status().startup.phase == "initialising",
+        "initialising",
+    )
+    startup = sup.status().startup
+    assert startup is not None and startup.label == "initialising DeepSpeed" and startup.attempt == 1
+    _, events = stored(run)
+    phases = [e for e in events if e.type == "startup_phase"]
+    assert [e.data["phase"] for e in phases] == ["importing", "building_op", "initialising"]
+    assert startup.since == phases[-1].ts
+    assert (
+        sup.alerts.rules._last_beat is not None and sup.alerts.rules._last_beat >= phases[-1].ts
+    )  # heartbeat
+    assert "building DeepSpeed op deepspeed_shm_comm (once per machine)" in phases[1].message
+    gate.touch()
+    await wait_until(lambda: sup.status().step > 0, "the first step")
+    assert sup.status().startup is None

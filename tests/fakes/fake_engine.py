@@ -43,8 +43,17 @@ from pydantic import BaseModel
 
 from engine.chaos_kinds import REQUESTS, chaos_specs
 from engine.config import RunConfig
-from engine.domain import Event, RunState, RunStatus, Severity, TelemetrySample, Thresholds
-from engine.events import Payload
+from engine.domain import (
+    TERMINAL_STATES,
+    Event,
+    RunState,
+    RunStatus,
+    Severity,
+    StartupStatus,
+    TelemetrySample,
+    Thresholds,
+)
+from engine.events import Payload, PhaseName, StartupPhase
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
@@ -165,6 +174,8 @@ class FakeEngine:
         )
         self._directives = FakeDirectives(self.record, RUN_DEFAULTS)
         self.lifecycle.on_ending = self._directives.end_run
+        self._startup: StartupStatus | None = None
+        """The phase the trainer said last (``enter_phase``), until the next telemetry."""
         self._connections: list[_Connection] = []
         self._server: asyncio.AbstractServer | None = None
 
@@ -249,9 +260,19 @@ class FakeEngine:
         """Change state and announce it as the supervisor does (``state_changed`` from/to)."""
         self.lifecycle.set_state(state)
 
+    def enter_phase(self, phase: PhaseName, **details: Any) -> Event:
+        """The trainer enters a start-up phase, said as the real one says it (``startup_phase``
+        from the current attempt); the status carries it until the next step."""
+        payload = StartupPhase(phase=phase, attempt=self.lifecycle.attempt, **details)
+        event = self.add_event(payload, payload.label(), attempt=self.lifecycle.attempt)
+        attempt = self.lifecycle.attempt
+        self._startup = StartupStatus(phase=phase, label=payload.label(), since=event.ts, attempt=attempt)
+        return event
+
     def send_telemetry(self, sample: TelemetrySample) -> None:
         sample = self.as_ranked(sample)
         self.step = sample.step
+        self._startup = None  # the first step ends the start-up
         for conn in self._connections:
             if conn.hello is not None and conn.hello.telemetry:
                 conn.send(Telemetry(sample=sample, state=self.state))
@@ -342,6 +363,7 @@ class FakeEngine:
             while self.state == "paused":  # simulated: a held trainer takes no steps
                 await asyncio.sleep(0.01)
             self.step = sample.step
+            self._startup = None  # the first step ends the start-up
             conn.send(Telemetry(sample=self.as_ranked(sample), state=self.state))
             await asyncio.sleep(1.0 / self.telemetry_hz)  # simulated: the trainer's step rate
 
@@ -390,6 +412,7 @@ class FakeEngine:
             "last_seq": self.events[-1].seq if self.events else 0,
             "restarts": status.restarts + run.restarts,
             "attempt": max(status.attempt, run.attempt),
+            "startup": self._startup if run.state not in TERMINAL_STATES else None,
         }
         if run.exit_reason is not None:
             update["exit_reason"] = run.exit_reason

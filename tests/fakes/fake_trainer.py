@@ -18,6 +18,9 @@ Environment (all optional):
   FAKE_TRAINER_NO_CONNECT  "1": never connect; just run until SIGTERM (exit 0) or the steps' time
   FAKE_TRAINER_NAN_AT      step whose loss is NaN (default none)
   FAKE_TRAINER_EVENT_EVERY send a "fake.tick" event every N steps (default 0 = never)
+  FAKE_TRAINER_PHASES      start-up phases to say before the first step, comma-separated
+                           (e.g. "importing,building_op,initialising"; default none)
+  FAKE_TRAINER_GATE        a path: after its phases, the first step waits until it exists
 
 An ``InjectChaos`` is applied at the next step boundary: ``chaos_applied`` for it, and
 ``nan_loss`` / ``overflow`` make that many steps' loss NaN (overflow flagged); the other
@@ -44,6 +47,7 @@ from engine.events import (
     Payload,
     RunContinued,
     RunPaused,
+    StartupPhase,
     TrainerError,
     TrainerFinished,
     TrainerStarted,
@@ -62,6 +66,9 @@ from engine.protocol import (
     encode,
     read_line,
 )
+
+NO_CONNECT_READY = "fake trainer: not connecting; SIGTERM ends me"
+"""Printed (to the trainer log) once a FAKE_TRAINER_NO_CONNECT trainer handles SIGTERM."""
 
 
 def as_message(payload: Payload, message: str) -> TrainerEvent:
@@ -142,6 +149,7 @@ class FakeTrainer:
     async def run(self) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
         if self.no_connect:
+            print(NO_CONNECT_READY, flush=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.steps / self.rate_hz)
             return 0
@@ -206,10 +214,20 @@ class FakeTrainer:
         if not self.stop.is_set():
             event(RunContinued(step=step, paused_s=0.0), f"training continues at step {step}")
 
+    async def start_up(self, event: Any) -> None:
+        """The phases FAKE_TRAINER_PHASES names, then (FAKE_TRAINER_GATE) a wait for the test."""
+        for name in filter(None, os.environ.get("FAKE_TRAINER_PHASES", "").split(",")):
+            phase = StartupPhase(phase=name, attempt=self.attempt, op="deepspeed_shm_comm")  # type: ignore[arg-type]
+            event(phase, phase.label())
+        gate = os.environ.get("FAKE_TRAINER_GATE")
+        while gate and not os.path.exists(gate) and not self.stop.is_set():
+            await asyncio.sleep(0.02)  # polling a condition the test sets, not a wait for time
+
     async def train(self, writer: asyncio.StreamWriter) -> int:
         def event(payload: Payload, message: str = "") -> None:
             writer.write(encode(as_message(payload, message)))
 
+        await self.start_up(event)
         event(started(self.attempt), f"fake trainer attempt {self.attempt}")
         period = 1.0 / self.rate_hz
         for step in range(1, self.steps + 1):

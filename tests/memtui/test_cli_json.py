@@ -132,7 +132,10 @@ SCENES: dict[str, Scene] = {
         "--json",
     ],
     "report: a run": on_stopped("report"),
+    "prepare: this machine": lambda home, live: ["prepare", "--json"],
 }
+HEAVY = {"prepare: this machine"}
+"""Scenes that import torch and DeepSpeed (and may build an op)."""
 EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
     "directives: pending, none",
     "directives: no verdicts",
@@ -144,7 +147,9 @@ def test_every_json_command_is_covered() -> None:
     assert {"ls", "status", "checkpoints", "directives", "doctor", "pause", "stop"} <= json_commands()
 
 
-@pytest.mark.parametrize("scene", SCENES)
+@pytest.mark.parametrize(
+    "scene", [pytest.param(s, marks=pytest.mark.deepspeed) if s in HEAVY else s for s in SCENES]
+)
 def test_json_output_is_one_document(
     home: Path, launcher: None, capsys: pytest.CaptureFixture[str], scene: str
 ) -> None:

@@ -124,11 +124,11 @@ def test_stop_on_an_ended_run_reports_it(run_dir: RunDir, capsys: pytest.Capture
 
 def test_logs_tail_and_choice(run_dir: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir.supervisor_log.write_text("".join(f"sup {i}\n" for i in range(10)))
-    assert main(["logs", "-n", "2"]) == 0  # no trainer log yet: the supervisor's
-    assert capsys.readouterr().out.splitlines() == ["sup 8", "sup 9"]
+    assert main(["logs", "-n", "2"]) == 0  # no trainer log yet: the supervisor's lines, marked
+    assert capsys.readouterr().out.splitlines() == ["supervisor | sup 8", "supervisor | sup 9"]
     run_dir.trainer_log(1).write_text("t1\n")
     run_dir.trainer_log(2).write_text("a\nb\nc\n")
-    assert main(["logs", run_dir.run_id, "-n", "2"]) == 0
+    assert main(["logs", run_dir.run_id, "--trainer", "-n", "2"]) == 0  # the newest attempt's, as it is
     assert capsys.readouterr().out.splitlines() == ["b", "c"]
     assert main(["logs", "--supervisor", "-n", "1", "-f"]) == 0  # no supervisor: follow ends at once
     assert capsys.readouterr().out.splitlines() == ["sup 9"]

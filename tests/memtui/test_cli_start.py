@@ -78,3 +78,55 @@ def test_bare_memtui_starts_the_demo_then_attaches_to_the_live_run(
     assert main(["--theme", "ansi"]) == 0  # now one is live: attach, start nothing
     assert len(launcher) == 1
     assert consoles == [(launcher[0], None), (launcher[0], "ansi")]
+
+
+def _ended_run(home: Path) -> RunDir:
+    from engine.config_file import build_run_config
+    from tests.memtui.test_cli_runs import fabricate_store
+
+    run = RunDir.create(build_run_config(name="done", steps=10), home)
+    fabricate_store(run, "completed", steps=10)
+    return run
+
+
+def test_bare_memtui_on_a_terminal_offers_the_ended_newest_run(
+    home: Path, launcher: list[str], consoles: list, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    ended = _ended_run(home)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    answers = iter(["", "n"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    assert main([]) == 0  # Enter: show it, start nothing
+    assert launcher == [] and consoles == [(ended.run_id, None)]
+    assert f"the newest run, {ended.run_id}, has ended: completed at step 10/10" in capsys.readouterr().err
+    assert main([]) == 0  # n: a new demo
+    assert len(launcher) == 1 and consoles[-1] == (launcher[0], None)
+
+
+def test_bare_memtui_without_a_terminal_says_it_starts_a_demo_instead(
+    home: Path, launcher: list[str], consoles: list, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    ended = _ended_run(home)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main([]) == 0
+    err = capsys.readouterr().err
+    assert f"starting a new demo run (memtui attach {ended.run_id} shows the ended one)" in err
+    assert len(launcher) == 1 and consoles == [(launcher[0], None)]
+
+
+def test_leaving_a_live_run_says_how_to_come_back(home: Path, launcher: list[str]) -> None:  # type: ignore[no-untyped-def]
+    from engine.config_file import build_run_config
+    from engine.run.store import Store
+    from memtui.cli.lifecycle_commands import detach_note, start_run
+
+    run = start_run(build_run_config(preset="tiny"))  # its supervisor: this process (stubbed)
+    note = detach_note(run)
+    assert note == f"detached from {run.run_id}; it goes on — memtui attach {run.run_id} to come back"
+    with Store(run.store) as store:
+        store.update_meta(state="stopping")
+    assert detach_note(run) == ""  # not going on
+    with Store(run.store) as store:
+        store.update_meta(state="running")
+    assert detach_note(run) != ""
+    run.pid_file.unlink()
+    assert detach_note(run) == ""  # its supervisor is gone: interrupted

@@ -49,6 +49,17 @@ def test_full_disk_then_damaged_tags_then_refusal() -> None:
     code, stub, out = attempt(run, 2)
     assert code == 0, out
     assert [s.step for s in stub.samples] == list(range(9, 13))
+    loading = [e.data for e in stub.events("startup_phase") if e.data["phase"] == "loading_checkpoint"]
+    assert loading == [
+        {
+            "phase": "loading_checkpoint",
+            "attempt": 2,
+            "op": None,
+            "cache": None,
+            "lock": None,
+            "tag": "global_step8",
+        }
+    ]
     skipped = stub.events("checkpoint_skipped")
     # Periodic saves at 10 and 12, then the final save at 12 tries again.
     assert [e.data["step"] for e in skipped] == [10, 12, 12] and all(

@@ -78,7 +78,9 @@ def render_memory(view: RunView, width: int, height: int = TEXT_LINES) -> str:
     layout the worst rank's line takes the prediction line's place."""
     s = view.sample
     if s is None:
-        return "[$text-muted]waiting for the first step…[/]"
+        phase = view.startup_phase
+        doing = f": {escape(phase.label())}" if phase is not None else ""
+        return f"[$text-muted]waiting for the first step{doing}…[/]"
     lines = _figure_lines(view, width, height)
     if not view.ranks:
         return "\n".join(lines)

@@ -139,11 +139,20 @@ def _progress_line(view: RunView, now: float) -> str:
     stale = view.connection == "connected" and view.state != "paused" and (age or 0.0) > STALE_AFTER_S
     age_style = "$text-warning" if stale else "$text-muted"
     return (
-        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)})"
+        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)}){_startup_note(view, now)}"
         f"  elapsed {format_duration(view.elapsed_s(now))}"
         f"  ETA {format_duration(view.eta_s())}"
         f"  [{age_style}]data {format_age(age)}[/]"
     )
+
+
+def _startup_note(view: RunView, now: float) -> str:
+    """Before the first step: what the trainer is doing and for how long it has been at it."""
+    phase, event = view.startup_phase, view.startup
+    if phase is None or event is None:
+        return ""
+    # the time first: a narrow header cuts the line's end
+    return f"  [$text-primary]⧗ {format_duration(max(0.0, now - event.ts))} {escape(phase.label())}[/]"
 
 
 class RunHeader(Static):

@@ -1,0 +1,58 @@
+"""A trainer's start-up, phase by phase: what it is doing before its first step.
+
+A trainer's first step comes tens of seconds to minutes after its launch: importing torch
+and DeepSpeed, building a DeepSpeed op the first time a machine needs it (a C++ compile,
+once per machine, kept in the torch extensions cache), or waiting for another process that
+builds it (torch's build lock), initialising DeepSpeed, loading a checkpoint. The trainer
+records ``startup_phase`` as it enters each phase; the phase lasts until the next one, or
+until the attempt's first step. The supervisor keeps the newest in its status and consoles
+fold it from the events they replay, so one attaching late sees the phase and when it began.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from engine.events.payload import Payload
+
+PhaseName = Literal[
+    "importing",
+    "building_op",
+    "waiting_for_build",
+    "initialising",
+    "loading_checkpoint",
+    "first_step",
+]
+"""In the order a trainer enters them; ``building_op`` and ``waiting_for_build`` once per
+op that is not built yet, ``loading_checkpoint`` only when resuming."""
+
+
+class StartupPhase(Payload):
+    """The trainer enters a start-up phase (until the next one or its first step)."""
+
+    event_type = "startup_phase"
+    origin = "trainer"
+    phase: PhaseName
+    attempt: int
+    op: str | None = None
+    """The DeepSpeed op being built or waited for (``deepspeed_shm_comm``...)."""
+    cache: str | None = None
+    """The op's build directory: what the build leaves for every later run on this machine."""
+    lock: str | None = None
+    """``waiting_for_build``: the lock file another process holds while it builds."""
+    tag: str | None = None
+    """``loading_checkpoint``: the checkpoint's tag."""
+
+    def label(self) -> str:
+        """The phase in a few words, for a header, a panel or ``memtui status``."""
+        op = self.op or "an op"
+        labels: dict[str, str] = {
+            "importing": "importing torch and DeepSpeed",
+            "building_op": f"building DeepSpeed op {op} (once per machine)",
+            "waiting_for_build": f"waiting for another process's build of {op}",
+            "initialising": "initialising DeepSpeed",
+            "loading_checkpoint": f"loading checkpoint {self.tag or ''}".rstrip(),
+            "first_step": "first step",
+        }
+        return labels[self.phase]

@@ -1,0 +1,101 @@
+"""The trainer's start-up phases as it says them (torch-free: a recording link, op states as
+``engine.trainer.op_cache`` finds them)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.domain import Severity
+from engine.events import Payload, StartupPhase
+from engine.trainer.op_cache import OpState, describe
+from engine.trainer.startup_phases import StartupPhases
+
+
+class RecordingLink:
+    def __init__(self) -> None:
+        self.stop_requested = threading.Event()
+        self.pause_requested = threading.Event()
+        self.said: list[tuple[Payload, str]] = []
+
+    def send(self, message: BaseModel) -> None:
+        raise AssertionError("phases are events")
+
+    def event(self, payload: Payload, message: str = "", severity: Severity | None = None) -> None:
+        self.said.append((payload, message))
+
+    def close(self) -> None:
+        pass
+
+
+def phases_for(*states: OpState) -> list[tuple[Any, str]]:
+    link = RecordingLink()
+    phases = StartupPhases(link, attempt=2)
+    for state in states:
+        phases.op(state)
+    return [(p.data(), message) for p, message in link.said]
+
+
+def test_an_op_missing_from_the_cache_is_built_once_per_machine() -> None:
+    ((data, message),) = phases_for(
+        OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=False, locked=False)
+    )
+    assert data["phase"] == "building_op" and data["op"] == "deepspeed_shm_comm" and data["attempt"] == 2
+    assert message == (
+        "building DeepSpeed op deepspeed_shm_comm (once per machine); "
+        "cached in /x/deepspeed_shm_comm for later runs"
+    )
+
+
+def test_another_process_holding_the_build_lock_is_waited_for() -> None:
+    ((data, message),) = phases_for(
+        OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=False, locked=True)
+    )
+    assert data["phase"] == "waiting_for_build" and data["lock"] == "/x/deepspeed_shm_comm/lock"
+    assert (
+        message
+        == "waiting for another process's build of deepspeed_shm_comm (lock /x/deepspeed_shm_comm/lock)"
+    )
+
+
+def test_a_built_op_is_no_phase_of_its_own() -> None:
+    assert phases_for(OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=True, locked=False)) == []
+    assert phases_for(OpState("deepspeed_shm_comm", "", built=True, locked=False)) == []  # pre-built
+
+
+def test_every_phase_has_words() -> None:
+    for name in (
+        "importing",
+        "building_op",
+        "waiting_for_build",
+        "initialising",
+        "loading_checkpoint",
+        "first_step",
+    ):
+        assert StartupPhase(phase=name, attempt=1, tag="global_step40").label()  # type: ignore[arg-type]
+    assert StartupPhase(phase="loading_checkpoint", attempt=1, tag="global_step40").label() == (
+        "loading checkpoint global_step40"
+    )
+
+
+def test_prepare_says_what_the_load_cost() -> None:
+    assert describe(OpState("op", "/c/op", built=False, locked=False), 93.4) == (
+        "op: built in 93 s, cached in /c/op for every later run"
+    )
+    assert "already built in /c/op" in describe(OpState("op", "/c/op", built=True, locked=False), 0.2)
+
+
+def test_a_lock_taken_by_another_process_turns_building_into_waiting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from engine.trainer import op_cache
+
+    state = OpState("op", str(tmp_path), built=False, locked=False)
+    (tmp_path / op_cache.LOCK_FILE).touch()  # another process took it; no compiler of ours runs
+    heard: list[OpState] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=op_cache._watch_lock, args=(state, heard.append, done))
+    watcher.start()
+    watcher.join(timeout=120)  # returns once it has said so
+    done.set()
+    assert heard == [OpState("op", str(tmp_path), built=False, locked=True)]
