@@ -132,6 +132,7 @@ SCENES: dict[str, Scene] = {
         "--json",
     ],
     "report: a run": on_stopped("report"),
+    "plan: the default config": lambda home, live: ["plan", "--json"],
 }
 EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
     "directives: pending, none",
