@@ -35,6 +35,9 @@ from engine.memory.transformer_shape import TransformerShape
 GIB = 1 << 30
 CUDA_CONTEXT_BYTES = 1 * GIB
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers per GPU (typically 0.5-1.5 GiB)."""
+CPU_RUNTIME_BYTES = 420 << 20
+"""On the CPU the 'context': a trainer process's resident Python, torch and DeepSpeed before
+any tensor of the model (``bench/plan_accuracy.py`` measures the plan against real runs)."""
 ALLOCATOR_SHARE = 0.10
 """Caching-allocator slack (fragmentation, rounding) as a share of the tensors' bytes."""
 MAX_MICRO_BATCH = 65536  # the config's own bound

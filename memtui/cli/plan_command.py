@@ -24,10 +24,6 @@ if TYPE_CHECKING:
     from engine.memory.transformer_shape import TransformerShape
     from memtui.cli.plan_hardware import Hardware
 
-CPU_RUNTIME_BYTES = 420 << 20
-"""On the CPU the 'context': a trainer process's resident Python, torch and DeepSpeed
-before any tensor of the model (bench/plan_accuracy.py measures the plan against runs)."""
-
 
 def add_parser(sub: Any) -> None:
     """Register ``plan`` on ``memtui``'s subparsers."""
@@ -177,7 +173,7 @@ def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
 def _request(
     args: argparse.Namespace, config: RunConfig, shape: TransformerShape, is_run: bool
 ) -> tuple[PlanRequest, Hardware]:
-    from engine.memory.capacity_plan import PlanRequest
+    from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, PlanRequest
     from memtui.cli.plan_hardware import resolve_hardware
 
     train = config.train

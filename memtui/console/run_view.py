@@ -36,6 +36,7 @@ from engine.events import (
     StateChanged,
     TrainerRestarted,
     TrainerResumed,
+    TrainerStarted,
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
@@ -140,6 +141,9 @@ class RunView:
     said; the panels colour by them."""
     chaos: tuple[ChaosKindSpec, ...] = ()
     """The chaos kinds the run's supervisor performs (its Welcome): what the console offers."""
+    started: TrainerStarted | None = None
+    """The newest trainer's start: its MFU terms (where the peak came from) and what the
+    plan predicted for its memory."""
 
     # ------------------------------------------------------------------ folding
 
@@ -232,6 +236,7 @@ class RunView:
             critical_alerts=critical_after(event, self.critical_alerts),
             resumed=self.resumed or event.type == RunContinued.event_type,
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
+            started=TrainerStarted.of(event) or self.started,
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:
