@@ -4,13 +4,21 @@ against the built-in model as torch builds it."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from engine.config import PRESETS, ModelConfig
+from engine.config_file import build_run_config
 from engine.memory.capacity_plan import GIB, PlanRequest, make_plan
 from engine.memory.transformer_shape import TransformerShape, from_hf_config, from_model_config
 
 pytestmark = pytest.mark.deepspeed
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SIZES = {
     "gpt2-small": {
@@ -92,3 +100,37 @@ def test_built_in_shape_counts_what_torch_builds(preset: str) -> None:
     params, largest = model_to_params(module)
     assert shape.params() == parameter_count(module) == params
     assert shape.largest_layer_params() == largest
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_plan_for_tiny_against_the_states_a_real_engine_holds(stage: int) -> None:
+    """At the step boundary DeepSpeed has freed the gradients, so it holds 16-bit weights,
+    fp32 master weights and Adam's m and v (14 bytes per parameter); the plan's peak
+    accounting adds the 16-bit and fp32 gradients (6 bytes) that live through backward and
+    the step. ZeRO-3 is left out: its engine keeps prefetch and gather buffers the walk
+    cannot tell from model states."""
+    script = Path(__file__).with_name("states_probe.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(stage)], capture_output=True, text=True, timeout=600, cwd=REPO_ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    config = build_run_config({"train": {"zero_stage": stage}})
+    m = config.model
+    shape = from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len)
+    assert shape.params() == measured["params"]
+    plan = make_plan(
+        PlanRequest(
+            shape=shape,
+            precision="fp16",
+            zero_stage=stage,
+            micro_batch=8,
+            global_batch=8,
+            gpus_per_node=1,
+            nodes=1,
+            gpu_memory=GIB,
+        )
+    )
+    b = plan.breakdown
+    at_rest = b.params + b.grads + b.optimizer - 6 * shape.params()
+    assert measured["held"] == pytest.approx(at_rest, rel=0.05)
