@@ -33,16 +33,24 @@ class Link:
 LINKS: dict[str, Link] = {
     "pcie": Link("pcie", 25.0, "PCIe 4.0 x16: 32 GB/s raw, about 25 GB/s achieved"),
     "pcie5": Link("pcie5", 50.0, "PCIe 5.0 x16: 64 GB/s raw, about 50 GB/s achieved"),
-    "nvlink": Link("nvlink", 300.0, "NVLink 3 (A100): 300 GB/s per GPU each way; H100's NVLink 4 is 450"),
+    "nvlink": Link("nvlink", 300.0, "NVLink 3 (A100): 300 GB/s per GPU each way"),
+    "nvlink4": Link("nvlink4", 450.0, "NVLink 4 (H100, H200): 450 GB/s per GPU each way"),
     "infiniband": Link("infiniband", 25.0, "InfiniBand HDR, one 200 Gb/s NIC per GPU: 25 GB/s"),
     "ethernet": Link("ethernet", 12.5, "100 Gb Ethernet per node: 12.5 GB/s"),
     "shared-memory": Link("shared-memory", 10.0, "CPU ranks on one host: gloo through shared memory"),
 }
 
 
-def default_link(nodes: int) -> Link:
-    """Within one node NVLink (a data-centre 8-GPU server); across nodes the network."""
-    return LINKS["nvlink"] if nodes <= 1 else LINKS["infiniband"]
+NVLINK4_GPUS = ("h100", "h200", "h800", "gh200")
+
+
+def default_link(nodes: int, device_name: str | None = None) -> Link:
+    """Within one node NVLink (a data-centre 8-GPU server: NVLink 4 for Hopper GPUs);
+    across nodes the network."""
+    if nodes > 1:
+        return LINKS["infiniband"]
+    hopper = device_name is not None and any(g in device_name.lower() for g in NVLINK4_GPUS)
+    return LINKS["nvlink4"] if hopper else LINKS["nvlink"]
 
 
 def step_comm_bytes(params: int, zero_stage: int, world_size: int, grad_accum: int, element: int) -> int:

@@ -59,8 +59,9 @@ def add_parser(sub: Any) -> None:
     )
     plan.add_argument(
         "--interconnect",
-        choices=("pcie", "pcie5", "nvlink", "infiniband", "ethernet"),
-        help="the link the collectives cross (default: nvlink on 1 node, infiniband on more)",
+        choices=("pcie", "pcie5", "nvlink", "nvlink4", "infiniband", "ethernet"),
+        help="the link the collectives cross (default: nvlink, nvlink4 for H100/H200, on 1 node; "
+        "infiniband on more)",
     )
     plan.add_argument(
         "--bandwidth",

@@ -53,7 +53,7 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
         )
     name = args.gpu or (seen[2] if seen else None)
     peak, peak_source = _peak(args, config, name)
-    link, link_source = _link(args, cpu)
+    link, link_source = _link(args, cpu, name)
     if cpu:
         return Hardware(
             config.train.ranks, _host_ram(), "host RAM", "cpu", peak, peak_source, link, link_source, True, 0
@@ -83,12 +83,12 @@ def _peak(args: argparse.Namespace, config: RunConfig, name: str | None) -> tupl
     return value, f"table ({entry.key})" if entry and value else "unknown"
 
 
-def _link(args: argparse.Namespace, cpu: bool) -> tuple[Link, str]:
+def _link(args: argparse.Namespace, cpu: bool, name: str | None) -> tuple[Link, str]:
     from dataclasses import replace
 
     from engine.memory.communication import LINKS, default_link
 
-    fallback = LINKS["shared-memory"] if cpu else default_link(args.nodes)
+    fallback = LINKS["shared-memory"] if cpu else default_link(args.nodes, name)
     link = LINKS[args.interconnect] if args.interconnect else fallback
     source = "given" if args.interconnect else "default"
     if args.bandwidth:

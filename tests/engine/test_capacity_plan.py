@@ -159,3 +159,10 @@ def test_peak_table_by_nvml_name(name: str, precision: str, peak: float | None) 
 
 def test_unknown_device_has_no_peak() -> None:
     assert find_peak("Imaginary Accelerator 9000") is None
+
+
+def test_default_link_by_nodes_and_gpu() -> None:
+    from engine.memory.communication import default_link
+
+    assert default_link(1).name == "nvlink" and default_link(1, "NVIDIA H100 80GB HBM3").gb_per_s == 450.0
+    assert default_link(2, "NVIDIA H100 80GB HBM3").name == "infiniband"
