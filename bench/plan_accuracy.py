@@ -1,6 +1,7 @@
 """The capacity plan against real runs on the CPU, and ``memtui plan``'s wall time.
 
     python bench/plan_accuracy.py [--presets tiny small] [--stages 0 1 2 3] [--steps 12] [--json PATH]
+    python bench/plan_accuracy.py --homes /tmp/plan-acc-*     # measure runs it made before
 
 For each preset and ZeRO stage: a real run through the CLI (``memtui run --detach`` in a
 private MEMTUI_HOME, fixed micro-batch: ``memory.adaptive = false``), waited for to the end,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 MEMTUI = [sys.executable, "-m", "memtui.cli.main"]
+ENDED = ("completed", "failed", "stopped", "interrupted")
 
 
 def memtui(env: dict[str, str], *argv: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -31,6 +33,7 @@ def memtui(env: dict[str, str], *argv: str, timeout: float = 900) -> subprocess.
 
 
 def run_case(preset: str, stage: int, steps: int) -> dict[str, Any]:
+    """A real run in a fresh MEMTUI_HOME to its end, then its measured peak against the plan."""
     home = tempfile.mkdtemp(prefix="plan-acc-")
     env = dict(os.environ, MEMTUI_HOME=home)
     name = f"{preset}-z{stage}"
@@ -54,32 +57,38 @@ def run_case(preset: str, stage: int, steps: int) -> dict[str, Any]:
     if started.returncode != 0:
         return {"preset": preset, "zero_stage": stage, "error": started.stderr.strip()}
     deadline = time.monotonic() + 1800
-    state = "starting"
-    while time.monotonic() < deadline:
-        status = memtui(env, "status", "--json")
-        state = json.loads(status.stdout).get("state", "?") if status.returncode == 0 else "?"
-        if state in ("completed", "failed", "stopped", "interrupted"):
-            break
+    while time.monotonic() < deadline and measure_case(Path(home))["state"] not in ENDED:
         time.sleep(2)
-    planned = memtui(env, "plan", name, "--json")
-    measured = json.loads(planned.stdout)["measured"] if planned.returncode == 0 else None
-    status_doc = json.loads(memtui(env, "status", "--json").stdout)
+    return measure_case(Path(home))
+
+
+def measure_case(home: Path) -> dict[str, Any]:
+    """The one run in ``home``: its state, and ``memtui plan RUN``'s measured against predicted."""
+    env = dict(os.environ, MEMTUI_HOME=str(home))
+    status = memtui(env, "status", "--json")
+    doc = json.loads(status.stdout) if status.returncode == 0 else {}
+    name = doc.get("name", "?")
+    preset, _, stage = name.rpartition("-z")
+    planned = memtui(env, "plan", doc.get("run_id", "?"), "--json") if doc.get("state") in ENDED else None
+    measured = json.loads(planned.stdout)["measured"] if planned and planned.returncode == 0 else None
     return {
         "preset": preset,
-        "zero_stage": stage,
-        "state": state,
+        "zero_stage": int(stage) if stage.isdigit() else None,
+        "state": doc.get("state", "?"),
         "measured": measured,
-        "mfu": status_doc.get("mfu"),
-        "model_tflops": status_doc.get("model_tflops"),
+        "mfu": doc.get("mfu"),
+        "model_tflops": doc.get("model_tflops"),
     }
 
 
 def plan_wall_time(rounds: int = 5) -> dict[str, Any]:
     code = (
-        "import sys, time; t = time.perf_counter(); from memtui.cli.main import main; "
-        "import io, contextlib; out = io.StringIO(); "
-        "with contextlib.redirect_stdout(out): main(['plan', '--json'])\n"
-        "print(time.perf_counter() - t, 'torch' in sys.modules)"
+        "import contextlib, io, sys, time\n"
+        "t = time.perf_counter()\n"
+        "from memtui.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['plan', '--json'])\n"
+        "print(time.perf_counter() - t, 'torch' in sys.modules)\n"
     )
     inner, outer = [], []
     torch_seen = False
@@ -103,8 +112,14 @@ def main() -> None:
     parser.add_argument("--stages", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--homes", nargs="+", type=Path, help="measure the runs already made in these MEMTUI_HOMEs (one each)"
+    )
     args = parser.parse_args()
-    cases = [run_case(p, s, args.steps) for p in args.presets for s in args.stages]
+    if args.homes:
+        cases = sorted((measure_case(h) for h in args.homes), key=lambda c: (c["preset"], c["zero_stage"]))
+    else:
+        cases = [run_case(p, s, args.steps) for p in args.presets for s in args.stages]
     timing = plan_wall_time()
     print(
         f"{'case':<10} {'state':<10} {'micro-batch':>11} {'measured':>10} {'predicted':>10} {'ratio':>6}  mfu"

@@ -177,6 +177,8 @@ def _request(
     from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, PlanRequest
     from memtui.cli.plan_hardware import resolve_hardware
 
+    if args.mfu > 1:
+        raise CliError(f"--mfu: a fraction of the peak, at most 1 (got {args.mfu:g})", code=2)
     train = config.train
     hw = resolve_hardware(args, config)
     request = PlanRequest(

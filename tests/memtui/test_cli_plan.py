@@ -78,6 +78,7 @@ def test_text_names_the_breakdown_and_the_recommendation(capsys: pytest.CaptureF
         (["--gpu", "Imaginary 9000", "--gpus", "2", "--gpu-memory", "24G"], "--gpu 'Imaginary 9000'"),
         (["--gpus", "0", "--gpu-memory", "80G"], "--gpus"),
         (["--gpus", "2", "--gpu-memory", "lots"], "--gpu-memory"),
+        (["--mfu", "40"], "--mfu"),
         (["--set", "train.zero_stage=9"], "train.zero_stage"),
         (["--set", "train.zero_stage=1", "--offload", "optimizer", *GPUS], "offload"),
     ],
