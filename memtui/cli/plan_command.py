@@ -94,7 +94,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from memtui.cli.plan_report import plan_document, print_plan
 
     config, shape, run_path = _target(args)
-    request, hw = _request(args, config, shape, run_path is not None)
+    request, hw = _request(args, config, shape)
     try:
         plan = make_plan(request)
     except ValueError as err:
@@ -172,9 +172,9 @@ def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
 
 
 def _request(
-    args: argparse.Namespace, config: RunConfig, shape: TransformerShape, is_run: bool
+    args: argparse.Namespace, config: RunConfig, shape: TransformerShape
 ) -> tuple[PlanRequest, Hardware]:
-    from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, PlanRequest
+    from engine.memory.capacity_plan import PlanRequest
     from memtui.cli.plan_hardware import resolve_hardware
 
     if args.mfu > 1:
@@ -195,6 +195,6 @@ def _request(
         peak_tflops=hw.peak_tflops,
         link=hw.link,
         assumed_mfu=args.mfu,
-        context_bytes=CPU_RUNTIME_BYTES if hw.cpu else hw.context,
+        context_bytes=hw.context,
     )
     return request, hw

@@ -36,10 +36,11 @@ class Hardware:
     link_source: str
     cpu: bool
     context: int
+    """Bytes of the named margin's fixed part: the CUDA context, or the CPU process's runtime."""
 
 
 def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
-    from engine.memory.capacity_plan import CUDA_CONTEXT_BYTES
+    from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, CUDA_CONTEXT_BYTES
 
     if args.gpus is not None and args.gpus < 1:
         raise CliError(f"--gpus: at least 1 GPU per node is needed (got {args.gpus})", code=2)
@@ -56,7 +57,16 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
     link, link_source = _link(args, cpu, name)
     if cpu:
         return Hardware(
-            config.train.ranks, _host_ram(), "host RAM", "cpu", peak, peak_source, link, link_source, True, 0
+            config.train.ranks,
+            _host_ram(),
+            "host RAM",
+            "cpu",
+            peak,
+            peak_source,
+            link,
+            link_source,
+            True,
+            CPU_RUNTIME_BYTES,
         )
     assert gpus is not None and memory is not None
     source = "given" if args.gpu_memory else "nvml"
