@@ -99,6 +99,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan = make_plan(request)
     except ValueError as err:
         raise CliError(str(err), code=2) from None
+    if config.workload and shape.source == "built-in":
+        plan.notes.append(
+            f"the config trains the workload {config.workload}: this plan is for the built-in model's "
+            "shape in [model]; plan a Hugging Face config directory for your model's own"
+        )
     measured = None
     if run_path is not None:
         from memtui.cli.plan_reality import measured_against

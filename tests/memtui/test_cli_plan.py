@@ -117,3 +117,10 @@ def test_plan_never_imports_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["model"]["source"] == "built-in"
+
+
+def test_a_user_workload_is_named_as_not_planned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('workload = "my_model:build"\n')
+    doc = plan_json(capsys, str(config))
+    assert any("my_model:build" in note for note in doc["notes"])
