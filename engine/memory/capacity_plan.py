@@ -77,10 +77,18 @@ class PlanRequest:
     link: Link = LINKS["nvlink"]
     assumed_mfu: float = DEFAULT_MFU
     context_bytes: int = CUDA_CONTEXT_BYTES
+    on_cpu: bool = False
+    """Planned for memtui's CPU training, where fp16 matmuls run upcast to fp32
+    (``engine/trainer/model.py``): its activations are counted at fp32."""
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    @property
+    def activation_precision(self) -> str:
+        """The precision activations are kept in."""
+        return "fp32" if self.on_cpu and self.precision == "fp16" else self.precision
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,7 @@ def activation_bytes(req: PlanRequest) -> int:
     s = req.shape
     return int(
         transformer_activation_bytes(
-            s.seq_len, s.d_model, s.n_layer, s.n_head, s.vocab, req.precision, req.checkpointing
+            s.seq_len, s.d_model, s.n_layer, s.n_head, s.vocab, req.activation_precision, req.checkpointing
         )
     )
 

@@ -29,6 +29,7 @@ def planned_memory(config: RunConfig, world_size: int, device_type: str) -> Plan
         nodes=1,
         gpu_memory=UNBOUNDED,
         context_bytes=CUDA_CONTEXT_BYTES if device_type == "cuda" else CPU_RUNTIME_BYTES,
+        on_cpu=device_type != "cuda",
     )
     b = breakdown(request)
     return PlannedMemory(

@@ -201,5 +201,6 @@ def _request(
         link=hw.link,
         assumed_mfu=args.mfu,
         context_bytes=hw.context,
+        on_cpu=hw.cpu,
     )
     return request, hw

@@ -166,3 +166,14 @@ def test_default_link_by_nodes_and_gpu() -> None:
 
     assert default_link(1).name == "nvlink" and default_link(1, "NVIDIA H100 80GB HBM3").gb_per_s == 450.0
     assert default_link(2, "NVIDIA H100 80GB HBM3").name == "infiniband"
+
+
+def test_cpu_plans_count_fp16_activations_at_fp32() -> None:
+    """memtui's CPU training multiplies fp16 upcast to fp32: its activations are fp32's."""
+    tiny = from_model_config(n_layer=2, n_head=4, d_model=64, seq_len=128)
+    gpu = make_plan(_request(0, shape=tiny, precision="fp16", gpus_per_node=1, peak_tflops=None))
+    cpu = make_plan(_request(0, shape=tiny, precision="fp16", gpus_per_node=1, peak_tflops=None, on_cpu=True))
+    fp32 = make_plan(_request(0, shape=tiny, precision="fp32", gpus_per_node=1, peak_tflops=None))
+    assert cpu.breakdown.activations_per_sample == fp32.breakdown.activations_per_sample
+    assert cpu.breakdown.activations_per_sample > gpu.breakdown.activations_per_sample
+    assert cpu.breakdown.params == gpu.breakdown.params  # the states stay 16-bit
