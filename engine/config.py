@@ -388,6 +388,14 @@ class AlertConfig(_Strict):
     """Seconds the command may run before it is killed."""
 
 
+class HardwareConfig(_Strict):
+    """What memtui cannot read from the machine itself."""
+
+    peak_tflops: float | None = Field(None, gt=0.0, le=1e6)
+    """Peak dense TFLOP/s of one device at the run's precision, for MFU and ``memtui plan``;
+    None: from memtui's table by the NVML device name, or (CPU) a matmul probe at start."""
+
+
 class RunConfig(_Strict):
     """Everything a run needs, validated once at the edge and stored as ``run.json``."""
 
@@ -414,6 +422,8 @@ class RunConfig(_Strict):
     """Alert thresholds, hardware reading intervals and the alert command."""
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     """Directives: bounds, approval mode and planner."""
+    hardware: HardwareConfig = Field(default_factory=HardwareConfig)
+    """The device's peak throughput when the table does not know it."""
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     """Optional ``module:function`` that builds a user's model and data (see README)."""
     workload_dir: str | None = None

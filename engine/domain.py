@@ -185,6 +185,11 @@ class TelemetrySample(BaseModel):
     """Wall time of this optimizer step (all micro-batches)."""
     tokens_per_s: float = Field(ge=0.0)
     """Tokens of this step over its step time, all ranks."""
+    model_tflops: float | None = Field(None, ge=0.0)
+    """Model TFLOP/s of this step, all ranks: FLOPs per token (6N + attention) x tokens/s."""
+    mfu: float | None = Field(None, ge=0.0)
+    """Model FLOPs utilisation: model_tflops over the devices' peak (a fraction); None when
+    the device's peak is unknown."""
     mem_allocated: int = Field(0, ge=0)
     mem_reserved: int = Field(0, ge=0)
     mem_peak: int = Field(0, ge=0)
@@ -370,6 +375,10 @@ class RunStatus(BaseModel):
     target_steps: int = 0
     loss: float | None = None
     tokens_per_s: float | None = None
+    mfu: float | None = None
+    """The newest step's model FLOPs utilisation (a fraction; None: the peak is unknown)."""
+    model_tflops: float | None = None
+    """The newest step's model TFLOP/s, all ranks."""
     loss_scale: float | None = None
     mem_allocated: int | None = None
     mem_reserved: int | None = None

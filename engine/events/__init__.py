@@ -35,7 +35,7 @@ from engine.events.directives import (
     PlannerDisabled,
     PlannerRestarted,
 )
-from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel
+from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
 from engine.events.run import (
     ContinueRequested,
@@ -118,5 +118,6 @@ __all__ = [
     "TrainerRestarted",
     "TrainerResumed",
     "TrainerStarted",
+    "PlannedMemory",
     "payload_of",
 ]

@@ -4,7 +4,30 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from engine.events.payload import Payload
+
+
+class PlannedMemory(BaseModel):
+    """Where ``memory plan`` says one rank's memory goes for the run's configuration (bytes):
+    the model states by part, activations per sample, the named margin, and the peak it
+    predicts at the configured micro-batch. Sent with ``trainer_started``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: int
+    grads: int
+    optimizer: int
+    gathered: int = 0
+    """ZeRO-3: the largest layer gathered for compute."""
+    activations_per_sample: int
+    """0 for a workload whose shape memtui does not know."""
+    margin: int
+    """The CUDA context (on the CPU the process's runtime) and the allocator's slack."""
+    micro_batch: int
+    planned_peak: int
+    """The plan's peak at ``micro_batch``."""
 
 
 class MemoryAdapted(Payload):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from engine.domain import RunState
+from engine.events.memory import PlannedMemory
 from engine.events.payload import Payload
 
 
@@ -155,6 +156,14 @@ class TrainerStarted(Payload):
     micro_batch: int
     grad_accum: int
     resumed_from_step: int | None = None
+    flops_per_token: float | None = None
+    """Model FLOPs per token of a training step (6N plus the attention term)."""
+    peak_tflops: float | None = None
+    """One device's peak TFLOP/s at the run's precision, the MFU's denominator."""
+    peak_source: str | None = None
+    """``config``, ``table (KEY)``, ``measured`` (the CPU's matmul probe) or ``unknown``."""
+    planned_memory: PlannedMemory | None = None
+    """What ``memtui plan`` predicts per rank for this configuration, by part."""
 
 
 class TrainerFinished(Payload):

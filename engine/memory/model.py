@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Precision = Literal["fp16", "bf16", "fp32"]
+Offload = Literal["none", "optimizer", "all"]
+"""ZeRO-Offload: nothing, the optimizer states, or (stage 3) the parameters too."""
 
 ELEMENT_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4}
 SCALE_BOUNDS = (0.1, 10.0)  # calibration may scale the activation prior by this much at most
 SCALE_SMOOTHING = 0.5  # weight of a new slope observation in the activation scale
+HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's estimators' additional_buffer_factor for host memory
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,12 @@ class ModelStates:
 
 
 def model_state_bytes(
-    params: int, precision: str, zero_stage: int, world_size: int = 1, largest_layer_params: int = 0
+    params: int,
+    precision: str,
+    zero_stage: int,
+    world_size: int = 1,
+    largest_layer_params: int = 0,
+    offload: Offload = "none",
 ) -> ModelStates:
     """Adam model states per rank, DeepSpeed's accounting (bytes; ``params`` counted once).
 
@@ -56,8 +64,14 @@ def model_state_bytes(
     the 16 optimizer bytes over the ranks, ZeRO-2 also the grads (DeepSpeed: 2P + 18P/N),
     ZeRO-3 everything (18P/N) plus the largest layer gathered (4 bytes per parameter).
     fp32: 4 (weights) + 4 (grads) + 8 (Adam) = 16 bytes, split the same way.
+
+    ``offload`` (ZeRO-Offload, stage 2 or 3) moves the optimizer's bytes to the host
+    (DeepSpeed: 2P on the device at stage 2; 4 x largest layer + 2P/N at stage 3), and
+    ``"all"`` at stage 3 the 16-bit parameters too (only the gathered layer stays).
     """
     n = max(1, world_size)
+    if offload != "none" and zero_stage >= 2:
+        return _offloaded(params, zero_stage, n, largest_layer_params, offload)
     if precision == "fp32":
         weights, grads, optimizer = 4 * params, 4 * params, 8 * params
     else:
@@ -75,19 +89,58 @@ def model_state_bytes(
     return ModelStates(weights // n, 0, optimizer // n, gathered)
 
 
+def _offloaded(
+    params: int, zero_stage: int, n: int, largest_layer_params: int, offload: Offload
+) -> ModelStates:
+    """Device bytes under ZeRO-Offload, as DeepSpeed's estimators count them (16-bit only)."""
+    if zero_stage == 2:
+        return ModelStates(2 * params, 0, 0)
+    gathered = 4 * largest_layer_params
+    if offload == "all":
+        return ModelStates(0, 0, 0, gathered)
+    return ModelStates(2 * params // n, 0, 0, gathered)
+
+
+def host_state_bytes(
+    params: int, zero_stage: int, offload: Offload, gpus_per_node: int = 1, nodes: int = 1
+) -> int:
+    """Host bytes per node for the offloaded states, DeepSpeed's estimators' figure with
+    their 1.5x buffer factor (pinned buffers, the CPU Adam's working copies); 0 without
+    offload. Stage 2: P x max(4 x GPUs, 16); stage 3 (zero.Init): 16P (optimizer) or 18P
+    (optimizer and parameters) over the nodes."""
+    if offload == "none" or zero_stage < 2:
+        return 0
+    per_param: float
+    if zero_stage == 2:
+        per_param = max(4 * gpus_per_node * nodes, 16)
+    else:
+        per_param = (18 if offload == "all" else 16) / max(1, nodes)
+    return int(params * per_param * HOST_BUFFER_FACTOR)
+
+
 def transformer_activation_bytes(
-    seq_len: int, d_model: int, n_layer: int, n_head: int, vocab: int, precision: str
+    seq_len: int,
+    d_model: int,
+    n_layer: int,
+    n_head: int,
+    vocab: int,
+    precision: str,
+    checkpointing: bool = False,
 ) -> float:
     """Activation bytes one sample keeps for backward in a GPT-style decoder.
 
     Per layer and token about 34 * d_model bytes at 16 bits (Korthikanti et al. 2022, no
     dropout masks), times 2 at fp32; no attention-score matrix (SDPA's fused kernels keep
     none; ``n_head`` is kept for a math-path variant); plus the logits at the head and
-    their fp32 copy for the loss (vocab x (element + 8) bytes per token).
+    their fp32 copy for the loss (vocab x (element + 8) bytes per token). With activation
+    checkpointing each layer keeps only its input (d_model elements per token) and one
+    layer's full activations live again while it is recomputed.
     """
     element = ELEMENT_BYTES.get(precision, 4)
     per_token_layer = 17 * d_model * element
     logits = vocab * (element + 8)
+    if checkpointing:
+        return float(seq_len * (n_layer * d_model * element + per_token_layer + logits))
     return float(seq_len * (n_layer * per_token_layer + logits))
 
 

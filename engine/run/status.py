@@ -32,6 +32,8 @@ from engine.run.throughput import throughput_of
 _SAMPLE_FIELDS = (
     "loss",
     "tokens_per_s",
+    "mfu",
+    "model_tflops",
     "loss_scale",
     "mem_allocated",
     "mem_reserved",

@@ -57,8 +57,10 @@ from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
+from engine.trainer.mfu_meter import build_meter
 from engine.trainer.model import parameter_count
 from engine.trainer.op_cache import prepare_ops
+from engine.trainer.planned_memory import planned_memory
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
@@ -158,6 +160,7 @@ def _train(
             world_size(),
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
+            meter=build_meter(config, workload.model, engine.device, world_size()),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
@@ -476,6 +479,8 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         micro_batch=int(engine.train_micro_batch_size_per_gpu()),
         grad_accum=int(engine.gradient_accumulation_steps()),
         resumed_from_step=resumed.step if resumed else None,
+        planned_memory=planned_memory(config, training.telemetry.world_size, device),
+        **training.telemetry.peak_fields(),
     )
     training.link.event(
         started, f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}"

@@ -19,6 +19,7 @@ import torch
 
 from engine.domain import RankMemory, TelemetrySample
 from engine.trainer.memory_probe import MemoryProbe
+from engine.trainer.mfu_meter import MfuMeter
 
 _SCALED_NORM_OPTIMIZERS = {"FP16_UnfusedOptimizer"}  # report grad norm x loss scale
 
@@ -57,8 +58,11 @@ class StepTelemetry:
         world_size: int,
         attempt: int,
         overflow_count: int = 0,
+        meter: MfuMeter | None = None,
     ) -> None:
         self.engine = engine
+        self.meter = meter
+        """FLOPs per token and the device's peak: MFU per step (None: not reported)."""
         self.probe = probe
         self.tokens_per_sample = tokens_per_sample
         self.world_size = world_size
@@ -69,6 +73,17 @@ class StepTelemetry:
         """Stall of a save not yet reported; the next sample carries it, then it clears."""
         self.ranks: list[RankMemory] | None = None
         """Every rank's memory from the last exchange, not yet reported (several ranks)."""
+
+    def peak_fields(self) -> dict[str, Any]:
+        """What ``trainer_started`` says about the MFU's terms."""
+        if self.meter is None:
+            return {}
+        m = self.meter
+        return {
+            "flops_per_token": m.flops_per_token,
+            "peak_tflops": m.peak_tflops,
+            "peak_source": m.peak_source,
+        }
 
     def note_step(self) -> bool:
         """Count this step's overflow (every step, reported or not); True if it overflowed."""
@@ -92,6 +107,8 @@ class StepTelemetry:
         memory = self.probe.read()
         stall, self.checkpoint_stall_s = self.checkpoint_stall_s, None
         ranks, self.ranks = self.ranks, None
+        tokens_per_s = step_tokens / step_time_s if step_time_s > 0 else 0.0
+        utilisation = self.meter.figures(tokens_per_s) if self.meter else {}
         return TelemetrySample(
             step=engine.global_steps,
             ts=time.time(),
@@ -106,7 +123,8 @@ class StepTelemetry:
             overflow_count=self.overflow_count,
             skipped_steps=engine.skipped_steps,
             step_time_s=step_time_s,
-            tokens_per_s=step_tokens / step_time_s if step_time_s > 0 else 0.0,
+            tokens_per_s=tokens_per_s,
+            **utilisation,
             mem_allocated=memory.allocated,
             mem_reserved=memory.reserved,
             mem_peak=memory.peak,

@@ -21,6 +21,7 @@ from memtui.cli import (
     inspection_commands,
     lifecycle_commands,
     pause_commands,
+    plan_command,
 )
 from memtui.cli.arguments import add_bell, add_readonly, add_theme
 
@@ -40,6 +41,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     directive_commands.add_parsers,
     pause_commands.add_parsers,
     chaos_command.add_parser,
+    plan_command.add_parser,
 )
 """What registers each subcommand, in the order ``memtui --help`` lists them."""
 

@@ -39,6 +39,7 @@ from engine.events import (
     TrainerExited,
     TrainerRestarted,
     TrainerResumed,
+    TrainerStarted,
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
@@ -146,6 +147,9 @@ class RunView:
     startup: Event | None = None
     """The newest ``startup_phase`` of an attempt that has not stepped yet (nor exited): what
     the trainer is doing before its first step, and since when (the event's ts)."""
+    started: TrainerStarted | None = None
+    """The newest trainer's start: its MFU terms (where the peak came from) and what the
+    plan predicted for its memory."""
 
     # ------------------------------------------------------------------ folding
 
@@ -240,6 +244,7 @@ class RunView:
             resumed=self.resumed or event.type == RunContinued.event_type,
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
             startup=_startup_after(event, self.startup, self.sample),
+            started=TrainerStarted.of(event) or self.started,
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:

@@ -28,6 +28,8 @@ def _sample(step: int) -> TelemetrySample:
         lr=1e-3,
         step_time_s=0.1,
         tokens_per_s=1e4,
+        model_tflops=0.25,
+        mfu=0.125,
         micro_batch=4,
         grad_accum=2,
         loss_scale=512.0,
@@ -51,6 +53,7 @@ def test_running_run_without_its_supervisor_is_interrupted(run: RunDir) -> None:
     status = offline_status(run)
     assert status.state == "interrupted" and "supervisor gone while running" in (status.exit_reason or "")
     assert status.step == 3 and status.micro_batch == 4 and status.grad_accum == 2 and status.mem_peak == 99
+    assert status.mfu == 0.125 and status.model_tflops == 0.25  # stored per step, read back
     assert status.loss != status.loss  # NaN as recorded
     assert status.supervisor_pid is None and status.trainer_pid is None
     assert status.last_seq == 1 and status.started_at == 123.0 and status.name == "demo"

@@ -133,6 +133,7 @@ SCENES: dict[str, Scene] = {
     ],
     "report: a run": on_stopped("report"),
     "prepare: this machine": lambda home, live: ["prepare", "--json"],
+    "plan: the default config": lambda home, live: ["plan", "--json"],
 }
 HEAVY = {"prepare: this machine"}
 """Scenes that import torch and DeepSpeed (and may build an op)."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from engine.events import CheckpointSaved, MemoryAdapted, TrainerRestarted, TrainerResumed
+from engine.events import (
+    CheckpointSaved,
+    MemoryAdapted,
+    PlannedMemory,
+    TrainerRestarted,
+    TrainerResumed,
+    TrainerStarted,
+)
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
@@ -14,8 +21,10 @@ from memtui.console.screens.checkpoints_screen import (
     render_checkpoint_list,
     render_last_save,
 )
+from memtui.console.widgets.memory_breakdown import render_breakdown
 from memtui.console.widgets.memory_panel import render_adaptation, render_memory
 from memtui.console.widgets.run_header import render_header
+from memtui.console.widgets.throughput_panel import render_throughput
 from memtui.formatting import PLACEHOLDER, format_bytes
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 from tests.waiting import until
@@ -168,3 +177,46 @@ def test_last_save_line_says_what_training_waited_and_where_it_was_sealed() -> N
 def test_compact_memory_keeps_the_geometry_on_the_prediction_line() -> None:
     text = plain(render_memory(RunView().with_sample(make_sample(1, micro_batch=4, grad_accum=2)), 40, 6))
     assert len(text.splitlines()) == 6 and text.splitlines()[-1].endswith("batch 4×2")
+
+
+def _started(**fields: object) -> TrainerStarted:
+    base: dict[str, object] = dict(
+        attempt=1,
+        pid=1,
+        device="cpu",
+        world_size=1,
+        params=1,
+        precision="fp16",
+        zero_stage=0,
+        micro_batch=8,
+        grad_accum=1,
+    )
+    return TrainerStarted(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_throughput_shows_mfu_and_where_the_peak_came_from() -> None:
+    sample = make_sample(5, mfu=0.0123, model_tflops=0.01)
+    view = RunView().with_sample(sample).with_event(make_event(1, _started(peak_source="measured")))
+    assert "MFU 1.2% (measured peak)" in plain(render_throughput(view))
+    assert "MFU" not in plain(render_throughput(RunView().with_sample(make_sample(5))))
+
+
+def test_memory_breakdown_beside_the_measured_peak_and_the_plan() -> None:
+    planned = PlannedMemory(
+        params=2 * MIB,
+        grads=2 * MIB,
+        optimizer=16 * MIB,
+        activations_per_sample=MIB,
+        margin=400 * MIB,
+        micro_batch=8,
+        planned_peak=430 * MIB,
+    )
+    sample = make_sample(5, mem_step_peak=500 * MIB, micro_batch=4, grad_accum=2)
+    view = RunView().with_sample(sample).with_event(make_event(1, _started(planned_memory=planned)))
+    line = plain(render_breakdown(view, 120) or "")
+    assert f"params {format_bytes(2 * MIB)}" in line and f"optim {format_bytes(16 * MIB)}" in line
+    assert f"act {format_bytes(4 * MIB)}" in line  # per sample x the current micro-batch
+    assert f"other {format_bytes(476 * MIB)}" in line and f"plan {format_bytes(430 * MIB)} at 8" in line
+    assert f"plan {format_bytes(430 * MIB)}" in plain(render_memory(view, 120, 12))
+    assert "plan" not in plain(render_memory(view, 120, 7))  # no room: the chart keeps its lines
+    assert render_breakdown(RunView().with_sample(sample), 120) is None  # no plan: no line

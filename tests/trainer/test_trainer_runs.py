@@ -62,6 +62,11 @@ def test_run_reports_every_step_learns_and_checkpoints() -> None:
     started = supervisor.events("trainer_started")[0].data
     assert started["device"] == "cpu" and started["precision"] == "fp16" and started["zero_stage"] == 0
     assert started["params"] > 100_000 and started["resumed_from_step"] is None
+    # MFU: the CPU's matmul probe gives the peak; every step carries model TFLOP/s and MFU
+    assert started["peak_source"] == "measured" and started["peak_tflops"] > 0
+    per_token = started["flops_per_token"]
+    assert sample.model_tflops == pytest.approx(per_token * sample.tokens_per_s / 1e12)
+    assert sample.mfu == pytest.approx(sample.model_tflops / started["peak_tflops"])
     saved = supervisor.events("checkpoint_saved")
     assert [e.data["step"] for e in saved] == [50, 100, 150]
     # the save's stall rides on the next step report (saving is synchronous), once

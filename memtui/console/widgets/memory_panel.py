@@ -21,6 +21,7 @@ from engine.events import MemoryAdapted
 from memtui.console.chart import render_chart, render_rows, render_rule
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
+from memtui.console.widgets.memory_breakdown import render_breakdown
 from memtui.console.widgets.panel import Panel
 from memtui.formatting import PLACEHOLDER, format_bytes, format_percent
 
@@ -112,6 +113,9 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
         lines[-1] += f"  [$text-muted]batch[/] {s.micro_batch}×{s.grad_accum}"
     else:
         lines.append(_geometry_line(view))
+    breakdown = render_breakdown(view, width)
+    if breakdown is not None and not view.ranks and height >= TEXT_LINES + 1 + CHART_MIN_LINES:
+        lines.append(breakdown)
     return lines
 
 

@@ -6,7 +6,7 @@ from memtui.console.chart import render_chart, render_rows, render_rule
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
 from memtui.console.widgets.panel import Panel
-from memtui.formatting import format_duration, format_rate
+from memtui.formatting import format_duration, format_percent, format_rate
 
 BASELINE = 0.8
 """The chart starts at this fraction of the lowest rate shown."""
@@ -22,7 +22,7 @@ def render_throughput(view: RunView) -> str:
         f"  [$text-muted]avg[/] {format_rate(view.tokens_per_s_avg)}"
         f"  [$text-muted]peak[/] {format_rate(view.tokens_per_s_peak)}\n"
         f"[$text-muted]step time[/] {format_duration(s.step_time_s if s else None)}"
-        f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}"
+        f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
     )
     run = view.run_throughput
     if run is None or run.run_avg is None or run.attempt < 2:
@@ -32,6 +32,18 @@ def render_throughput(view: RunView) -> str:
         f"{text}\n[$text-muted]run avg[/] {format_rate(run.run_avg)}"
         f"  [$text-muted]peak[/] {format_rate(run.run_peak)}  [$text-muted]({attempts})[/]"
     )
+
+
+def render_mfu(view: RunView) -> str:
+    """``  MFU 1.2% (measured peak)``: model FLOPs utilisation, where the peak came from; empty
+    until a step carries it (an older trainer, or a GPU whose peak is unknown)."""
+    s = view.sample
+    if s is None or s.mfu is None:
+        return ""
+    started = view.started
+    source = started.peak_source.split(" ")[0] if started and started.peak_source else None
+    label = f" [$text-muted]({source} peak)[/]" if source in ("measured", "config") else ""
+    return f"  [$text-muted]MFU[/] {format_percent(s.mfu)}{label}"
 
 
 def render_throughput_chart(view: RunView, width: int, height: int, now: float) -> str:

@@ -1,0 +1,94 @@
+"""MFU during the run: the model's FLOPs per token, the device's peak, and per step the
+utilisation they give (``engine.memory.flops`` has the formulas).
+
+FLOPs per token: the built-in model's shape (6N plus the attention term); a user's
+workload, whose shape is unknown, counts 6N from its parameters. The peak, for the run's
+precision: ``[hardware] peak_tflops``, else memtui's table by the CUDA device's name, else
+on the CPU a short matrix-multiply probe at start (labelled ``measured``: the CPU has no
+datasheet figure memtui can trust). A GPU the table does not know gives no MFU.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import RunConfig
+from engine.memory.device_peaks import find_peak
+from engine.memory.flops import TERA, dense_flops_per_token, flops_per_token, mfu, model_tflops
+from engine.memory.transformer_shape import from_model_config
+from engine.trainer.model import parameter_count
+
+log = logging.getLogger(__name__)
+
+PROBE_SIZE = 512  # square matrices of the probe: 2 x 512^3 = 0.27 GFLOP each
+PROBE_SECONDS = 0.25  # wall time the probe multiplies for (after one warm-up)
+PROBE_DTYPES = {"fp16": torch.float32, "bf16": torch.bfloat16, "fp32": torch.float32}
+"""fp16 on the CPU multiplies in fp32 (engine/trainer/model.py), so its peak is fp32's."""
+
+
+@dataclass(frozen=True)
+class MfuMeter:
+    flops_per_token: float
+    peak_tflops: float | None
+    """One device's peak at the run's precision; None: unknown (no MFU)."""
+    peak_source: str
+    """``config``, ``table (KEY)``, ``measured`` or ``unknown``."""
+    devices: int
+
+    def figures(self, tokens_per_s: float) -> dict[str, float | None]:
+        """``mfu`` (a fraction) and ``model_tflops`` (all devices) for one step's tokens/s."""
+        achieved = model_tflops(self.flops_per_token, tokens_per_s)
+        if self.peak_tflops is None:
+            return {"mfu": None, "model_tflops": achieved}
+        return {
+            "mfu": mfu(self.flops_per_token, tokens_per_s, self.peak_tflops, self.devices),
+            "model_tflops": achieved,
+        }
+
+
+def build_meter(
+    config: RunConfig, module: torch.nn.Module, device: torch.device | str, devices: int
+) -> MfuMeter:
+    if config.workload is None:
+        m = config.model
+        per_token = flops_per_token(from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len))
+    else:
+        per_token = dense_flops_per_token(parameter_count(module))
+    peak, source = device_peak(config, torch.device(device))
+    return MfuMeter(per_token, peak, source, devices)
+
+
+def device_peak(config: RunConfig, device: torch.device) -> tuple[float | None, str]:
+    precision = config.train.precision
+    if config.hardware.peak_tflops:
+        return config.hardware.peak_tflops, "config"
+    if device.type == "cuda":
+        entry = find_peak(torch.cuda.get_device_name(device))
+        value = None if entry is None else entry.for_precision(precision)
+        return (value, f"table ({entry.key})") if entry and value else (None, "unknown")
+    if device.type == "cpu":
+        return probe_cpu_peak(precision), "measured"
+    return None, "unknown"
+
+
+def probe_cpu_peak(precision: str) -> float:
+    """TFLOP/s of square matmuls at the run's precision on this process's threads: the
+    fastest single multiply over ``PROBE_SECONDS`` (a shared, loaded host preempts some of
+    them; the fastest is the nearest to what the cores can do)."""
+    dtype = PROBE_DTYPES.get(precision, torch.float32)
+    a = torch.randn(PROBE_SIZE, PROBE_SIZE).to(dtype)
+    b = torch.randn(PROBE_SIZE, PROBE_SIZE).to(dtype)
+    torch.mm(a, b)  # warm-up: thread pool, kernels
+    fastest, count, start = float("inf"), 0, time.perf_counter()
+    while time.perf_counter() - start < PROBE_SECONDS or count == 0:
+        t = time.perf_counter()
+        torch.mm(a, b)
+        fastest = min(fastest, time.perf_counter() - t)
+        count += 1
+    peak = 2 * PROBE_SIZE**3 / fastest / TERA
+    log.info("CPU matmul probe: %.3f TFLOP/s (%s, fastest of %d multiplies)", peak, dtype, count)
+    return peak

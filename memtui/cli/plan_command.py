@@ -1,0 +1,206 @@
+"""``memtui plan [TARGET] [--set KEY=VALUE]... [--gpus N --gpu-memory 80G ...] [--json]``.
+
+Will a model train on these GPUs, at which ZeRO stage and micro-batch, and how fast?
+TARGET is a run config (TOML), a Hugging Face model directory (its ``config.json``) or a
+run (id, prefix or directory: the plan for its config against its measured peak). The
+plan itself is ``engine.memory.capacity_plan``; this module gathers its inputs (the config,
+NVML when present, the flags) and prints it (``memtui.cli.plan_report``). Torch-free and
+instant: nothing here imports torch or DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memtui.cli.arguments import positive_float, positive_int
+from memtui.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from engine.config import RunConfig
+    from engine.memory.capacity_plan import PlanRequest
+    from engine.memory.transformer_shape import TransformerShape
+    from memtui.cli.plan_hardware import Hardware
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``plan`` on ``memtui``'s subparsers."""
+    plan = sub.add_parser(
+        "plan",
+        help="will it fit, at which ZeRO stage and micro-batch, how fast (before a run)",
+        description=(
+            "Per-GPU memory broken down, the largest micro-batch at every ZeRO stage and offload, "
+            "a recommendation with its reason, host memory for offload, and the expected step time "
+            "at an assumed MFU against the interconnect. Without --gpus: the GPUs NVML sees, or "
+            "this host's CPU. TARGET: a config TOML, a Hugging Face model directory (config.json) "
+            "or a run (its plan against its measured peak)."
+        ),
+    )
+    plan.add_argument("target", nargs="?", metavar="TARGET", help="CONFIG.toml, MODEL_DIR or RUN")
+    plan.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set train.zero_stage=3 (repeatable)",
+    )
+    plan.add_argument("--gpus", type=int, metavar="N", help="GPUs per node")
+    plan.add_argument("--nodes", type=positive_int, default=1, metavar="N", help="nodes (default 1)")
+    plan.add_argument("--gpu-memory", metavar="SIZE", help="memory per GPU, e.g. 80G")
+    plan.add_argument("--gpu", metavar="NAME", help="GPU model for its peak, e.g. H100, A100")
+    plan.add_argument(
+        "--peak-tflops",
+        type=positive_float,
+        metavar="T",
+        help="one GPU's peak TFLOP/s at the run's precision (over the table)",
+    )
+    plan.add_argument(
+        "--interconnect",
+        choices=("pcie", "pcie5", "nvlink", "nvlink4", "infiniband", "ethernet"),
+        help="the link the collectives cross (default: nvlink, nvlink4 for H100/H200, on 1 node; "
+        "infiniband on more)",
+    )
+    plan.add_argument(
+        "--bandwidth",
+        type=positive_float,
+        metavar="GB/s",
+        help="that link's bandwidth per GPU, one way (over the link's default)",
+    )
+    plan.add_argument(
+        "--offload",
+        choices=("none", "optimizer", "all"),
+        default="none",
+        help="ZeRO-Offload to host memory: optimizer states, or (stage 3) parameters too",
+    )
+    plan.add_argument("--checkpointing", action="store_true", help="activation checkpointing on")
+    plan.add_argument("--seq-len", type=positive_int, metavar="N", help="tokens per sample (over the config)")
+    plan.add_argument(
+        "--mfu",
+        type=positive_float,
+        default=0.4,
+        metavar="F",
+        help="assumed model FLOPs utilisation for the step time (default 0.4)",
+    )
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON document")
+    plan.set_defaults(handler=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from engine.memory.capacity_plan import make_plan
+    from memtui.cli.json_document import print_json
+    from memtui.cli.plan_report import plan_document, print_plan
+
+    config, shape, run_path = _target(args)
+    request, hw = _request(args, config, shape)
+    try:
+        plan = make_plan(request)
+    except ValueError as err:
+        raise CliError(str(err), code=2) from None
+    if config.workload and shape.source == "built-in":
+        plan.notes.append(
+            f"the config trains the workload {config.workload}: this plan is for the built-in model's "
+            "shape in [model]; plan a Hugging Face config directory for your model's own"
+        )
+    measured = None
+    if run_path is not None:
+        from memtui.cli.plan_reality import measured_against
+
+        measured = measured_against(run_path, request)
+    if args.json:
+        print_json(plan_document(plan, hw, measured))
+    else:
+        print_plan(plan, hw, measured)
+    return 0
+
+
+def _target(args: argparse.Namespace) -> tuple[RunConfig, TransformerShape, Path | None]:
+    """(config, shape, the run's directory when TARGET is a run)."""
+    from engine.config_file import ConfigError, load_run_config
+    from engine.memory.transformer_shape import ShapeError, from_hf_config, from_model_config
+
+    target = Path(args.target) if args.target else None
+    try:
+        if target is None or target.is_file():
+            config, run_path = load_run_config(target, args.settings), None
+        elif target.is_dir() and not (target / "run.json").is_file():
+            hf_file = target / "config.json"
+            hf = _read_hf_config(target)
+            config = load_run_config(None, args.settings)
+            return config, from_hf_config(hf, str(hf_file), args.seq_len), None
+        else:
+            run_path = target if target.is_dir() else _run_by_name(args.target)
+            config = _run_config(run_path, args.settings)
+        m = config.model
+        shape = from_model_config(m.n_layer, m.n_head, m.d_model, args.seq_len or m.seq_len)
+    except (ConfigError, ShapeError) as err:
+        raise CliError(str(err), code=2) from None
+    return config, shape, run_path
+
+
+def _read_hf_config(directory: Path) -> dict[str, Any]:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise CliError(f"{directory}: no config.json (a Hugging Face model directory) or run.json (a run)", 2)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CliError(f"{path}: not readable JSON: {err}", code=2) from None
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: not a JSON object", code=2)
+    return data
+
+
+def _run_by_name(spec: str) -> Path:
+    from memtui.cli.resolver import require_run
+
+    try:
+        return require_run(spec, live=False).path
+    except CliError as err:
+        raise CliError(f"{spec}: no such file, model directory or run ({err})", code=2) from None
+
+
+def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
+    from engine.config_file import ConfigError, build_run_config, deep_merge
+    from engine.config_override import OverrideError, parse_override
+    from engine.run.directory import RunDir
+
+    raw = RunDir(run_path).read_config().model_dump(mode="json")
+    for text in settings:
+        try:
+            raw = deep_merge(raw, parse_override(text))
+        except OverrideError as err:
+            raise ConfigError(str(err)) from None
+    return build_run_config(raw)
+
+
+def _request(
+    args: argparse.Namespace, config: RunConfig, shape: TransformerShape
+) -> tuple[PlanRequest, Hardware]:
+    from engine.memory.capacity_plan import PlanRequest
+    from memtui.cli.plan_hardware import resolve_hardware
+
+    if args.mfu > 1:
+        raise CliError(f"--mfu: a fraction of the peak, at most 1 (got {args.mfu:g})", code=2)
+    train = config.train
+    hw = resolve_hardware(args, config)
+    request = PlanRequest(
+        shape=shape,
+        precision=train.precision,
+        zero_stage=train.zero_stage,
+        micro_batch=train.micro_batch,
+        global_batch=train.global_batch,
+        gpus_per_node=hw.gpus_per_node,
+        nodes=args.nodes,
+        gpu_memory=hw.memory,
+        offload=args.offload,
+        checkpointing=args.checkpointing,
+        peak_tflops=hw.peak_tflops,
+        link=hw.link,
+        assumed_mfu=args.mfu,
+        context_bytes=hw.context,
+        on_cpu=hw.cpu,
+    )
+    return request, hw

@@ -1,0 +1,126 @@
+"""``memtui plan`` through its command line: the JSON document, a model directory, a run's
+measured peak against the plan, bad input as one line and exit 2, and no torch import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config_file import build_run_config
+from engine.run.directory import RunDir
+from engine.run.store import Store
+from memtui.cli.main import main
+from tests.fakes.fake_engine import make_sample
+
+LLAMA_7B = {
+    "model_type": "llama",
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "vocab_size": 32000,
+}
+GPUS = ["--gpus", "8", "--gpu-memory", "80G", "--gpu", "H100"]
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["plan", *argv, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert isinstance(document, dict)
+    return document
+
+
+def test_model_directory_at_each_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_7B))
+    batch = [
+        "--set",
+        "train.micro_batch=1",
+        "--set",
+        "train.global_batch=64",
+        "--set",
+        'train.precision="bf16"',
+    ]
+    for stage in range(4):
+        doc = plan_json(capsys, str(tmp_path), *GPUS, *batch, "--set", f"train.zero_stage={stage}")
+        assert doc["model"]["params"] == 6_738_415_616
+        assert doc["train"]["zero_stage"] == stage and doc["train"]["grad_accum"] == 8
+        assert doc["per_gpu"]["fits"] is (stage > 0)
+        assert doc["hardware"]["peak_tflops"] == 989.4 and doc["hardware"]["peak_source"] == "table (h100)"
+        assert [(r["zero_stage"], r["offload"]) for r in doc["table"]][:4] == [(s, "none") for s in range(4)]
+        assert doc["recommendation"] == {
+            "zero_stage": 1,
+            "offload": "none",
+            "micro_batch": 1,
+            "reason": doc["recommendation"]["reason"],
+        }
+        assert doc["throughput"]["bound"] in ("compute", "interconnect", "host")
+
+
+def test_text_names_the_breakdown_and_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", *GPUS, "--offload", "optimizer", "--set", "train.zero_stage=2"]) == 0
+    out = capsys.readouterr().out
+    for words in ("optimizer states", "CUDA context", "allocator slack", "recommend", "host memory", "bound"):
+        assert words in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--gpu", "Imaginary 9000", "--gpus", "2", "--gpu-memory", "24G"], "--gpu 'Imaginary 9000'"),
+        (["--gpus", "0", "--gpu-memory", "80G"], "--gpus"),
+        (["--gpus", "2", "--gpu-memory", "lots"], "--gpu-memory"),
+        (["--mfu", "40"], "--mfu"),
+        (["--set", "train.zero_stage=9"], "train.zero_stage"),
+        (["--set", "train.zero_stage=1", "--offload", "optimizer", *GPUS], "offload"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+
+
+def test_model_directory_without_config_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no config.json" in err
+
+
+def test_a_run_against_its_measured_peak(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = RunDir.create(build_run_config(name="measured", steps=10), home)
+    sample = make_sample(3).model_copy(update={"mem_step_peak": 500 << 20, "micro_batch": 8, "grad_accum": 1})
+    with Store(run.store) as store:
+        store.add_step(sample)
+    doc = plan_json(capsys, run.run_id)
+    measured = doc["measured"]
+    assert measured["measured_peak"] == 500 << 20 and measured["micro_batch"] == 8
+    assert measured["ratio"] == pytest.approx(measured["predicted_peak"] / (500 << 20))
+
+
+def test_plan_never_imports_torch() -> None:
+    code = (
+        "import sys; from memtui.cli.main import main; code = main(['plan', '--json']); "
+        "assert 'torch' not in sys.modules and 'deepspeed' not in sys.modules, 'torch imported'; "
+        "sys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"]["source"] == "built-in"
+
+
+def test_a_user_workload_is_named_as_not_planned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('workload = "my_model:build"\n')
+    doc = plan_json(capsys, str(config))
+    assert any("my_model:build" in note for note in doc["notes"])

@@ -1,0 +1,34 @@
+"""The trainer's MFU meter: FLOPs per token from the config, the peak from the config, the
+table or the CPU's matmul probe, and the per-step figures."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.config_file import build_run_config
+from engine.memory.flops import flops_per_token
+from engine.memory.transformer_shape import from_model_config
+from engine.trainer.mfu_meter import MfuMeter, build_meter, probe_cpu_peak
+from engine.trainer.model import ByteTransformer
+
+
+def test_meter_figures_on_a_known_case() -> None:
+    meter = MfuMeter(flops_per_token=6e9, peak_tflops=60.0, peak_source="config", devices=1)
+    assert meter.figures(1000.0) == pytest.approx({"mfu": 0.1, "model_tflops": 6.0})
+    unknown = MfuMeter(flops_per_token=6e9, peak_tflops=None, peak_source="unknown", devices=1)
+    assert unknown.figures(1000.0) == {"mfu": None, "model_tflops": pytest.approx(6.0)}
+
+
+def test_built_in_model_counts_its_shape_and_the_config_peak_wins() -> None:
+    config = build_run_config({"hardware": {"peak_tflops": 2.5}})
+    meter = build_meter(config, ByteTransformer(config.model), torch.device("cpu"), 1)
+    m = config.model
+    assert meter.flops_per_token == flops_per_token(
+        from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len)
+    )
+    assert (meter.peak_tflops, meter.peak_source) == (2.5, "config")
+
+
+def test_cpu_probe_measures_a_positive_peak() -> None:
+    assert 0 < probe_cpu_peak("fp32") < 100  # TFLOP/s: a CPU core does GFLOP/s, not PFLOP/s
