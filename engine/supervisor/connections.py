@@ -17,17 +17,16 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from engine.chaos_kinds import ChaosKindSpec
 from engine.directives.pacer import DirectivePacer
-from engine.domain import RunState, RunStatus, TelemetrySample, Thresholds
-from engine.events import PAYLOADS, SUPERVISOR_EVENTS, Payload
-from engine.hardware_report import HardwareSnapshot
+from engine.domain import Thresholds
+from engine.events import PAYLOADS, SUPERVISOR_EVENTS
 from engine.protocol import (
     STREAM_LIMIT,
     Approve,
@@ -37,7 +36,6 @@ from engine.protocol import (
     Error,
     EventMessage,
     Hello,
-    LineTooLong,
     Ok,
     Pause,
     Ping,
@@ -52,7 +50,6 @@ from engine.protocol import (
     Welcome,
     check_hello,
     decode_client,
-    encode,
     read_line,
 )
 from engine.run.store import Store
@@ -60,6 +57,8 @@ from engine.supervisor import peer
 from engine.supervisor.bad_input_log import BadInputLog, LogBudget
 from engine.supervisor.console_outbox import ConsoleClient
 from engine.supervisor.consoles import Consoles
+from engine.supervisor.peer_lines import decoded_lines, refuse, say_and_close
+from engine.supervisor.served import DirectiveRequest, Served
 from engine.supervisor.trainer_link import TrainerLink
 from engine.wire_json import shorten
 
@@ -69,45 +68,6 @@ HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
 SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")  # Linux: the kernel's cap on a listen backlog
 REPLAY_PAGE = 256  # events read from the store per replay page
 
-DirectiveRequest = Approve | Clamp | Reject | Propose
-
-
-# ------------------------------------------------------------------ reading a peer
-
-
-async def decoded_lines(
-    reader: asyncio.StreamReader, reply: Callable[[BaseModel], None], bad: BadInputLog
-) -> AsyncIterator[ClientMessage]:
-    """Valid messages from ``reader`` until EOF; each bad line is answered with an Error.
-
-    An over-long line, malformed JSON, an unknown kind or wrong types cost the peer one
-    ``Error`` naming the reason (and a note in ``bad``); the connection goes on.
-    """
-    while True:
-        try:
-            line = await read_line(reader)
-        except LineTooLong as err:
-            refuse(reply, bad, err)
-            continue
-        except (ConnectionError, OSError):
-            return
-        if line is None:
-            return
-        if not line.strip():
-            continue
-        try:
-            message = decode_client(line)
-        except ProtocolError as err:
-            refuse(reply, bad, err)
-            continue
-        yield message
-
-
-def refuse(reply: Callable[[BaseModel], None], bad: BadInputLog, err: ProtocolError) -> None:
-    """Answer a bad input with an Error naming the reason, and note it for the log."""
-    bad.note(err.reason)
-    reply(Error(id=err.request_id, reason=err.reason))
-
 
 def listen_backlog() -> int:
     """The most pending connections the kernel will queue (``net.core.somaxconn``): a burst
@@ -116,46 +76,6 @@ def listen_backlog() -> int:
         return max(socket.SOMAXCONN, int(SOMAXCONN_FILE.read_text()))
     except (OSError, ValueError):
         return socket.SOMAXCONN
-
-
-async def say_and_close(writer: asyncio.StreamWriter, message: BaseModel) -> None:
-    """One last message (within 1 s), then close."""
-    with contextlib.suppress(Exception):
-        writer.write(encode(message))
-        await asyncio.wait_for(writer.drain(), 1.0)
-    writer.close()
-
-
-# ------------------------------------------------------------------- the served run
-
-
-class Served(Protocol):
-    """What the conversations ask of the run they serve."""
-
-    @property
-    def state(self) -> RunState: ...
-
-    @property
-    def latest(self) -> TelemetrySample | None: ...
-
-    def hardware(self) -> HardwareSnapshot | None: ...
-
-    def status(self) -> RunStatus: ...
-
-    def request_stop(self, reason: str = "operator") -> RunState: ...
-
-    def request_pause(self, paused: bool, reason: str, request_id: Any = None) -> Ok | Error: ...
-
-    def chaos(self, message: Chaos) -> Ok | Error: ...
-
-    def directive_request(self, message: DirectiveRequest) -> Ok | Error: ...
-
-    def greet_trainer(self, link: TrainerLink) -> None:
-        """A trainer just connected (and was welcomed): tell it what it missed."""
-
-    def on_step(self, sample: TelemetrySample) -> None: ...
-
-    def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None: ...
 
 
 ConsoleHandler = Callable[[ConsoleClient, Any], Awaitable[None]]

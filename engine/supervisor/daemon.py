@@ -45,10 +45,11 @@ from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
-from engine.supervisor.connections import ConnectionServer, DirectiveRequest
+from engine.supervisor.connections import ConnectionServer
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
+from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending

@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -37,74 +34,40 @@ import torch
 from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
-from engine.cpu_share import threads_per_rank, usable_cores, user_threads
-from engine.deepspeed_config import build_deepspeed_config
 from engine.events import (
-    CheckpointLoaded,
     RunContinued,
     RunPaused,
     TrainerFinished,
-    TrainerStarted,
 )
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.chaos_injections import ChaosInjections
-from engine.trainer.deepspeed_compat import allow_cpu_fp16, needs_manual_loss_scale, scaled_for_backward
+from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
+from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
-from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import build_meter
-from engine.trainer.model import parameter_count
 from engine.trainer.op_cache import prepare_ops
-from engine.trainer.planned_memory import planned_memory
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
 from engine.trainer.save_report import report_save
+from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
-from engine.trainer.workload import BatchFn, Workload, load_workload
+from engine.trainer.training import Training
+from engine.trainer.workload import BatchFn, load_workload
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["completed", "stopped"]
 HOLD_POLL_S = 0.5  # s between looks at the link while paused (several ranks: one agreement each)
-
-
-@dataclass
-class Training:
-    """Everything the loop touches, built once by ``train`` (or by the bench)."""
-
-    config: RunConfig
-    engine: Any  # deepspeed.DeepSpeedEngine
-    workload: Workload
-    link: Link
-    telemetry: StepTelemetry
-    run: RunDir | None = None
-    """Where checkpoints go; None (bench) saves none."""
-    last_saved_step: int = -1
-    last_saved_at: float = field(default_factory=time.monotonic)
-    """time.monotonic() of the last save (or the start): the wall-clock cadence counts from it."""
-    memory: AdaptiveMemory | None = None
-    """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
-    directives: DirectiveApplier | None = None
-    """Applies admitted directives at step boundaries; built by ``run_steps``."""
-    resumed_directives: dict[str, Any] = field(default_factory=dict)
-    """Directive values the resumed checkpoint recorded, re-applied before the first step."""
-    ranks: RankGroup = field(default_factory=RankGroup)
-    """This process's rank in the trainer's group (one rank unless torchrun started several)."""
-    sealer: CheckpointSealer | None = None
-    """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
-    sealing_stall_s: float = 0.0
-    """What the save now being sealed stalled training (s), reported when the seal ends."""
-    chaos: ChaosInjections | None = None
-    """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
 
 
 # ------------------------------------------------------------------------- the loop
@@ -377,44 +340,6 @@ def client_state(training: Training) -> dict[str, Any]:
 # ------------------------------------------------------------------------- set-up
 
 
-def share_cpu_cores() -> None:
-    """On a CPU-only host, every core this process may run on goes to torch, shared evenly
-    with the other ranks on the host (``LOCAL_WORLD_SIZE``); the user's ``OMP_NUM_THREADS``
-    wins (the supervisor sets it per rank under torchrun, which would otherwise pin every
-    rank to one thread). The supervisor and the console do not reserve a core: they run at
-    a lower priority (``engine.supervisor.priority``) and take a core only when idle.
-    """
-    if torch.cuda.is_available():
-        return
-    wanted = user_threads(os.environ)
-    if wanted is None:
-        wanted = threads_per_rank(usable_cores(), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    torch.set_num_threads(wanted)
-
-
-def seed_everything(seed: int) -> None:
-    """Model init is a function of the seed (the data order is seeded per batch)."""
-    random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def build_engine(config: RunConfig, workload: Workload) -> Any:
-    """``deepspeed.initialize`` with our config; returns the engine."""
-    import deepspeed  # imported here: slow, and `--help` should not pay for it
-
-    if config.train.precision == "fp16":
-        allow_cpu_fp16()
-    ds_config = build_deepspeed_config(config, world_size())
-    params = [p for p in workload.model.parameters() if p.requires_grad]
-    # A client scheduler wins over the config's in DeepSpeed: the workload's, else ours only
-    # if the user's deepspeed_config has none.
-    scheduler = workload.lr_scheduler or (None if "scheduler" in ds_config else warmup_cosine(config))
-    engine, _optimizer, _loader, _scheduler = deepspeed.initialize(
-        model=workload.model, model_parameters=params, config=ds_config, lr_scheduler=scheduler
-    )
-    return engine
-
-
 def attach_memory(training: Training) -> AdaptiveMemory:
     """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
     return AdaptiveMemory(
@@ -433,55 +358,3 @@ def attach_directives(training: Training) -> DirectiveApplier:
     applier = DirectiveApplier(training.config, training.engine, training.memory, training.link)
     applier.restore(training.resumed_directives)
     return applier
-
-
-def leave_process_group(meet: bool = True) -> None:
-    """Tear down torch.distributed so the process exits cleanly (and can train again).
-
-    ``meet``: with several ranks, all of them first meet in a barrier, so that none tears
-    the group down while another still uses it."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        if meet and dist.get_world_size() > 1:
-            dist.barrier()
-        dist.destroy_process_group()
-
-
-def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed | None) -> None:
-    engine, config = training.engine, training.config
-    if resumed is not None:
-        if resumed.step != engine.global_steps:
-            log.warning("checkpoint says step %d, DeepSpeed restored %d", resumed.step, engine.global_steps)
-        training.link.event(
-            CheckpointLoaded(
-                step=resumed.step,
-                tag=resumed.tag,
-                skipped=resumed.skipped,
-                converted_from_world=resumed.converted_from_world,
-            ),
-            f"resumed from {resumed.tag}"
-            + (f", skipped {len(resumed.skipped)} newer" if resumed.skipped else "")
-            + (
-                f", written by {resumed.converted_from_world} ranks (universal conversion)"
-                if resumed.converted_from_world
-                else ""
-            ),
-        )
-    device = engine.device.type if isinstance(engine.device, torch.device) else str(engine.device)
-    started = TrainerStarted(
-        attempt=attempt,
-        pid=os.getpid(),
-        device=device,
-        world_size=training.telemetry.world_size,
-        params=parameter_count(training.workload.model),
-        precision=config.train.precision,
-        zero_stage=config.train.zero_stage,
-        micro_batch=int(engine.train_micro_batch_size_per_gpu()),
-        grad_accum=int(engine.gradient_accumulation_steps()),
-        resumed_from_step=resumed.step if resumed else None,
-        planned_memory=planned_memory(config, training.telemetry.world_size, device),
-        **training.telemetry.peak_fields(),
-    )
-    training.link.event(
-        started, f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}"
-    )

@@ -1,0 +1,48 @@
+"""``Training``: everything the loop touches, built once by ``loop.train`` (or by a bench)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.checkpoints.sealer import CheckpointSealer
+from engine.config import RunConfig
+from engine.run.directory import RunDir
+from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.directive_applier import DirectiveApplier
+from engine.trainer.link import Link
+from engine.trainer.rank_group import RankGroup
+from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.workload import Workload
+
+
+@dataclass
+class Training:
+    """Everything the loop touches, built once by ``train`` (or by the bench)."""
+
+    config: RunConfig
+    engine: Any  # deepspeed.DeepSpeedEngine
+    workload: Workload
+    link: Link
+    telemetry: StepTelemetry
+    run: RunDir | None = None
+    """Where checkpoints go; None (bench) saves none."""
+    last_saved_step: int = -1
+    last_saved_at: float = field(default_factory=time.monotonic)
+    """time.monotonic() of the last save (or the start): the wall-clock cadence counts from it."""
+    memory: AdaptiveMemory | None = None
+    """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
+    directives: DirectiveApplier | None = None
+    """Applies admitted directives at step boundaries; built by ``run_steps``."""
+    resumed_directives: dict[str, Any] = field(default_factory=dict)
+    """Directive values the resumed checkpoint recorded, re-applied before the first step."""
+    ranks: RankGroup = field(default_factory=RankGroup)
+    """This process's rank in the trainer's group (one rank unless torchrun started several)."""
+    sealer: CheckpointSealer | None = None
+    """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
+    sealing_stall_s: float = 0.0
+    """What the save now being sealed stalled training (s), reported when the seal ends."""
+    chaos: ChaosInjections | None = None
+    """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
