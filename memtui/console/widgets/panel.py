@@ -7,10 +7,13 @@ A panel is a bordered box holding a body (figures, ``height: auto``) and, for pa
 a history, a ``ChartView`` below it. They are separate widgets so that a new step repaints
 only the few lines of figures; the chart, most of the box, is redrawn at the slower chart
 rate the app asks for (``show(..., charts=True)``). Repainting, not building the markup, is
-what an attached console spends its CPU on.
+what an attached console spends its CPU on, so a panel's border title is set anew only
+when its text changes (``SteadyTitle``).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.widget import Widget
@@ -18,6 +21,26 @@ from textual.widgets import Static
 
 from memtui.console.run_view import RunView
 from memtui.console.widgets.chart_view import ChartView
+
+TEXTUAL_TITLE: Any = Widget.__dict__["border_title"]
+"""Textual's own ``border_title`` descriptor (read from the class dict: through the class,
+its getter would answer for no widget)."""
+
+
+class SteadyTitle:
+    """``border_title`` that repaints only when the title changes.
+
+    Textual's setter refreshes the whole widget on every assignment, equal or not; a panel
+    that sets its title from each ``draw`` (a count, the memory's kind) would repaint its
+    whole box, chart and all, at every redraw. Here an unchanged title is a no-op."""
+
+    def __get__(self, obj: Widget | None, objtype: type | None = None) -> Any:
+        return self if obj is None else TEXTUAL_TITLE.__get__(obj, objtype)
+
+    def __set__(self, obj: Widget, title: str | None) -> None:
+        if obj.__dict__.get("_steady_title", ...) != title:
+            obj.__dict__["_steady_title"] = title
+            TEXTUAL_TITLE.__set__(obj, title)
 
 
 class Panel(Widget):
@@ -41,6 +64,7 @@ class Panel(Widget):
         text-overflow: ellipsis;
     }
     """
+    border_title = SteadyTitle()
     can_focus = True
     """Focus picks the panel to maximise (and the directives list's cursor)."""
     HAS_CHART = False
