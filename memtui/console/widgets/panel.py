@@ -17,10 +17,10 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.widget import Widget
-from textual.widgets import Static
 
 from memtui.console.run_view import RunView
 from memtui.console.widgets.chart_view import ChartView
+from memtui.console.widgets.lines_view import LinesView
 
 TEXTUAL_TITLE: Any = Widget.__dict__["border_title"]
 """Textual's own ``border_title`` descriptor (read from the class dict: through the class,
@@ -73,8 +73,8 @@ class Panel(Widget):
     def __init__(self, *, title: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = title
-        self.body = Static(classes="panel-body", markup=True)
-        """The figures: redrawn whenever the view changes."""
+        self.body = LinesView(classes="panel-body")
+        """The figures: the lines that changed are redrawn whenever the view changes."""
         self.chart: ChartView | None = ChartView() if self.HAS_CHART else None
         """The history chart, if any: redrawn at the chart rate."""
         self._view: RunView | None = None
@@ -89,15 +89,14 @@ class Panel(Widget):
     def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
         """Redraw from ``view`` as of ``now`` (Unix time); the chart too when ``charts``.
 
-        Nothing is repainted where the text is unchanged.
+        Only the lines whose text changed are repainted (a layout pass only when the
+        number of lines changes: ``LinesView``).
         """
         self._view, self._now = view, now
         content = self.draw(view, now)
         if content != self._content:
-            # height: auto: a layout pass only when the number of lines changes (rarely)
-            relayout = content.count("\n") != self._content.count("\n")
             self._content = content
-            self.body.update(content, layout=relayout)
+            self.body.update(content)
         if charts and self.chart is not None:
             size = self.chart.content_size
             self.chart.show(self.draw_chart(view, now, size.width, size.height))

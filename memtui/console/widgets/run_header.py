@@ -4,13 +4,13 @@ every layout, what the environment lacks (no GPU, the doctor's verdict when not 
 from __future__ import annotations
 
 from textual.markup import escape
-from textual.widgets import Static
 
 from engine.domain import Event
 from engine.events import DoctorReported, RunPaused, TrainerRestarted
 from engine.hardware_report import HardwareSnapshot
 from memtui.console.alert_state import critical_banner
 from memtui.console.run_view import RunView
+from memtui.console.widgets.lines_view import LinesView
 from memtui.formatting import format_age, format_duration, format_percent
 
 STATE_STYLES: dict[str, str] = {
@@ -146,7 +146,7 @@ def _progress_line(view: RunView, now: float) -> str:
     )
 
 
-class RunHeader(Static):
+class RunHeader(LinesView):
     """Run id, state, connection, step/target, elapsed, ETA, age of the newest data."""
 
     DEFAULT_CSS = """
