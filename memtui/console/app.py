@@ -67,9 +67,10 @@ from memtui.endurance_reader import EnduranceReader
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 
 REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
-"""At least this long (0.5 s) between two redraws of the figures. Each redraw costs a
-compositor pass over the union of what changed (header to charts: most of the screen), so
-this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
+"""At least this long (0.5 s) between two redraws of the figures. Each redraw repaints
+only the lines whose text changed (``LinesView``: a few per panel, one of the header's) and
+no panel's box (``SteadyTitle``), but still costs a compositor pass over the rows between
+them, so this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
 leading edge), and what arrives within the interval is drawn at its end, so the step on
 screen is at most one telemetry period (0.1 s) old when drawn (bench/console_live.py)."""
 CHART_INTERVAL_S = 2.0
