@@ -1,6 +1,7 @@
 """Repainting line by line: the screen after a step that changed a few lines is, cell for cell,
 the screen a fresh console draws of the same view; only the changed lines are rendered again;
-a change in the number of lines, a resize and a text selection render the whole text."""
+a change in the number of lines, a resize, a new theme and a text selection render the whole
+text (the last as ``Static`` draws it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.lines_view import LinesView
+from memtui.theming import load_theme
 from tests.fakes.fake_engine import make_sample
 from tests.fakes.run_script import T0
 
@@ -56,6 +58,24 @@ async def test_a_step_drawn_over_the_last_one_matches_a_fresh_draw(run_dir: RunD
         over = await screen_of(run_dir, [first, later], size)
         assert over == await screen_of(run_dir, [later], size)
         assert over != await screen_of(run_dir, [first], size)  # the step changed what is shown
+
+
+async def themed(run_dir: RunDir, view: RunView, theme: str, then: str | None = None) -> str:
+    """The screen of ``view`` in ``theme`` (switched to ``then`` after the first draw)."""
+    app = MemtuiApp(run_dir, live=False, view=view, clock=lambda: NOW, theme_name=theme)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        if then is not None:
+            app.theme = load_theme(then).name
+            await pilot.pause()
+        return app.export_screenshot()
+
+
+async def test_a_new_theme_repaints_every_line(run_dir: RunDir) -> None:
+    view = stepped(RunView(run_id="r", state="running", connection="connected", target_steps=100), 1, 5)
+    switched = await themed(run_dir, view, "ansi", then="dark")
+    assert switched == await themed(run_dir, view, "dark")
+    assert switched != await themed(run_dir, view, "ansi")
 
 
 class Lines(App[None]):

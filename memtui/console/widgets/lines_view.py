@@ -40,16 +40,18 @@ class LinesView(Static):
         """Show ``content`` (markup); with as many lines as before only the changed lines
         repaint, and ``layout`` is not needed (the height is the number of lines)."""
         lines = str(content).split("\n")
-        if len(lines) != len(self._lines):
+        width = self.size.width
+        if len(lines) != len(self._lines) or not width:
             self._lines, self._whole = lines, None
+            self._strips.clear()
             self.refresh(layout=True)
             return
         changed = [y for y, (old, new) in enumerate(zip(self._lines, lines, strict=True)) if old != new]
         if not changed:
             return
         self._lines, self._whole = lines, None
-        width = self.size.width
         for y in changed:
+            self._strips.pop(y, None)
             self.refresh(Region(0, y, width, 1))
 
     def render_line(self, y: int) -> Strip:
@@ -66,8 +68,8 @@ class LinesView(Static):
         return strip
 
     def _forget_dirty(self) -> None:
-        """Drop the strips of the lines refreshed since the last render (all of them when
-        the width changed or the whole widget was refreshed)."""
+        """Drop the strips of the lines refreshed since the last render by anyone (a resize,
+        a theme, focus: all of them) and all of them when the width changed."""
         width = self.size.width
         if width != self._strips_width:
             self._strips.clear()
