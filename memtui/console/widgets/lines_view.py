@@ -39,7 +39,9 @@ class LinesView(Static):
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
         """Show ``content`` (markup); with as many lines as before only the changed lines
         repaint, and ``layout`` is not needed (the height is the number of lines)."""
-        lines = str(content).split("\n")
+        if not isinstance(content, str):
+            raise TypeError(f"LinesView shows markup text, not {type(content).__name__}")
+        lines = content.split("\n")
         width = self.size.width
         if len(lines) != len(self._lines) or not width:
             self._lines, self._whole = lines, None
