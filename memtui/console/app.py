@@ -1,7 +1,7 @@
 """The console: ``MemtuiApp`` follows one run, draws it and carries the operator's commands.
 
-Data flow: ``EngineClient`` (a worker on the app's loop) -> Textual messages
-(``TelemetryReceived`` coalesces) -> folded into a frozen ``RunView`` -> handed to every panel
+Data flow: ``EngineClient`` (a worker on the app's loop) -> each message folded at once, in
+arrival order, into a frozen ``RunView`` -> handed to every panel
 at most twice a second (at once when the console has been quiet, so a step still reaches the
 screen in ~100 ms), the charts every two seconds. Longer chart windows are read from the
 store in a worker thread. Nothing here blocks the event loop.
@@ -43,15 +43,7 @@ from memtui.client import ConnectionState, EngineClient, EngineRefused
 from memtui.console.alert_state import ALERT_EVENT, rings_bell, toast
 from memtui.console.display_commands import DisplayCommands
 from memtui.console.history_view import initial_view
-from memtui.console.messages import (
-    ConnectionChanged,
-    EventReceived,
-    HardwareReceived,
-    RunFiguresRead,
-    TelemetryReceived,
-    WelcomeReceived,
-    WindowRead,
-)
+from memtui.console.messages import RunFiguresRead, WindowRead
 from memtui.console.palette import ConsoleCommands
 from memtui.console.run_view import RunView
 from memtui.console.screens.too_small_screen import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
@@ -67,9 +59,10 @@ from memtui.endurance_reader import EnduranceReader
 from memtui.theming import DEFAULT_THEME, available_themes, load_theme
 
 REDRAW_INTERVAL_S = 5 / TELEMETRY_HZ
-"""At least this long (0.5 s) between two redraws of the figures. Each redraw costs a
-compositor pass over the union of what changed (header to charts: most of the screen), so
-this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
+"""At least this long (0.5 s) between two redraws of the figures. Each redraw repaints
+only the lines whose text changed (``LinesView``: a few per panel, one of the header's) and
+no panel's box (``SteadyTitle``), but still costs a compositor pass over the rows between
+them, so this rate sets an attached console's CPU. New data after a quiet spell draws at once (the
 leading edge), and what arrives within the interval is drawn at its end, so the step on
 screen is at most one telemetry period (0.1 s) old when drawn (bench/console_live.py)."""
 CHART_INTERVAL_S = 2.0
@@ -295,26 +288,26 @@ class MemtuiApp(DisplayCommands):
             await self.client.close()
 
     def _relay(self, message: ServerMessage) -> None:
-        """Client callback (same event loop): turn server messages into app messages."""
+        """Client callback (same event loop): fold each server message into the view at
+        once, in the order it arrived. No Textual message per telemetry sample: each would
+        wake the app's message pump ten times a second for a fold that costs less than the
+        dispatch; the drawing is coalesced by ``_schedule_redraw``."""
         if isinstance(message, Telemetry):
-            self.post_message(TelemetryReceived(message))
+            self._fold(self.view.with_telemetry(message, self._clock()))
         elif isinstance(message, EventMessage):
-            self.post_message(EventReceived(message.event))
+            self._fold_event(message.event)
         elif isinstance(message, Welcome):
-            self.post_message(WelcomeReceived(message))
+            self._live_after = message.last_seq
+            self._fold(self.view.with_welcome(message))
         elif isinstance(message, Hardware):
-            self.post_message(HardwareReceived(message.snapshot))
+            self._fold(self.view.with_hardware(message.snapshot))
         elif isinstance(message, Error):
             self.notify(message.reason, title="engine error", severity="error")
 
     def _relay_state(self, state: ConnectionState) -> None:
-        self.post_message(ConnectionChanged(state))
+        self._fold(self.view.with_connection(state))
 
-    def on_telemetry_received(self, message: TelemetryReceived) -> None:
-        self._fold(self.view.with_telemetry(message.telemetry, self._clock()))
-
-    def on_event_received(self, message: EventReceived) -> None:
-        event = message.event
+    def _fold_event(self, event: Event) -> None:
         fresh = event.seq > self.view.last_seq
         self._fold(self.view.with_event(event, self._clock()))
         live = self._live_after is not None and event.seq > self._live_after
@@ -328,16 +321,6 @@ class MemtuiApp(DisplayCommands):
         self.notify(text, title=title, severity=severity, timeout=timeout, markup=False)
         if self.bell_on_alert and rings_bell(event):
             self.bell()
-
-    def on_hardware_received(self, message: HardwareReceived) -> None:
-        self._fold(self.view.with_hardware(message.snapshot))
-
-    def on_welcome_received(self, message: WelcomeReceived) -> None:
-        self._live_after = message.welcome.last_seq
-        self._fold(self.view.with_welcome(message.welcome))
-
-    def on_connection_changed(self, message: ConnectionChanged) -> None:
-        self._fold(self.view.with_connection(message.state))
 
     def _read_figures(self) -> None:
         """Worker thread: the run-wide tokens/s from the store, handed to the app."""

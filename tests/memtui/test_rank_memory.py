@@ -1,7 +1,7 @@
 """Per-rank memory: the view keeps the newest rank report between the steps that carry one,
 the memory panel draws one row per rank (or the worst rank's line where there is no room),
 a single-rank run shows none, and no link on the way (supervisor outbox, the console's
-message queue) loses a report to coalescing."""
+folding) loses a report to coalescing."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from engine.protocol import PROTOCOL_VERSION, Hello, Telemetry, decode_server
 from engine.run.directory import RunDir
 from engine.supervisor.console_outbox import ConsoleClient
 from memtui.console.app import MemtuiApp
-from memtui.console.messages import TelemetryReceived
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import MemoryPanel, memory_title, render_memory, worst_rank
 from tests.fakes.fake_engine import FakeEngine, make_ranks, make_sample
@@ -114,14 +113,18 @@ def test_many_ranks_show_the_worst_ones_and_how_many_are_not_shown() -> None:
     assert any(line.startswith("r5 ") for line in lines[8:])  # the worst is always among them
 
 
-def test_console_queue_never_drops_a_rank_report() -> None:
-    def received(step: int, ranks: list[RankMemory] | None = None) -> TelemetryReceived:
-        sample = make_sample(step, world_size=2, ranks=ranks)
-        return TelemetryReceived(Telemetry(sample=sample, state="running"))
+async def test_the_console_never_drops_a_rank_report(run_dir: RunDir) -> None:
+    """Every sample is folded as it arrives (none replaced by a newer one in a queue), so the
+    ranks' report stays shown over the samples after it that carry none."""
 
-    reported, later, newer_report = received(4, two_ranks()), received(5), received(8, two_ranks(8))
-    assert not later.can_replace(reported)  # the report would be lost
-    assert reported.can_replace(later) and newer_report.can_replace(reported)
+    def received(step: int, ranks: list[RankMemory] | None = None) -> Telemetry:
+        return Telemetry(sample=make_sample(step, world_size=2, ranks=ranks), state="running")
+
+    app = MemtuiApp(run_dir, live=False, view=RunView(run_id="r"))
+    async with app.run_test():
+        for message in (received(4, two_ranks()), received(5), received(6)):
+            app._relay(message)
+        assert app.view.step == 6 and app.view.ranks_step == 4 and len(app.view.ranks) == 2
 
 
 class _Writer:

@@ -1,15 +1,17 @@
 """The chart area of a panel: lines of block characters under the panel's figures.
 
 Only holds and paints markup; the panel renders it with a pure function at the chart rate.
+Rows whose markup did not change (the rule, bands of full blocks) are not repainted.
 """
 
 from __future__ import annotations
 
 from textual.message import Message
-from textual.widgets import Static
+
+from memtui.console.widgets.lines_view import LinesView
 
 
-class ChartView(Static):
+class ChartView(LinesView):
     """Fills the rest of its panel; repainted only when its markup changes."""
 
     DEFAULT_CSS = """
@@ -22,7 +24,7 @@ class ChartView(Static):
     """
 
     def __init__(self) -> None:
-        super().__init__(markup=True, classes="panel-chart")
+        super().__init__(classes="panel-chart")
         self._markup = ""
 
     @property

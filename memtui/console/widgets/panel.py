@@ -7,17 +7,40 @@ A panel is a bordered box holding a body (figures, ``height: auto``) and, for pa
 a history, a ``ChartView`` below it. They are separate widgets so that a new step repaints
 only the few lines of figures; the chart, most of the box, is redrawn at the slower chart
 rate the app asks for (``show(..., charts=True)``). Repainting, not building the markup, is
-what an attached console spends its CPU on.
+what an attached console spends its CPU on, so a panel's border title is set anew only
+when its text changes (``SteadyTitle``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.widget import Widget
-from textual.widgets import Static
 
 from memtui.console.run_view import RunView
 from memtui.console.widgets.chart_view import ChartView
+from memtui.console.widgets.lines_view import LinesView
+
+TEXTUAL_TITLE: Any = Widget.__dict__["border_title"]
+"""Textual's own ``border_title`` descriptor (read from the class dict: through the class,
+its getter would answer for no widget)."""
+
+
+class SteadyTitle:
+    """``border_title`` that repaints only when the title changes.
+
+    Textual's setter refreshes the whole widget on every assignment, equal or not; a panel
+    that sets its title from each ``draw`` (a count, the memory's kind) would repaint its
+    whole box, chart and all, at every redraw. Here an unchanged title is a no-op."""
+
+    def __get__(self, obj: Widget | None, objtype: type | None = None) -> Any:
+        return self if obj is None else TEXTUAL_TITLE.__get__(obj, objtype)
+
+    def __set__(self, obj: Widget, title: str | None) -> None:
+        if obj.__dict__.get("_steady_title", ...) != title:
+            obj.__dict__["_steady_title"] = title
+            TEXTUAL_TITLE.__set__(obj, title)
 
 
 class Panel(Widget):
@@ -41,6 +64,7 @@ class Panel(Widget):
         text-overflow: ellipsis;
     }
     """
+    border_title = SteadyTitle()
     can_focus = True
     """Focus picks the panel to maximise (and the directives list's cursor)."""
     HAS_CHART = False
@@ -49,8 +73,8 @@ class Panel(Widget):
     def __init__(self, *, title: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = title
-        self.body = Static(classes="panel-body", markup=True)
-        """The figures: redrawn whenever the view changes."""
+        self.body = LinesView(classes="panel-body")
+        """The figures: the lines that changed are redrawn whenever the view changes."""
         self.chart: ChartView | None = ChartView() if self.HAS_CHART else None
         """The history chart, if any: redrawn at the chart rate."""
         self._view: RunView | None = None
@@ -65,15 +89,14 @@ class Panel(Widget):
     def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
         """Redraw from ``view`` as of ``now`` (Unix time); the chart too when ``charts``.
 
-        Nothing is repainted where the text is unchanged.
+        Only the lines whose text changed are repainted (a layout pass only when the
+        number of lines changes: ``LinesView``).
         """
         self._view, self._now = view, now
         content = self.draw(view, now)
         if content != self._content:
-            # height: auto: a layout pass only when the number of lines changes (rarely)
-            relayout = content.count("\n") != self._content.count("\n")
             self._content = content
-            self.body.update(content, layout=relayout)
+            self.body.update(content)
         if charts and self.chart is not None:
             size = self.chart.content_size
             self.chart.show(self.draw_chart(view, now, size.width, size.height))

@@ -4,13 +4,13 @@ every layout, what the environment lacks (no GPU, the doctor's verdict when not 
 from __future__ import annotations
 
 from textual.markup import escape
-from textual.widgets import Static
 
 from engine.domain import Event
 from engine.events import DoctorReported, RunPaused, TrainerRestarted
 from engine.hardware_report import HardwareSnapshot
 from memtui.console.alert_state import critical_banner
 from memtui.console.run_view import RunView
+from memtui.console.widgets.lines_view import LinesView
 from memtui.formatting import format_age, format_duration, format_percent
 
 STATE_STYLES: dict[str, str] = {
@@ -155,7 +155,7 @@ def _startup_note(view: RunView, now: float) -> str:
     return f"  [$text-primary]⧗ {format_duration(max(0.0, now - event.ts))} {escape(phase.label())}[/]"
 
 
-class RunHeader(Static):
+class RunHeader(LinesView):
     """Run id, state, connection, step/target, elapsed, ETA, age of the newest data."""
 
     DEFAULT_CSS = """
