@@ -178,3 +178,34 @@ async def test_finished_hardware_panel_redraws_when_the_run_ends(live_run: RunDi
             fake.set_state("completed")
             await until(lambda: "none: the run has ended" in text_of(panel), what="the ended processes")
             await pilot.pause()
+
+
+def test_an_ended_runs_clock_and_chart_stop_at_its_end() -> None:
+    from memtui.console.widgets.run_header import render_header
+
+    view = dataclasses.replace(RunView(), started_at=1000.0)
+    for step in range(1, 11):
+        view = view.with_sample(make_sample(step, ts=1180.0 + step))
+    view = ended(view, at=1192.0)
+    progress = plain(render_header(view, now=5000.0))[1]
+    assert "ran 3m12s" in progress and "elapsed" not in progress and "ETA" not in progress
+    assert len(view.chart_points(now=5000.0)) == 10  # its last minutes, not an empty window
+
+
+async def test_z_on_a_flat_series_says_it_is_flat(live_run: RunDir) -> None:
+    """Maximised, the memory chart of a CPU run whose RSS does not move: one level line and
+    "flat at", not a screen of equal bars."""
+    steps = [make_sample(step) for step in range(1, 31)]  # every step 420 MiB reserved
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, telemetry=steps):
+        app = MemtuiApp(live_run, clock=lambda: steps[-1].ts)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(lambda: app.view.step == 30, what="the steps")
+            app.query_one("#memory").focus()
+            await pilot.press("z")
+            await until(lambda: app.screen.maximized is not None, what="the panel to fill the screen")
+            chart = app.query_one("#memory").chart
+            assert chart is not None
+            await until(lambda: "flat" in chart.text, what="the chart redrawn", seen=lambda: chart.text)
+            rule, *rows = plain(chart.text)
+            assert "flat at 420MiB" in rule
+            assert sum(1 for row in rows if row.strip()) == 1

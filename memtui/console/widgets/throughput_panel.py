@@ -8,8 +8,6 @@ the store has been read they are the console's own, labelled with what they cove
 
 from __future__ import annotations
 
-from engine.domain import TERMINAL_STATES, Event
-from engine.events import StateChanged
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
@@ -22,7 +20,7 @@ def render_throughput(view: RunView) -> str:
     peak tokens/s; the mean step time, and the current attempt's figures once there are several."""
     s = view.sample
     if view.finished and s is not None:
-        first = f"[b]{view.state}[/b] at step {s.step}, ran {format_duration(ran_s(view))}"
+        first = f"[b]{view.state}[/b] at step {s.step}, ran {format_duration(view.ran_s())}"
     else:
         first = (
             f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
@@ -51,22 +49,6 @@ def _attempt_line(view: RunView) -> str:
     if run is None or run.attempt < 2 or run.attempt_avg is None:
         return line
     return f"{line}  [$text-muted]attempt {run.attempt} avg[/] {format_count(run.attempt_avg)}"
-
-
-def ran_s(view: RunView) -> float | None:
-    """Wall seconds from the run's start to its end (its final state change, else its newest
-    step); None when the start is unknown."""
-    if view.started_at is None:
-        return None
-    ended = next((e.ts for e in reversed(view.events) if _ends(e)), None)
-    if ended is None and view.sample is not None:
-        ended = view.sample.ts
-    return None if ended is None else max(0.0, ended - view.started_at)
-
-
-def _ends(event: Event) -> bool:
-    changed = StateChanged.of(event)
-    return changed is not None and changed.to in TERMINAL_STATES
 
 
 def render_throughput_chart(view: RunView, width: int, height: int, now: float) -> str:
