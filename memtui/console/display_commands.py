@@ -52,7 +52,8 @@ class DisplayCommands(OperatorCommands):
             for b in self.BINDINGS
             if isinstance(b, Binding) and self.check_action(b.action.split("(")[0], ())
         ]
-        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette"), ("↑/↓", "Directive cursor")]))
+        cursor = ("↑/↓", "Cursor: directives, events")
+        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette"), cursor]))
 
     def action_freeze(self) -> None:
         self.frozen = not self.frozen

@@ -301,6 +301,16 @@ class RunView:
     def elapsed_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)
 
+    def ran_s(self) -> float | None:
+        """A run that has ended: wall seconds from its start to its end (its final state change,
+        else its newest step); None when the start or the end is not known."""
+        ended = next(
+            (e.ts for e in reversed(self.events) if _state_after(e, "running") in TERMINAL_STATES), None
+        )
+        if ended is None and self.sample is not None:
+            ended = self.sample.ts
+        return None if ended is None or self.started_at is None else max(0.0, ended - self.started_at)
+
     def data_age_s(self, now: float) -> float | None:
         return None if self.newest_data_at is None else max(0.0, now - self.newest_data_at)
 
@@ -310,7 +320,8 @@ class RunView:
         if self.window == "live" or self.window_points is None:
             newest = self.points[-1].ts if self.points else now
             recent = self.points[-limit:] if limit > 0 else ()
-            return tuple(within(recent, max(now, newest), WINDOW_SECONDS["live"]))
+            end = newest if self.finished else max(now, newest)  # an ended run: its last minutes
+            return tuple(within(recent, end, WINDOW_SECONDS["live"]))
         if limit <= 0:
             return ()
         if len(self.window_points) <= limit:

@@ -33,8 +33,8 @@ async def test_run_wide_figures_and_the_endurance_screen(run_dir: RunDir) -> Non
     app = MemtuiApp(run_dir, live=False, view=stored_view(run_dir))
     async with app.run_test(size=(140, 40)) as pilot:
         panel = app.query_one(ThroughputPanel)
-        await until(lambda: "run avg" in text_of(panel), what="the run-wide tokens/s")
-        assert "(2 attempts)" in text_of(panel)
+        await until(lambda: "(run)" in text_of(panel), what="the run-wide tokens/s")
+        assert "attempt 2 avg" in text_of(panel)
         assert app.view.run_throughput is not None and app.view.run_throughput.steps == 70
         await pilot.press("E")
         await until(lambda: isinstance(app.screen, EnduranceScreen) and app.screen.report is not None)

@@ -95,16 +95,27 @@ def console(run: RunDir, theme: str) -> MemtuiApp:
     return MemtuiApp(run, view=view, clock=lambda: NOW, theme_name=theme)
 
 
-async def until_drawn(pilot) -> None:  # type: ignore[no-untyped-def]
+async def until_drawn(pilot, *, last_seq: int = 5, step: int = LAST_STEP + 1) -> None:  # type: ignore[no-untyped-def]
     app = pilot.app
     await until(
         lambda: (
-            app.view.connection == "connected" and app.view.last_seq == 5 and app.view.step == LAST_STEP + 1
+            app.view.connection == "connected"
+            and app.view.last_seq == last_seq
+            and app.view.step == step
+            and app.view.run_throughput is not None
         ),
-        what="the console to catch up with the fake engine",
-        seen=lambda: (app.view.connection, app.view.last_seq, app.view.step),
+        what="the console to catch up with the fake engine and read the run's figures",
+        seen=lambda: (app.view.connection, app.view.last_seq, app.view.step, app.view.run_throughput),
     )
     app.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
+    await pilot.pause()
+
+
+async def figures_read(pilot) -> None:  # type: ignore[no-untyped-def]
+    """The run-wide tokens/s read from the store (a worker thread, once a second) and drawn."""
+    app = pilot.app
+    await until(lambda: app.view.run_throughput is not None, what="the run-wide figures")
+    app.redraw()
     await pilot.pause()
 
 
@@ -131,7 +142,9 @@ def test_two_rank_memory_panel(home: Path, utc: None, snap_compare, maximised: b
     run = fixed_run(home, ranked_sample)
     app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
     assert app.view.ranks_step == LAST_STEP and len(app.view.ranks) == 2
-    assert snap_compare(app, terminal_size=(80, 24), press=["z"] if maximised else [])
+    assert snap_compare(
+        app, terminal_size=(80, 24), press=["z"] if maximised else [], run_before=figures_read
+    )
 
 
 def test_alert_list(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
@@ -143,7 +156,7 @@ def test_alert_list(home: Path, utc: None, snap_compare) -> None:  # type: ignor
     for event in history():
         view = view.with_event(event)
     app = MemtuiApp(run, live=False, view=view, clock=lambda: T0 + 600)
-    assert snap_compare(app, terminal_size=(120, 30), press=["A"])
+    assert snap_compare(app, terminal_size=(120, 30), press=["A"], run_before=figures_read)
 
 
 def test_chaos_form(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]
@@ -159,6 +172,7 @@ def test_chaos_form(home: Path, utc: None, snap_compare) -> None:  # type: ignor
     (spec,) = chaos_specs(["ballast"])
 
     async def open_form(pilot) -> None:  # type: ignore[no-untyped-def]
+        await figures_read(pilot)
         form = ChaosFormScreen(spec)
         await pilot.app.push_screen(form)
         form.query_one("#param-steps", Input).value = "-1"

@@ -83,12 +83,29 @@ async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:
         await pilot.pause()
         for panel in (app.query_one(ThroughputPanel), app.query_one(MemoryPanel)):
             assert panel.chart is not None
-            rule = Content.from_markup(panel.chart.text.splitlines()[0]).plain
-            assert "whole run (↻ restart)" in rule
-            points = app.view.chart_points(0.0, len(rule))  # all 170 steps folded across the chart
-            assert len(points) == len(rule) and points[0].step <= 3 and points[-1].step == 150
+            rule, top_row, *_ = (Content.from_markup(line).plain for line in panel.chart.text.splitlines())
+            assert "whole run" in rule and "(↻ restart)" in rule
+            gutter = axis_gutter(rule, top_row)
+            points = app.view.chart_points(0.0, len(rule) - gutter)  # all 170 steps across the plot
+            # from the run's first steps (a bucket never spans the restart: a few more buckets
+            # than columns, the oldest dropped) to its newest
+            assert len(points) == len(rule) - gutter and points[0].step <= 10 and points[-1].step == 150
             restart = [p.attempt for p in points].index(2)
-            assert points[restart - 1].step == 100 and rule.index(RESTART_MARK, 25) == restart
+            assert points[restart - 1].step == 100
+            column = gutter + restart  # marked over the chart (where the label leaves it free),
+            if "flat at" not in rule:
+                assert rule.index(RESTART_MARK, rule.index(")")) == column
+            for row in panel.chart.text.splitlines()[1:]:  # and in the warning colour below it
+                cells = Content.from_markup(row)
+                assert [span.style for span in cells.spans if span.start == column] == ["$text-warning"]
+
+
+def axis_gutter(rule: str, top_row: str) -> int:
+    """Cells left of the plot: the y-axis label on the top row and a space (none when flat)."""
+    if "flat at" in rule:
+        return 0
+    label = top_row.lstrip()
+    return len(top_row) - len(label) + label.index(" ") + 1
 
 
 def test_live_chart_marks_a_restart_too() -> None:
@@ -102,7 +119,9 @@ def test_live_chart_marks_a_restart_too() -> None:
         view = view.with_sample(make_sample(step, ts=1200.0 + step, attempt=2))
     assert [p.step for p in view.points[-12:]] == [99, 100, *range(81, 91)]
     rule, *rows = render_throughput_chart(view, 40, 3, now=1290.0).splitlines()
-    assert Content.from_markup(rule).plain.startswith("tokens/s, last 5 min (↻ restart)──")
+    assert Content.from_markup(rule).plain.startswith(
+        "tokens/s, last 5 min, flat at 20.5k"
+    )  # every step alike
     for row in rows:  # the label covers the restart's column: the chart's column is coloured
         cells = Content.from_markup(row)
         assert [span.style for span in cells.spans if span.start == 30] == ["$text-warning"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -88,12 +88,13 @@ class CheckpointsScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     CheckpointsScreen { align: center middle; }
     CheckpointsScreen > Vertical {
-        width: auto; min-width: 60; max-width: 95%; height: auto; max-height: 90%;
-        padding: 1 2; border: round $primary; background: $surface;
-        border-title-color: $text-primary;
+        width: auto; min-width: 60; max-width: 95%; height: auto; max-height: 100%;
+        padding: 0 2; border: round $primary; background: $surface;
+        border-title-color: $text-primary; border-subtitle-color: $text-muted;
     }
+    CheckpointsScreen VerticalScroll { width: auto; height: auto; max-height: 100%; }
     CheckpointsScreen #checkpoint-list { width: auto; text-wrap: nowrap; text-overflow: ellipsis; }
-    CheckpointsScreen #last-save { margin-top: 1; }
+    CheckpointsScreen #last-save { width: auto; margin-top: 1; }
     """
     BINDINGS = [
         Binding("escape", "dismiss", "Close"),
@@ -112,11 +113,11 @@ class CheckpointsScreen(ModalScreen[None]):
         """The pass the list on screen came from; None until the first is read."""
 
     def compose(self) -> ComposeResult:
-        with Vertical() as box:
+        with Vertical() as box, VerticalScroll():
             box.border_title = f"Checkpoints · {self.run.run_id}"
+            box.border_subtitle = "esc closes · r reads again"  # on the border: never scrolled away
             yield Static(render_checkpoint_list([], None), id="checkpoint-list")
             yield Static(render_last_save(self._view().last_save), id="last-save")
-            yield Static("\n[$text-muted]esc closes · r reads again[/]")
 
     def on_mount(self) -> None:
         self.action_reload()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -47,9 +47,10 @@ class DirectiveScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     DirectiveScreen { align: center middle; }
     DirectiveScreen > Vertical {
-        width: 80; max-width: 95%; height: auto; padding: 1 2;
-        border: round $primary; background: $surface;
+        width: 80; max-width: 95%; height: auto; max-height: 100%; padding: 0 2;
+        border: round $primary; background: $surface; border-subtitle-color: $text-muted;
     }
+    DirectiveScreen VerticalScroll { height: auto; max-height: 100%; }
     """
     BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "dismiss", "Close")]
 
@@ -58,7 +59,8 @@ class DirectiveScreen(ModalScreen[None]):
         self.directive, self.now = directive, now
 
     def compose(self) -> ComposeResult:
-        with Vertical() as box:
+        with Vertical() as box, VerticalScroll():
             box.border_title = f"Directive {self.directive.id}"
+            # on the border: never scrolled away
+            box.border_subtitle = "esc closes · a approve · c clamp · r reject (from the panel)"
             yield Static(render_details(self.directive, self.now))
-            yield Static("\n[$text-muted]esc closes · a approve · c clamp · r reject (from the panel)[/]")

@@ -1,5 +1,12 @@
 """The timeline of durable events (replayed history, then live), newest at the bottom,
-filterable by kind: adaptations, checkpoints, restarts, chaos, decisions, alerts.
+filterable by kind: adaptations, checkpoints, restarts, chaos, decisions, alerts. While the
+panel has focus ↑/↓ move a cursor over the lines and enter opens the selected event in full
+(``EventScreen``); without a cursor the newest lines show.
+
+An event is listed once: a run of consecutive events saying the same thing (type and message)
+is one line with a count, and a doctor report that repeats the one before it is not listed
+again (the supervisor reports at start and again once its op survey answers, usually with the
+same verdict; both are in the store and the newest is in the header).
 
 Most events show the line their writer recorded; chaos events are worded from their typed
 payloads (``memtui.chaos_phrases``): what was injected, when it took effect, and whether
@@ -10,13 +17,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from textual.binding import Binding
 from textual.markup import escape
 
 from engine.domain import Event
-from engine.events import ChaosRecovered
+from engine.events import ChaosRecovered, DoctorReported
 from memtui.chaos_phrases import event_line
 from memtui.console.alert_state import ALERT_EVENT
 from memtui.console.run_view import RunView
+from memtui.console.screens.event_screen import EventScreen
 from memtui.console.widgets.panel import Panel
 
 SEVERITY_STYLES: dict[str, str] = {
@@ -34,38 +43,93 @@ EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
     "adaptations": lambda e: e.type.startswith(("adapt", "memory", "micro_batch", "loss_scale")),
 }
 """Filter name -> which events it keeps; the ``e`` key cycles through them in this order."""
+DOCTOR_EVENT = DoctorReported.event_type
 
 
-def render_event(event: Event) -> str:
+def render_event(event: Event, repeats: int = 1, selected: bool = False) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(event.ts))
     style = SEVERITY_STYLES.get(event.severity, "$text")
     recovery = ChaosRecovered.of(event)
     if recovery is not None and not recovery.recovered:
         style = SEVERITY_STYLES["critical"]
     text = escape(event_line(event) or event.message or event.type)
-    return f"[$text-muted]{clock} #{event.seq:<4}[/] [$text-secondary]{event.type}[/] [{style}]{text}[/]"
+    count = f" [$text-muted]×{repeats}[/]" if repeats > 1 else ""
+    line = (
+        f"[$text-muted]{clock} #{event.seq:<4}[/] [$text-secondary]{event.type}[/] [{style}]{text}[/]{count}"
+    )
+    return f"[reverse]{line}[/reverse]" if selected else line
 
 
-def render_events(events: Sequence[Event], limit: int, kind: str = "all") -> str:
-    """The newest ``limit`` events that pass filter ``kind``, one line each (long lines crop)."""
+def listed(events: Sequence[Event], kind: str = "all") -> list[tuple[Event, int]]:
+    """(event, how many it stands for) of the events that pass filter ``kind``, oldest first:
+    consecutive events of one type and message fold into the newest of them, and a doctor
+    report saying what the previous one said is left out."""
     keep = EVENT_FILTERS[kind]
-    shown = [e for e in events if keep(e)]
+    out: list[tuple[Event, int]] = []
+    doctor: str | None = None
+    for event in events:
+        if not keep(event):
+            continue
+        if event.type == DOCTOR_EVENT:
+            if event.message == doctor:
+                continue
+            doctor = event.message
+        if out and (out[-1][0].type, out[-1][0].message) == (event.type, event.message):
+            out[-1] = (event, out[-1][1] + 1)
+        else:
+            out.append((event, 1))
+    return out
+
+
+def render_events(events: Sequence[Event], limit: int, kind: str = "all", selected: int | None = None) -> str:
+    """Up to ``limit`` listed events that pass filter ``kind``, one line each (long lines crop):
+    the newest, or those around the one with seq ``selected`` (marked)."""
+    shown = listed(events, kind)
     if not shown:
         return "[$text-muted]no events yet[/]" if kind == "all" else f"[$text-muted]no {kind} events[/]"
-    return "\n".join(render_event(e) for e in shown[-max(1, limit) :])
+    limit = max(1, limit)
+    at = next((i for i, (e, _) in enumerate(shown) if e.seq == selected), None)
+    end = len(shown) if at is None else min(len(shown), max(at + 1, limit))
+    return "\n".join(render_event(e, n, e.seq == selected) for e, n in shown[max(0, end - limit) : end])
 
 
 class EventLog(Panel):
-    """As many of the newest events as fit, through the chosen filter."""
+    """As many of the newest events as fit, through the chosen filter; a cursor to open one."""
 
     DEFAULT_CSS = """
     EventLog { text-wrap: nowrap; text-overflow: ellipsis; }
     """
+    BINDINGS = [
+        Binding("up", "move(-1)", "Previous", show=False),
+        Binding("down", "move(1)", "Next", show=False),
+        Binding("enter", "open", "Event in full", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(title="Events", id=id)
         self.kind = "all"
         """Name of the filter in EVENT_FILTERS."""
+        self.selected: int | None = None
+        """Seq of the event under the cursor; None: no cursor, the newest lines show."""
+
+    def action_move(self, delta: int) -> None:
+        """Move the cursor ``delta`` lines (down past the newest drops it: the list follows again)."""
+        shown = [e.seq for e, _ in listed(self._view.events if self._view else (), self.kind)]
+        if not shown:
+            return
+        at = shown.index(self.selected) if self.selected in shown else len(shown)
+        at += delta
+        self.selected = None if at >= len(shown) else shown[max(0, at)]
+        if self._view is not None:
+            self.show(self._view, self._now, charts=False)
+
+    def action_open(self) -> None:
+        """The selected event (else the newest listed) in full."""
+        shown = listed(self._view.events if self._view else (), self.kind)
+        if not shown:
+            return
+        event = next((e for e, _ in shown if e.seq == self.selected), shown[-1][0])
+        self.app.push_screen(EventScreen(event))
 
     def cycle_filter(self) -> str:
         names = list(EVENT_FILTERS)
@@ -76,4 +140,4 @@ class EventLog(Panel):
 
     def draw(self, view: RunView, now: float) -> str:
         self.border_title = "Events" if self.kind == "all" else f"Events · {self.kind}"
-        return render_events(view.events, self.content_size.height, self.kind)
+        return render_events(view.events, self.content_size.height, self.kind, self.selected)

@@ -37,18 +37,21 @@ def render_hardware(
     snapshot: HardwareSnapshot | None,
     sample: TelemetrySample | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    *,
+    ended: bool = False,
 ) -> str:
     """Body markup: a banner or one line per GPU, then host, disks and engine processes.
 
     ``sample`` is the step sample current when the reading came: its allocator figures are
     shown beside NVML's "used" on the GPU our trainer holds. Lines are not wrapped; the
     panel crops them, so each line leads with what matters most. Memory is coloured by the
-    run's ``thresholds`` (the panel passes its view's).
+    run's ``thresholds`` (the panel passes its view's). Once the run has ``ended`` its
+    processes are gone: their last readings (and the allocator's figures) are not shown.
     """
     if snapshot is None:
         return NO_READING
-    lines = gpu_lines(snapshot, sample, thresholds)
-    lines += host_lines(snapshot.host, thresholds)
+    lines = gpu_lines(snapshot, None if ended else sample, thresholds)
+    lines += host_lines(snapshot.host, thresholds, ended=ended)
     return "\n".join(lines)
 
 
@@ -146,7 +149,7 @@ def _throttle(reasons: list[str]) -> str:
     return f"[{style}]throttled: {escape(', '.join(reasons))}[/]"
 
 
-def host_lines(host: HostReport, thresholds: Thresholds) -> list[str]:
+def host_lines(host: HostReport, thresholds: Thresholds, *, ended: bool = False) -> list[str]:
     """Host CPU and RAM; free disk at the run and checkpoint directories; engine processes."""
     if "psutil" in host.unavailable:
         return [f"[$text-warning]host readings unavailable ({escape(host.unavailable['psutil'])})[/]"]
@@ -161,6 +164,8 @@ def host_lines(host: HostReport, thresholds: Thresholds) -> list[str]:
     if disks:
         lines.append(f"[$text-muted]{'disk':<{LABEL_WIDTH}}[/]" + "  ".join(disks))
     procs = [_process(p.role, p.pid, p.cpu_pct, p.rss_bytes) for p in host.processes]
+    if ended:
+        procs = ["[$text-muted]none: the run has ended[/]"] if procs else []
     if procs:
         lines.append(f"[$text-muted]{'proc':<{LABEL_WIDTH}}[/]" + "  ".join(procs))
     return lines
@@ -207,7 +212,7 @@ class HardwarePanel(Panel):
     def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
         """Draw only when the reading (or the panel's size) changed: hardware comes every
         few seconds, while the app hands every panel each new step."""
-        key = (view.hardware, view.hardware_sample, view.thresholds, self.content_size)
+        key = (view.hardware, view.hardware_sample, view.thresholds, view.finished, self.content_size)
         if self._drawn is not None and all(a is b or a == b for a, b in zip(key, self._drawn, strict=True)):
             self._view, self._now = view, now
             return
@@ -216,4 +221,4 @@ class HardwarePanel(Panel):
 
     def draw(self, view: RunView, now: float) -> str:
         self.border_title = hardware_title(view.hardware)
-        return render_hardware(view.hardware, view.hardware_sample, view.thresholds)
+        return render_hardware(view.hardware, view.hardware_sample, view.thresholds, ended=view.finished)

@@ -18,7 +18,7 @@ from textual.markup import escape
 
 from engine.domain import Event, MemoryLevel, RankMemory, Thresholds
 from engine.events import MemoryAdapted
-from memtui.console.chart import render_chart, render_rows, render_rule
+from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
 from memtui.console.widgets.memory_breakdown import render_breakdown
@@ -102,7 +102,9 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
     lines: list[str] = [
         _bar_line("allocated", s.mem_allocated, capacity, bar_width, levels),
         _bar_line("reserved", s.mem_reserved, capacity, bar_width, levels),
-        _bar_line("peak", s.mem_peak, capacity, bar_width, levels),
+        _bar_line("peak", s.mem_peak, capacity, bar_width, levels)
+        if s.mem_kind != "cpu-rss"
+        else _of_peak_line(s.mem_reserved, s.mem_peak, bar_width),
         _gap_line(
             s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
         ),
@@ -204,16 +206,23 @@ def render_stacked_bar(
 
 
 def render_memory_chart(view: RunView, width: int, height: int, now: float) -> str:
-    """A labelled chart of reserved memory over the chosen window, ``height`` lines in all."""
-    s = view.sample
-    if s is None or height < 2 or width < 1:
+    """A labelled chart of reserved memory over the chosen window, ``height`` lines in all,
+    scaled to the data's own range (on a CPU the process uses a sliver of its budget: against
+    capacity the chart would be one flat row); the bars above say how full it is."""
+    if view.sample is None:
         return ""
     label = f"reserved, {WINDOW_LABELS[view.window]}"
-    points = view.chart_points(now, width)
-    values = [float(p.mem_reserved) for p in points]
-    rows = render_chart(values, width, height - 1, top=float(s.mem_capacity) if s.mem_capacity else None)
-    marks = restart_columns(points, width)
-    return "\n".join([render_rule(label, width, marks), *render_rows(rows, "$accent", marks)])
+
+    def series(plot: int) -> tuple[list[float], list[int]]:
+        points = view.chart_points(now, plot)
+        return [float(p.mem_reserved) for p in points], restart_columns(points, plot)
+
+    return render_scaled(label, series, width, height, style="$accent", fmt=_axis_bytes)
+
+
+def _axis_bytes(n: float) -> str:
+    """A y-axis label: bytes without the space (``1.50GiB``), a gutter is narrow."""
+    return format_bytes(n).replace(" ", "")
 
 
 def _prediction_line(measured: int | None, predicted: int | None) -> str:
@@ -284,6 +293,16 @@ def _bar_line(label: str, used: int, capacity: int | None, width: int, threshold
     fraction = min(1.0, used / capacity) if capacity else None
     figures = f"{format_bytes(used):>10} {format_percent(fraction):>6}"
     return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{render_bar(fraction, width, thresholds)}{figures}"
+
+
+def _of_peak_line(reserved: int, peak: int, width: int) -> str:
+    """On a CPU the process holds a sliver of its budget and the bars above barely move: this
+    one is reserved against the run's own peak (the peak's bytes, reserved's share of it)."""
+    fraction = min(1.0, reserved / peak) if peak else None
+    filled = round((fraction or 0.0) * width)  # near its own peak is normal: no level colours
+    bar = f"[$accent]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
+    figures = f"{format_bytes(peak):>10} {format_percent(fraction):>6}"
+    return f"[$text-muted]{'of peak':<{LABEL_WIDTH}}[/]{bar}{figures}"
 
 
 def render_bar(fraction: float | None, width: int, thresholds: Thresholds) -> str:

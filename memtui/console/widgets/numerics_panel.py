@@ -9,6 +9,8 @@ from memtui.console.widgets.panel import Panel
 from memtui.formatting import format_float, format_scale
 
 LABEL_WIDTH = 10
+LOSS_FIXED_FROM, LOSS_FIXED_BELOW = 0.01, 10_000.0
+"""Losses in this range show with three decimals."""
 
 
 def render_numerics(view: RunView) -> str:
@@ -16,7 +18,7 @@ def render_numerics(view: RunView) -> str:
     s = view.sample
     rows = [
         ("loss", _loss(s.loss if s else None)),
-        ("smoothed", format_float(view.loss_smoothed)),
+        ("smoothed", format_loss(view.loss_smoothed)),
         ("lr", format_float(s.lr if s else None, 3)),
         ("grad norm", format_float(s.grad_norm if s else None, 3)),
         *_scale_rows(view),
@@ -44,7 +46,15 @@ def _scale_rows(view: RunView) -> list[tuple[str, str]]:
 def _loss(loss: float | None) -> str:
     if loss is not None and not math.isfinite(loss):
         return f"[$text-error b]{loss}[/]"
-    return f"[b]{format_float(loss)}[/b]"
+    return f"[b]{format_loss(loss)}[/b]"
+
+
+def format_loss(loss: float | None) -> str:
+    """Three decimals in the usual range (``3.000``, not ``3``: raw and smoothed line up and
+    a change in the third decimal shows); significant digits outside it."""
+    if loss is None or not math.isfinite(loss) or not LOSS_FIXED_FROM <= abs(loss) < LOSS_FIXED_BELOW:
+        return format_float(loss)
+    return f"{loss:.3f}"
 
 
 class NumericsPanel(Panel):

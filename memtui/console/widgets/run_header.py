@@ -138,10 +138,14 @@ def _progress_line(view: RunView, now: float) -> str:
     age = view.data_age_s(now)
     stale = view.connection == "connected" and view.state != "paused" and (age or 0.0) > STALE_AFTER_S
     age_style = "$text-warning" if stale else "$text-muted"
+    clock = (  # an ended run's clock stops
+        f"ran {format_duration(view.ran_s())}"
+        if view.finished
+        else f"elapsed {format_duration(view.elapsed_s(now))}  ETA {format_duration(view.eta_s())}"
+    )
     return (
-        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)}){_startup_note(view, now)}"
-        f"  elapsed {format_duration(view.elapsed_s(now))}"
-        f"  ETA {format_duration(view.eta_s())}"
+        f"step [b]{view.step}[/b]{target} ({format_percent(view.progress)})"
+        f"{_startup_note(view, now)}  {clock}"
         f"  [{age_style}]data {format_age(age)}[/]"
     )
 

@@ -1,36 +1,45 @@
-"""Throughput: tokens/s now, average and peak, step time, and a chart over the chosen window."""
+"""Throughput: tokens/s now, the run's average and peak, step time, and a chart over the
+chosen window; once the run has ended, its final figures instead of live ones.
+
+"avg" and "peak" are the whole run's (every attempt, read from the store: the supervisor's
+figures, ``memtui status``'s), so a console attached late or again shows the same ones; until
+the store has been read they are the console's own, labelled with what they cover.
+"""
 
 from __future__ import annotations
 
-from memtui.console.chart import render_chart, render_rows, render_rule
+from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
 from memtui.console.widgets.panel import Panel
-from memtui.formatting import format_duration, format_percent, format_rate
-
-BASELINE = 0.8
-"""The chart starts at this fraction of the lowest rate shown."""
+from memtui.formatting import format_count, format_duration, format_percent, format_rate
 
 
 def render_throughput(view: RunView) -> str:
-    """Two lines of figures: tokens/s now, average and peak (this attempt); step time now and
-    mean; and, once the store shows more than one attempt, a third: the whole run's average
-    and peak (with one attempt they are the attempt's, and the line would only repeat it)."""
+    """Three lines: tokens/s and step time now (or how the run ended); the run's average and
+    peak tokens/s; the mean step time, and the current attempt's figures once there are several."""
     s = view.sample
-    text = (
-        f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
-        f"  [$text-muted]avg[/] {format_rate(view.tokens_per_s_avg)}"
-        f"  [$text-muted]peak[/] {format_rate(view.tokens_per_s_peak)}\n"
-        f"[$text-muted]step time[/] {format_duration(s.step_time_s if s else None)}"
-        f"  [$text-muted]mean[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
-    )
+    if view.finished and s is not None:
+        first = f"[b]{view.state}[/b] at step {s.step}, ran {format_duration(view.ran_s())}"
+    else:
+        first = (
+            f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
+            f"  [$text-muted]step[/] {format_duration(s.step_time_s if s else None)}"
+        )
+    return "\n".join([first, _average_line(view), _attempt_line(view)])
+
+
+def _average_line(view: RunView) -> str:
+    """The run's average and peak (a peak is its best window of steps), else the console's own."""
     run = view.run_throughput
-    if run is None or run.run_avg is None or run.attempt < 2:
-        return text
-    attempts = f"{run.attempt} attempts"
+    avg: float | None
+    if run is not None and run.run_avg is not None:
+        avg, peak, scope = run.run_avg, run.run_peak, "run"
+    else:
+        avg, peak, scope = view.tokens_per_s_avg, view.tokens_per_s_peak, "so far"
     return (
-        f"{text}\n[$text-muted]run avg[/] {format_rate(run.run_avg)}"
-        f"  [$text-muted]peak[/] {format_rate(run.run_peak)}  [$text-muted]({attempts})[/]"
+        f"[$text-muted]avg[/] {format_count(avg)}  [$text-muted]peak[/] {format_rate(peak)}"
+        f" [$text-muted]({scope})[/]"
     )
 
 
@@ -46,6 +55,14 @@ def render_mfu(view: RunView) -> str:
     return f"  [$text-muted]MFU[/] {format_percent(s.mfu)}{label}"
 
 
+def _attempt_line(view: RunView) -> str:
+    line = f"[$text-muted]mean step[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
+    run = view.run_throughput
+    if run is None or run.attempt < 2 or run.attempt_avg is None:
+        return line
+    return f"{line}  [$text-muted]attempt {run.attempt} avg[/] {format_count(run.attempt_avg)}"
+
+
 def render_throughput_chart(view: RunView, width: int, height: int, now: float) -> str:
     """A labelled tokens/s chart over the chosen window, ``height`` lines in all."""
     if height < 2 or width < 1:
@@ -53,12 +70,12 @@ def render_throughput_chart(view: RunView, width: int, height: int, now: float) 
     label = f"tokens/s, {WINDOW_LABELS[view.window]}" + (
         " (reading…)" if view.window != "live" and view.window_points is None else ""
     )
-    points = view.chart_points(now, width)
-    values = [p.tokens_per_s for p in points]
-    bottom = BASELINE * min(values, default=0.0)  # show the variation, not a wall of full bars
-    rows = render_chart(values, width, height - 1, bottom=bottom)
-    marks = restart_columns(points, width)
-    return "\n".join([render_rule(label, width, marks), *render_rows(rows, "$primary", marks)])
+
+    def series(plot: int) -> tuple[list[float], list[int]]:
+        points = view.chart_points(now, plot)
+        return [p.tokens_per_s for p in points], restart_columns(points, plot)
+
+    return render_scaled(label, series, width, height, style="$primary", fmt=format_count)
 
 
 class ThroughputPanel(Panel):
