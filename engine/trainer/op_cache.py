@@ -34,6 +34,10 @@ SHM_COMM = "ShareMemCommBuilder"
 LOCK_FILE = "lock"
 LOCK_POLL_S = 0.5
 """s between two looks at the lock while an op that was not built loads."""
+STALE_LOCK_S = 120.0
+"""A build lock older than this, with no process at work in the build directory, was left by a
+build that was killed (torch's lock is a bare file: nothing removes it then, and every later
+process would wait on it for ever)."""
 BUILD_TOOLS = frozenset(
     {"ninja", "c++", "g++", "gcc", "cc", "cc1plus", "clang++", "ld", "as", "x86_64-linux-gnu-g++"}
 )
@@ -98,6 +102,8 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
     done = threading.Event()
     if not said[-1].built and not said[-1].locked:
         threading.Thread(target=_watch_lock, args=(said[-1], say, done), daemon=True).start()
+    if said[-1].directory and not said[-1].built:
+        threading.Thread(target=_clear_stale_lock, args=(Path(said[-1].directory), done), daemon=True).start()
     began = time.monotonic()
     try:
         builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
@@ -115,6 +121,47 @@ def _watch_lock(state: OpState, before_load: Callable[[OpState], None], done: th
         if seen >= 2:  # ours: ninja starts within moments of taking the lock
             before_load(dataclasses.replace(state, locked=True))
             return
+
+
+def _clear_stale_lock(directory: Path, done: threading.Event) -> None:
+    """While this process waits on a build: remove the build lock once it is stale. torch's
+    wait then ends; the op is built by whoever loads it next (this attempt fails to import it
+    and the supervisor restarts it, or it builds itself if the lock is gone before it waits)."""
+    while not done.wait(LOCK_POLL_S * 4):
+        if stale_lock(directory, time.time()):
+            lock = directory / LOCK_FILE
+            print(
+                f"removing a stale build lock {lock}: no build has worked there for {STALE_LOCK_S:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            lock.unlink(missing_ok=True)
+            return
+
+
+def stale_lock(directory: Path, now: float, busy: Callable[[Path], bool] | None = None) -> bool:
+    """The lock in ``directory`` is older than ``STALE_LOCK_S``, nothing in the directory
+    changed for as long, and no process works in it (``busy``: a process whose working
+    directory it is, as ninja's is while it compiles)."""
+    try:
+        newest = max(p.stat().st_mtime for p in [directory / LOCK_FILE, *directory.iterdir()])
+    except (OSError, ValueError):
+        return False  # no lock (any more), or the directory is gone
+    return now - newest > STALE_LOCK_S and not (busy or _worked_in)(directory)
+
+
+def _worked_in(directory: Path) -> bool:
+    """Whether any process we can see has ``directory`` as its working directory."""
+    import psutil
+
+    target = str(directory.resolve())
+    for proc in psutil.process_iter():
+        try:
+            if proc.cwd() == target:
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 def _building_here() -> bool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -99,3 +100,27 @@ def test_a_lock_taken_by_another_process_turns_building_into_waiting(tmp_path) -
     watcher.join(timeout=120)  # returns once it has said so
     done.set()
     assert heard == [OpState("op", str(tmp_path), built=False, locked=True)]
+
+
+def test_a_lock_left_by_a_killed_build_is_stale_and_only_then(tmp_path: Path) -> None:
+    """torch's build lock is a bare file: a killed build leaves it for ever. It counts as
+    stale only when old, nothing in the directory moved for as long, and nobody works there."""
+    import os
+
+    from engine.trainer import op_cache
+
+    now = 1_000_000.0
+    old = now - op_cache.STALE_LOCK_S - 5
+    lock = tmp_path / op_cache.LOCK_FILE
+    assert not op_cache.stale_lock(tmp_path, now, busy=lambda d: False)  # no lock at all
+    lock.touch()
+    (tmp_path / "shm.o").touch()
+    for path in (lock, tmp_path / "shm.o"):
+        os.utime(path, (old, old))
+    assert op_cache.stale_lock(tmp_path, now, busy=lambda d: False)
+    assert not op_cache.stale_lock(tmp_path, now, busy=lambda d: True)  # ninja still compiles there
+    os.utime(tmp_path / "shm.o", (now - 1, now - 1))  # an object file just written
+    assert not op_cache.stale_lock(tmp_path, now, busy=lambda d: False)
+    os.utime(tmp_path / "shm.o", (old, old))
+    os.utime(lock, (now - 10, now - 10))  # a build that took the lock a moment ago
+    assert not op_cache.stale_lock(tmp_path, now, busy=lambda d: False)
