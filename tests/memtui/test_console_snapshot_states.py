@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.config_file import build_run_config
-from engine.events import StateChanged
+from engine.events import StartupPhase, StateChanged
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
@@ -62,15 +62,18 @@ def live_console(run: RunDir) -> MemtuiApp:
 
 @SIZES
 def test_starting(home: Path, utc: None, snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    """Launched, the trainer not yet stepping: no figures, and each panel says what it waits for."""
+    """Launched, the trainer not yet stepping: the start-up phase and its time in the header,
+    no figures, and each panel says what it waits for."""
     run = empty_run(home)
+    building = StartupPhase(phase="building_op", attempt=1, op="deepspeed_shm_comm")
     events = [
         make_event(1, "run_started", "run started: preset tiny, 2000 steps", ts=CREATED_AT + 1),
-        make_event(2, "trainer_started", "trainer attempt 1 (pid 4242)", ts=CREATED_AT + 2),
+        make_event(2, "trainer_launched", "trainer attempt 1 started (pid 4242)", ts=CREATED_AT + 2),
+        make_event(3, building, "building DeepSpeed op deepspeed_shm_comm (once per machine)", ts=NOW - 42),
     ]
 
     async def started(pilot) -> None:  # type: ignore[no-untyped-def]
-        await until_drawn(pilot, last_seq=2, step=0)
+        await until_drawn(pilot, last_seq=3, step=0)
 
     with FakeEngine.in_thread(run.socket, run_id=run.run_id, state="starting", events=events):
         assert snap_compare(live_console(run), terminal_size=size, run_before=started)
