@@ -1,7 +1,8 @@
 """End to end: the demo (``tiny`` with the rule planner and manual approval) on a real
 engine. Within its first 1,000 steps the rule planner suggests something the policy allows
-or clamps, with its evidence; an operator approves it; the trainer applies it at a step
-boundary; its effect (the steps after against the steps before) is measured and listed.
+or clamps, with its evidence; an operator approves it in the console (``a``, then ``y`` on
+the confirmation); the trainer applies it at a step boundary; its effect (the steps after
+against the steps before) is measured and listed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from engine.config_file import demo_run_config
 from engine.run.directory import RunDir
 from engine.run.launch import spawn_supervisor, wait_until_serving
 from engine.run.store import Store
-from tests.waiting import wait_for
+from memtui.console.app import MemtuiApp
+from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.widgets.directives_panel import DirectivesPanel
+from tests.waiting import until, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(600)]
 
@@ -35,26 +39,37 @@ def directives(home: Path, run_id: str) -> list[dict]:
     return json.loads(done.stdout)
 
 
-def test_the_demo_suggests_an_admissible_directive_whose_effect_is_measured(home: Path) -> None:
+async def approve_in_the_console(run: RunDir) -> str:
+    """Attach the console, wait for the planner's first suggestion in its directives panel,
+    approve it there (``a``, ``y``); its id once the supervisor took the approval."""
+    app = MemtuiApp(run)
+    async with app.run_test(size=(160, 48)) as pilot:
+        panel = app.query_one(DirectivesPanel)
+        shown = await until(
+            panel.current,  # drawn in the panel: what ``a`` acts on
+            timeout=480,
+            what="a rule planner suggestion in the directives panel",
+            seen=lambda: (app.view.connection, app.view.step, len(app.view.directives)),
+        )
+        await pilot.press("a")
+        await until(lambda: isinstance(app.screen, ConfirmScreen), what="the approval's confirmation")
+        await pilot.press("y")
+        await until(lambda: not app.view.directives, timeout=60, what="the approval to be taken")
+        return shown.id
+
+
+async def test_the_demo_suggests_an_admissible_directive_whose_effect_is_measured(home: Path) -> None:
     config = demo_run_config()
     assert (config.preset, config.policy.planner, config.policy.approval) == ("tiny", "rules", "manual")
     run = RunDir.create(config, home=home)
     wait_until_serving(run, spawn_supervisor(run), timeout=120)
 
-    pending = wait_for(
-        lambda: [d for d in directives(home, run.run_id) if d["state"] == "pending"],
-        timeout=480,
-        what="a rule planner suggestion waiting for the operator",
-        seen=lambda: [(d["step"], d["state"], d["reasons"][:2]) for d in directives(home, run.run_id)],
-    )
-    suggestion = pending[0]
+    approved_id = await approve_in_the_console(run)
+    (suggestion,) = [d for d in directives(home, run.run_id) if d["id"] == approved_id]
     assert suggestion["source"] == "rules" and suggestion["step"] <= FIRST_STEPS
     assert suggestion["evidence"] and suggestion["allowed"]  # admitted: allowed or clamped
     early = [d for d in directives(home, run.run_id) if d["step"] <= suggestion["step"]]
     assert all(d["state"] != "rejected" for d in early), early
-
-    approved = memtui(home, "approve", suggestion["id"], "--run", run.run_id)
-    assert approved.returncode == 0, approved.stdout + approved.stderr
 
     measured = wait_for(
         lambda: [d for d in directives(home, run.run_id) if d["id"] == suggestion["id"] and d["effect"]],
