@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -73,7 +75,29 @@ class LaunchedProcess:
 
 
 async def launch(command: list[str], **popen_args: Any) -> LaunchedProcess:
-    """``subprocess.Popen(command, **popen_args)`` forked from the launcher thread."""
+    """``subprocess.Popen(command, **popen_args)`` forked from the launcher thread.
+
+    Cancelled meanwhile (the supervisor shutting down), the fork still happens in the
+    launcher thread: that process is killed as soon as it exists, since nobody would ever
+    stop it (a test's in-process supervisor left such trainers running for minutes)."""
     loop = asyncio.get_running_loop()
-    popen = await loop.run_in_executor(_launcher_pool(), partial(subprocess.Popen, command, **popen_args))
+    forked = loop.run_in_executor(_launcher_pool(), partial(subprocess.Popen, command, **popen_args))
+    try:
+        popen = await asyncio.shield(forked)
+    except asyncio.CancelledError:
+        forked.add_done_callback(partial(_kill_unwanted, group=bool(popen_args.get("start_new_session"))))
+        raise
     return LaunchedProcess(popen, loop)
+
+
+def _kill_unwanted(forked: asyncio.Future[subprocess.Popen[Any]], *, group: bool) -> None:
+    """SIGKILL a process forked for a launch that was cancelled (its group, if it leads one)."""
+    if forked.cancelled() or forked.exception() is not None:
+        return
+    popen = forked.result()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(popen.pid, signal.SIGKILL)
+        else:
+            popen.kill()
+    threading.Thread(target=popen.wait, name=f"reap-{popen.pid}", daemon=True).start()

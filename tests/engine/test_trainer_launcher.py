@@ -1,0 +1,39 @@
+"""Forking trainers from the launcher thread: a launch cancelled while the fork is under way
+(the supervisor shutting down) leaves no process running."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from typing import Any
+
+import pytest
+
+from engine.supervisor import trainer_launcher
+from engine.supervisor.trainer_launcher import launch
+from tests.waiting import until
+
+
+async def test_a_cancelled_launch_kills_what_it_forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[subprocess.Popen[Any]] = []
+
+    class Recorded(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            forked.append(self)
+
+    monkeypatch.setattr(trainer_launcher.subprocess, "Popen", Recorded)
+    task = asyncio.create_task(launch(["sleep", "60"], start_new_session=True))
+    await asyncio.sleep(0)  # the fork is handed to the launcher thread
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (proc,) = await until(lambda: forked, timeout=30, what="the fork")
+    await until(lambda: proc.poll() is not None, timeout=30, what="the forked process killed")
+    assert proc.returncode == -signal.SIGKILL
+
+
+async def test_a_launch_that_completes_gives_the_process() -> None:
+    proc = await launch(["sh", "-c", "exit 3"])
+    assert await proc.wait() == 3 and proc.returncode == 3
