@@ -80,8 +80,11 @@ def probe_cpu_peak(precision: str) -> float:
     fastest single multiply over ``PROBE_SECONDS`` (a shared, loaded host preempts some of
     them; the fastest is the nearest to what the cores can do)."""
     dtype = PROBE_DTYPES.get(precision, torch.float32)
-    a = torch.randn(PROBE_SIZE, PROBE_SIZE).to(dtype)
-    b = torch.randn(PROBE_SIZE, PROBE_SIZE).to(dtype)
+    # A generator of its own: the probe runs after a resume restored the checkpoint's RNG
+    # state, and drawing from the global one would change every later dropout mask.
+    own = torch.Generator().manual_seed(0)
+    a = torch.randn(PROBE_SIZE, PROBE_SIZE, generator=own).to(dtype)
+    b = torch.randn(PROBE_SIZE, PROBE_SIZE, generator=own).to(dtype)
     torch.mm(a, b)  # warm-up: thread pool, kernels
     fastest, count, start = float("inf"), 0, time.perf_counter()
     while time.perf_counter() - start < PROBE_SECONDS or count == 0:

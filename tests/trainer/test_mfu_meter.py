@@ -32,3 +32,13 @@ def test_built_in_model_counts_its_shape_and_the_config_peak_wins() -> None:
 
 def test_cpu_probe_measures_a_positive_peak() -> None:
     assert 0 < probe_cpu_peak("fp32") < 100  # TFLOP/s: a CPU core does GFLOP/s, not PFLOP/s
+
+
+def test_the_cpu_probe_leaves_the_global_rng_alone() -> None:
+    """It runs after a resume restored the checkpoint's RNG: every later dropout mask and
+    random draw must be what an uninterrupted run would have had."""
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    probe_cpu_peak("fp32")
+    assert torch.equal(torch.rand(3), expected)
