@@ -9,20 +9,9 @@ import pytest
 from test_trainer_runs import _run
 
 from engine.trainer.checkpoint import tags_on_disk
+from tests.engine.test_deepspeed_adoption import SEED_ZERO3
 
 pytestmark = pytest.mark.deepspeed
-
-SEED_ZERO3 = {
-    "train_batch_size": 512,
-    "gradient_accumulation_steps": 4,
-    "zero_optimization": {
-        "stage": 3,
-        "offload_optimizer": {"device": "cpu", "pin_memory": True},
-        "overlap_comm": True,
-        "contiguous_gradients": True,
-    },
-    "fp16": {"enabled": True},
-}
 
 
 def test_the_seed_zero3_json_trains_as_written() -> None:
