@@ -38,6 +38,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 PARTS = ("overhead", "controller", "checkpoint", "console")
+RUNS: dict[str, list[dict[str, Any]]] = {}  # every child's figures by part, kept in the JSON
 
 
 @dataclass
@@ -88,6 +89,7 @@ def child(part: str, **params: Any) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"{part} {params} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    RUNS.setdefault(part, []).append({"params": params, **result})
     return result
 
 
@@ -265,6 +267,7 @@ def main() -> None:
         "quick": args.quick,
         "plan": asdict(plan),
         "rows": [asdict(row) for row in rows],
+        "runs": RUNS,
     }
     if args.json:
         args.json.write_text(json.dumps(document, indent=2) + "\n")

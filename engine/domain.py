@@ -203,6 +203,10 @@ class TelemetrySample(BaseModel):
     """The memory model's predicted peak for this step's micro-batch."""
     mem_budget: int | None = Field(None, ge=0)
     """The budget the memory controller steers by (memory.budget resolved to bytes)."""
+    mem_baseline: int | None = Field(None, ge=0)
+    """Bytes no micro-batch changes (model states, the CUDA context; on the CPU the
+    process's resident torch and DeepSpeed), as the controller measured them. The memory
+    levels are shares of the usable room, ``mem_budget - mem_baseline``."""
     checkpoint_stall_s: float | None = Field(None, ge=0.0)
     """Seconds training stood still for the checkpoint saved just before this step's report
     (saving is synchronous); None when no save came in between."""
@@ -301,6 +305,13 @@ class Thresholds(BaseModel):
         if fraction >= self.memory_critical:
             return "critical"
         return "warning" if fraction >= self.memory_warn else "ok"
+
+    def room_level(self, used: int, limit: int, baseline: int | None) -> MemoryLevel:
+        """The level of ``used`` bytes as the memory controller judges it: its share of the
+        usable room (``limit - baseline``), or of ``limit`` when the baseline is unknown."""
+        if baseline is None or not 0 <= baseline < limit:
+            return self.memory_level(used / limit if limit else 0.0)
+        return self.memory_level((used - baseline) / (limit - baseline))
 
 
 class SaveReport(BaseModel):

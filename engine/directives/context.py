@@ -44,9 +44,7 @@ def judging_context(
     now: float,
     blockers: tuple[str, ...] = (),
 ) -> PolicyContext:
-    memory = None
-    if sample is not None and sample.mem_predicted and sample.mem_budget:
-        memory = MemoryFigures(sample.micro_batch, sample.mem_predicted, sample.mem_budget, sample.world_size)
+    memory = MemoryFigures.of(sample) if sample is not None else None
     return PolicyContext(
         now=now,
         step=sample.step if sample else 0,

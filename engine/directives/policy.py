@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from engine.config import RunConfig
 from engine.directives.directive import Directive
 from engine.directives.risk import added_risk, remedy_note
-from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, Verdict
+from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, TelemetrySample, Verdict
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
 
@@ -43,11 +43,25 @@ class MemoryFigures:
     """The memory model's predicted peak at ``micro_batch``."""
     budget: int
     world_size: int = 1
+    baseline: int = 0
+    """Bytes no micro-batch changes (the trainer's measured baseline; 0 when unknown)."""
+
+    @classmethod
+    def of(cls, sample: TelemetrySample) -> MemoryFigures | None:
+        """The figures of a telemetry sample; None without a prediction and a budget."""
+        if not (sample.mem_predicted and sample.mem_budget):
+            return None
+        baseline = sample.mem_baseline or 0
+        if not 0 <= baseline < min(sample.mem_predicted, sample.mem_budget):
+            baseline = 0  # a baseline over the prediction cannot be split off: scale it all
+        return cls(sample.micro_batch, sample.mem_predicted, sample.mem_budget, sample.world_size, baseline)
 
     def predict(self, micro_batch: int) -> int:
-        """Peak at another micro-batch, scaled in proportion: an upper bound when growing
-        (part of the peak is model states that do not grow with the micro-batch)."""
-        return math.ceil(self.predicted_peak * micro_batch / max(1, self.micro_batch))
+        """Peak at another micro-batch: the baseline, plus the rest scaled in proportion to
+        the micro-batch (an upper bound when growing: with no baseline known, model states
+        that do not grow are scaled too)."""
+        varying = self.predicted_peak - self.baseline
+        return self.baseline + math.ceil(varying * micro_batch / max(1, self.micro_batch))
 
 
 @dataclass(frozen=True)
@@ -222,7 +236,9 @@ class LocalPolicyEngine:
         if figures is None:
             return "micro_batch_size: no memory figures from the trainer yet to judge it by"
         memory = MemoryPolicy.from_config(self.config.memory, self.config.train, figures.world_size)
-        verdict = review_request(int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory)
+        verdict = review_request(
+            int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory, figures.baseline
+        )
         return None if verdict.accepted else f"micro_batch_size: {verdict.reason}"
 
     # ----------------------------------------------------------------- verdicts

@@ -9,13 +9,18 @@ it last failed there. Torch-free, pure and immutable (a new history per update).
   (bytes) then. A size that failed is not tried again within ``retry_after_steps`` unless
   the room has grown since by more than the hysteresis (what pushed it out has gone, e.g.
   another tenant's memory).
+
+``as_json``/``from_json`` carry it across trainer attempts (in the run's memory.json): a
+restart knows which sizes failed and how fast each ran, instead of learning it again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Any
 
 RATE_WINDOW = 8  # rates kept per micro-batch (optimizer steps)
 MIN_RATES = 3  # rates a size needs before its median decides anything
@@ -55,3 +60,49 @@ class SizeHistory:
         if step - failed_step >= retry_after:
             return False
         return room <= failed_room + hysteresis * max(failed_room, 0)
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON object: {"rates": {"16": [samples/s, ...]}, "failures": {"32": [step, room]}}."""
+        return {
+            "rates": {str(m): list(r) for m, r in sorted(self.rates.items())},
+            "failures": {str(m): list(f) for m, f in sorted(self.failures.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, allowed: tuple[int, ...]) -> SizeHistory:
+        """The history ``as_json`` wrote, for the micro-batches in ``allowed`` (a size the
+        geometry no longer allows is dropped). ValueError naming the field when malformed."""
+        if not isinstance(data, dict):
+            raise ValueError("history: expected an object")
+        rates: dict[int, tuple[float, ...]] = {}
+        for key, values in _entries(data, "rates", allowed):
+            if not isinstance(values, list) or not all(_positive(v) for v in values):
+                raise ValueError(f"history.rates.{key}: expected a list of samples/s > 0")
+            rates[int(key)] = tuple(float(v) for v in values[-RATE_WINDOW:])
+        failures: dict[int, tuple[int, int]] = {}
+        for key, value in _entries(data, "failures", allowed):
+            if not (isinstance(value, list) and len(value) == 2 and all(_integer(v) for v in value)):
+                raise ValueError(f"history.failures.{key}: expected [step, room bytes]")
+            failures[int(key)] = (int(value[0]), int(value[1]))
+        return cls(rates, failures)
+
+
+def _entries(data: dict[str, Any], name: str, allowed: tuple[int, ...]) -> list[tuple[str, Any]]:
+    """``data[name]``'s items whose key is an allowed micro-batch."""
+    section = data.get(name, {})
+    if not isinstance(section, dict):
+        raise ValueError(f"history.{name}: expected an object keyed by micro-batch")
+    for key in section:
+        if not (isinstance(key, str) and key.isdigit()):
+            raise ValueError(f"history.{name}: key {key!r} is not a micro-batch")
+    return [(key, value) for key, value in section.items() if int(key) in allowed]
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -55,6 +55,7 @@ from engine.memory.controller import (
     review_request,
 )
 from engine.memory.model import MemoryModel, Predictions, model_state_bytes, transformer_activation_bytes
+from engine.memory.size_history import SizeHistory
 from engine.run.durable_file import replace_atomically
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
@@ -62,7 +63,13 @@ from engine.trainer.link import Link
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
 from engine.trainer.oom_injection import OomInjector
-from engine.trainer.oom_recovery import discard_window, is_oom, recoverable_in_place, release_memory
+from engine.trainer.oom_recovery import (
+    discard_window,
+    drop_frames,
+    is_oom,
+    recoverable_in_place,
+    release_memory,
+)
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.sample_window import SampleWindow
 from engine.trainer.workload import BatchFn
@@ -70,7 +77,10 @@ from engine.trainer.workload import BatchFn
 log = logging.getLogger(__name__)
 
 GEOMETRY_FILE = "memory.json"
-"""In the run directory: {"micro_batch": m, ...} for the next attempt to start with."""
+"""In the run directory: {"micro_batch": m, "grad_accum": g, "history": {...}} for the next
+attempt to start with (the size in use and what the controller measured); "reason" only when
+an OOM wrote it (the supervisor reports it as the attempt's end)."""
+HISTORY_EVERY = 50  # optimizer steps between saves of the measured rates (and at each change)
 VOCAB_SIZE = 256  # the built-in byte-level model's vocabulary
 
 
@@ -138,6 +148,8 @@ class AdaptiveMemory:
         self.step_seconds: float | None = None
         """Wall seconds of the last completed optimizer step (the slowest rank's)."""
         self._started = 0.0
+        self._saved_history: SizeHistory | None = None
+        """The history memory.json holds (None: not written by this attempt)."""
         self._sampled = False
         """CPU: the running step's post-forward RSS has been read (once per step is enough:
         every micro-batch of a step has the same size, so the same activations)."""
@@ -217,13 +229,20 @@ class AdaptiveMemory:
         peak, resident, micros = self.ranks.max_ints([self.step_peak, resident, micros])
         self.step_seconds = micros / 1e6 if micros > 0 else None
         self.model.observe(micro_batch, peak, resident)
+        if int(self.engine.global_steps) % HISTORY_EVERY == 0:
+            self._save_history(current_geometry(self.engine))
         minimum = min_loss_scale(self.engine) if overflow else None  # at the floor only if overflowing
         if self.floor.note(overflow, scale, minimum):
             self._halt_for_floor(int(self.engine.global_steps), f"{self.floor.run} steps skipped in a row")
 
     def figures(self) -> dict[str, int | None]:
         """The memory fields of this step's TelemetrySample."""
-        return {"mem_step_peak": self.step_peak, "mem_predicted": self.predicted, "mem_budget": self.budget}
+        return {
+            "mem_step_peak": self.step_peak,
+            "mem_predicted": self.predicted,
+            "mem_budget": self.budget,
+            "mem_baseline": self._baseline(),
+        }
 
     def raise_if_halted(self) -> None:
         if self.halted is not None:
@@ -241,18 +260,25 @@ class AdaptiveMemory:
         return verdict
 
     def resume_geometry(self) -> None:
-        """At start: the micro-batch an earlier attempt asked for in memory.json, if valid.
-
-        memory.json is written after an OOM, so the size above it failed: it is not grown
-        back into for ``retry_after_steps`` (unless the room grows), as within an attempt.
-        """
+        """At start: the micro-batch and the measured history an earlier attempt left in
+        memory.json, if valid. A file without a history (an older trainer's) was written
+        after an OOM, so the size above it failed: it is not grown back into for
+        ``retry_after_steps`` (unless the room grows), as within an attempt."""
         if self.geometry_file is None or not self.geometry_file.is_file():
             return
         try:
-            wanted = int(json.loads(self.geometry_file.read_text())["micro_batch"])
+            data = json.loads(self.geometry_file.read_text())
+            wanted = int(data["micro_batch"])
+            history = (
+                None
+                if data.get("history") is None
+                else SizeHistory.from_json(data["history"], self.policy.allowed)
+            )
         except (OSError, ValueError, KeyError, TypeError) as err:
             log.warning("ignoring %s: %s", self.geometry_file, err)
             return
+        if history is not None:
+            self.state = ControllerState(history=history)
         geometry = current_geometry(self.engine)
         if wanted in self.policy.micro_batches() and wanted != geometry.micro_batch:
             change = Change(
@@ -261,7 +287,7 @@ class AdaptiveMemory:
             step = int(self.engine.global_steps)
             self._apply(change, step, mem_before=None)
             above = self.policy.notch_above(wanted)
-            if above is not None:
+            if above is not None and history is None:
                 self.state = failed(self.state, above, step, self.budget - self._baseline())
 
     # --------------------------------------------------------------- internals
@@ -288,8 +314,10 @@ class AdaptiveMemory:
         self, change: Change, step: int, mem_before: int | None, mem_resident_after: int | None = None
     ) -> None:
         apply_geometry(self.engine, change.after)
-        if change.after.micro_batch < change.before.micro_batch:
-            release_memory()  # what the larger micro-batch's activations left cached
+        if change.after.micro_batch < change.before.micro_batch and change.kind != "oom":
+            # What the larger micro-batch's activations left cached; no Python cycles to
+            # collect at a boundary (an OOM's window was discarded and released already).
+            release_memory(collect=False)
         self.state = changed(self.state, step)
         before, after = change.before, change.after
         mem_after = self.model.predict(after.micro_batch)
@@ -314,12 +342,15 @@ class AdaptiveMemory:
             f"at step {step} ({change.kind}: {change.reason})",
             severity=severity,
         )
+        self._save_history(after)
 
     def _recover(self, err: BaseException, step: int) -> bool:
         """After an OOM in step ``step``: True when the window can be redone."""
+        drop_frames(err)  # the failed window's activations, freed now
         before = current_geometry(self.engine)
         peak = self.probe.step_peak()
         smaller = after_oom(before, self.policy)
+        self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         if not recoverable_in_place(self.engine) or self.ranks.world > 1:
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
             self._write_geometry(smaller or before, f"OOM at {where} in step {step}: {err}")
@@ -339,7 +370,6 @@ class AdaptiveMemory:
             )
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
-        self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
         self._write_geometry(smaller, f"OOM in step {step}")
         self.predicted = self.model.predict(smaller.micro_batch)
@@ -382,11 +412,22 @@ class AdaptiveMemory:
         baseline = self._baseline()
         return (peak - baseline) / max(1, self.budget - baseline)
 
-    def _write_geometry(self, geometry: Geometry, reason: str) -> None:
+    def _write_geometry(self, geometry: Geometry, reason: str | None) -> None:
+        """memory.json: ``geometry`` and the history; ``reason`` only for an OOM's."""
         if self.geometry_file is None:
             return
-        data = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum, "reason": reason}
+        data: dict[str, Any] = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum}
+        if reason is not None:
+            data["reason"] = reason
+        data["history"] = self.state.history.as_json()
         replace_atomically(self.geometry_file, (json.dumps(data) + "\n").encode("utf-8"))
+        self._saved_history = self.state.history
+
+    def _save_history(self, geometry: Geometry) -> None:
+        """Rank 0 keeps memory.json in step with the geometry and the history (every rank
+        holds the same: each controller decides on the same numbers)."""
+        if self.adaptive and self.ranks.rank == 0 and self.state.history is not self._saved_history:
+            self._write_geometry(geometry, None)
 
     def _begin_window(self, resident: int | None) -> None:
         """A new per-step peak (from ``resident``, bytes read just now, if given)."""

@@ -100,7 +100,7 @@ class StepTelemetry:
         step_time_s: float,
         memory_figures: dict[str, int | None] | None = None,
     ) -> TelemetrySample:
-        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget (adaptive memory)."""
+        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget, mem_baseline (adaptive memory)."""
         engine = self.engine
         samples = engine.global_samples  # over all ranks, restored on resume
         step_tokens = engine.train_batch_size() * self.tokens_per_sample

@@ -181,3 +181,22 @@ def test_property_nothing_outside_bounds_ever_passes(values: dict[str, Any]) -> 
         assert math.isfinite(value) and low <= value <= high
     if verdict.decision == "reject":
         assert not verdict.patch and verdict.reasons
+
+
+def test_a_micro_batch_is_judged_against_the_room_above_the_baseline() -> None:
+    """600 MiB of the 1000 MiB budget is baseline (torch, DeepSpeed, model states): 8 uses 50
+    of it, so 16 needs 100 of the 400 MiB room and fits. Scaled as a whole (the figures
+    without a baseline) 16 would be predicted at 1300 MiB and refused."""
+    engine = LocalPolicyEngine(UNLIMITED)
+    with_baseline = MemoryFigures(
+        micro_batch=8, predicted_peak=650 * MIB, budget=1000 * MIB, baseline=600 * MIB
+    )
+    assert with_baseline.predict(16) == 700 * MIB
+    assert engine.evaluate(make({"micro_batch_size": 16}), context(memory=with_baseline)).decision == "allow"
+    whole = MemoryFigures(micro_batch=8, predicted_peak=650 * MIB, budget=1000 * MIB)
+    refused = engine.evaluate(make({"micro_batch_size": 16}), context(memory=whole))
+    assert refused.decision == "reject" and "predicted to peak" in refused.reasons[0]
+    # The limit is a share of the room too: 64 needs 400 MiB of it, over warn - hysteresis.
+    too_big = engine.evaluate(make({"micro_batch_size": 64}), context(memory=with_baseline))
+    assert too_big.decision == "reject"
+    assert f"of the usable room ({400 * MIB} bytes of a budget of {1000 * MIB})" in too_big.reasons[0]

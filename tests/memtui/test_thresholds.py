@@ -89,6 +89,22 @@ def test_memory_and_hardware_panels_colour_by_the_views_thresholds() -> None:
     assert f"[$text]{used}[/]" in render_hardware(snapshot)  # 60%: under the default levels
 
 
+def test_memory_under_a_budget_is_coloured_by_its_share_of_the_room_as_the_controller_judges() -> None:
+    """Budget 8 GiB of which 5 GiB is baseline (what no micro-batch changes): 6 GiB reserved
+    is 75% of the budget but a third of the 3 GiB room, where the controller sees no
+    pressure; 7.8 GiB is 93% of the room, critical for both."""
+    budget, baseline = 8 * GIB, 5 * GIB
+    levels = Thresholds(memory_warn=0.7, memory_critical=0.9, loss_scale_floor=1.0)
+
+    def reserved_style(sample: TelemetrySample) -> str:
+        return bar_style(render_memory(RunView(thresholds=levels).with_sample(sample), 80), "reserved")
+
+    calm = sixty_percent().model_copy(update={"mem_budget": budget, "mem_baseline": baseline})
+    assert reserved_style(calm) == "$success"
+    assert reserved_style(calm.model_copy(update={"mem_baseline": None})) == "$warning"  # 75% of the budget
+    assert reserved_style(calm.model_copy(update={"mem_reserved": int(7.8 * GIB)})) == "$error"
+
+
 def test_loss_scale_floor_is_the_runs() -> None:
     sample = make_sample(1, loss_scale=64.0)
     assert RunView().with_sample(sample).numerics_alerts() == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import weakref
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from engine.memory.model import model_state_bytes
 from engine.trainer.ballast import Ballast, parse_schedule, parse_size
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error
 from engine.trainer.oom_injection import Injection, parse_injections
-from engine.trainer.oom_recovery import is_oom
+from engine.trainer.oom_recovery import drop_frames, is_oom
 from engine.trainer.sample_window import SampleWindow
 
 GB = 1024**3  # DeepSpeed prints GiB and calls them GB
@@ -106,3 +107,22 @@ def test_oom_recognised_and_floor_watch() -> None:
     watch = FloorWatch(limit=3)
     assert [watch.note(True, 1.0, 1.0) for _ in range(3)] == [False, False, True]
     assert not watch.note(True, 2.0, 1.0) and watch.run == 0  # above the floor: not the floor
+
+
+def test_an_ooms_activations_are_freed_while_the_handler_still_holds_the_error() -> None:
+    """The failed forward's frames (and their tensors) live as long as the error's traceback:
+    without ``drop_frames`` the window would be redone with them still allocated."""
+
+    def forward() -> None:
+        activations = torch.ones(1024)
+        alive.append(weakref.ref(activations))
+        raise MemoryError("out of memory")
+
+    alive: list[weakref.ref[torch.Tensor]] = []
+    try:
+        forward()
+    except MemoryError as err:
+        assert alive[0]() is not None  # held by forward's frame, through err.__traceback__
+        drop_frames(err)
+        assert alive[0]() is None
+        assert err.__traceback__ is not None  # file and line numbers are still there

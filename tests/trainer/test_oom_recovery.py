@@ -83,11 +83,17 @@ def test_zero3_oom_exits_for_a_restart_that_uses_the_smaller_micro_batch() -> No
         error = first.events("trainer_error")[0]
         assert error.data["error"] == "MemoryHalt" and error.data["restartable"] is True
         assert "ZeRO-3" in error.message and "micro-batch 2" in error.message
-        assert json.loads((run.path / "memory.json").read_text())["micro_batch"] == 2
+        left = json.loads((run.path / "memory.json").read_text())
+        assert left["micro_batch"] == 2 and "OOM at ZeRO-3 in step 3" in left["reason"]
+        assert left["history"]["failures"]["4"][0] == 3  # what the controller learnt, for the next
 
         second, code, output = attempt(run, 2)  # what the supervisor's restart does
     assert code == 0, output
     assert second.events("memory_adapted")[0].data["kind"] == "resume"
+    # The second attempt started from the first's history (not a fresh one) and kept it; its
+    # routine save has no "reason" (the supervisor reads one as an OOM's word).
+    kept = json.loads((run.path / "memory.json").read_text())
+    assert kept["history"]["failures"]["4"] == left["history"]["failures"]["4"] and "reason" not in kept
     samples = second.samples
     assert [s.step for s in samples] == list(range(1, 7)) and all(s.samples == 8 * s.step for s in samples)
     assert all((s.micro_batch, s.grad_accum) == (2, 4) for s in samples)

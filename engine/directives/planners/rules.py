@@ -20,7 +20,8 @@ Rules:
 - repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power below
   the scale now in use;
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
-- steady memory headroom (peak under ``HEADROOM`` of the budget for the whole window)
+- steady memory headroom (peak under ``HEADROOM`` of the usable room, the budget less the
+  trainer's measured baseline, for the whole window)
   -> the next larger micro-batch the global batch allows.
 Pure and torch-free.
 """
@@ -44,7 +45,7 @@ WINDOW = 50  # steps of history the spike, overflow, gradient and headroom rules
 SPIKE_FACTOR = 3.0  # loss over this x its window mean is a spike
 OVERFLOWS = 3  # overflows within the window that count as repeated
 GRAD_FACTOR = 10.0  # grad norm over this x its window median is an explosion
-HEADROOM = 0.5  # measured peak under this fraction of the budget is headroom
+HEADROOM = 0.5  # measured peak under this fraction of the usable room is headroom
 COOLDOWN_STEPS = 100  # steps between two suggestions of the same rule
 PLATEAU_STEPS = 200  # losses (one a step) the plateau rule fits a line through
 PLATEAU_GAIN = 0.03  # gained over PLATEAU_STEPS, as a fraction of their mean; below: a plateau
@@ -173,8 +174,9 @@ class RulePlanner:
         if value is None or not self._ready("micro_batch", sample.step, COOLDOWN_STEPS):
             return None
         evidence = [
-            f"step peak under {HEADROOM:.0%} of the budget for {WINDOW} steps",
-            f"peak {sample.mem_step_peak} of {sample.mem_budget} bytes at micro-batch {sample.micro_batch}",
+            f"step peak under {HEADROOM:.0%} of the usable room for {WINDOW} steps",
+            f"peak {sample.mem_step_peak} of {sample.mem_budget} bytes (baseline {sample.mem_baseline or 0}) "
+            f"at micro-batch {sample.micro_batch}",
             f"global batch {self.config.train.global_batch} over {sample.world_size} rank(s)",
         ]
         why = f"steady memory headroom at micro-batch {sample.micro_batch}: try {value}"
@@ -195,9 +197,7 @@ class RulePlanner:
         the memory model allow, never refused."""
         memory = MemoryPolicy.from_config(self.config.memory, self.config.train, sample.world_size)
         low, high = self.bounds["micro_batch_size"]
-        figures = None
-        if sample.mem_predicted and sample.mem_budget:
-            figures = MemoryFigures(sample.micro_batch, sample.mem_predicted, sample.mem_budget)
+        figures = MemoryFigures.of(sample)
         for size in memory.micro_batches():
             if size <= sample.micro_batch or not low <= size <= high:
                 continue
@@ -205,7 +205,9 @@ class RulePlanner:
                 continue
             if (
                 figures is None
-                or not review_request(size, figures.predict(size), figures.budget, memory).accepted
+                or not review_request(
+                    size, figures.predict(size), figures.budget, memory, figures.baseline
+                ).accepted
             ):
                 return None  # no prediction, or the next size is predicted not to fit
             return size
@@ -225,5 +227,7 @@ class RulePlanner:
         if sample.grad_norm is not None and math.isfinite(sample.grad_norm):
             self.grad_norms.append(sample.grad_norm)
         self.overflows.append(sample.overflow)
-        peak, budget = sample.mem_step_peak, sample.mem_budget
-        self.headroom.append(bool(peak and budget and peak < HEADROOM * budget))
+        peak, budget, base = sample.mem_step_peak, sample.mem_budget, sample.mem_baseline or 0
+        self.headroom.append(
+            bool(peak and budget and base < budget and peak - base < HEADROOM * (budget - base))
+        )

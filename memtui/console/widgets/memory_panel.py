@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from textual.markup import escape
 
-from engine.domain import Event, MemoryLevel, RankMemory, Thresholds
+from engine.domain import Event, MemoryLevel, RankMemory, TelemetrySample, Thresholds
 from engine.events import MemoryAdapted
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
@@ -100,9 +100,9 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
     bar_width = max(4, width - LABEL_WIDTH - FIGURES_WIDTH)
     levels = view.thresholds
     lines: list[str] = [
-        _bar_line("allocated", s.mem_allocated, capacity, bar_width, levels),
-        _bar_line("reserved", s.mem_reserved, capacity, bar_width, levels),
-        _bar_line("peak", s.mem_peak, capacity, bar_width, levels)
+        _bar_line("allocated", s.mem_allocated, capacity, bar_width, _level(s, s.mem_allocated, levels)),
+        _bar_line("reserved", s.mem_reserved, capacity, bar_width, _level(s, s.mem_reserved, levels)),
+        _bar_line("peak", s.mem_peak, capacity, bar_width, _level(s, s.mem_peak, levels))
         if s.mem_kind != "cpu-rss"
         else _of_peak_line(s.mem_reserved, s.mem_peak, bar_width),
         _gap_line(
@@ -289,10 +289,26 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{budget}{extra}"
 
 
-def _bar_line(label: str, used: int, capacity: int | None, width: int, thresholds: Thresholds) -> str:
+def _level(s: TelemetrySample, used: int, thresholds: Thresholds) -> MemoryLevel:
+    """``used`` bytes' level as the run's memory controller judges it: a share of the usable
+    room under the budget (budget minus the baseline no micro-batch changes), so the colour
+    turns where the controller acts; without a budget, a share of capacity."""
+    limit = s.mem_budget or s.mem_capacity
+    return thresholds.room_level(used, limit, s.mem_baseline if s.mem_budget else None)
+
+
+def _bar_line(label: str, used: int, capacity: int | None, width: int, level: MemoryLevel) -> str:
+    """A bar of ``used`` against ``capacity`` in the colour of ``level``, then the figures."""
     fraction = min(1.0, used / capacity) if capacity else None
     figures = f"{format_bytes(used):>10} {format_percent(fraction):>6}"
-    return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{render_bar(fraction, width, thresholds)}{figures}"
+    return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{_level_bar(fraction, width, level)}{figures}"
+
+
+def _level_bar(fraction: float | None, width: int, level: MemoryLevel) -> str:
+    if fraction is None:
+        return f"[$text-disabled]{'·' * width}[/]"
+    filled = round(fraction * width)
+    return f"[{LEVEL_STYLES[level]}]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
 
 
 def _of_peak_line(reserved: int, peak: int, width: int) -> str:
@@ -303,15 +319,6 @@ def _of_peak_line(reserved: int, peak: int, width: int) -> str:
     bar = f"[$accent]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
     figures = f"{format_bytes(peak):>10} {format_percent(fraction):>6}"
     return f"[$text-muted]{'of peak':<{LABEL_WIDTH}}[/]{bar}{figures}"
-
-
-def render_bar(fraction: float | None, width: int, thresholds: Thresholds) -> str:
-    """A bar of ``width`` cells, coloured by how full it is against the run's memory levels."""
-    if fraction is None:
-        return f"[$text-disabled]{'·' * width}[/]"
-    filled = round(fraction * width)
-    style = LEVEL_STYLES[thresholds.memory_level(fraction)]
-    return f"[{style}]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
 
 
 class MemoryPanel(Panel):
