@@ -28,7 +28,6 @@ memory.json and a group restart from the newest checkpoint (DEEPSPEED-NOTES).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -56,9 +55,9 @@ from engine.memory.controller import (
 )
 from engine.memory.model import MemoryModel, Predictions, model_state_bytes, transformer_activation_bytes
 from engine.memory.size_history import SizeHistory
-from engine.run.durable_file import replace_atomically
 from engine.trainer.ballast import Ballast
 from engine.trainer.geometry import apply_geometry, current_geometry
+from engine.trainer.geometry_file import GEOMETRY_FILE, HISTORY_EVERY, read_geometry, write_geometry
 from engine.trainer.link import Link
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
@@ -76,11 +75,6 @@ from engine.trainer.workload import BatchFn
 
 log = logging.getLogger(__name__)
 
-GEOMETRY_FILE = "memory.json"
-"""In the run directory: {"micro_batch": m, "grad_accum": g, "history": {...}} for the next
-attempt to start with (the size in use and what the controller measured); "reason" only when
-an OOM wrote it (the supervisor reports it as the attempt's end)."""
-HISTORY_EVERY = 50  # optimizer steps between saves of the measured rates (and at each change)
 VOCAB_SIZE = 256  # the built-in byte-level model's vocabulary
 
 
@@ -264,30 +258,23 @@ class AdaptiveMemory:
         memory.json, if valid. A file without a history (an older trainer's) was written
         after an OOM, so the size above it failed: it is not grown back into for
         ``retry_after_steps`` (unless the room grows), as within an attempt."""
-        if self.geometry_file is None or not self.geometry_file.is_file():
+        left = read_geometry(self.geometry_file, self.policy.allowed)
+        if left is None:
             return
-        try:
-            data = json.loads(self.geometry_file.read_text())
-            wanted = int(data["micro_batch"])
-            history = (
-                None
-                if data.get("history") is None
-                else SizeHistory.from_json(data["history"], self.policy.allowed)
-            )
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            log.warning("ignoring %s: %s", self.geometry_file, err)
-            return
-        if history is not None:
-            self.state = ControllerState(history=history)
+        if left.history is not None:
+            self.state = ControllerState(history=left.history)
         geometry = current_geometry(self.engine)
-        if wanted in self.policy.micro_batches() and wanted != geometry.micro_batch:
+        if left.micro_batch in self.policy.allowed and left.micro_batch != geometry.micro_batch:
             change = Change(
-                geometry, self.policy.geometry(wanted), "resume", f"{GEOMETRY_FILE} from an earlier attempt"
+                geometry,
+                self.policy.geometry(left.micro_batch),
+                "resume",
+                f"{GEOMETRY_FILE} from an earlier attempt",
             )
             step = int(self.engine.global_steps)
             self._apply(change, step, mem_before=None)
-            above = self.policy.notch_above(wanted)
-            if above is not None and history is None:
+            above = self.policy.notch_above(left.micro_batch)
+            if above is not None and left.history is None:
                 self.state = failed(self.state, above, step, self.budget - self._baseline())
 
     # --------------------------------------------------------------- internals
@@ -414,14 +401,9 @@ class AdaptiveMemory:
 
     def _write_geometry(self, geometry: Geometry, reason: str | None) -> None:
         """memory.json: ``geometry`` and the history; ``reason`` only for an OOM's."""
-        if self.geometry_file is None:
-            return
-        data: dict[str, Any] = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum}
-        if reason is not None:
-            data["reason"] = reason
-        data["history"] = self.state.history.as_json()
-        replace_atomically(self.geometry_file, (json.dumps(data) + "\n").encode("utf-8"))
-        self._saved_history = self.state.history
+        if self.geometry_file is not None:
+            write_geometry(self.geometry_file, geometry, self.state.history, reason)
+            self._saved_history = self.state.history
 
     def _save_history(self, geometry: Geometry) -> None:
         """Rank 0 keeps memory.json in step with the geometry and the history (every rank

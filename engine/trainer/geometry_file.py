@@ -1,0 +1,62 @@
+"""``memory.json``: what one trainer attempt leaves the next about its memory.
+
+``{"micro_batch": m, "grad_accum": g, "history": {...}, "reason": "..."}``, replaced
+atomically. The micro-batch in use and the controller's measured history (samples/s per
+micro-batch, recent failures: ``SizeHistory.as_json``) are written at each geometry change
+and every ``HISTORY_EVERY`` steps by rank 0; ``reason`` only when an OOM wrote the file (the
+supervisor reports it as that attempt's end, engine/supervisor/trainer_process.py).
+
+The file sits in the run directory, or in the shared checkpoint directory with several
+nodes (``RunDir.geometry_file``), so every rank of the next attempt starts alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.memory.controller import Geometry
+from engine.memory.size_history import SizeHistory
+from engine.run.durable_file import replace_atomically
+
+log = logging.getLogger(__name__)
+
+GEOMETRY_FILE = "memory.json"
+HISTORY_EVERY = 50  # optimizer steps between saves of the measured rates (and at each change)
+
+
+@dataclass(frozen=True)
+class LeftGeometry:
+    """What an earlier attempt left: its micro-batch, and its history when it wrote one (a
+    file without one comes from an older trainer, which wrote it only after an OOM)."""
+
+    micro_batch: int
+    history: SizeHistory | None
+
+
+def read_geometry(path: Path | None, allowed: tuple[int, ...]) -> LeftGeometry | None:
+    """The file at ``path``; None when there is none or it is malformed (logged: the
+    attempt then starts as configured, never with half a file)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        history = data.get("history")
+        return LeftGeometry(
+            int(data["micro_batch"]), None if history is None else SizeHistory.from_json(history, allowed)
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        log.warning("ignoring %s: %s", path, err)
+        return None
+
+
+def write_geometry(path: Path, geometry: Geometry, history: SizeHistory, reason: str | None) -> None:
+    """Replace the file with ``geometry`` and ``history``; ``reason`` only for an OOM's."""
+    data: dict[str, Any] = {"micro_batch": geometry.micro_batch, "grad_accum": geometry.grad_accum}
+    if reason is not None:
+        data["reason"] = reason
+    data["history"] = history.as_json()
+    replace_atomically(path, (json.dumps(data) + "\n").encode("utf-8"))
