@@ -2,11 +2,12 @@
 micro-batch, memtui's adaptive memory with the defaults a user gets, and accelerate's
 ``find_executable_batch_size`` (try, OOM, halve).
 
-Every run is the same model and global batch (``MODEL``, ``GLOBAL_BATCH`` samples per
-optimizer step, fp32, one rank) built from the run config by the trainer's own functions
-(``loop.build_engine``, ``loop.run_steps``, ``loop.train_step``); none reaches into the
-controller. A budget is made real on the CPU the way ``memory.cpu_enforce`` does: a forward
-that leaves the process's RSS over it fails as an out-of-memory error would.
+Every run is the same model, precision and global batch (``SETUPS[--setup]``,
+``GLOBAL_BATCH`` samples per optimizer step, one rank) built from the run config by the
+trainer's own functions (``loop.build_engine``, ``loop.run_steps``, ``loop.train_step``);
+none reaches into the controller. A budget is made real on the CPU the way
+``memory.cpu_enforce`` does: a forward that leaves the process's RSS over it fails as an
+out-of-memory error would.
 
 - ``static``: ``--micro-batch M`` from the start, no budget; samples/s by wall clock over
   ``--steps`` steps after one warm-up step, and the largest per-step RSS (bytes).
@@ -20,9 +21,9 @@ that leaves the process's RSS over it fails as an out-of-memory error would.
 
 Prints one JSON object. bench/compare.py runs these side by side.
 
-    python bench/budget_runs.py static --micro-batch 16 [--steps 30]
-    python bench/budget_runs.py adaptive --budget BYTES [--steps 60]
-    python bench/budget_runs.py accelerate --budget BYTES [--steps 60]
+    python bench/budget_runs.py static --micro-batch 16 [--steps 30] [--setup wide|tiny]
+    python bench/budget_runs.py adaptive --budget BYTES [--steps 60] [--setup wide|tiny]
+    python bench/budget_runs.py accelerate --budget BYTES [--steps 60] [--setup wide|tiny]
 """
 
 from __future__ import annotations
@@ -39,26 +40,34 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODEL = {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}
+SETUPS: dict[str, tuple[dict[str, int], str]] = {
+    # 4 layers, d_model 128, sequence 256, fp32: the peaks of 8, 16, 32 and 64 lie ~140-270 MB
+    # apart, far beyond the RSS's run-to-run noise (a few MB).
+    "wide": ({"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}, "fp32"),
+    # The issue's setup: the tiny preset's model and precision (fp16); its peaks lie only
+    # ~10-40 MB apart, so a few MB of noise can move a size across the budget.
+    "tiny": ({"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}, "fp16"),
+}
 GLOBAL_BATCH = 64  # samples per optimizer step
 OOM_TEXT = "DefaultCPUAllocator: can't allocate memory"  # what accelerate recognises on the CPU
 
 
-def config_for(micro_batch: int, memory: dict[str, Any]) -> Any:
+def config_for(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     from engine.config_file import build_run_config
 
+    model, precision = SETUPS[setup]
     return build_run_config(
         {
             "steps": 10**9,  # a flat lr for the whole run
-            "model": MODEL,
-            "train": {"micro_batch": micro_batch, "global_batch": GLOBAL_BATCH, "precision": "fp32"},
+            "model": model,
+            "train": {"micro_batch": micro_batch, "global_batch": GLOBAL_BATCH, "precision": precision},
             "checkpoint": {"every_steps": 0},
             "memory": memory,
         }
     )
 
 
-def prepared(micro_batch: int, memory: dict[str, Any]) -> Any:
+def prepared(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     """A ``loop.Training`` on a fresh engine (threads as the trainer sets them)."""
     from engine.trainer import loop
     from engine.trainer.link import NullLink
@@ -67,7 +76,7 @@ def prepared(micro_batch: int, memory: dict[str, Any]) -> Any:
     from engine.trainer.step_telemetry import StepTelemetry
     from engine.trainer.workload import load_workload
 
-    config = config_for(micro_batch, memory)
+    config = config_for(micro_batch, memory, setup)
     loop.share_cpu_cores()
     ensure_single_process_env()
     loop.seed_everything(config.seed)
@@ -77,11 +86,11 @@ def prepared(micro_batch: int, memory: dict[str, Any]) -> Any:
     return loop.Training(config, engine, workload, NullLink(record=True), telemetry, run=None)
 
 
-def static(micro_batch: int, steps: int) -> dict[str, Any]:
+def static(micro_batch: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
     from engine.trainer.sample_window import SampleWindow
 
-    training = prepared(micro_batch, {"adaptive": False})
+    training = prepared(micro_batch, {"adaptive": False}, setup)
     engine, probe = training.engine, training.telemetry.probe
     training.workload.model.register_forward_hook(lambda *_: None if probe.note() else None)
     batch = SampleWindow(training.workload.batch, micro_batch)
@@ -95,10 +104,10 @@ def static(micro_batch: int, steps: int) -> dict[str, Any]:
     return {"micro_batch": micro_batch, "samples_s": steps * GLOBAL_BATCH / seconds, "peak_bytes": peak}
 
 
-def adaptive(budget: int, steps: int) -> dict[str, Any]:
+def adaptive(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
 
-    training = prepared(GLOBAL_BATCH, {"budget": budget, "cpu_enforce": True})
+    training = prepared(GLOBAL_BATCH, {"budget": budget, "cpu_enforce": True}, setup)
     engine = training.engine
     wall = time.perf_counter()
     loop.run_steps(training, until=steps)
@@ -113,13 +122,13 @@ def adaptive(budget: int, steps: int) -> dict[str, Any]:
     }
 
 
-def accelerate(budget: int, steps: int) -> dict[str, Any]:
+def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
     from engine.trainer.geometry import realign_micro_steps
     from engine.trainer.oom_recovery import release_memory
     from engine.trainer.sample_window import SampleWindow
 
-    training = prepared(GLOBAL_BATCH, {"adaptive": False})
+    training = prepared(GLOBAL_BATCH, {"adaptive": False}, setup)
     engine, probe = training.engine, training.telemetry.probe
 
     def over_budget(*_: object) -> None:
@@ -203,13 +212,16 @@ def main() -> None:
     parser.add_argument("--micro-batch", type=int, default=16, help="static: the micro-batch")
     parser.add_argument("--budget", type=int, help="adaptive, accelerate: the RSS budget in bytes")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps (default 60)")
+    parser.add_argument(
+        "--setup", choices=sorted(SETUPS), default="wide", help="model and precision (default wide)"
+    )
     args = parser.parse_args()
     if args.mode != "static" and not args.budget:
         parser.error(f"{args.mode} needs --budget BYTES")
     if args.mode == "static":
-        figures = static(args.micro_batch, args.steps)
+        figures = static(args.micro_batch, args.steps, args.setup)
     else:
-        figures = (adaptive if args.mode == "adaptive" else accelerate)(args.budget, args.steps)
+        figures = (adaptive if args.mode == "adaptive" else accelerate)(args.budget, args.steps, args.setup)
     from engine.trainer import loop
 
     loop.leave_process_group()

@@ -1,6 +1,6 @@
 """One command for the throughput figures, side by side: one table, also written as JSON.
 
-    python bench/compare.py [--rounds 3] [--json PATH] [--quick] [--only PART ...]
+    python bench/compare.py [--rounds 3] [--json PATH] [--quick] [--only PART ...] [--setups wide tiny]
 
 Parts (each measured in fresh processes, so torch's threads and the RSS are each run's own):
 
@@ -12,6 +12,8 @@ Parts (each measured in fresh processes, so torch's threads and the RSS are each
   settings against a static sweep and against accelerate's ``find_executable_batch_size``
   (bench/budget_runs.py). Each round runs the sweep, then the controller and accelerate
   in alternating order; samples/s over whole runs (adaptation and lost attempts included).
+  Two setups (``--setups``): ``wide`` (4 layers, d_model 128, sequence 256, fp32: the
+  sizes' peaks far apart) and ``tiny`` (the tiny preset's model in fp16, the issue's setup).
 - ``checkpoint``: the training stall per checkpoint (background seal) as a share of run
   time at the default cadence (bench/checkpoint_stall.py).
 - ``console``: an attached console over a live tiny run: CPU (% of one core) and RSS, and
@@ -25,6 +27,7 @@ says what the README promises.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -73,6 +76,7 @@ class Plan:
     checkpoint_steps: int
     checkpoint_every: int
     console_seconds: float
+    setups: tuple[str, ...] = ("wide", "tiny")  # bench/budget_runs.py SETUPS the controller runs on
 
 
 FULL = Plan(3, 10, 20, 50, 20, 60, (8, 16, 32, 64), 400, 20, 30.0)
@@ -154,32 +158,44 @@ def overhead_rows(plan: Plan) -> list[Row]:
 
 
 def controller_rows(plan: Plan) -> list[Row]:
+    return [row for setup in plan.setups for row in setup_rows(plan, setup)]
+
+
+def setup_rows(plan: Plan, setup: str) -> list[Row]:
+    """The controller against the sweep and accelerate for one model and precision."""
     static: dict[int, list[dict[str, Any]]] = {m: [] for m in plan.sizes}
     runs: dict[str, list[dict[str, Any]]] = {"adaptive": [], "accelerate": []}
     budget = 0
     for round_ in range(plan.rounds):
         sizes = plan.sizes if round_ % 2 == 0 else tuple(reversed(plan.sizes))
         for m in sizes:
-            static[m].append(child("static", micro_batch=m, steps=plan.static_steps))
+            static[m].append(child("static", micro_batch=m, steps=plan.static_steps, setup=setup))
         if not budget:  # between the peaks of 16 and 32: 16 is the largest that fits
             budget = int((peak(static[16]) + peak(static[32])) / 2)
         order = ("adaptive", "accelerate") if round_ % 2 == 0 else ("accelerate", "adaptive")
         for mode in order:
-            runs[mode].append(child(mode, budget=budget, steps=plan.budget_steps))
+            runs[mode].append(child(mode, budget=budget, steps=plan.budget_steps, setup=setup))
     fitting = {m: rate(r) for m, r in static.items() if peak(r) <= budget}
     best_m = max(fitting, key=lambda m: fitting[m])
     ours, theirs = rate(runs["adaptive"]), rate(runs["accelerate"])
     settled = "/".join(str(r["micro_batch"]) for r in runs["adaptive"])
     tried = "/".join(str(r["micro_batch"]) for r in runs["accelerate"])
     budget_mb = f"{budget / 2**20:.0f} MiB"
+    paired = statistics.median(
+        a["samples_s"] / b["samples_s"] for a, b in zip(runs["adaptive"], runs["accelerate"], strict=True)
+    )  # each round's own pair: the machine's drift between rounds cancels
     return [
-        Row("controller / best static that fits", f"adaptive, ends at {settled}", f"static {best_m}",
+        Row(f"controller / best static ({setup})", f"adaptive, ends at {settled}", f"static {best_m}",
             ours / fitting[best_m], "x", ">= 0.95", ours / fitting[best_m] >= 0.95),
-        Row("controller / accelerate", f"adaptive, {budget_mb}", f"find_exec..., ends at {tried}",
+        Row(f"controller / accelerate ({setup})", f"adaptive, {budget_mb}", f"find_exec..., ends at {tried}",
             ours / theirs, "x", ">= 1.0", ours >= theirs),
-        Row("controller samples/s", "adaptive (defaults)", f"budget {budget_mb}", ours, "sample/s", "", None),
-        Row("accelerate samples/s", "find_executable_batch", "whole run", theirs, "sample/s", "", None),
-        Row("best static samples/s", f"static {best_m}", f"of {sorted(fitting)}", fitting[best_m],
+        Row(f"  same, median of pairs ({setup})", "adaptive, round r", "accelerate, round r", paired, "x",
+            "", None),
+        Row(f"controller samples/s ({setup})", "adaptive (defaults)", f"budget {budget_mb}", ours, "sample/s",
+            "", None),
+        Row(f"accelerate samples/s ({setup})", "find_executable_batch", "whole run", theirs, "sample/s", "",
+            None),
+        Row(f"best static samples/s ({setup})", f"static {best_m}", f"of {sorted(fitting)}", fitting[best_m],
             "sample/s", "", None),
     ]  # fmt: skip
 
@@ -238,6 +254,9 @@ def main() -> None:
         "--quick", action="store_true", help="a smoke test: few steps, figures not for quoting"
     )
     parser.add_argument("--only", nargs="+", choices=PARTS, help="these parts only (default: all)")
+    parser.add_argument(
+        "--setups", nargs="+", choices=("wide", "tiny"), help="controller: these models only (default both)"
+    )
     parser.add_argument("--part", help=argparse.SUPPRESS)
     parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -248,7 +267,9 @@ def main() -> None:
         parser.error("--rounds must be at least 1")
     plan = QUICK if args.quick else FULL
     if args.rounds:
-        plan = Plan(args.rounds, *list(asdict(plan).values())[1:])
+        plan = dataclasses.replace(plan, rounds=args.rounds)
+    if args.setups:
+        plan = dataclasses.replace(plan, setups=tuple(args.setups))
     measure = {"overhead": overhead_rows, "controller": controller_rows,
                "checkpoint": checkpoint_rows, "console": console_rows}  # fmt: skip
     started, rows = time.time(), []
