@@ -32,6 +32,7 @@ import argparse
 import functools
 import inspect
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ SETUPS: dict[str, tuple[dict[str, int], str]] = {
     "tiny": ({"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}, "fp16"),
 }
 GLOBAL_BATCH = 64  # samples per optimizer step
+SETTLE_STEPS = 5  # steps left out of the steady per-step time
 OOM_TEXT = "DefaultCPUAllocator: can't allocate memory"  # what accelerate recognises on the CPU
 
 
@@ -114,12 +116,20 @@ def adaptive(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     seconds = time.perf_counter() - wall
     sent = training.link.sent or []
     adaptations = [m.message for m in sent if getattr(m, "type", "") == "memory_adapted"]
+    step_times = [m.sample.step_time_s for m in sent if getattr(m, "sample", None) is not None]
     return {
         "samples_s": int(engine.global_steps) * GLOBAL_BATCH / seconds,
         "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
         "steps": int(engine.global_steps),
         "adaptations": adaptations,
+        "steady_step_s": steady(step_times),
     }
+
+
+def steady(step_times: list[float]) -> float | None:
+    """Median seconds of the steps after the first ``SETTLE_STEPS`` (adaptation over by then)."""
+    settled = step_times[SETTLE_STEPS:]
+    return statistics.median(settled) if settled else None
 
 
 def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
@@ -138,6 +148,7 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     training.workload.model.register_forward_hook(over_budget)
     batch = SampleWindow(training.workload.batch, GLOBAL_BATCH)
     tried: list[int] = []
+    step_times: list[float] = []  # completed steps only
 
     def train(micro_batch: int) -> None:
         tried.append(micro_batch)
@@ -146,7 +157,9 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
         realign_micro_steps(engine)
         try:
             while engine.global_steps < steps:
+                started = time.perf_counter()
                 loop.train_step(engine, batch, int(engine.global_steps))
+                step_times.append(time.perf_counter() - started)
         except RuntimeError:
             engine.zero_grad()  # the half-done window is thrown away, as a user's retry would
             realign_micro_steps(engine)
@@ -161,6 +174,7 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
         "micro_batch": tried[-1],
         "tried": tried,
         "accelerate": accelerate_installed(),
+        "steady_step_s": steady(step_times),
     }
 
 

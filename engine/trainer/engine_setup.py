@@ -13,6 +13,7 @@ from engine.config import RunConfig
 from engine.cpu_share import threads_per_rank, usable_cores, user_threads
 from engine.deepspeed_config import build_deepspeed_config
 from engine.trainer.deepspeed_compat import allow_cpu_fp16
+from engine.trainer.host_heap import steady_host_heap
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.process_group import world_size
 from engine.trainer.workload import Workload
@@ -24,9 +25,11 @@ def share_cpu_cores() -> None:
     wins (the supervisor sets it per rank under torchrun, which would otherwise pin every
     rank to one thread). The supervisor and the console do not reserve a core: they run at
     a lower priority (``engine.supervisor.priority``) and take a core only when idle.
+    The host heap is made steady too (``host_heap``): the activations live there.
     """
     if torch.cuda.is_available():
         return
+    steady_host_heap()  # activations live in host memory: reuse them, do not re-fault them
     wanted = user_threads(os.environ)
     if wanted is None:
         wanted = threads_per_rank(usable_cores(), int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
