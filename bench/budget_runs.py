@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import inspect
 import json
 import statistics
@@ -135,7 +136,7 @@ def steady(step_times: list[float]) -> float | None:
 def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
     from engine.trainer.geometry import realign_micro_steps
-    from engine.trainer.oom_recovery import release_memory
+    from engine.trainer.oom_recovery import trim_heap
     from engine.trainer.sample_window import SampleWindow
 
     training = prepared(GLOBAL_BATCH, {"adaptive": False}, setup)
@@ -163,7 +164,8 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
         except RuntimeError:
             engine.zero_grad()  # the half-done window is thrown away, as a user's retry would
             realign_micro_steps(engine)
-            release_memory()
+            gc.collect()  # accelerate's release_memory: a full collection, then the device's
+            trim_heap()  # cache (the CPU's: glibc's free heap, as memtui's release does)
             raise
 
     wall = time.perf_counter()

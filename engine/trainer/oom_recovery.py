@@ -27,6 +27,8 @@ import torch
 
 from engine.trainer.geometry import realign_micro_steps
 
+YOUNG_GENERATIONS = 1  # gc.collect(1): generations 0 and 1
+FULL = 2  # gc.collect(2): every generation
 _ALLOCATOR_MESSAGES = ("out of memory", "cannot allocate memory", "failed to allocate", "defaultcpuallocator")
 
 
@@ -87,13 +89,19 @@ def drop_frames(err: BaseException) -> None:
 
 
 def release_memory(collect: bool = True) -> None:
-    """Free what a failed window held: Python cycles (``collect``; a full collection takes
-    about 0.1 s with torch and DeepSpeed loaded, and a boundary shrink made none), then the
-    CUDA cache; on the CPU hand glibc's free heap back to the OS, or the RSS (our CPU
-    stand-in) stays high."""
+    """Free what a failed window held: Python cycles (``collect``), then the CUDA cache; on
+    the CPU hand glibc's free heap back to the OS, or the RSS (our CPU stand-in) stays high.
+
+    The cycles a failed window leaves are young. On the CPU only the young generations are
+    collected: with torch and DeepSpeed loaded a full collection took 0.11-0.12 s per OOM on
+    the 2-core machine and, after one of generations 0-1 (under 1 ms), found nothing more
+    (bench/budget_runs.py, tiny). On CUDA, where a missed cycle could hold device memory
+    and 0.1 s is nothing next to a step, the collection is full. A boundary shrink made no
+    cycles: ``collect=False``."""
+    cuda = torch.cuda.is_available()
     if collect:
-        gc.collect()
-    if torch.cuda.is_available():
+        gc.collect(FULL if cuda else YOUNG_GENERATIONS)
+    if cuda:
         torch.cuda.empty_cache()
     else:
         trim_heap()
