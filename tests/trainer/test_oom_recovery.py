@@ -55,9 +55,13 @@ def config(stage: int, steps: int = 8, **train: object) -> dict:
 def test_oom_mid_window_is_redone_at_a_smaller_micro_batch(stage: int) -> None:
     reference, code, output = attempt(make_run(config(stage)))
     assert code == 0, output
+    run = make_run(config(stage))
     with injected("3:1:backward"):  # step 3 (0-based), second of two micro-batches
-        supervisor, code, output = attempt(make_run(config(stage)))
+        supervisor, code, output = attempt(run)
     assert code == 0, output
+    left = json.loads((run.path / "memory.json").read_text())  # for a later attempt
+    assert left["micro_batch"] == 2 and left["history"]["failures"]["4"][0] == 3
+    assert "reason" not in left  # redone in place: nothing for the supervisor to report
 
     samples = supervisor.samples
     assert [s.step for s in samples] == list(range(1, 9))  # the OOM'd window counted once
