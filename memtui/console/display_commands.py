@@ -11,6 +11,7 @@ connection, the view and the bindings).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from textual.binding import Binding
@@ -40,11 +41,9 @@ class DisplayCommands(OperatorCommands):
     endurance: EnduranceReader
     _window_read_at: float
 
-    def redraw(self, *, charts: bool = True) -> None:
-        raise NotImplementedError  # the app draws
-
-    def _fold(self, view: RunView) -> None:
-        raise NotImplementedError  # the app folds
+    # The app's own (MemtuiApp): it draws the panels and folds what arrives into its view.
+    redraw: Callable[..., None]
+    _fold: Callable[[RunView], None]
 
     def action_keys(self) -> None:
         keys = [
