@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import threading
 from typing import Any
 
 import pytest
@@ -17,16 +18,20 @@ from tests.waiting import until
 
 async def test_a_cancelled_launch_kills_what_it_forked(monkeypatch: pytest.MonkeyPatch) -> None:
     forked: list[subprocess.Popen[Any]] = []
+    entered, cancelled = threading.Event(), threading.Event()
 
     class Recorded(subprocess.Popen):  # type: ignore[type-arg]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            entered.set()  # the launcher thread is forking now
+            cancelled.wait(timeout=30)  # ... and is still at it when the launch is cancelled
             super().__init__(*args, **kwargs)
             forked.append(self)
 
     monkeypatch.setattr(trainer_launcher.subprocess, "Popen", Recorded)
     task = asyncio.create_task(launch(["sleep", "60"], start_new_session=True))
-    await asyncio.sleep(0)  # the fork is handed to the launcher thread
+    await until(entered.is_set, timeout=30, what="the launcher thread forking")
     task.cancel()
+    cancelled.set()
     with pytest.raises(asyncio.CancelledError):
         await task
     (proc,) = await until(lambda: forked, timeout=30, what="the fork")
