@@ -358,7 +358,6 @@ class AdaptiveMemory:
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
         self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
-        self._write_geometry(smaller, None)  # redone in place: no word for the supervisor
         self.predicted = self.model.predict(smaller.micro_batch)
         self._begin_window(None)
         return True
@@ -407,8 +406,10 @@ class AdaptiveMemory:
 
     def _save_history(self, geometry: Geometry) -> None:
         """Rank 0 keeps memory.json in step with the geometry and the history (every rank
-        holds the same: each controller decides on the same numbers)."""
-        if self.adaptive and self.ranks.rank == 0 and self.state.history is not self._saved_history:
+        holds the same: each controller decides on the same numbers). Only what changed is
+        written: with adaptive memory off the history moves only when an OOM is redone in
+        place (no "reason": the attempt goes on, nothing for the supervisor to report)."""
+        if self.ranks.rank == 0 and self.state.history is not self._saved_history:
             self._write_geometry(geometry, None)
 
     def _begin_window(self, resident: int | None) -> None:
