@@ -161,7 +161,8 @@ class RestartConfig(_Strict):
     """How the supervisor restarts a trainer that died unasked (signal, crash, non-zero exit)."""
 
     max_restarts: int = Field(5, ge=0, le=10_000)
-    """Restarts in a row without a new checkpoint before the run is failed; 0 never restarts."""
+    """Restarts in a row without progress (no new checkpoint and no step beyond the furthest
+    one reached) before the run is failed; 0 never restarts."""
     backoff_initial_s: float = Field(1.0, ge=0.0)
     """Delay before the first restart of such a row; doubled for each further one."""
     backoff_max_s: float = Field(60.0, ge=0.0)
@@ -169,6 +170,11 @@ class RestartConfig(_Strict):
     on_preemption: bool = False
     """Also restart a trainer that stopped itself on SIGTERM without the run being asked to
     stop (a preempted node); False ends the run as stopped."""
+    hang_s: float | None = Field(None, gt=0.0, le=7 * 86400.0)
+    """Seconds without a sign of life (a step, a start-up phase) after which a running
+    trainer is taken for hung: its Python stacks are dumped into its log, its processes
+    killed and it is restarted from the newest verified checkpoint. None: derived from the
+    run's own pace, 20 times its median step interval, never under 600 s."""
 
 
 class StorageConfig(_Strict):

@@ -33,6 +33,7 @@ TERMINAL_STATES: frozenset[str] = frozenset({"stopped", "completed", "failed", "
 MemoryKind = Literal["cuda", "cpu-rss"]
 
 EXIT_NO_CHECKPOINT = 66  # EX_NOINPUT: the trainer refused to start, no checkpoint verifies
+STACK_DUMP_SIGNAL = "SIGUSR1"  # every trainer rank dumps its Python stacks to its log on it
 """Trainer exit status for "checkpoints exist but none verifies": restarting cannot help."""
 
 

@@ -22,6 +22,7 @@ from engine.events.checkpoints import (
     CheckpointRejected,
     CheckpointSaved,
     CheckpointSkipped,
+    FinalSaveMissed,
     FreshStart,
 )
 from engine.events.directives import (
@@ -51,6 +52,7 @@ from engine.events.run import (
     TrainerError,
     TrainerExited,
     TrainerFinished,
+    TrainerHung,
     TrainerLaunched,
     TrainerLaunchFailed,
     TrainerRestarted,
@@ -88,6 +90,7 @@ __all__ = [
     "DirectivesCarried",
     "DirectivesRateLimited",
     "DoctorReported",
+    "FinalSaveMissed",
     "FreshStart",
     "LegacyChaos",
     "LossScaleFloor",
@@ -113,6 +116,7 @@ __all__ = [
     "TrainerError",
     "TrainerExited",
     "TrainerFinished",
+    "TrainerHung",
     "TrainerLaunched",
     "TrainerLaunchFailed",
     "TrainerRestarted",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
-from engine.events.payload import Payload
+from engine.events.payload import Origin, Payload
 
 
 class CheckpointSaved(Payload):
@@ -28,7 +30,7 @@ class CheckpointSaved(Payload):
 class CheckpointNotSaved(Payload):
     """A save that did not happen; every older checkpoint is kept."""
 
-    origin = "trainer"
+    origin: ClassVar[Origin] = "trainer"
     severity = "critical"
     step: int
     tag: str
@@ -47,6 +49,14 @@ class CheckpointFailed(CheckpointNotSaved):
     """Attempted and failed (a full disk mid-write, an I/O error)."""
 
     event_type = "checkpoint_failed"
+
+
+class FinalSaveMissed(CheckpointNotSaved):
+    """A stop whose trainer did not end by itself within the grace: it was killed before any
+    final save (the supervisor's word, since the trainer could not say it)."""
+
+    event_type = "final_save_missed"
+    origin = "supervisor"
 
 
 class CheckpointRejected(Payload):

@@ -140,6 +140,26 @@ class RestartsExhausted(Payload):
     severity = "critical"
     streak: int
     cause: str
+    limit: str | None = None
+    """The limit that stopped the run, in words (``restart.max_restarts`` and its value)."""
+
+
+class TrainerHung(Payload):
+    """No sign of life from a running trainer for ``quiet_s``: its stacks were asked for and
+    its processes killed; the restart follows as for any unasked death."""
+
+    event_type = "trainer_hung"
+    severity = "critical"
+    attempt: int
+    quiet_s: float
+    """Seconds since its last step or start-up phase."""
+    limit_s: float
+    """The hang limit it passed (``restart.hang_s``, or derived from the run's pace)."""
+    last_step: int
+    stacks_log: str
+    """The log its ranks' Python stacks were written to."""
+    stacks_dumped: int = 0
+    """Stack dumps found in that log (one per process asked; 0: none came in time)."""
 
 
 class TrainerStarted(Payload):

@@ -22,7 +22,7 @@ from engine.domain import (
     TelemetrySample,
     ThroughputFigures,
 )
-from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped
+from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, FinalSaveMissed
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
@@ -44,7 +44,12 @@ _SAMPLE_FIELDS = (
     "grad_accum",
     "world_size",
 )
-SAVE_EVENTS = (CheckpointSaved.event_type, CheckpointFailed.event_type, CheckpointSkipped.event_type)
+SAVE_EVENTS = (
+    CheckpointSaved.event_type,
+    CheckpointFailed.event_type,
+    CheckpointSkipped.event_type,
+    FinalSaveMissed.event_type,
+)
 LATEST_POINTER = "latest"
 TAG = re.compile(r"global_step(\d+)")
 """The names ``engine.checkpoints.catalog`` gives (``engine.run`` is below it: no import)."""
@@ -97,11 +102,11 @@ def save_report(store: Store) -> SaveReport | None:
     saved = CheckpointSaved.of(event)
     if saved is not None:
         return SaveReport(outcome="saved", step=saved.step, tag=saved.tag, attempt=event.attempt)
-    missed = CheckpointFailed.of(event) or CheckpointSkipped.of(event)
+    missed = CheckpointFailed.of(event) or CheckpointSkipped.of(event) or FinalSaveMissed.of(event)
     if missed is None:
         return None  # a damaged row: nothing to say rather than something wrong
     return SaveReport(
-        outcome="failed" if event.type == CheckpointFailed.event_type else "skipped",
+        outcome="skipped" if event.type == CheckpointSkipped.event_type else "failed",
         step=missed.step,
         tag=missed.tag,
         reason=missed.reason,

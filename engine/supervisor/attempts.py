@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
@@ -29,17 +30,19 @@ from engine.checkpoints.store import newest_verified_step
 from engine.config import RestartConfig
 from engine.events import (
     ContinueRequested,
+    FinalSaveMissed,
     PauseRequested,
     RestartsExhausted,
     StopRequested,
-    TrainerExited,
     TrainerLaunched,
     TrainerLaunchFailed,
-    TrainerRestarted,
 )
 from engine.protocol import TrainerCommand
 from engine.run.directory import RunDir
 from engine.run.node_outcome import read_node_outcome
+from engine.run.status import save_report
+from engine.supervisor.essential_pool import off_loop
+from engine.supervisor.exit_records import record_exit, record_restart
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
@@ -48,10 +51,8 @@ from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
     TrainerExit,
-    describe_exit,
     geometry_note,
     kill_group,
-    signal_name,
     trainer_environment,
 )
 
@@ -114,8 +115,10 @@ class Attempts:
         self._finished_reason: str | None = None  # the trainer's trainer_finished reason
         self._last_error: str | None = None  # message of its last trainer_error
         self._error_restartable: bool | None = None  # that error's "restartable"
-        self._streak = 0  # restarts in a row without a new checkpoint
+        self._streak = 0  # restarts in a row without progress
         self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
+        self._streak_step = -1  # furthest step reached when the streak began
+        self._hung: str | None = None  # why this attempt was killed as hung (hang_recovery)
         self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
 
     @property
@@ -155,12 +158,14 @@ class Attempts:
             outcome = await self._run_attempt()
             decision, resume_step = await self._restart_decision(outcome)
             if decision.action == "end":
-                if decision.streak > 1:  # restarts were tried and ran out
+                limit = decision.limit_reached(self.config)
+                if limit is not None:  # restarts were tried (or are off) and ran out
                     self.journal.record(
-                        RestartsExhausted(streak=decision.streak, cause=decision.cause),
-                        f"gave up: {decision.streak - 1} restarts in a row without a new checkpoint",
+                        RestartsExhausted(streak=decision.streak, cause=decision.cause, limit=limit),
+                        f"gave up after {decision.cause}: {limit}",
                         attempt=outcome.attempt,
                     )
+                    return replace(outcome, gave_up=limit)
                 return outcome
             self.restarts += 1
             self.journal.store.update_meta(restarts=self.restarts)
@@ -172,7 +177,7 @@ class Attempts:
     async def _run_attempt(self) -> TrainerExit:
         self.attempt += 1
         attempt = self.attempt
-        self._finished_reason = self._last_error = None
+        self._finished_reason = self._last_error = self._hung = None
         if self.stop_reason is not None:
             return TrainerExit(attempt, None)
         command = [*self.command, str(self.run.path), "--attempt", str(attempt)]
@@ -203,12 +208,12 @@ class Attempts:
             self._kill_timer.cancel()
         await self._await_disconnect()
         self._proc = None
-        error = self._last_error
-        if returncode != 0:  # an OOM's own word first: with several ranks, rank 0 only
+        error = self._hung or self._last_error
+        if returncode != 0 and self._hung is None:  # an OOM's own word first: with several ranks, rank 0 only
             error = geometry_note(self.run, since=launched_at) or error  # saw its peer vanish
         finished = self._finished_reason
         if self.follower and returncode == 0:
-            finished = await asyncio.to_thread(read_node_outcome, self.run, attempt)
+            finished = await off_loop(read_node_outcome, self.run, attempt)
         return TrainerExit(attempt, returncode, finished, error)
 
     async def _launch(self, command: list[str], attempt: int) -> LaunchedProcess:
@@ -239,22 +244,27 @@ class Attempts:
 
     async def _restart_decision(self, outcome: TrainerExit) -> tuple[RestartDecision, int | None]:
         """Restart a trainer that died unasked (signal, crash, non-zero exit) from the newest
-        verified checkpoint, with backoff and a limit (``restart_policy.decide``). Returns the
-        decision and the step a restart would resume from (None: step 0)."""
-        newest = await asyncio.to_thread(newest_verified_step, self.run.checkpoints)
-        progressed = newest is not None and newest > self._streak_checkpoint
+        verified checkpoint, with backoff and a limit (``restart_policy.decide``): progress
+        (a newer checkpoint, or a step beyond the furthest one reached when the streak began)
+        resets the streak. Returns the decision and the step a restart would resume from
+        (None: step 0). Its own threads: a hung planner or probe never delays it."""
+        newest = await off_loop(newest_verified_step, self.run.checkpoints)
+        furthest = self._latest_step()
+        progressed = (newest is not None and newest > self._streak_checkpoint) or furthest > self._streak_step
         end = AttemptEnd(
             outcome.returncode,
             self.stop_reason is not None,
             outcome.finished_reason,
             outcome.launch_error,
             restartable=self._error_restartable is not False,
+            hung=self._hung,
         )
         self._error_restartable = None
         config = self.config.model_copy(update={"on_preemption": True}) if self.follower else self.config
         decision = decide(end, self._streak, progressed, config)
         if progressed:
             self._streak_checkpoint = newest if newest is not None else -1
+            self._streak_step = furthest
         self._streak = decision.streak
         return decision, newest
 
@@ -262,60 +272,19 @@ class Attempts:
         self, outcome: TrainerExit, decision: RestartDecision, candidate: int | None
     ) -> None:
         """trainer_exited for the attempt that died, then trainer_restarted with the checkpoint
-        it should resume from (the candidate: ``Resumption`` says later where it really did)."""
-        returncode = outcome.returncode if outcome.returncode is not None else 0
-        exited = TrainerExited(
-            attempt=outcome.attempt,
-            returncode=returncode,
-            signal=signal_name(returncode),
-            reason=decision.cause,
-            error=outcome.last_error,
-        )
-        self.journal.record(
-            exited,
-            f"{describe_exit(returncode)} (attempt {outcome.attempt})"
-            + (f": {outcome.last_error}" if outcome.last_error else ""),
-            severity="warning",
-            attempt=outcome.attempt,
-        )
+        it should resume from; the alerts and ``Resumption`` are told."""
+        record_exit(self.journal, outcome, decision.cause, "warning", outcome.last_error)
         last_step = self._latest_step()
-        restarted = TrainerRestarted(
-            cause=decision.cause,
-            returncode=returncode,
-            signal=signal_name(returncode),
-            last_step=last_step,
-            candidate_step=candidate,
-            delay_s=decision.delay_s,
-            restarts=self.restarts,
-            streak=decision.streak,
-            next_attempt=self.attempt + 1,
-        )
-        where = f"the checkpoint of step {candidate} (once verified)" if candidate else "the start"
-        self.journal.record(
-            restarted,
-            f"trainer {decision.cause}; restarting from {where} in {decision.delay_s:.1f} s "
-            f"(restart {self.restarts}, last step {last_step})",
-            attempt=outcome.attempt,
+        record_restart(
+            self.journal, outcome, decision, candidate, last_step=last_step, restarts=self.restarts
         )
         self.resumption.expect(last_step, candidate)
         self.alerts.on_restart(f"{decision.cause}, restart {self.restarts}", {"cause": decision.cause})
 
     def announce_end(self, outcome: TrainerExit, failed: bool, reason: str) -> None:
         """``trainer_exited`` for the attempt that ended the run (none if it never started)."""
-        if outcome.returncode is None:
-            return
-        exited = TrainerExited(
-            attempt=outcome.attempt,
-            returncode=outcome.returncode,
-            signal=signal_name(outcome.returncode),
-            reason=reason,
-        )
-        self.journal.record(
-            exited,
-            f"{describe_exit(outcome.returncode)} (attempt {outcome.attempt})",
-            severity="critical" if failed else "info",
-            attempt=outcome.attempt,
-        )
+        if outcome.returncode is not None:
+            record_exit(self.journal, outcome, reason, "critical" if failed else "info")
 
     # ---------------------------------------------------- holding, stopping, killing
 
@@ -383,7 +352,40 @@ class Attempts:
         if proc is not None and proc.returncode is None:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
-            self._kill_timer = asyncio.get_running_loop().call_later(self.stop_grace_s, self.kill)
+            self._kill_timer = asyncio.get_running_loop().call_later(
+                self.stop_grace_s, self._kill_after_grace
+            )
+
+    def _kill_after_grace(self) -> None:
+        """The stopping trainer did not end within the grace: say that its final save is
+        missed (unless a save of its newest step is in), then kill it."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        step = self._latest_step()
+        saved = save_report(self.journal.store)
+        if self._finished_reason is None and not (saved and saved.outcome == "saved" and saved.step >= step):
+            why = f"the trainer did not stop within {self.stop_grace_s:g} s of the stop and was killed"
+            self.journal.record(
+                FinalSaveMissed(step=step, tag=f"global_step{step}", reason=why),
+                f"final save missed at step {step}: {why}",
+                attempt=self.attempt,
+            )
+        self.kill()
+
+    def kill_hung(self, reason: str) -> None:
+        """End a trainer taken for hung (``reason``: how long it was quiet); the restart
+        decision treats it as an unasked death whose cause is the hang."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._hung = reason
+            self.kill()
+
+    def stack_targets(self) -> list[int]:
+        """The processes asked for their stacks: each rank (torchrun's), else the trainer."""
+        launcher = self.pid
+        if launcher is None:
+            return []
+        return list(self._rank_pids(launcher).values()) or [launcher]
 
     def kill(self) -> None:
         """SIGKILL the running trainer's process group (and torchrun's ranks), if any."""

@@ -47,6 +47,7 @@ from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.connections import ConnectionServer
 from engine.supervisor.consoles import Consoles
+from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.served import DirectiveRequest
@@ -101,6 +102,7 @@ class Supervisor:
         self._reports: TrainerReports | None = None
         self._outage: StorageOutage | None = None
         self._chaos: chaos.ChaosDesk | None = None
+        self._hangs: HangRecovery | None = None
         self._tasks = BackgroundTasks(self._task_failed)
         self._failure: str | None = None  # why the run ends as failed, whatever the trainer did
 
@@ -244,6 +246,7 @@ class Supervisor:
         )
         if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
             self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
+        self._hangs = HangRecovery(self.attempts, self.journal, config.restart.hang_s, self._latest_step)
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )
@@ -274,6 +277,8 @@ class Supervisor:
         self._spawn(self.alerts.run(), "alert timers")
         assert self._chaos is not None
         self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
+        assert self._hangs is not None
+        self._spawn(self._hangs.run(), "hang watch", essential=True)
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
@@ -404,6 +409,8 @@ class Supervisor:
             self.directives.trainer_connected()  # what it missed, and the values in effect
 
     def on_step(self, sample: TelemetrySample) -> None:
+        if self._hangs is not None:
+            self._hangs.on_step()
         self.reports.on_step(sample)
         if self._chaos is not None:
             self._chaos.on_step(sample)

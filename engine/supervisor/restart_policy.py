@@ -1,9 +1,12 @@
 """When the supervisor restarts a trainer, and after how long. Pure and torch-free.
 
 A trainer that ended unasked (a signal, a crash, a non-zero exit) is restarted from the
-newest verified checkpoint. Restarts that keep failing before a new checkpoint is written
-form a *streak*: each one waits twice as long as the one before (exponential backoff), and
-a streak longer than ``max_restarts`` fails the run. A new checkpoint ends the streak.
+newest verified checkpoint. Restarts that keep failing without progress form a *streak*:
+each one waits twice as long as the one before (exponential backoff), and a streak longer
+than ``max_restarts`` fails the run. Progress ends the streak: a new checkpoint, or a step
+beyond the furthest one the run had reached when the streak began (a slow machine that is
+killed before each checkpoint still trains on; a trainer that crashes at the same step
+after each replay does not).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class AttemptEnd:
     launch_error: str | None = None
     restartable: bool = True
     """False when the trainer said a restart cannot help (its trainer_error's ``restartable``)."""
+    hung: str | None = None
+    """Why the supervisor killed it as hung (``hang_recovery``), if it did."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,25 @@ class RestartDecision:
     """Why the attempt ended, in words (for the restart event)."""
     delay_s: float = 0.0
     streak: int = 0
-    """Restarts in a row without a new checkpoint, this one included."""
+    """Restarts in a row without progress, this one included."""
+
+    def limit_reached(self, config: RestartConfig) -> str | None:
+        """The limit that ended the run, in words; None if no restart limit did."""
+        if self.action != "end" or self.streak <= config.max_restarts:
+            return None
+        if config.max_restarts == 0:
+            return "restarts are off (restart.max_restarts = 0)"
+        return (
+            f"restart limit reached: {self.streak - 1} restarts in a row without progress "
+            f"(restart.max_restarts = {config.max_restarts})"
+        )
 
 
 def cause_of(end: AttemptEnd) -> str:
     if end.launch_error is not None:
         return end.launch_error
+    if end.hung is not None:
+        return end.hung
     if end.returncode is None:
         return "never started"
     if end.returncode < 0:
@@ -67,7 +85,8 @@ def decide(end: AttemptEnd, streak_before: int, progressed: bool, config: Restar
     """Restart or end after ``end``.
 
     ``streak_before``: restarts in a row so far; ``progressed``: a checkpoint newer than
-    the one the streak began at was committed since (it resets the streak).
+    the one the streak began at was committed since, or a step beyond the furthest one
+    reached when it began was made (either resets the streak).
     """
     cause = cause_of(end)
     if end.stop_requested or end.returncode is None or end.launch_error is not None:

@@ -101,6 +101,8 @@ class TrainerExit:
     """Message of its last trainer_error event."""
     launch_error: str | None = None
     """Why it could not be started at all."""
+    gave_up: str | None = None
+    """The restart limit that ended the run after this attempt, in words."""
 
 
 def describe_exit(returncode: int) -> str:
@@ -129,7 +131,7 @@ def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str
         return "failed", f"{how} without reporting trainer_finished"
     if outcome.returncode > 0 and outcome.last_error:
         how = f"{how}: {outcome.last_error}"
-    return "failed", how
+    return "failed", f"{how}; {outcome.gave_up}" if outcome.gave_up else how
 
 
 # ------------------------------------------------------------------ signalling

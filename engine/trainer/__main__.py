@@ -11,6 +11,7 @@ Exit status: 0 completed or stopped, 1 error (after a ``trainer_error`` event), 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ import warnings
 from pathlib import Path
 from types import FrameType
 
-from engine.domain import EXIT_NO_CHECKPOINT
+from engine.domain import EXIT_NO_CHECKPOINT, STACK_DUMP_SIGNAL
 from engine.events import TrainerError
 from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.run.node_outcome import follower_leader, write_node_outcome
@@ -86,6 +87,9 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an SSH hang-up never stops training
+    # The supervisor asks a hung trainer (every rank) for its stacks before killing it: the
+    # dump is written from the signal handler in C, so a deadlocked interpreter still answers.
+    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], all_threads=True, chain=False)
 
 
 def open_link(run: RunDir, args: argparse.Namespace) -> Link:

@@ -21,6 +21,8 @@ Environment (all optional):
   FAKE_TRAINER_PHASES      start-up phases to say before the first step, comma-separated
                            (e.g. "importing,building_op,initialising"; default none)
   FAKE_TRAINER_GATE        a path: after its phases, the first step waits until it exists
+  FAKE_TRAINER_ADVANCE     attempt N starts at step (N - 1) x this + 1 (default 0: every
+                           attempt from step 1): progress that no checkpoint records
 
 An ``InjectChaos`` is applied at the next step boundary: ``chaos_applied`` for it, and
 ``nan_loss`` / ``overflow`` make that many steps' loss NaN (overflow flagged); the other
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import math
 import os
 import signal
@@ -40,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.domain import TelemetrySample
+from engine.domain import STACK_DUMP_SIGNAL, TelemetrySample
 from engine.events import (
     ChaosApplied,
     DirectiveApplied,
@@ -133,6 +136,7 @@ class FakeTrainer:
         nan_at = os.environ.get("FAKE_TRAINER_NAN_AT")
         self.nan_at = int(nan_at) if nan_at else None
         self.event_every = int(_env_float("FAKE_TRAINER_EVENT_EVERY", 0))
+        self.first_step = 1 + (attempt - 1) * int(_env_float("FAKE_TRAINER_ADVANCE", 0))
         self.stop = asyncio.Event()
         self.running = asyncio.Event()  # cleared while paused
         self.running.set()
@@ -230,7 +234,7 @@ class FakeTrainer:
         await self.start_up(event)
         event(started(self.attempt), f"fake trainer attempt {self.attempt}")
         period = 1.0 / self.rate_hz
-        for step in range(1, self.steps + 1):
+        for step in range(self.first_step, self.first_step + self.steps):
             self.step = step
             if not self.running.is_set():
                 await self.hold(event, step - 1)
@@ -253,9 +257,9 @@ class FakeTrainer:
             event(failure, f"fake trainer failing on purpose with code {self.exit_code}")
             return self.exit_code
         if self.stop.is_set():
-            event(TrainerFinished(reason="stopped", step=self.steps), "stopped on request")
+            event(TrainerFinished(reason="stopped", step=self.step), "stopped on request")
         else:
-            event(TrainerFinished(reason="completed", step=self.steps), f"reached step {self.steps}")
+            event(TrainerFinished(reason="completed", step=self.step), f"reached step {self.step}")
         return 0
 
 
@@ -264,6 +268,7 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--attempt", type=int, default=1)
     args = parser.parse_args()
+    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], all_threads=True)  # as the real one
     return asyncio.run(FakeTrainer(args.run_dir, args.attempt).run())
 
 
