@@ -46,11 +46,10 @@ class RestartDecision:
     """Restarts in a row without progress, this one included."""
 
     def limit_reached(self, config: RestartConfig) -> str | None:
-        """The limit that ended the run, in words; None if no restart limit did."""
-        if self.action != "end" or self.streak <= config.max_restarts:
+        """The limit that ended the run, in words; None if no restart limit did (restarts
+        off, ``max_restarts = 0``, is a choice: the trainer's own ending says enough)."""
+        if self.action != "end" or config.max_restarts == 0 or self.streak <= config.max_restarts:
             return None
-        if config.max_restarts == 0:
-            return "restarts are off (restart.max_restarts = 0)"
         return (
             f"restart limit reached: {self.streak - 1} restarts in a row without progress "
             f"(restart.max_restarts = {config.max_restarts})"
