@@ -17,6 +17,19 @@ class RunStarted(Payload):
     run_dir: str
     previous_state: RunState | None = None
     """The state the store held before this supervisor (None: a new run)."""
+    trainer_outlived: bool = False
+    """The previous supervisor died alone: its trainer went on, saved and said so in its
+    spool (not a whole-tree death, such as a reboot)."""
+
+
+class ReportsRecovered(Payload):
+    """What a trainer reported while no supervisor heard it, taken in from its spool."""
+
+    event_type = "reports_recovered"
+    steps: int
+    events: int
+    refused: int = 0
+    attempts: list[int] = Field(default_factory=list)
 
 
 class RunEnded(Payload):

@@ -51,6 +51,7 @@ from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.served import DirectiveRequest
+from engine.supervisor.spool_intake import outlast_orphan, take_in
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
@@ -149,7 +150,7 @@ class Supervisor:
         loop_handler = loop.get_exception_handler()
         loop.set_exception_handler(self._tasks.loop_exception_handler)
         try:
-            before = self._open()
+            before = await self._open()
             try:
                 config = self.config if self.config is not None else self.run.read_config()
             except ConfigError as err:
@@ -184,12 +185,19 @@ class Supervisor:
         except OSError as err:  # a full disk: nothing started yet, and nothing to record it in
             raise SupervisorError(f"cannot write {self.run.pid_file}: {err.strerror or err}") from err
 
-    def _open(self) -> RunMeta:
-        """Open the store and the journal; returns the meta the previous supervisor left."""
-        self._store = Store(self.run.store)
-        self._journal = Journal(self._store, self.consoles)
+    async def _open(self) -> RunMeta:
+        """Open the store, take in what a trainer said after the last supervisor died, open
+        the journal; returns the meta the previous supervisor left."""
+        store = self._store = Store(self.run.store)
+        outlived = await outlast_orphan(self.run, store.read_meta().trainer_pid)
+        intake = take_in(self.run, store)
+        self._journal = Journal(store, self.consoles)
         log.info("supervising %s (pid %d)", self.run.path, os.getpid())
-        return self.journal.begin(self.run.run_id, str(self.run.path), os.getpid())
+        outlived = outlived or intake.reached(store.read_meta().attempt)
+        pid = os.getpid()
+        before = self.journal.begin(self.run.run_id, str(self.run.path), pid, trainer_outlived=outlived)
+        intake.record(self.journal)
+        return before
 
     def _wire(self, config: RunConfig, before: RunMeta) -> None:
         """The parts that the validated config shapes; attempts count on from ``before``."""

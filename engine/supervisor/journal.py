@@ -84,7 +84,7 @@ class Journal:
         self.store.update_meta(state=to)
         self.record(StateChanged(from_state=before, to=to), f"{before} -> {to}")
 
-    def begin(self, run_id: str, run_dir: str, pid: int) -> RunMeta:
+    def begin(self, run_id: str, run_dir: str, pid: int, *, trainer_outlived: bool = False) -> RunMeta:
         """This supervisor takes the run: meta, ``run_started``, state ``starting``.
 
         Returns the meta as the previous supervisor (if any) left it: its attempt and restart
@@ -99,7 +99,12 @@ class Journal:
             restarts=before.restarts,
         )
         self.record(
-            RunStarted(supervisor_pid=pid, run_dir=run_dir, previous_state=before.state),
+            RunStarted(
+                supervisor_pid=pid,
+                run_dir=run_dir,
+                previous_state=before.state,
+                trainer_outlived=trainer_outlived,
+            ),
             f"supervisor pid {pid} serving {run_id}",
         )
         self.state = "starting"

@@ -26,6 +26,7 @@ from engine.domain import EXIT_NO_CHECKPOINT, STACK_DUMP_SIGNAL
 from engine.events import TrainerError
 from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.run.node_outcome import follower_leader, write_node_outcome
+from engine.run.report_spool import SpoolWriter, spool_path
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
 from engine.trainer.startup_phases import StartupPhases
@@ -97,7 +98,8 @@ def open_link(run: RunDir, args: argparse.Namespace) -> Link:
     if args.standalone or launcher_rank() > 0:
         return NullLink()
     client = f"memtui trainer pid {os.getpid()} attempt {args.attempt}"
-    return SocketLink.connect(run.socket, client=client, timeout_s=args.connect_timeout)
+    spool = SpoolWriter(spool_path(run, args.attempt))  # written only once the supervisor is gone
+    return SocketLink.connect(run.socket, client=client, timeout_s=args.connect_timeout, spool=spool)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,9 @@ The supervisor is the run. The trainer says Hello, reads the Welcome, then sends
 StepReport per logged step and a TrainerEvent per happening. A daemon thread reads what the
 supervisor says; a ``TrainerCommand(stop)`` or the socket closing (the supervisor is gone)
 sets ``stop_requested``, and the loop checkpoints and exits at the next step boundary.
+From then on what it sends goes to the attempt's spool (``engine.run.report_spool``),
+after the last lines it had sent, which the dead supervisor may not have stored: the next
+supervisor stores them, so a supervisor's death leaves no hole in the record.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from engine.protocol import (
     decode_server,
     encode,
 )
+from engine.run.report_spool import RECENT_LINES, SpoolWriter
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,9 @@ class NullLink(_EventSender):
 class SocketLink(_EventSender):
     """Connected to a supervisor over ``sock``; use ``SocketLink.connect`` to dial one."""
 
-    def __init__(self, sock: socket.socket, welcome: Welcome | None = None) -> None:
+    def __init__(
+        self, sock: socket.socket, welcome: Welcome | None = None, spool: SpoolWriter | None = None
+    ) -> None:
         self.stop_requested = threading.Event()
         self.pause_requested = threading.Event()
         self.stop_reason = ""
@@ -117,12 +123,22 @@ class SocketLink(_EventSender):
         self._send_lock = threading.Lock()
         self._broken = False
         self._closing = False
+        self._spool = spool  # where lines go once the supervisor is gone (None: dropped)
+        self._recent: deque[bytes] = deque(maxlen=RECENT_LINES)  # sent, maybe never stored
+        self._spooled = False  # the recent lines are in the spool already
         self._reader = threading.Thread(target=self._read_forever, name="memtui-link-reader", daemon=True)
         self._reader.start()
 
     @classmethod
-    def connect(cls, path: Path, client: str = "", timeout_s: float = CONNECT_TIMEOUT_S) -> SocketLink:
-        """Dial the supervisor at ``path`` (retrying until ``timeout_s``), Hello, read Welcome."""
+    def connect(
+        cls,
+        path: Path,
+        client: str = "",
+        timeout_s: float = CONNECT_TIMEOUT_S,
+        spool: SpoolWriter | None = None,
+    ) -> SocketLink:
+        """Dial the supervisor at ``path`` (retrying until ``timeout_s``), Hello, read Welcome;
+        ``spool``: where to report once the supervisor is gone."""
         sock = _dial(path, timeout_s)
         try:
             sock.settimeout(timeout_s)
@@ -133,24 +149,43 @@ class SocketLink(_EventSender):
         except Exception:
             sock.close()
             raise
-        return cls(sock, welcome)
+        return cls(sock, welcome, spool)
 
     def send(self, message: BaseModel) -> None:
-        """Write one NDJSON line; after the supervisor is gone, sends are dropped."""
-        if self._broken:
-            return
+        """Write one NDJSON line; after the supervisor is gone, to the spool (if any)."""
         data = encode(message)
         with self._send_lock:
-            try:
-                self._sock.sendall(data)
-            except OSError as err:  # includes socket.timeout
-                self._lost(f"send failed: {err}")
+            self._recent.append(data)
+            if not self._broken:
+                try:
+                    self._sock.sendall(data)
+                    return
+                except OSError as err:  # includes socket.timeout
+                    self._lost(f"send failed: {err}")
+            self._to_spool([data])
 
     def close(self) -> None:
         self._closing = True  # what the reader sees next is our own doing, not a lost supervisor
+        with self._send_lock:
+            if self._broken:
+                self._to_spool([])  # the recent lines, if nothing was sent since the loss
+            if self._spool is not None:
+                self._spool.close()
         with contextlib.suppress(OSError):  # already shut down by the peer
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+
+    def _to_spool(self, lines: list[bytes]) -> None:
+        """Append ``lines`` to the spool, after the recent ones the first time (under the lock)."""
+        if self._spool is None:
+            return
+        if not self._spooled:
+            self._spooled = True
+            lines = list(self._recent)  # ends with ``lines``: appended before sending
+        try:
+            self._spool.write(lines)
+        except OSError as err:  # a full disk: the lines are lost, training goes on
+            log.warning("could not spool %d report line(s) to %s: %s", len(lines), self._spool.path, err)
 
     # ------------------------------------------------------------------ reading
 

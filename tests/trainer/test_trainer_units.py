@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import socket
+import stat
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +17,7 @@ from engine.config_file import build_run_config, deep_merge
 from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
 from engine.events import FreshStart, RunPaused, TrainerFinished
 from engine.protocol import TrainerCommand, TrainerEvent, decode_client, encode
+from engine.run.report_spool import SpoolWriter, spool_lines
 from engine.trainer.checkpoint import tags_to_prune
 from engine.trainer.corpus import ByteCorpus, read_corpus
 from engine.trainer.link import NullLink, SocketLink
@@ -264,6 +267,34 @@ def test_socket_link_stops_when_the_supervisor_hangs_up() -> None:
     assert link.stop_requested.wait(5)
     link.event(TrainerFinished(reason="stopped", step=1))  # dropped, not raised
     link.close()
+
+
+def test_a_link_whose_supervisor_is_gone_spools_its_recent_and_later_lines(tmp_path: Path) -> None:
+    ours, theirs = socket.socketpair()
+    spool = SpoolWriter(tmp_path / "spool" / "trainer-1.ndjson")
+    link = SocketLink(ours, spool=spool)
+    link.event(RunPaused(step=7), "heard, maybe never stored")
+    _drain_one(theirs)
+    assert not spool.path.exists()  # nothing spooled while the supervisor is there
+    theirs.close()
+    assert link.stop_requested.wait(5)
+    link.event(TrainerFinished(reason="stopped", step=8), "after the loss")
+    link.close()
+    kinds = [decode_client(line).data for line in spool_lines(spool.path)]  # type: ignore[union-attr]
+    assert kinds == [{"step": 7}, {"reason": "stopped", "step": 8}]  # the recent line first, once
+    assert stat.S_IMODE(spool.path.stat().st_mode) == 0o600
+
+
+def test_a_link_lost_with_nothing_sent_after_spools_the_recent_lines_at_close(tmp_path: Path) -> None:
+    ours, theirs = socket.socketpair()
+    spool = SpoolWriter(tmp_path / "trainer-2.ndjson")
+    link = SocketLink(ours, spool=spool)
+    link.event(RunPaused(step=3))
+    _drain_one(theirs)
+    theirs.close()
+    assert link.stop_requested.wait(5)
+    link.close()
+    assert len(spool_lines(spool.path)) == 1
 
 
 def test_null_link_records() -> None:
