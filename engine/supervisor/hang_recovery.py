@@ -70,10 +70,12 @@ class HangRecovery:
         self.hang.on_step(self._now())
 
     def watching(self) -> bool:
-        """A trainer runs that should be stepping: not stopping, not held, not paused."""
+        """A trainer runs that should be stepping: not stopping, not held, not paused, and its
+        steps come here (a follower node's ranks report to node 0's supervisor)."""
         attempts = self.attempts
         return (
-            attempts.pid is not None
+            not attempts.follower
+            and attempts.pid is not None
             and attempts.stop_reason is None
             and not attempts.held
             and self.journal.state not in ("paused", "stopping")
