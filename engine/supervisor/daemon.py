@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
@@ -50,6 +49,7 @@ from engine.supervisor.consoles import Consoles
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.served import DirectiveRequest
+from engine.supervisor.stop_signals import install_stop_signals
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
@@ -157,7 +157,8 @@ class Supervisor:
             self._wire(config, before)
             await self._listen()
             if handle_signals:
-                self._install_signal_handlers()
+                attempts = self.attempts  # a second signal while stopping kills the trainer
+                install_stop_signals(lambda: attempts.stop_reason is not None, attempts.stop, attempts.kill)
             self.serving.set()
             await self._finish(await self.attempts.run_to_end())
             return 0
@@ -274,21 +275,6 @@ class Supervisor:
         self._spawn(self.alerts.run(), "alert timers")
         assert self._chaos is not None
         self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
-
-    def _install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_stop_signal, sig.name)
-        # SIGHUP must never end a run; a handler (unlike SIG_IGN) is not inherited by the trainer.
-        loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored")
-
-    def _on_stop_signal(self, name: str) -> None:
-        if self.attempts.stop_reason is None:
-            log.info("%s: stopping the run", name)
-            self.request_stop(f"{name} received")
-        else:
-            log.warning("%s again while stopping: killing the trainer now", name)
-            self.attempts.kill()
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)
