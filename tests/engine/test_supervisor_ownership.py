@@ -1,8 +1,8 @@
 """One supervisor per run: the run directory's lock, held for the supervisor's life.
 
 A second supervisor on a held run leaves at once naming the owner, having touched nothing
-of the run; the lock goes when the supervisor goes (SIGKILL included) and never with its
-trainer.
+of the run; a supervisor removes only the socket it bound; the lock goes when the supervisor
+goes (SIGKILL included) and never with its trainer.
 """
 
 from __future__ import annotations
@@ -96,6 +96,20 @@ async def test_the_run_is_locked_while_served_and_never_by_its_trainer(
     assert await running.result(60) == 0
     assert recorded_owner(run) is None and not run.pid_file.exists()
     Ownership.take(run).release()  # let go at the end
+
+
+async def test_a_supervisor_removes_only_the_socket_it_bound(
+    run: RunDir, start, fake_env, wait_until
+) -> None:
+    running = await start()
+    await wait_until(lambda: running.supervisor.latest, "the trainer's first step")  # connected
+    run.socket.unlink()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.bind(str(run.socket))  # someone else's socket where ours was
+        theirs = run.socket.lstat().st_ino
+        running.supervisor.request_stop("test")
+        assert await running.result(60) == 0
+        assert run.socket.is_socket() and run.socket.lstat().st_ino == theirs
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/fd")
