@@ -6,7 +6,7 @@ object has a ``kind`` that selects its model in a discriminated union; one modul
 
 Conversation::
 
-    client -> Hello(protocol, role, replay_from)      server -> Welcome(run_id, state, last_seq, thresholds)
+    client -> Hello(protocol, role, replay_from)      server -> Welcome(supervisor_pid, run_id, state, ...)
                                                       server -> EventMessage* (replay, in seq order)
     client -> Status/Stop/Ping/Replay(id=...)         server -> Ok(id, result) | Error(id, reason)
                                                       server -> Telemetry (coalesced, ~10 Hz)
@@ -233,6 +233,9 @@ class Welcome(_Message):
     state: RunState
     last_seq: int = Field(ge=0)
     """Newest event seq in the store when the client joined."""
+    supervisor_pid: int | None = Field(None, ge=1)
+    """The process that answers: ``memtui run``/``resume`` check that it is the supervisor
+    they started. None from a supervisor that does not say."""
     thresholds: Thresholds | None = None
     """The run's memory and loss-scale levels (``RunConfig.thresholds()``); None from a
     supervisor that does not send them or cannot read its config: the console then uses

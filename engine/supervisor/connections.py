@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -240,6 +241,7 @@ class ConnectionServer:
 
     def _welcome(self) -> Welcome:
         return Welcome(
+            supervisor_pid=os.getpid(),  # the CLI that started us checks it is us that answers
             run_id=self.run_id,
             state=self.served.state,
             last_seq=self.store.last_seq(),

@@ -238,3 +238,10 @@ def test_arbitrary_json_only_raises_protocol_error(value: object) -> None:
             decode(line)
         except ProtocolError as err:
             assert err.reason
+
+
+def test_a_welcome_names_the_supervisor_or_nothing() -> None:
+    sent = Welcome(run_id="r", state="running", last_seq=0, supervisor_pid=4321)
+    assert decode_server(encode(sent)).supervisor_pid == 4321  # type: ignore[union-attr]
+    old = b'{"kind": "welcome", "protocol": 1, "run_id": "r", "state": "running", "last_seq": 0}'
+    assert decode_server(old).supervisor_pid is None  # type: ignore[union-attr]  # an older supervisor
