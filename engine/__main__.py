@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Serve RUN_DIR/engine.sock, launch the trainer (or $MEMTUI_TRAINER_CMD, with the run "
             "dir and --attempt N appended), record everything in RUN_DIR/telemetry.sqlite. "
-            "SIGTERM/SIGINT stop the run gracefully; SIGHUP is ignored."
+            "SIGTERM/SIGINT stop the run gracefully; SIGHUP is ignored. One supervisor serves a "
+            "run: another started on it exits at once with status 2, naming the one that serves it."
         ),
     )
     supervise.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory (holds run.json)")

@@ -6,7 +6,7 @@ object has a ``kind`` that selects its model in a discriminated union; one modul
 
 Conversation::
 
-    client -> Hello(protocol, role, replay_from)      server -> Welcome(run_id, state, last_seq, thresholds)
+    client -> Hello(protocol, role, replay_from)      server -> Welcome(supervisor_pid, run_id, state, ...)
                                                       server -> EventMessage* (replay, in seq order)
     client -> Status/Stop/Ping/Replay(id=...)         server -> Ok(id, result) | Error(id, reason)
                                                       server -> Telemetry (coalesced, ~10 Hz)
@@ -19,7 +19,8 @@ Anything malformed (bad JSON, over-long line, nesting too deep, an integer over 
 unknown kind, wrong types, wrong version) gets an ``Error`` naming the reason; the server
 and its other clients go on. Decoding is total: any bytes give a message or a
 ``ProtocolError`` (JSON itself is read by ``engine.wire_json``), and a reason quotes at
-most a few characters of the input. Torch-free.
+most a few characters of the input. The integers and booleans declared here take their own
+JSON type only: ``true`` or ``1.0`` is no protocol version, and ``1`` no boolean. Torch-free.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+)
 
 from engine import wire_json
 from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
@@ -66,13 +76,13 @@ class Hello(_Message):
     """First line of every connection."""
 
     kind: Literal["hello"] = "hello"
-    protocol: int
+    protocol: StrictInt
     role: Role = "console"
     client: str = Field("", max_length=128)
     """Free text for logs, e.g. "memtui 0.1.0 console"."""
-    replay_from: int | None = Field(None, ge=0)
+    replay_from: StrictInt | None = Field(None, ge=0)
     """Send every event with seq > replay_from after the Welcome; None sends none."""
-    telemetry: bool = True
+    telemetry: StrictBool = True
     """Stream coalesced telemetry to this client."""
 
 
@@ -95,7 +105,7 @@ class Pause(_Message):
 
     kind: Literal["pause"] = "pause"
     id: RequestId
-    paused: bool = True
+    paused: StrictBool = True
     reason: str = Field("operator", max_length=256)
 
 
@@ -109,7 +119,7 @@ class Replay(_Message):
 
     kind: Literal["replay"] = "replay"
     id: RequestId
-    since: int = Field(ge=0)
+    since: StrictInt = Field(ge=0)
 
 
 class StepReport(_Message):
@@ -142,7 +152,7 @@ class DirectiveView(_Message):
     """Who proposed it: ``rules``, ``command:...``, ``http:...``, ``operator``."""
     created_at: float
     expires_at: float | None = None
-    step: int = Field(0, ge=0)
+    step: StrictInt = Field(0, ge=0)
     """The step whose telemetry it was based on."""
     requested: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
     """What the planner asked for."""
@@ -173,7 +183,9 @@ class Clamp(_Message):
     kind: Literal["clamp"] = "clamp"
     id: RequestId
     directive_id: str = Field(min_length=1, max_length=64)
-    values: dict[DirectiveField, DirectiveValue]
+    values: dict[DirectiveField, StrictInt | StrictFloat]
+    """As sent: a bool or a string is refused here, a float for an integer field by the
+    directive's own validation (which names the field)."""
 
 
 class Reject(_Message):
@@ -228,11 +240,14 @@ ClientMessage = Annotated[
 
 class Welcome(_Message):
     kind: Literal["welcome"] = "welcome"
-    protocol: int = PROTOCOL_VERSION
+    protocol: StrictInt = PROTOCOL_VERSION
     run_id: str
     state: RunState
-    last_seq: int = Field(ge=0)
+    last_seq: StrictInt = Field(ge=0)
     """Newest event seq in the store when the client joined."""
+    supervisor_pid: StrictInt | None = Field(None, ge=1)
+    """The process that answers: ``memtui run``/``resume`` check that it is the supervisor
+    they started. None from a supervisor that does not say."""
     thresholds: Thresholds | None = None
     """The run's memory and loss-scale levels (``RunConfig.thresholds()``); None from a
     supervisor that does not send them or cannot read its config: the console then uses
@@ -265,7 +280,7 @@ class Telemetry(_Message):
     kind: Literal["telemetry"] = "telemetry"
     sample: TelemetrySample
     state: RunState
-    coalesced: int = Field(0, ge=0)
+    coalesced: StrictInt = Field(0, ge=0)
 
 
 class Hardware(_Message):
@@ -344,9 +359,17 @@ def encode(message: BaseModel) -> bytes:
     return message.model_dump_json().encode("utf-8") + b"\n"
 
 
+def _wire_size(line: bytes | str) -> int:
+    """The bytes ``line`` takes on the wire: UTF-8, its newline included (counted when the
+    caller has already cut it off)."""
+    data = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+    return len(data) if data.endswith(b"\n") else len(data) + 1
+
+
 def _validate(adapter: TypeAdapter[Any], line: bytes | str, max_depth: int) -> Any:
-    if len(line) > MAX_LINE_BYTES:
-        raise LineTooLong(f"line of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit")
+    size = _wire_size(line)
+    if size > MAX_LINE_BYTES:
+        raise LineTooLong(f"line of {size} bytes (newline included) exceeds the {MAX_LINE_BYTES}-byte limit")
     try:
         raw = wire_json.parse(line, max_depth)
     except wire_json.WireJsonError as err:
@@ -416,18 +439,23 @@ def check_hello(message: ClientMessage) -> Hello:
 async def read_line(reader: asyncio.StreamReader) -> bytes | None:
     """Next line without its newline, or None at EOF.
 
-    Raises LineTooLong after discarding the rest of an over-long line, so the caller can
-    answer with an Error and keep reading. The reader's ``limit`` must be MAX_LINE_BYTES
-    (see ``open_stream_limit``).
+    Raises LineTooLong for a line over MAX_LINE_BYTES (its newline included) after
+    discarding the rest of it, so the caller can answer with an Error and keep reading. The
+    reader's ``limit`` should be STREAM_LIMIT: asyncio then refuses an over-long line before
+    buffering all of it (with a larger limit the line is read whole, then refused here).
     """
     try:
         line = await reader.readuntil(b"\n")
     except asyncio.IncompleteReadError as err:
-        return err.partial or None  # a last line without newline still counts
+        line = err.partial  # a last line without newline still counts
+        if not line:
+            return None
     except asyncio.LimitOverrunError:
         await _discard_line(reader)
         raise LineTooLong(f"line exceeds the {MAX_LINE_BYTES}-byte limit") from None
-    return line[:-1]
+    if _wire_size(line) > MAX_LINE_BYTES:
+        raise LineTooLong(f"line exceeds the {MAX_LINE_BYTES}-byte limit")
+    return line.removesuffix(b"\n")
 
 
 async def _discard_line(reader: asyncio.StreamReader) -> None:
@@ -441,4 +469,7 @@ async def _discard_line(reader: asyncio.StreamReader) -> None:
             return
 
 
-STREAM_LIMIT = MAX_LINE_BYTES  # pass as ``limit=`` to asyncio.open_unix_connection / start_unix_server
+# Pass as ``limit=`` to asyncio.open_unix_connection / start_unix_server. asyncio's limit
+# counts the bytes before the newline: MAX_LINE_BYTES - 1 of them and the newline make the
+# longest line, and the last line of a stream (no newline) may have as many.
+STREAM_LIMIT = MAX_LINE_BYTES - 1

@@ -19,6 +19,8 @@ from engine.run.directory import list_runs, pid_alive
 from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
+CHECKOUT = str(Path(__file__).resolve().parents[1])
+"""The repository these tests belong to: the CLI they start imports its code first."""
 
 
 def throwaway_home(prefix: str) -> Iterator[Path]:
@@ -37,9 +39,16 @@ def throwaway_home(prefix: str) -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def cli_environment(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with ``MEMTUI_HOME=home``, ``env`` and the checkout first on
+    ``PYTHONPATH``: the ``memtui`` script may belong to an install of another checkout."""
+    path = os.pathsep.join(p for p in (CHECKOUT, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "MEMTUI_HOME": str(home), **(env or {})}
+
+
 def memtui(
     home: Path, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``memtui ARGS`` with ``MEMTUI_HOME=home``; output captured as text."""
-    full_env = {**os.environ, "MEMTUI_HOME": str(home), **(env or {})}
+    full_env = cli_environment(home, env)
     return subprocess.run([MEMTUI, *args], env=full_env, capture_output=True, text=True, timeout=timeout)

@@ -13,6 +13,7 @@ request records is sent before its answer).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -112,6 +113,7 @@ async def test_welcome_then_replay_after_the_seq_in_order_without_duplicates(eng
     await engine.start()
     first, welcome, replayed = await welcomed(engine, replay_from=0)
     assert welcome.protocol == PROTOCOL_VERSION and welcome.run_id == engine.run.run_id
+    assert welcome.supervisor_pid == os.getpid()  # who answers: both engines run in this process
     assert welcome.state == "running" and isinstance(welcome.thresholds, Thresholds)
     assert kinds(replayed) == ["event"] * welcome.last_seq
     assert [e.seq for e in events_of(replayed)] == list(range(1, welcome.last_seq + 1))

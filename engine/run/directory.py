@@ -4,6 +4,7 @@
 
     run.json              the RunConfig as validated (plus run_id, created_at)
     engine.sock           the supervisor's socket (0600; the run dir is 0700)
+    supervisor.lock       locked (flock) by the one supervisor serving the run; names its pid
     supervisor.pid        pid of the live supervisor (removed when it ends)
     telemetry.sqlite      steps, events, run state (WAL)
     checkpoints/          DeepSpeed tags
@@ -70,6 +71,11 @@ class RunDir:
     @property
     def socket(self) -> Path:
         return self.path / "engine.sock"
+
+    @property
+    def lock_file(self) -> Path:
+        """Held by the supervisor that serves the run, for its life (``engine.run.ownership``)."""
+        return self.path / "supervisor.lock"
 
     @property
     def pid_file(self) -> Path:

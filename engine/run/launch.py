@@ -4,7 +4,11 @@
 its own session and process group (``start_new_session``), stdin from /dev/null, its
 output appended to ``logs/supervisor.log`` (0600) and the private umask (files it creates
 are 0600, directories 0700): a closed terminal, an SSH hang-up or SIGHUP never reaches it.
-Torch-free, so ``memtui run`` stays quick.
+
+Only one supervisor serves a run (``engine.run.ownership``): one started while another
+holds the run leaves at once. ``wait_until_serving`` therefore trusts a Welcome only from
+the supervisor it waits for, and says ``AlreadyServed`` (naming the owner) when its own
+left and another answers instead. Torch-free, so ``memtui run`` stays quick.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 import engine
 from engine import protocol
 from engine.run.directory import PRIVATE_FILE, PRIVATE_UMASK, RunDir, pid_alive
+from engine.run.ownership import recorded_owner
 
 LOG_TAIL_BYTES = 4000  # of supervisor.log quoted in a start failure
 POLL_S = 0.05  # between connection attempts
@@ -31,6 +36,15 @@ _spawned: dict[int, subprocess.Popen[bytes]] = {}
 
 class LaunchError(RuntimeError):
     """The supervisor did not come up; the message carries the tail of its log."""
+
+
+class AlreadyServed(LaunchError):
+    """The supervisor started for ``run`` left because another (``owner``) serves the run:
+    the run is served, only not by the process that was started."""
+
+    def __init__(self, run: RunDir, owner: int) -> None:
+        super().__init__(f"{run.run_id} already served by pid {owner}")
+        self.owner = owner
 
 
 def supervisor_command(run: RunDir, extra_args: Sequence[str] = ()) -> list[str]:
@@ -68,18 +82,30 @@ def spawn_supervisor(
 def wait_until_serving(run: RunDir, pid: int, timeout: float = 30.0) -> None:
     """Block until the supervisor ``pid`` answers a Hello on ``run.socket`` with a Welcome.
 
-    Raises LaunchError (with the tail of supervisor.log) if it died or ``timeout`` seconds
-    passed first.
+    Raises AlreadyServed if ``pid`` left because another supervisor owns the run and that
+    one answers; LaunchError (with the tail of supervisor.log) if ``pid`` died otherwise or
+    ``timeout`` seconds passed first. A Welcome that names no pid (a supervisor too old to
+    say) is taken as ``pid``'s.
     """
     deadline = time.monotonic() + timeout
     last_problem = "socket not there yet"
     while True:
-        problem = _hello_problem(run)
-        if problem is None:
-            return
-        last_problem = problem
-        if not pid_alive(pid):
-            raise LaunchError(f"supervisor (pid {pid}) exited before serving {run.socket}\n{log_tail(run)}")
+        answer = _greeting(run)
+        if isinstance(answer, protocol.Welcome):
+            serving = answer.supervisor_pid
+            if serving is None or serving == pid:
+                return
+            last_problem = f"answered by supervisor pid {serving}"
+            if not pid_alive(pid):
+                raise AlreadyServed(run, serving)
+        else:
+            last_problem = answer
+            # Gone: a failure, unless the run's lock names another live process, which owns the
+            # run and may still be on its way to serving (its Welcome then names it).
+            if not pid_alive(pid) and recorded_owner(run) is None:
+                raise LaunchError(
+                    f"supervisor (pid {pid}) exited before serving {run.socket}\n{log_tail(run)}"
+                )
         if time.monotonic() >= deadline:
             raise LaunchError(
                 f"supervisor (pid {pid}) not serving {run.socket} after {timeout:.0f} s "
@@ -88,8 +114,8 @@ def wait_until_serving(run: RunDir, pid: int, timeout: float = 30.0) -> None:
         time.sleep(POLL_S)
 
 
-def _hello_problem(run: RunDir) -> str | None:
-    """None if a Hello on the run's socket is answered by a Welcome, else what went wrong."""
+def _greeting(run: RunDir) -> protocol.Welcome | str:
+    """The Welcome a Hello on the run's socket is answered with, else what went wrong."""
     hello = protocol.Hello(
         protocol=protocol.PROTOCOL_VERSION,
         role="cli",
@@ -108,12 +134,12 @@ def _hello_problem(run: RunDir) -> str | None:
     if not line:
         return "connection closed before a welcome"
     try:
-        answer = protocol.decode_server(line.rstrip(b"\n"))
+        answer = protocol.decode_server(line)
     except protocol.ProtocolError as err:
         return f"bad answer: {err.reason}"
     if isinstance(answer, protocol.Error):
         raise LaunchError(f"supervisor refused the hello: {answer.reason}")
-    return None if isinstance(answer, protocol.Welcome) else f"expected welcome, got {answer.kind}"
+    return answer if isinstance(answer, protocol.Welcome) else f"expected welcome, got {answer.kind}"
 
 
 def log_tail(run: RunDir, limit: int = LOG_TAIL_BYTES) -> str:

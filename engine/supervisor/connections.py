@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -116,6 +117,7 @@ class ConnectionServer:
         """The connected trainer, if any."""
         self._server: asyncio.AbstractServer | None = None
         self._path: Path | None = None
+        self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket file we bound
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pacer = DirectivePacer()  # paces directive requests from all consoles together
         self._log_budget = LogBudget()  # bad-input log lines, all connections together
@@ -146,28 +148,38 @@ class ConnectionServer:
         return True
 
     async def listen(self, path: Path) -> None:
-        """Serve ``path`` (mode 0600); a socket file left there is stale (we hold the pid file)."""
+        """Serve ``path`` (mode 0600); a socket file left there is stale (we own the run's lock)."""
         if path.exists() or path.is_symlink():
             path.unlink()
         self._server = await asyncio.start_unix_server(
             self._on_connect, path=str(path), limit=STREAM_LIMIT, backlog=listen_backlog()
         )
         self._path = path
+        bound = path.lstat()
+        self._bound = (bound.st_dev, bound.st_ino)
         path.chmod(0o600)  # the 0700 run dir already covers the moment before this
 
     async def close(self) -> None:
-        """Stop listening, remove the socket, close every connection."""
+        """Stop listening, remove our socket, close every connection."""
         if self._server is not None:
             self._server.close()
-            if self._path is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    self._path.unlink()
+            self._remove_socket()
         await self.consoles.close()
         if self.trainer is not None:
             self.trainer.writer.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _remove_socket(self) -> None:
+        """Unlink the socket file if it is still the one we bound: one found there instead
+        (another supervisor's) is left alone."""
+        if self._path is None or self._bound is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            found = self._path.lstat()
+            if (found.st_dev, found.st_ino) == self._bound:
+                self._path.unlink()
 
     # -------------------------------------------------------------- any connection
 
@@ -229,6 +241,7 @@ class ConnectionServer:
 
     def _welcome(self) -> Welcome:
         return Welcome(
+            supervisor_pid=os.getpid(),  # the CLI that started us checks it is us that answers
             run_id=self.run_id,
             state=self.served.state,
             last_seq=self.store.last_seq(),

@@ -1,12 +1,13 @@
 """The supervisor: the asyncio daemon that is the run (``python -m engine supervise RUN_DIR``).
 
-It takes the run directory (pid file), opens the store, reads and validates ``run.json``
-once, then wires the parts: the journal (events stored then fanned out, the run's state),
-the connection server (consoles and the trainer on ``engine.sock``), the trainer attempts
-(launch, stop, restart), alerts and health, directives and planners, chaos (injections,
-their recovery, the schedule). It runs attempts until one ends the run and records the
-ending. A run.json that cannot be used ends the run as failed with the reason before
-anything starts. Torch-free, so it starts in a blink and
+It takes the run directory first (its lock, held for the supervisor's life, then the pid
+file: ``engine.run.ownership``; a second supervisor leaves before touching anything), opens
+the store, reads and validates ``run.json`` once, then wires the parts: the journal (events
+stored then fanned out, the run's state), the connection server (consoles and the trainer
+on ``engine.sock``), the trainer attempts (launch, stop, restart), alerts and health,
+directives and planners, chaos (injections, their recovery, the schedule). It runs attempts
+until one ends the run and records the ending. A run.json that cannot be used ends the run
+as failed with the reason before anything starts. Torch-free, so it starts in a blink and
 survives whatever the trainer does.
 
 What the disk does is survived too: a store that cannot write holds training until it can
@@ -22,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
@@ -37,8 +37,8 @@ from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
-from engine.run.durable_file import replace_atomically
 from engine.run.meta import RunMeta
+from engine.run.ownership import Ownership, OwnershipRefused
 from engine.run.status import RunIdentity, compose_status, node_role, rank_report, save_report
 from engine.run.store import Store
 from engine.run.throughput import ThroughputTally, throughput_or_none
@@ -52,6 +52,7 @@ from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
+from engine.supervisor.stop_signals import install_stop_signals
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
@@ -104,6 +105,7 @@ class Supervisor:
         self._outage: StorageOutage | None = None
         self._chaos: chaos.ChaosDesk | None = None
         self._hangs: HangRecovery | None = None
+        self._ownership: Ownership | None = None  # the run directory's lock, from _claim to _close
         self._tasks = BackgroundTasks(self._task_failed)
         self._failure: str | None = None  # why the run ends as failed, whatever the trainer did
 
@@ -160,7 +162,8 @@ class Supervisor:
             self._wire(config, before)
             await self._listen()
             if handle_signals:
-                self._install_signal_handlers()
+                attempts = self.attempts  # a second signal while stopping kills the trainer
+                install_stop_signals(lambda: attempts.stop_reason is not None, attempts.stop, attempts.kill)
             self.serving.set()
             await self._finish(await self.attempts.run_to_end())
             return 0
@@ -175,15 +178,14 @@ class Supervisor:
             loop.set_exception_handler(loop_handler)
 
     def _claim(self) -> None:
-        """Take the run dir: refuse if another live supervisor holds it, else write our pid."""
+        """Take the run dir before anything of it is written: its lock, then the pid file.
+        Another supervisor holding it (or a lock or pid file the disk refuses) is a
+        SupervisorError, with the store, the socket and the pid file left as they are."""
         self.run.ensure_layout()
-        other = self.run.supervisor_pid()
-        if other is not None and other != os.getpid():
-            raise SupervisorError(f"{self.run.path} is already served by supervisor pid {other}")
         try:
-            replace_atomically(self.run.pid_file, f"{os.getpid()}\n".encode())
-        except OSError as err:  # a full disk: nothing started yet, and nothing to record it in
-            raise SupervisorError(f"cannot write {self.run.pid_file}: {err.strerror or err}") from err
+            self._ownership = Ownership.take(self.run)
+        except OwnershipRefused as err:
+            raise SupervisorError(str(err)) from None
 
     async def _open(self) -> RunMeta:
         """Open the store, take in what a trainer said after the last supervisor died, open
@@ -288,21 +290,6 @@ class Supervisor:
         assert self._hangs is not None
         self._spawn(self._hangs.run(), "hang watch", essential=True)
 
-    def _install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_stop_signal, sig.name)
-        # SIGHUP must never end a run; a handler (unlike SIG_IGN) is not inherited by the trainer.
-        loop.add_signal_handler(signal.SIGHUP, log.info, "SIGHUP ignored")
-
-    def _on_stop_signal(self, name: str) -> None:
-        if self.attempts.stop_reason is None:
-            log.info("%s: stopping the run", name)
-            self.request_stop(f"{name} received")
-        else:
-            log.warning("%s again while stopping: killing the trainer now", name)
-            self.attempts.kill()
-
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)
         if self._failure is not None:  # the supervisor ended it (its store, a task it needs)
@@ -316,7 +303,8 @@ class Supervisor:
         await self.consoles.drain(CLIENT_DRAIN_S)
 
     async def _close(self) -> None:
-        """Release everything; the run dir is left without socket and pid file."""
+        """Release everything; the run dir is left without its socket and pid file, and the
+        lock goes last (a next supervisor starts only once this one has finished)."""
         if self._outage is not None:
             await self._outage.settle()  # the ending, if the store still refuses it
         if self._attempts is not None:
@@ -331,9 +319,8 @@ class Supervisor:
         await self._tasks.close()
         if self._store is not None:
             self._store.close()
-        with contextlib.suppress(OSError, ValueError):
-            if int(self.run.pid_file.read_text().strip()) == os.getpid():
-                self.run.pid_file.unlink()
+        if self._ownership is not None:
+            self._ownership.release()
 
     def _spawn(self, coro: Any, name: str | None = None, *, essential: bool = False) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, name, essential=essential)

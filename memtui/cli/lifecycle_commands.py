@@ -2,7 +2,10 @@
 ``resume`` and ``stop``.
 
 A run is its detached supervisor: ``run`` and ``resume`` start one and wait until it serves,
-then open the console unless ``--detach``; closing the console leaves the run going.
+then open the console unless ``--detach``; closing the console leaves the run going. Only
+the supervisor they started counts as started: when it left because another serves the run
+(several ``resume`` at once), they say ``RUN already served by pid N`` and go on as for a
+live run (exit 0, or the console).
 ``stop`` asks the supervisor to finish the step, checkpoint and exit, waits for it, and
 says how it ended: a final save that failed and the newest verified checkpoint included
 (``memtui.cli.ending_report``).
@@ -134,7 +137,8 @@ def add_resume_parser(sub: Any) -> None:
         description=(
             "Start an interrupted (or stopped, or failed) run again in the same run directory, "
             "with its history, from its newest checkpoint that verifies. Refuses if checkpoints "
-            "exist but none verifies, unless --fresh."
+            "exist but none verifies, unless --fresh. If another resume got there first, names "
+            "the supervisor serving the run and exits 0."
         ),
     )
     add_run(resume, "the newest run")
@@ -218,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def start_run(config: RunConfig) -> RunDir:
     """Create the run directory, start its supervisor detached, wait until it serves."""
     from engine.run.directory import RunDir
-    from engine.run.launch import LaunchError, spawn_supervisor, wait_until_serving
+    from engine.run.launch import AlreadyServed, LaunchError, spawn_supervisor, wait_until_serving
 
     try:
         run = RunDir.create(config)
@@ -227,6 +231,8 @@ def start_run(config: RunConfig) -> RunDir:
     pid = spawn_supervisor(run)
     try:
         wait_until_serving(run, pid)
+    except AlreadyServed as err:  # a resume of the new run got there first: it is served
+        print(err, file=sys.stderr)
     except LaunchError as err:
         raise CliError(f"the run did not start: {err}") from None
     return run
@@ -241,23 +247,31 @@ def _print_started(run: RunDir, *, as_json: bool) -> None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from engine.run.launch import LaunchError
+    """Start the run again; "already served" (exit 0) when a concurrent resume's supervisor
+    took it first. ``--json``: run_id, run_dir, supervisor_pid (the one serving the run),
+    from_step (null when another supervisor resumed it) and already_served."""
+    from engine.run.launch import AlreadyServed, LaunchError
     from memtui.cli.resolver import require_run
     from memtui.cli.resumption import ResumeRefused, resume_run
 
     run = require_run(args.run, live=False)
+    served = {"run_id": run.run_id, "run_dir": str(run.path)}
     try:
         pid, plan = resume_run(run, fresh=args.fresh, ranks=args.ranks)
     except ResumeRefused as err:
         raise CliError(f"{run.run_id}: cannot resume: {err}") from None
+    except AlreadyServed as err:
+        other = {"supervisor_pid": err.owner, "from_step": None, "already_served": True}
+        print(json.dumps({**served, **other}, indent=2) if args.json else str(err))
+        return 0 if args.detach else open_console(run, args.theme)
     except LaunchError as err:
         raise CliError(f"the run did not start: {err}") from None
     for skipped in plan.skipped:
         print(f"skipping {skipped}", file=sys.stderr)
     where = f"step {plan.from_step}" if plan.from_step is not None else "step 0 (fresh start)"
     if args.json:
-        started = {"run_id": run.run_id, "run_dir": str(run.path), "supervisor_pid": pid}
-        print(json.dumps({**started, "from_step": plan.from_step}, indent=2))
+        ours = {"supervisor_pid": pid, "from_step": plan.from_step, "already_served": False}
+        print(json.dumps({**served, **ours}, indent=2))
     else:
         print(f"resumed {run.run_id} from {where} (supervisor pid {pid})")
     return 0 if args.detach else open_console(run, args.theme)

@@ -3,7 +3,9 @@
 
 Checks first, so that the answer is immediate: no live supervisor, no old trainer still
 writing, and a checkpoint that verifies (or none ever committed, or ``--fresh``). The
-supervisor then starts and its trainer resumes from the newest verified checkpoint.
+supervisor then starts and its trainer resumes from the newest verified checkpoint. When
+several resumes race past the checks, one supervisor takes the run and the others leave
+at once: their callers get ``AlreadyServed`` naming the one that serves it.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
 def resume_run(run: RunDir, fresh: bool, ranks: int | None = None) -> tuple[int, ResumeCheck]:
     """Check, start the supervisor again and wait until it serves: (its pid, the plan).
     ``ranks``: resume at this many ranks (the trainer converts a ZeRO checkpoint written by
-    another number). Raises ResumeRefused, or LaunchError if it did not come up."""
+    another number). Raises ResumeRefused, AlreadyServed if another supervisor took the run
+    meanwhile (a concurrent resume), or LaunchError if it did not come up."""
     from engine.run.launch import spawn_supervisor, wait_until_serving
 
     plan = check_resumable(run, fresh=fresh)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,44 @@ def test_second_supervisor_on_a_served_run_is_refused(run: RunDir, spawned: list
     )
     assert second.returncode == 2 and f"already served by supervisor pid {pid}" in second.stdout
     launch.wait_until_serving(run, pid, timeout=5)  # the first one is untouched
+
+
+RACERS = 8  # supervisors started at once on one run
+
+
+def test_supervisors_started_at_once_on_a_stopped_run_leave_one_serving(
+    run: RunDir, spawned: list[int], tmp_path: Path
+) -> None:
+    """What several ``memtui resume`` at once do, without their checks first: one supervisor
+    takes the run, the others leave at once naming it, and each caller learns which."""
+    first = launch.spawn_supervisor(run, extra_env=_env(rate_hz=50))
+    spawned.append(first)
+    launch.wait_until_serving(run, first, timeout=30)
+    wait_for(lambda: offline_status(run).step > 0, what="the first step")
+    os.kill(first, signal.SIGTERM)
+    _wait_gone(first)
+    assert offline_status(run).state == "stopped"
+
+    gate = tmp_path / "gate"  # the resumed trainer waits for it: the run outlasts the race
+    pids = [launch.spawn_supervisor(run, extra_env=_env(steps=40, gate=gate)) for _ in range(RACERS)]
+    spawned.extend(pids)
+    with ThreadPoolExecutor(RACERS) as pool:
+        waits = [pool.submit(launch.wait_until_serving, run, pid, 60) for pid in pids]
+    outcomes = [w.exception() for w in waits]
+    owner = run.supervisor_pid()
+    assert owner in pids and outcomes[pids.index(owner)] is None, outcomes
+    others = [o for pid, o in zip(pids, outcomes, strict=True) if pid != owner]
+    assert all(isinstance(o, launch.AlreadyServed) and o.owner == owner for o in others), outcomes
+    assert [launch._spawned[pid].wait(30) for pid in pids if pid != owner] == [2] * (RACERS - 1)
+    log = run.supervisor_log.read_text()
+    assert log.count(f"already served by supervisor pid {owner}\n") == RACERS - 1, log
+    assert "Traceback" not in log, log
+    launch.wait_until_serving(run, owner, timeout=5)  # its socket is still there, and its own
+
+    gate.touch()
+    wait_for(lambda: offline_status(run).state == "completed", timeout=60, what="the run to complete")
+    _wait_gone(owner)
+    assert offline_status(run).step == 40 and not run.socket.exists()
 
 
 def test_engine_cli_help() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -238,3 +239,109 @@ def test_arbitrary_json_only_raises_protocol_error(value: object) -> None:
             decode(line)
         except ProtocolError as err:
             assert err.reason
+
+
+# ------------------------------------------------------------ the line limit, exactly
+
+
+def _padded_ping(size: int, request_id: str = "p") -> bytes:
+    """A ping of exactly ``size`` bytes, its newline included (JSON allows the spaces)."""
+    body = b'{"kind": "ping", "id": "%s"}' % request_id.encode()
+    return body + b" " * (size - len(body) - 1) + b"\n"
+
+
+def test_a_line_of_max_line_bytes_with_its_newline_is_accepted_one_more_refused() -> None:
+    longest = _padded_ping(protocol.MAX_LINE_BYTES)
+    assert len(longest) == protocol.MAX_LINE_BYTES
+    assert decode_client(longest) == Ping(id="p")
+    assert decode_client(longest[:-1]) == Ping(id="p")  # cut off by the reader: still counted
+    over = _padded_ping(protocol.MAX_LINE_BYTES + 1)
+    for line in (over, over[:-1], over[:-1].decode()):
+        with pytest.raises(protocol.LineTooLong, match=f"{protocol.MAX_LINE_BYTES + 1} bytes"):
+            decode_client(line)
+
+
+@pytest.mark.parametrize("limit", [protocol.STREAM_LIMIT, protocol.MAX_LINE_BYTES], ids=["stream", "larger"])
+def test_read_line_takes_max_line_bytes_with_its_newline_and_refuses_one_more(limit: int) -> None:
+    async def read() -> list[bytes | str]:
+        reader = asyncio.StreamReader(limit=limit)
+        reader.feed_data(_padded_ping(protocol.MAX_LINE_BYTES, "a"))
+        reader.feed_data(_padded_ping(protocol.MAX_LINE_BYTES + 1, "b"))
+        reader.feed_data(b'{"kind": "ping", "id": "c"}\n')
+        reader.feed_data(_padded_ping(protocol.MAX_LINE_BYTES + 1, "d")[:-1])  # the last, no newline
+        reader.feed_eof()
+        seen: list[bytes | str] = []
+        while True:
+            try:
+                line = await protocol.read_line(reader)
+            except protocol.LineTooLong:
+                seen.append("too long")
+                continue
+            if line is None:
+                return seen
+            seen.append(line)
+
+    lines = asyncio.run(read())
+    assert [len(x) if isinstance(x, bytes) else x for x in lines] == [
+        protocol.MAX_LINE_BYTES - 1,
+        "too long",
+        len(b'{"kind": "ping", "id": "c"}'),
+        "too long",
+    ]
+
+
+# ------------------------------------------------- integers and booleans, strictly
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('{"kind": "hello", "protocol": true}', "protocol"),
+        ('{"kind": "hello", "protocol": 1.0}', "protocol"),
+        ('{"kind": "hello", "protocol": "1"}', "protocol"),
+        ('{"kind": "hello", "protocol": 1, "replay_from": false}', "replay_from"),
+        ('{"kind": "hello", "protocol": 1, "replay_from": 2.0}', "replay_from"),
+        ('{"kind": "hello", "protocol": 1, "telemetry": 1}', "telemetry"),
+        ('{"kind": "hello", "protocol": 1, "telemetry": "yes"}', "telemetry"),
+        ('{"kind": "pause", "id": "p", "paused": 0}', "paused"),
+        ('{"kind": "replay", "id": "r", "since": true}', "since"),
+        ('{"kind": "replay", "id": "r", "since": 3.0}', "since"),
+        ('{"kind": "clamp", "id": "c", "directive_id": "d", "values": {"micro_batch_size": true}}', "values"),
+    ],
+)
+def test_a_client_message_takes_its_own_types_only(line: str, field: str) -> None:
+    with pytest.raises(ProtocolError, match=f"field '{field}"):
+        decode_client(line)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("protocol", True),
+        ("protocol", 1.0),
+        ("last_seq", 1.0),
+        ("last_seq", False),
+        ("supervisor_pid", True),
+        ("supervisor_pid", 7.0),
+    ],
+)
+def test_a_welcome_takes_its_own_types_only(field: str, value: object) -> None:
+    fields = {"kind": "welcome", "run_id": "r", "state": "running", "last_seq": 0, field: value}
+    with pytest.raises(ProtocolError, match=f"welcome: field '{field}'"):
+        decode_server(json.dumps(fields))
+
+
+def test_numbers_still_decode_as_the_trainer_and_consoles_send_them() -> None:
+    clamp = decode_client(
+        b'{"kind": "clamp", "id": "c", "directive_id": "d", "values": {"lr_multiplier": 1}}'
+    )
+    assert clamp.values == {"lr_multiplier": 1}  # type: ignore[union-attr]  # an int for a float field
+    sent = StepReport(sample=_sample(step=2**40, loss=1, mem_allocated=3 << 30))
+    assert decode_client(encode(sent)) == sent
+
+
+def test_a_welcome_names_the_supervisor_or_nothing() -> None:
+    sent = Welcome(run_id="r", state="running", last_seq=0, supervisor_pid=4321)
+    assert decode_server(encode(sent)).supervisor_pid == 4321  # type: ignore[union-attr]
+    old = b'{"kind": "welcome", "protocol": 1, "run_id": "r", "state": "running", "last_seq": 0}'
+    assert decode_server(old).supervisor_pid is None  # type: ignore[union-attr]  # an older supervisor

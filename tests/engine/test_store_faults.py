@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.domain import TelemetrySample
-from engine.run import durable_file
+from engine.run import durable_file, ownership
 from engine.run.directory import RunDir
 from engine.run.storage_fault import is_storage_fault, storage_fault
 from engine.run.store import Store
@@ -175,8 +175,10 @@ async def test_a_supervisor_that_cannot_write_its_pid_file_says_so(
     def full(path: Path, data: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(daemon, "replace_atomically", full)
+    monkeypatch.setattr(ownership, "replace_atomically", full)
     with pytest.raises(
         daemon.SupervisorError, match=r"cannot write .*supervisor.pid: No space left on device"
     ):
         await daemon.Supervisor(run, ["true"]).serve()
+    monkeypatch.undo()
+    ownership.Ownership.take(run).release()  # the lock was let go: the next supervisor may take the run

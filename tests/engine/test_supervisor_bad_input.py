@@ -122,11 +122,33 @@ def _line(message: Any) -> bytes:
     return encode(message)
 
 
+async def test_a_line_of_max_line_bytes_with_its_newline_is_read_and_one_more_refused(
+    start, connect, fake_env
+) -> None:
+    await start()
+    client = await connect(telemetry=False)
+    assert (await client.recv()).kind == "welcome"
+    for request_id, size in (("exact", MAX_LINE_BYTES), ("over", MAX_LINE_BYTES + 1), ("after", 100)):
+        body = b'{"kind": "ping", "id": "%s"}' % request_id.encode()
+        await client.send(body + b" " * (size - len(body) - 1) + b"\n")  # spaces: still one ping
+    answers = []
+    while len(answers) < 3:
+        message = await client.recv()
+        if message.kind in ("ok", "error"):
+            answers.append((message.kind, message.id, getattr(message, "reason", "")))
+    assert answers == [
+        ("ok", "exact", ""),
+        ("error", None, f"line exceeds the {MAX_LINE_BYTES}-byte limit"),
+        ("ok", "after", ""),
+    ]
+
+
 @pytest.mark.parametrize(
     ("hello", "line", "reason"),
     [
         (False, b"nonsense\n", "(before hello): malformed JSON"),
         (False, b"z" * (MAX_LINE_BYTES + 1) + b"\n", "(before hello): line exceeds"),
+        (False, b'{"kind": "hello", "protocol": true}\n', "(before hello): hello: field 'protocol'"),
         (False, b'{"kind": "ping", "id": "p"}\n', "(before hello): expected hello first, got 'ping'"),
         (False, _line(Hello(protocol=PROTOCOL_VERSION + 1)), "(before hello): protocol version mismatch"),
         (False, b"", "(before hello): closed the connection without a hello"),
@@ -141,6 +163,7 @@ def _line(message: Any) -> bytes:
     ids=[
         "malformed",
         "oversized",
+        "bool-version",
         "not-hello",
         "version",
         "no-hello",

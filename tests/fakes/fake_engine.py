@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -342,6 +343,7 @@ class FakeEngine:
         last_seq = self.events[-1].seq if self.events else 0
         conn.send(
             Welcome(
+                supervisor_pid=os.getpid(),  # as the real supervisor says who answers
                 run_id=self.run_id,
                 state=self.state,
                 last_seq=last_seq,
