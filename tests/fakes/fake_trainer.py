@@ -8,6 +8,7 @@ trainer_finished {"reason": "completed"} and exit 0. A TrainerCommand stop or SI
 ends it early with trainer_finished {"reason": "stopped"}, exit 0. An ApplyDirective is
 echoed as the real trainer does: a directive_applied event with every value applied.
 A TrainerCommand pause holds it at the next step (run_paused) until resume (run_continued).
+The supervisor's socket closing (it died) stops it at the next step, as the real trainer.
 
 Environment (all optional):
   FAKE_TRAINER_RATE_HZ     steps per second (default 50)
@@ -186,6 +187,7 @@ class FakeTrainer:
                 self.echo(message, self.writer)
             else:
                 print(f"fake trainer: got {message.kind}", flush=True)
+        self.request_stop("supervisor gone")  # as the real trainer: stop at the next step
 
     def echo(self, message: ApplyDirective, writer: asyncio.StreamWriter) -> None:
         """Applied at the next step boundary, as the real trainer's DirectiveApplier says."""
