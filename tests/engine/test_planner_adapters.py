@@ -159,6 +159,29 @@ async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
     assert len(h.decided()) == MAX_FAILURES
 
 
+async def test_a_stray_second_line_is_discarded_never_a_later_asks_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``{}`` and ``{"lr_multiplier": 0.5}`` in one write answer the first ask with ``{}``;
+    the second line is no ask's answer: the next ticks propose nothing, let alone lr 0.5."""
+    h = Harness(build_run_config({"policy": {"approval": "auto", "rate_limit": 10_000}}))
+    sent: list[Any] = []
+    h.queue.send = lambda message: sent.append(message) or True
+    adapter, _ = command("double", "none", "none")
+    planner = ExternalPlanner(adapter, h.queue, every_steps=1)
+    try:
+        for step in (1, 2, 3):
+            planner.on_step(sample(step), asyncio.ensure_future)
+            assert planner.in_flight is not None and await planner.in_flight is None  # "{}": nothing
+    finally:
+        await planner.close()
+    assert h.log.data_of("directive_proposed") == [] and h.decided() == [] and sent == []
+    assert adapter.stray_lines == 1
+    assert (
+        "discarded a line outside an ask (1 so far)" in caplog.text and "a stray second line" in caplog.text
+    )
+
+
 async def test_command_that_cannot_start_is_a_refusal() -> None:
     planner = CommandPlanner(["/nonexistent/planner"], 1.0, EventLog())
     assert "could not start" in ((await planner.ask(summary())).problem or "")
