@@ -308,6 +308,40 @@ async def test_driver_asks_every_n_steps_without_blocking_the_loop() -> None:
     await planner.close()
 
 
+class Gate:
+    """An adapter that answers ``reply`` once ``opened`` is set (newer steps come meanwhile)."""
+
+    source = "command:gate"
+
+    def __init__(self, reply: PlannerReply) -> None:
+        self.reply = reply
+        self.opened = asyncio.Event()
+
+    async def ask(self, summary: dict[str, Any]) -> PlannerReply:
+        await self.opened.wait()
+        return self.reply
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_reply_is_based_on_the_step_it_was_asked_about_not_a_newer_one() -> None:
+    h = Harness()  # max_staleness_steps: 500
+    gate = Gate(
+        PlannerReply(values={"lr_multiplier": 0.5}, rationale="flat", evidence=["loss 2.0 at step 10"])
+    )
+    planner = ExternalPlanner(gate, h.queue, every_steps=10)
+    planner.on_step(sample(10), asyncio.ensure_future)
+    h.queue.latest = sample(700)  # the trainer went on while the planner thought
+    gate.opened.set()
+    assert planner.in_flight is not None
+    entry = await planner.in_flight
+    assert (
+        entry is not None and entry.directive.step == 10 and entry.view().evidence == ["loss 2.0 at step 10"]
+    )
+    assert entry.state == "rejected" and any("stale: based on step 10" in r for r in entry.view().reasons)
+
+
 def test_config_validates_planner_fields() -> None:
     ok = build_run_config(
         {"policy": {"planner": "command", "planner_command": ["plan"], "planner_every_steps": 10}}

@@ -77,25 +77,34 @@ class TelemetrySummary:
         }
 
 
-def hand_over(queue: DirectiveQueue, source: str, reply: PlannerReply) -> Entry | None:
-    """A reply into the queue: proposed, or stored as a rejection with its reason; never raises."""
+def hand_over(
+    queue: DirectiveQueue, source: str, reply: PlannerReply, step: int | None = None
+) -> Entry | None:
+    """A reply into the queue: proposed, or stored as a rejection with its reason; never raises.
+
+    ``step``: the step of the telemetry the planner was asked about. The proposal is based
+    on it, not on a newer step that came while the planner thought, so the policy judges
+    its staleness against the telemetry it answers (None: the newest step)."""
     if reply.problem is None and not reply.values:
         return None  # "{}": nothing to suggest this time
     try:
         if reply.problem is None:
             try:
-                return queue.propose_raw(reply.values, source, reply.rationale, evidence=reply.evidence)
+                return queue.propose_raw(
+                    reply.values, source, reply.rationale, evidence=reply.evidence, step=step
+                )
             except DirectiveRefused as err:
-                return _refuse(queue, source, f"refused at the edge: {err}")
-        return _refuse(queue, source, reply.problem)
+                return _refuse(queue, source, f"refused at the edge: {err}", step)
+        return _refuse(queue, source, reply.problem, step)
     except Exception:  # the queue is the supervisor's: a bug here must not reach it
         log.exception("could not hand over a reply from %s", source)
         return None
 
 
-def _refuse(queue: DirectiveQueue, source: str, reason: str) -> Entry:
+def _refuse(queue: DirectiveQueue, source: str, reason: str, step: int | None) -> Entry:
     """A rejection that names the reason, in the event and in the stored decision row."""
-    return queue.propose_raw({}, source, refusal=f"planner output refused: {reason}"[:MAX_RATIONALE_CHARS])
+    refusal = f"planner output refused: {reason}"[:MAX_RATIONALE_CHARS]
+    return queue.propose_raw({}, source, refusal=refusal, step=step)
 
 
 class ExternalPlanner:
@@ -128,7 +137,7 @@ class ExternalPlanner:
         except Exception as err:  # adapters should not raise; if one does, it is a refusal
             log.exception("planner %s failed", self.adapter.source)
             reply = PlannerReply(problem=f"planner failed: {type(err).__name__}: {err}")
-        return hand_over(self.queue, self.adapter.source, reply)
+        return hand_over(self.queue, self.adapter.source, reply, summary.get("step"))
 
     async def close(self) -> None:
         if self.in_flight is not None:
