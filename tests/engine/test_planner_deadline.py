@@ -1,7 +1,9 @@
 """An OpenAI-compatible planner has one deadline for its whole exchange, and a hung exchange
 costs nothing but its own ask: an endpoint that sends its headers and then one byte a
 second (tests.fakes.trickle_endpoint) gets a refusal naming the deadline, its connection
-hung up on, and no thread left behind, however often it is asked."""
+hung up on, and no thread left behind, however often it is asked. The exchange reads what
+HTTP/1.1 sends and refuses, with a reason, what does not fit. A planner that keeps failing
+is backed off, with one warning alert, and told about once per skip period."""
 
 from __future__ import annotations
 
@@ -14,9 +16,17 @@ from typing import Any
 import pytest
 from planner_samples import sample
 
-from engine.directives.planners.external import TelemetrySummary
+from engine.alerts.health import HealthBoard
+from engine.config_file import build_run_config
+from engine.directives.planners.ask_backoff import BACKOFF_S
+from engine.directives.planners.external import ExternalPlanner, TelemetrySummary
 from engine.directives.planners.http_exchange import HttpError, HttpReply, post
 from engine.directives.planners.openai_http import MAX_BODY_BYTES, OpenAIPlanner, content_reply
+from engine.directives.planners.reply import NOT_ASKED, PlannerReply, unanswered
+from engine.directives.queue import DirectiveQueue
+from engine.domain import Event
+from engine.events import PLANNER_RULE, AlertRaised
+from tests.fakes.event_log import EventLog
 from tests.fakes.trickle_endpoint import TrickleEndpoint
 from tests.waiting import until
 
@@ -125,3 +135,102 @@ async def test_an_api_key_with_a_line_break_is_never_sent(monkeypatch: pytest.Mo
         reply = await OpenAIPlanner(endpoint.url, "m", "BAD_KEY", 5.0).ask(summary())
         assert reply.outcome == "failed" and "line break" in (reply.problem or "")
         assert "sk-1" not in (reply.problem or "") and endpoint.connections == 0
+
+
+# ---------------------------------------------------------------- the backoff
+
+
+class Script:
+    """An adapter answering from a script: "fail", "answer" ("{}") or "not asked"."""
+
+    source = "http:scripted"
+
+    def __init__(self, *script: str) -> None:
+        self.script = list(script)
+        self.asks = 0
+
+    async def ask(self, summary: dict[str, Any]) -> PlannerReply:
+        self.asks += 1
+        step = self.script.pop(0)
+        if step == "fail":
+            return unanswered(f"no reply within 0.5 s (ask {self.asks})")
+        return NOT_ASKED if step == "not asked" else PlannerReply()
+
+    async def close(self) -> None:
+        pass
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_failing_planner_is_backed_off_with_one_alert_and_told_once_per_period() -> None:
+    log = EventLog()
+    queue = DirectiveQueue(build_run_config({"policy": {"rate_limit": 10_000}}), log, lambda _m: True)
+    queue.latest = sample(5)
+    alerts = EventLog()
+    clock = Clock()
+    adapter = Script("fail", "fail", "fail", "not asked", "answer", "answer")
+    planner = ExternalPlanner(adapter, queue, every_steps=1, alert=alerts, clock=clock)
+    step = 0
+
+    async def tick() -> None:
+        nonlocal step
+        step += 1
+        planner.on_step(sample(step), asyncio.ensure_future)
+        if planner.in_flight is not None:
+            await planner.in_flight
+
+    def reasons() -> list[str]:
+        return [d["directive"]["reasons"][0] for d in log.data_of("directive_decided")]
+
+    await tick()
+    await tick()  # the second failure in a row: backing off, one warning alert
+    assert adapter.asks == 2 and [e.severity for e in alerts.events] == ["warning"]
+    fired = AlertRaised.of(alerts.events[0])
+    assert fired is not None and fired.rule == PLANNER_RULE and not fired.resolved
+    assert fired.model_extra == {
+        "source": "http:scripted",
+        "failures": 2,
+        "backoff_s": BACKOFF_S,
+        "reason": "no reply within 0.5 s (ask 2)",
+    }
+    for _ in range(5):
+        await tick()  # skipped: told once for this period
+    assert adapter.asks == 2 and len(reasons()) == 3
+    assert reasons()[2].startswith("planner output refused: not asked: http:scripted failed 2 asks in a row")
+    clock.now += BACKOFF_S
+    await tick()  # the probe fails: twice as long, no second alert
+    await tick()
+    assert adapter.asks == 3 and len(alerts.events) == 1 and len(reasons()) == 5
+    assert "failed 3 asks in a row" in reasons()[4] and "6 skipped so far" in reasons()[4]
+    clock.now += 2 * BACKOFF_S
+    await tick()  # not asked (a command waiting for its restart): no answer, no failure
+    assert planner.backoff.firing and planner.backoff.failures == 3
+    await tick()  # an answer: the backoff ends, the alert resolves
+    await tick()
+    assert adapter.asks == 6 and planner.backoff.due(clock.now)
+    resolved = AlertRaised.of(alerts.events[1])
+    assert resolved is not None and resolved.resolved and alerts.events[1].severity == "info"
+    assert resolved.model_extra == {"source": "http:scripted", "failures": 3, "skipped": 6}
+    assert len(alerts.events) == 2
+    assert all(d["directive"]["state"] == "rejected" for d in log.data_of("directive_decided"))
+    assert [r.split(": ", 2)[1] for r in reasons()] == [
+        "no reply within 0.5 s (ask 1)",
+        "no reply within 0.5 s (ask 2)",
+        "not asked",
+        "no reply within 0.5 s (ask 3)",
+        "not asked",
+    ]
+
+
+def test_a_planner_alert_never_blocks_directives() -> None:
+    board = HealthBoard()
+    alert = AlertRaised(rule=PLANNER_RULE, state="firing", source="http:m")
+    event = Event(
+        seq=1, ts=0.0, type=alert.event_type, severity="warning", message="failing", data=alert.data()
+    )
+    assert board.observe(event) and board.active == {PLANNER_RULE: "failing"} and board.problems() == ()
