@@ -39,7 +39,8 @@ def summary(step: int = 5) -> dict[str, Any]:
 
 async def test_a_trickling_endpoint_is_refused_at_the_deadline_without_a_thread_left() -> None:
     threads = threading.active_count()
-    async with TrickleEndpoint() as endpoint:
+    # a byte every 0.1 s: a timeout per read (of TIMEOUT_S) never fires, only a deadline does
+    async with TrickleEndpoint(interval_s=0.1) as endpoint:
         planner = OpenAIPlanner(endpoint.url, "m", None, TIMEOUT_S)
         for ask in range(1, 4):
             reply = await planner.ask(summary())

@@ -30,6 +30,7 @@ class TrickleEndpoint:
         self.open = 0
         self.hung_up = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> TrickleEndpoint:
@@ -45,17 +46,22 @@ class TrickleEndpoint:
         return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/v1"
 
     async def close(self) -> None:
-        """Stop listening and drop every open connection (a stuck reader gets its EOF)."""
+        """Stop listening, drop every open connection (a stuck reader gets its EOF), and wait
+        for the connections' handlers to end."""
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
-        self._writers.clear()
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=10)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.open += 1
         self._writers.add(writer)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
@@ -87,5 +93,6 @@ class TrickleEndpoint:
         finally:
             self.open -= 1
             self._writers.discard(writer)
+            self._handlers.discard(handler)  # type: ignore[arg-type]
             with contextlib.suppress(Exception):
                 writer.transport.abort()
