@@ -4,11 +4,11 @@ A planner's endpoint may be slow, stuck, or hostile (headers, then one byte a se
 The exchange therefore runs on the supervisor's own event loop over
 ``asyncio.open_connection`` (TLS through an ``ssl`` context for https), never in a worker
 thread: the caller puts ONE deadline (``asyncio.wait_for``) around the whole of ``post``
-(connect, TLS handshake, request, status line, headers, body), and when it passes, the
-exchange is cancelled, the connection aborted, and nothing of the exchange outlives it. A blocking
-client in a thread could not promise that: its socket timeout is per read, so a trickling
-body keeps the thread (and a slot of the loop's default executor, which the supervisor's
-restarts also need) for as long as the bytes keep coming.
+(connect, TLS handshake, request, status line, headers, body); when it passes, the
+exchange is cancelled and its connection aborted, so nothing of it outlives the deadline.
+A blocking client in a thread could not promise that: its socket timeout is per read, so
+a trickling body keeps the thread (and a slot of the loop's default executor, which the
+supervisor's restarts also need) for as long as the bytes keep coming.
 
 What it speaks: one request per connection (``Connection: close``), no compression
 (``Accept-Encoding: identity``), a body by ``Content-Length``, by chunked transfer
