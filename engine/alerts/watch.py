@@ -27,8 +27,8 @@ from typing import Any
 from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_firing
 from engine.config import AlertConfig
 from engine.doctor.deepspeed_ops import survey_ops_async
-from engine.domain import Event, TelemetrySample
-from engine.events import DoctorReported, Recorder
+from engine.domain import Event, Severity, TelemetrySample
+from engine.events import DoctorReported, Payload, Recorder
 from engine.hardware_report import HardwareSnapshot
 
 log = logging.getLogger("engine.alerts")
@@ -154,15 +154,21 @@ class AlertWatch:
 
     def raise_all(self, alerts: list[Alert]) -> None:
         for alert in alerts:
-            event = self._record(alert.payload(), alert.message, severity=alert.severity)
-            if self.config.command:
-                task = asyncio.ensure_future(
-                    run_alert_command(
-                        self.config.command, event.model_dump(mode="json"), self.config.command_timeout_s
-                    )
+            self.record(alert.payload(), alert.message, severity=alert.severity)
+
+    def record(self, payload: Payload, message: str = "", *, severity: Severity | None = None) -> Event:
+        """Record one ``alert`` event and hand it to the alert command: the rules' alerts, and
+        those a part judges itself (a planner that keeps failing). An ``engine.events.Recorder``."""
+        event = self._record(payload, message, severity=severity)
+        if self.config.command:
+            task = asyncio.ensure_future(
+                run_alert_command(
+                    self.config.command, event.model_dump(mode="json"), self.config.command_timeout_s
                 )
-                self._commands.add(task)
-                task.add_done_callback(self._commands.discard)
+            )
+            self._commands.add(task)
+            task.add_done_callback(self._commands.discard)
+        return event
 
     # ---------------------------------------------------------------- timers
 

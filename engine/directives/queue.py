@@ -122,11 +122,14 @@ class DirectiveQueue:
         rationale: str = "",
         refusal: str | None = None,
         evidence: list[str] | None = None,
+        step: int | None = None,
     ) -> Entry:
         """An operator's or an external planner's values, validated at the edge, then judged.
         ``refusal``: why a planner's reply was refused before it gave values (malformed,
-        slow, hostile); the event and the stored decision row both lead with it."""
-        step = self.latest.step if self.latest else 0
+        slow, hostile); the event and the stored decision row both lead with it. ``step``:
+        the step whose telemetry the values answer (a planner's ask); None: the newest."""
+        if step is None:
+            step = self.latest.step if self.latest else 0
         directive = draft(
             values,
             source=source,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from engine.events.alerts import (
     INSTANT_RULES,
+    PLANNER_RULE,
     STORAGE_RULE,
     SUPERVISOR_RESTARTED,
     TASK_FAILED_RULE,
@@ -68,6 +69,7 @@ SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if 
 __all__ = [
     "INSTANT_RULES",
     "PAYLOADS",
+    "PLANNER_RULE",
     "STORAGE_RULE",
     "SUPERVISOR_EVENTS",
     "SUPERVISOR_RESTARTED",

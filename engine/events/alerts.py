@@ -13,6 +13,9 @@ STORAGE_RULE = "storage"
 """The alert rule of a store that cannot write (firing until a write gets through)."""
 TASK_FAILED_RULE = "supervisor_task"
 """The alert rule of a supervisor task that ended with an unexpected exception."""
+PLANNER_RULE = "planner"
+"""The alert rule of an external planner that keeps failing to answer (firing while its
+asks are backed off, resolved once it answers again)."""
 INSTANT_RULES = frozenset({"restart", TASK_FAILED_RULE})
 """Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
 SUPERVISOR_RESTARTED = "supervisor_restarted"

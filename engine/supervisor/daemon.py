@@ -218,7 +218,6 @@ class Supervisor:
         self.directives = DirectiveQueue(
             config, record, connections.send_to_trainer, keep=self.store.add_decision
         )
-        self.planner = build_planner(config.policy, self.directives, record)
         require = config.policy.require_accelerator
         self.health = HealthFeed(self.journal, self.directives, require_accelerator=require)
         follower = config.train.node_rank > 0
@@ -235,6 +234,7 @@ class Supervisor:
             on_hardware=self.consoles.offer_hardware,
             required_ops=ops_required_by(config),
         )
+        self.planner = build_planner(config.policy, self.directives, record, alert=self.alerts.record)
         ranks = config.train.ranks
         self._attempts = Attempts(
             self.run,

@@ -159,6 +159,29 @@ async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
     assert len(h.decided()) == MAX_FAILURES
 
 
+async def test_a_stray_second_line_is_discarded_never_a_later_asks_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``{}`` and ``{"lr_multiplier": 0.5}`` in one write answer the first ask with ``{}``;
+    the second line is no ask's answer: the next ticks propose nothing, let alone lr 0.5."""
+    h = Harness(build_run_config({"policy": {"approval": "auto", "rate_limit": 10_000}}))
+    sent: list[Any] = []
+    h.queue.send = lambda message: sent.append(message) or True
+    adapter, _ = command("double", "none", "none")
+    planner = ExternalPlanner(adapter, h.queue, every_steps=1)
+    try:
+        for step in (1, 2, 3):
+            planner.on_step(sample(step), asyncio.ensure_future)
+            assert planner.in_flight is not None and await planner.in_flight is None  # "{}": nothing
+    finally:
+        await planner.close()
+    assert h.log.data_of("directive_proposed") == [] and h.decided() == [] and sent == []
+    assert adapter.stray_lines == 1
+    assert (
+        "discarded a line outside an ask (1 so far)" in caplog.text and "a stray second line" in caplog.text
+    )
+
+
 async def test_command_that_cannot_start_is_a_refusal() -> None:
     planner = CommandPlanner(["/nonexistent/planner"], 1.0, EventLog())
     assert "could not start" in ((await planner.ask(summary())).problem or "")
@@ -283,6 +306,40 @@ async def test_driver_asks_every_n_steps_without_blocking_the_loop() -> None:
     asked_at = [json.loads(body["messages"][1]["content"])["step"] for _, body in stub.requests]
     assert asked_at == [2, 12]  # the first step that is a multiple of 2, then the next one free
     await planner.close()
+
+
+class Gate:
+    """An adapter that answers ``reply`` once ``opened`` is set (newer steps come meanwhile)."""
+
+    source = "command:gate"
+
+    def __init__(self, reply: PlannerReply) -> None:
+        self.reply = reply
+        self.opened = asyncio.Event()
+
+    async def ask(self, summary: dict[str, Any]) -> PlannerReply:
+        await self.opened.wait()
+        return self.reply
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_reply_is_based_on_the_step_it_was_asked_about_not_a_newer_one() -> None:
+    h = Harness()  # max_staleness_steps: 500
+    gate = Gate(
+        PlannerReply(values={"lr_multiplier": 0.5}, rationale="flat", evidence=["loss 2.0 at step 10"])
+    )
+    planner = ExternalPlanner(gate, h.queue, every_steps=10)
+    planner.on_step(sample(10), asyncio.ensure_future)
+    h.queue.latest = sample(700)  # the trainer went on while the planner thought
+    gate.opened.set()
+    assert planner.in_flight is not None
+    entry = await planner.in_flight
+    assert (
+        entry is not None and entry.directive.step == 10 and entry.view().evidence == ["loss 2.0 at step 10"]
+    )
+    assert entry.state == "rejected" and any("stale: based on step 10" in r for r in entry.view().reasons)
 
 
 def test_config_validates_planner_fields() -> None:

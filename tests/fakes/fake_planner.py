@@ -7,6 +7,7 @@ action (then ``good`` once the list is used up):
   malformed  a line that is not JSON
   nan        ``{"lr_multiplier": NaN}``
   huge       a 1 MB line
+  double     ``{}`` and a second line ``{"lr_multiplier": 0.5}`` in one write (a stray line)
   hang       sleep for a minute without answering
   exit       exit with status 3
 """
@@ -30,6 +31,8 @@ def act(action: str, step: int) -> None:
         out.write('{"lr_multiplier": NaN}\n')
     elif action == "huge":
         out.write('{"rationale": "' + "x" * (1 << 20) + '"}\n')
+    elif action == "double":
+        out.write('{}\n{"lr_multiplier": 0.5, "rationale": "a stray second line"}\n')
     elif action == "hang":
         time.sleep(60)
     elif action == "exit":

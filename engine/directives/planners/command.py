@@ -1,13 +1,17 @@
 """A planner that is a user's command, speaking JSON lines on stdin/stdout.
 
 The command runs as one long-lived subprocess. Per planning tick the supervisor writes one
-JSON object (the telemetry summary) and a newline to its stdin and reads exactly one line
-back within ``timeout_s``: a directive object (see engine.directives.planners.reply) or ``{}``. A line
-over ``MAX_LINE_BYTES``, a reply that is not one JSON object, or no reply in time is a
-refused reply with a reason; a timeout also kills the command (its late answer would
-otherwise be read as the next tick's). A command that died or was killed is started again
-after a backoff that doubles per consecutive failure; after ``MAX_FAILURES`` in a row it is
-disabled and a ``planner_disabled`` event says so. Its stderr is discarded. Torch-free.
+JSON object (the telemetry summary) and a newline to its stdin and takes the first line
+that comes back within ``timeout_s`` as the reply: a directive object (see
+engine.directives.planners.reply) or ``{}``. One reply per ask: any other line (a second
+line after a reply, a line between asks) is discarded and counted, never taken as a later
+ask's reply (``engine.directives.planners.reply_lines``). A line over ``MAX_LINE_BYTES`` or
+a reply that is not one JSON object is an answer refused with a reason; no reply in time,
+or a command that exited, is a failed ask. A command that does not answer in time is
+presumed stuck and killed. A command that died or was killed is started again after a
+backoff that doubles per consecutive failure (meanwhile it is not asked); after
+``MAX_FAILURES`` in a row it is disabled and a ``planner_disabled`` event says so. Its
+stderr is discarded. Torch-free.
 """
 
 from __future__ import annotations
@@ -20,7 +24,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.directives.planners.reply import MAX_REPLY_BYTES, PlannerReply, parse_reply, refused
+from engine.directives.planners.reply import (
+    MAX_REPLY_BYTES,
+    NOT_ASKED,
+    PlannerReply,
+    parse_reply,
+    refused,
+    unanswered,
+)
+from engine.directives.planners.reply_lines import OversizedLine, ReplyLines
 from engine.events import PlannerDisabled, PlannerRestarted, Recorder
 
 MAX_LINE_BYTES = MAX_REPLY_BYTES  # one reply line, newline included
@@ -28,10 +40,6 @@ BACKOFF_S = 1.0  # first wait before a restart; doubles per consecutive failure
 MAX_BACKOFF_S = 60.0
 MAX_FAILURES = 5  # consecutive failures (death, timeout) before the command is disabled
 KILL_WAIT_S = 2.0  # after SIGKILL, how long we wait to reap it
-
-
-class OversizedLine(Exception):
-    """A reply line over MAX_LINE_BYTES (its bytes were read and dropped)."""
 
 
 class CommandPlanner:
@@ -50,6 +58,8 @@ class CommandPlanner:
         self.clock = clock
         self.source = f"command:{Path(argv[0]).name}"[:128]
         self.proc: asyncio.subprocess.Process | None = None
+        self.lines: ReplyLines | None = None  # the running command's stdout, one reply per ask
+        self._stray_before = 0  # lines discarded outside an ask by the commands killed so far
         self.failures = 0
         self.not_before = 0.0  # monotonic s: no restart before this
         self.disabled = False
@@ -58,17 +68,17 @@ class CommandPlanner:
     async def ask(self, summary: dict[str, Any]) -> PlannerReply:
         """One tick: the summary out, one reply line in."""
         if self.disabled:
-            return PlannerReply()  # said once, in the planner_disabled event
+            return NOT_ASKED  # said once, in the planner_disabled event
         if self.proc is None or self.proc.returncode is not None:
             if self.clock() < self.not_before:
-                return PlannerReply()  # backing off: nothing this tick
+                return NOT_ASKED  # backing off: nothing this tick
             problem = await self._start()
             if problem is not None:
                 return self._failed(problem)
         try:
             line = await asyncio.wait_for(self._exchange(summary), self.timeout_s)
         except TimeoutError:
-            await self._kill()
+            await self._kill()  # presumed stuck
             return self._failed(f"no reply within {self.timeout_s:g} s")
         except OversizedLine:
             return refused(f"reply line over the {MAX_LINE_BYTES}-byte cap")
@@ -78,12 +88,18 @@ class CommandPlanner:
         self.failures = 0
         return parse_reply(line)
 
+    @property
+    def stray_lines(self) -> int:
+        """Lines discarded outside an ask so far (never any ask's reply), the running command's included."""
+        return self._stray_before + (self.lines.stray if self.lines is not None else 0)
+
     async def close(self) -> None:
         await self._kill()
 
     # ----------------------------------------------------------------- process
 
     async def _start(self) -> str | None:
+        await self._kill()  # the exited one's reader, if any
         self.starts += 1
         try:
             self.proc = await asyncio.create_subprocess_exec(
@@ -95,6 +111,8 @@ class CommandPlanner:
             )
         except OSError as err:
             return f"could not start {self.argv[0]!r}: {err}"
+        assert self.proc.stdout is not None
+        self.lines = ReplyLines(self.proc.stdout, self.source)
         if self.starts > 1:
             self.record(
                 PlannerRestarted(source=self.source, failures=self.failures, pid=self.proc.pid),
@@ -103,13 +121,21 @@ class CommandPlanner:
         return None
 
     async def _exchange(self, summary: dict[str, Any]) -> bytes:
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(summary, allow_nan=False).encode() + b"\n")
-        await self.proc.stdin.drain()
-        return await bounded_line(self.proc.stdout)
+        assert self.proc is not None and self.proc.stdin is not None and self.lines is not None
+        stdin = self.proc.stdin
+
+        async def send() -> None:
+            stdin.write(json.dumps(summary, allow_nan=False).encode() + b"\n")
+            await stdin.drain()
+
+        return await self.lines.reply_to(send)
 
     async def _kill(self) -> None:
         proc, self.proc = self.proc, None
+        lines, self.lines = self.lines, None
+        if lines is not None:
+            await lines.close()
+            self._stray_before += lines.stray
         if proc is None or proc.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -128,28 +154,4 @@ class CommandPlanner:
             )
         else:
             self.not_before = self.clock() + min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (self.failures - 1))
-        return refused(problem)
-
-
-async def bounded_line(reader: asyncio.StreamReader) -> bytes:
-    """The next line, at most the reader's limit; a longer one is drained and refused.
-
-    EOFError when the stream ends before a line (the command exited)."""
-    oversized = False
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.LimitOverrunError as err:
-            try:
-                await reader.readexactly(err.consumed)  # drop the over-long part, keep reading
-            except asyncio.IncompleteReadError:
-                raise EOFError("stream ended") from None
-            oversized = True
-            continue
-        except asyncio.IncompleteReadError as err:
-            if oversized or not err.partial:
-                raise EOFError("stream ended") from None
-            line = err.partial  # a last line without its newline
-        if oversized:
-            raise OversizedLine
-        return line
+        return unanswered(problem)

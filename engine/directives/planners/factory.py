@@ -71,8 +71,13 @@ class RulePlanning:
         pass
 
 
-def build_planner(policy: PolicyConfig, queue: DirectiveQueue, record: Recorder) -> Planner | None:
-    """The configured planner: the rules, a command, an OpenAI-compatible endpoint; None: none."""
+def build_planner(
+    policy: PolicyConfig, queue: DirectiveQueue, record: Recorder, alert: Recorder | None = None
+) -> Planner | None:
+    """The configured planner: the rules, a command, an OpenAI-compatible endpoint; None: none.
+
+    ``record``: the planners' own events; ``alert``: the alert path, for the alert of an
+    external planner that keeps failing (by default ``record``)."""
     adapter: Adapter
     if policy.planner == "rules":
         return RulePlanning(queue)
@@ -88,4 +93,4 @@ def build_planner(policy: PolicyConfig, queue: DirectiveQueue, record: Recorder)
         )
     else:
         return None
-    return ExternalPlanner(adapter, queue, policy.planner_every_steps)
+    return ExternalPlanner(adapter, queue, policy.planner_every_steps, alert=alert or record)

@@ -3,23 +3,27 @@
 Per tick it POSTs the telemetry summary to ``{base_url}/chat/completions`` with a system
 prompt asking for exactly one JSON object (the directive fields to change and a rationale,
 or ``{}``), and reads the first choice's message content as that object (see
-engine.directives.planners.reply). The HTTP exchange is blocking ``http.client`` run in a worker thread
-with a socket timeout, under an ``asyncio.wait_for`` of the same length, so the supervisor's
-loop never waits on it. An HTTP error, a timeout, an unreadable body or content that is not
-one JSON object is a refused reply with a reason; ``ask`` never raises. The API key is read
-from the named environment variable at each request and never stored or logged. Torch-free.
+engine.directives.planners.reply). The HTTP exchange runs on the event loop
+(``engine.directives.planners.http_exchange``, no thread) under ONE deadline of
+``timeout_s`` for all of it: connect, TLS, request, headers and body, however slowly the
+bytes come. When it passes, the connection is aborted and the ask is refused; nothing of
+it lives on, so a stuck endpoint costs its own ask and nothing else. No reply in time, a
+connection or HTTP error, or a body over ``MAX_BODY_BYTES`` is a failed ask (the driver
+backs off a planner that keeps failing); a body that is not a chat completion, or content
+that is not one JSON object, is an answer refused with a reason. ``ask`` never raises. The
+API key is read from the named environment variable at each request and never stored or
+logged. Torch-free.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
-from engine.directives.planners.reply import PlannerReply, parse_reply, refused
+from engine.directives.planners.http_exchange import HttpError, post
+from engine.directives.planners.reply import PlannerReply, parse_reply, refused, unanswered
 
 MAX_BODY_BYTES = 1 << 20  # of an HTTP reply; a chat completion with one object is ~1 KiB
 SHOWN_CHARS = 200  # of an error body quoted in its reason
@@ -49,15 +53,15 @@ class OpenAIPlanner:
     async def ask(self, summary: dict[str, Any]) -> PlannerReply:
         body = json.dumps(self.request(summary), allow_nan=False).encode()
         try:
-            status, text = await asyncio.wait_for(
-                asyncio.to_thread(self._post, body), self.timeout_s + 1.0
-            )  # +1 s: the socket timeout inside should fire first
+            exchange = post(self.base_url + "/chat/completions", body, self._headers(), MAX_BODY_BYTES)
+            reply = await asyncio.wait_for(exchange, self.timeout_s)  # all of it, a slow body included
         except TimeoutError:
-            return refused(f"no reply within {self.timeout_s:g} s")
-        except (OSError, http.client.HTTPException, ValueError) as err:
-            return refused(f"request failed: {type(err).__name__}: {err}"[:500])
-        if status != 200:
-            return refused(f"HTTP {status}: {text[:SHOWN_CHARS]!r}")
+            return unanswered(f"no reply within {self.timeout_s:g} s (the deadline for the whole exchange)")
+        except HttpError as err:
+            return unanswered(f"request failed: {err}"[:500])
+        text = reply.body.decode("utf-8", errors="replace")
+        if reply.status != 200:
+            return unanswered(f"HTTP {reply.status}: {text[:SHOWN_CHARS]!r}")
         return content_reply(text)
 
     async def close(self) -> None:
@@ -73,26 +77,12 @@ class OpenAIPlanner:
             ],
         }
 
-    def _post(self, body: bytes) -> tuple[int, str]:
-        """Blocking: one POST, the status and at most MAX_BODY_BYTES of the body (worker thread)."""
-        url = urlsplit(self.base_url + "/chat/completions")
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"not an http(s) URL: {self.base_url!r}")
-        kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-        conn = kind(url.hostname, url.port, timeout=self.timeout_s)
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env or "", "") if self.api_key_env else ""
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        try:
-            conn.request("POST", url.path + (f"?{url.query}" if url.query else ""), body, headers)
-            response = conn.getresponse()
-            data = response.read(MAX_BODY_BYTES + 1)
-            if len(data) > MAX_BODY_BYTES:
-                raise ValueError(f"reply body over {MAX_BODY_BYTES} bytes")
-            return response.status, data.decode("utf-8", errors="replace")
-        finally:
-            conn.close()
+        return headers
 
 
 def content_reply(text: str) -> PlannerReply:

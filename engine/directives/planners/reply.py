@@ -6,18 +6,25 @@ directive fields it wants changed plus an optional ``rationale`` string and an o
 says (not JSON, not an object, a non-string rationale, deep nesting, numbers over 64 bits,
 lone surrogates: ``engine.wire_json``) becomes a ``problem``: a reason the adapter stores as
 a rejected proposal. Field values are not judged here: the directive edge and the policy
-do that, through the queue. Torch-free.
+do that, through the queue.
+
+A reply also says how the ask went (``outcome``): the planner answered (even with
+something refused), it failed to answer (no reply by the deadline, a transport or HTTP
+error, the command died: the driver backs off a planner that keeps failing), or it was
+not asked (a command waiting to be restarted, or disabled). Torch-free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from engine import wire_json
 
 MAX_REPLY_BYTES = 64 * 1024  # one reply; a directive needs a few hundred bytes
 SHOWN_CHARS = 120  # of a refused reply quoted in its reason
+
+Outcome = Literal["answered", "failed", "not_asked"]
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,23 @@ class PlannerReply:
     problem: str | None = None
     evidence: list[str] = field(default_factory=list)
     """The figures the planner says it read (the directive edge bounds their number and size)."""
+    outcome: Outcome = "answered"
+    """answered: the planner replied (what it said may still be refused, ``problem``);
+    failed: it did not reply (``problem`` says why); not_asked: the adapter did not ask."""
+
+
+NOT_ASKED = PlannerReply(outcome="not_asked")
+"""The adapter did not ask this tick (a command waiting for its restart, or disabled)."""
 
 
 def refused(problem: str) -> PlannerReply:
+    """The planner answered, but its answer is refused for ``problem``."""
     return PlannerReply(problem=problem)
+
+
+def unanswered(problem: str) -> PlannerReply:
+    """The planner did not answer, for ``problem`` (a refusal that counts as a failure)."""
+    return PlannerReply(problem=problem, outcome="failed")
 
 
 def parse_reply(text: str | bytes) -> PlannerReply:
