@@ -1,10 +1,10 @@
 """Several ``memtui resume`` at once on one stopped run: one supervisor serves it.
 
 The real CLI and the real supervisor, with the torch-free fake trainer. Each resume either
-starts the run's supervisor, or says which supervisor serves the run: refused before it
-starts one (the run is live), or told by the supervisor it started, which found the run
-owned and left without touching it. Either way the pid it names is the owner's, and the run
-goes on to complete with its socket intact.
+starts the run's supervisor, or says which supervisor serves the run ("already served",
+exit 0): found live before it starts one, or told by the supervisor it started, which
+found the run owned and left without touching it. Either way the pid it names is the
+owner's, and the run goes on to complete with its socket intact.
 """
 
 from __future__ import annotations
@@ -72,15 +72,14 @@ def test_concurrent_resumes_start_one_supervisor_and_name_it(home: Path) -> None
     owner = run.supervisor_pid()
     assert owner is not None, answers
     documents = [json.loads(out) for code, out, _ in answers if code == 0]
-    refusals = [err for code, _, err in answers if code != 0]
+    assert all(code == 0 for code, _, _ in answers), answers  # the run is served: no resume failed
     # Every resume that answered 0 names the one supervisor that serves the run.
     assert [d["supervisor_pid"] for d in documents] == [owner] * len(documents), answers
     assert [d.get("already_served", False) for d in documents].count(False) == 1, answers
-    # One that did not was refused before it started a supervisor: the run was live.
-    assert all(f"is live (supervisor pid {owner})" in err for err in refusals), refusals
-    left = [d for d in documents if d.get("already_served")]
+    # The others found it served: before they started a supervisor (the run was live), or
+    # their supervisor found it locked and left, saying so in the log.
     log = run.supervisor_log.read_text()
-    assert log.count(f"already served by supervisor pid {owner}") == len(left), log
+    assert log.count(f"already served by supervisor pid {owner}") <= RESUMES - 1, log
     assert "Traceback" not in log and "IntegrityError" not in log, log
 
     assert run.socket.is_socket() and pid_alive(owner)

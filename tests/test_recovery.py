@@ -185,7 +185,8 @@ def test_kill_the_whole_tree_then_memtui_resume(home: Path) -> None:
     resumed_at = events(run, "trainer_resumed")[-1].data
     assert resumed_at["resume_step"] == newest
     assert resumed_at["steps_lost"] == max(0, max(s for a, s in after if a == 1) - newest)
-    assert memtui(home, "resume", run.run_id).returncode == 1  # live: nothing to resume
+    again = memtui(home, "resume", run.run_id, "--detach")  # live: nothing to start
+    assert again.returncode == 0 and f"{run.run_id} already served by pid" in again.stdout, again.stderr
     stopped = memtui(home, "stop", run.run_id)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 

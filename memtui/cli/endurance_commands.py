@@ -116,12 +116,16 @@ def endurance_config(args: argparse.Namespace) -> RunConfig:
 
 
 def _resume(run: RunDir) -> None:
-    """Bring ``run`` back as ``memtui resume`` does; a refusal ends the endurance run."""
-    from engine.run.launch import LaunchError
+    """Bring ``run`` back as ``memtui resume`` does; a refusal ends the endurance run, a run
+    already served (its supervisor came back some other way) goes on being driven."""
+    from engine.run.launch import AlreadyServed, LaunchError
     from memtui.cli.resumption import ResumeRefused, resume_run
 
     try:
         pid, plan = resume_run(run, fresh=False)
+    except AlreadyServed as err:
+        print(f"{err}: driving it on", file=sys.stderr)
+        return
     except (ResumeRefused, LaunchError) as err:
         raise CliError(f"{run.run_id}: cannot resume: {err}") from None
     print(f"resumed from step {plan.from_step or 0} (supervisor pid {pid})", file=sys.stderr)

@@ -1,11 +1,12 @@
 """``memtui resume [RUN] [--fresh]``: start a run again whose process tree is gone (a reboot,
 ``kill -9`` of the supervisor), in the same run directory with its history.
 
-Checks first, so that the answer is immediate: no live supervisor, no old trainer still
-writing, and a checkpoint that verifies (or none ever committed, or ``--fresh``). The
-supervisor then starts and its trainer resumes from the newest verified checkpoint. When
-several resumes race past the checks, one supervisor takes the run and the others leave
-at once: their callers get ``AlreadyServed`` naming the one that serves it.
+Checks first, so that the answer is immediate: no live supervisor (a live one is
+``AlreadyServed``: the run goes on, nothing to start), no old trainer still writing, and a
+checkpoint that verifies (or none ever committed, or ``--fresh``). The supervisor then
+starts and its trainer resumes from the newest verified checkpoint. When several resumes
+race past the checks, one supervisor takes the run and the others leave at once: their
+callers get ``AlreadyServed`` naming the one that serves it, as a later resume would.
 """
 
 from __future__ import annotations
@@ -36,10 +37,13 @@ class ResumeCheck:
 
 
 def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
-    """Raise ResumeRefused unless ``run`` can be started again now."""
+    """Raise ResumeRefused unless ``run`` can be started again now, or AlreadyServed when a
+    supervisor serves it already (the same answer a resume that lost a race gets)."""
+    from engine.run.launch import AlreadyServed
+
     pid = run.supervisor_pid()
     if pid is not None:
-        raise ResumeRefused(f"{run.run_id} is live (supervisor pid {pid}); nothing to resume")
+        raise AlreadyServed(run, pid)
     status = offline_status(run)
     if status.state == "completed":
         raise ResumeRefused(f"{run.run_id} completed at step {status.step}; nothing to resume")
