@@ -8,7 +8,9 @@
     supervisor.pid        pid of the live supervisor (removed when it ends)
     telemetry.sqlite      steps, events, run state (WAL)
     checkpoints/          DeepSpeed tags
-    logs/supervisor.log   logs/trainer-<attempt>.log
+    logs/supervisor.log   logs/trainer-<attempt>.log (a hung trainer's stacks go there too)
+    spool/                trainer-<attempt>.ndjson: what a trainer said after its supervisor
+                          died, taken in (then removed) by the next supervisor
 
 Private by default: every directory is 0700 and every file 0600. The CLI creates the run
 directory so; the supervisor and the trainer set ``PRIVATE_UMASK`` first thing, so all they
