@@ -1,13 +1,14 @@
 """Seconds from a SIGKILL of the trainer to its next step while the planner endpoint trickles.
 
-``python bench/planner_trickle.py [--samples 5] [--cap-s 120] [--timeout-s 1]``
+``python bench/planner_trickle.py [--samples 5] [--cap-s 120] [--timeout-s S] [--every-steps N]``
 
 Each sample runs a real supervisor in this process (``engine.supervisor.daemon``) with the
 fake trainer (tests/fakes/fake_trainer.py, 100 steps/s) and ``policy.planner = "openai"``
 pointing at an endpoint on 127.0.0.1 that sends its headers and then one byte every 0.2 s,
-forever (tests/fakes/trickle_endpoint.py), asked every 10 steps with a deadline of
-``--timeout-s``. After a warm-up long enough for a planner that holds a worker thread per
-ask to fill the loop's default executor (``min(32, CPUs + 4)`` workers, one ask per
+forever (tests/fakes/trickle_endpoint.py), asked every ``--every-steps`` steps with a
+deadline of ``--timeout-s`` (both default to the run config's defaults, as does every other
+setting: the restart backoff included). After a warm-up long enough for a planner that
+holds a worker thread per ask to fill the loop's default executor (``min(32, CPUs + 4)`` workers, one ask per
 timeout + 1 s, plus 2 s), the trainer is SIGKILLed; the figure is the time from the kill
 to the first step the restarted trainer reports (its own timestamp). A sample still
 waiting after ``--cap-s`` is reported as null (over the cap). Then the endpoint drops its
@@ -38,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine.config import PolicyConfig  # noqa: E402
 from engine.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.supervisor.daemon import Supervisor  # noqa: E402
@@ -45,7 +47,6 @@ from tests.fakes.trickle_endpoint import TrickleEndpoint  # noqa: E402
 
 FAKE_TRAINER = ROOT / "tests" / "fakes" / "fake_trainer.py"
 RATE_HZ = 100  # fake trainer steps per second
-EVERY_STEPS = 10  # planner asks: one per 0.1 s of training at most (one in flight at a time)
 TRICKLE_INTERVAL_S = 0.2  # s between two body bytes: shorter than any per-read timeout
 POLL_S = 0.02  # s between looks at the newest step
 
@@ -55,7 +56,7 @@ def default_workers() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
 
 
-async def one_sample(timeout_s: float, warmup_s: float, cap_s: float) -> dict[str, Any]:
+async def one_sample(timeout_s: float, every_steps: int, warmup_s: float, cap_s: float) -> dict[str, Any]:
     """One kill; the seconds to the restarted trainer's first step (None: over ``cap_s``)."""
     home = Path(tempfile.mkdtemp(prefix="mtpt", dir="/tmp"))
     async with TrickleEndpoint(interval_s=TRICKLE_INTERVAL_S, max_bytes=10**6) as endpoint:
@@ -64,9 +65,9 @@ async def one_sample(timeout_s: float, warmup_s: float, cap_s: float) -> dict[st
             "planner_url": endpoint.url,
             "planner_model": "trickle",
             "planner_timeout_s": timeout_s,
-            "planner_every_steps": EVERY_STEPS,
+            "planner_every_steps": every_steps,
         }
-        config = build_run_config({"steps": 10**6, "policy": policy, "restart": {"backoff_initial_s": 0.1}})
+        config = build_run_config({"steps": 10**6, "policy": policy})
         run = RunDir.create(config, home=home)
         supervisor = Supervisor(run, [sys.executable, str(FAKE_TRAINER)], config=config)
         task = asyncio.ensure_future(supervisor.serve())
@@ -104,14 +105,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--cap-s", type=float, default=120.0, help="s a sample waits for the restart")
-    parser.add_argument("--timeout-s", type=float, default=1.0, help="the planner's planner_timeout_s")
+    defaults = PolicyConfig()
+    parser.add_argument(
+        "--timeout-s", type=float, default=defaults.planner_timeout_s, help="policy.planner_timeout_s"
+    )
+    parser.add_argument(
+        "--every-steps", type=int, default=defaults.planner_every_steps, help="policy.planner_every_steps"
+    )
     parser.add_argument("--warmup-s", type=float, default=None, help="s of training before the kill")
     args = parser.parse_args()
     os.environ.update({"FAKE_TRAINER_RATE_HZ": str(RATE_HZ), "FAKE_TRAINER_STEPS": str(10**6)})
     warmup_s = (
         args.warmup_s if args.warmup_s is not None else (default_workers() + 1) * (args.timeout_s + 1) + 2
     )
-    samples = [asyncio.run(one_sample(args.timeout_s, warmup_s, args.cap_s)) for _ in range(args.samples)]
+    samples = [
+        asyncio.run(one_sample(args.timeout_s, args.every_steps, warmup_s, args.cap_s))
+        for _ in range(args.samples)
+    ]
     seconds = [s["seconds"] for s in samples]
     median = statistics.median(math.inf if s is None else s for s in seconds)
     commit = subprocess.run(
@@ -127,6 +137,7 @@ def main() -> None:
                 "cap_s": args.cap_s,
                 "asks_before_kill": [s["asks_before_kill"] for s in samples],
                 "planner_timeout_s": args.timeout_s,
+                "planner_every_steps": args.every_steps,
                 "trickle_interval_s": TRICKLE_INTERVAL_S,
                 "warmup_s": warmup_s,
                 "default_executor_workers": default_workers(),
