@@ -50,9 +50,10 @@ class RestartDecision:
         off, ``max_restarts = 0``, is a choice: the trainer's own ending says enough)."""
         if self.action != "end" or config.max_restarts == 0 or self.streak <= config.max_restarts:
             return None
+        tried = self.streak - 1
         return (
-            f"restart limit reached: {self.streak - 1} restarts in a row without progress "
-            f"(restart.max_restarts = {config.max_restarts})"
+            f"restart limit reached: {tried} restart{'' if tried == 1 else 's'} in a row without "
+            f"progress (restart.max_restarts = {config.max_restarts})"
         )
 
 
