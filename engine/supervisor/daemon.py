@@ -288,7 +288,7 @@ class Supervisor:
         assert self._chaos is not None
         self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
         assert self._hangs is not None
-        self._spawn(self._hangs.run(), "hang watch", essential=True)
+        self._spawn(self._hangs.run(), "hang watch")  # should it fail: an alert, training goes on
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)
