@@ -159,7 +159,7 @@ class Attempts:
             decision, resume_step = await self._restart_decision(outcome)
             if decision.action == "end":
                 limit = decision.limit_reached(self.config)
-                if limit is not None:  # restarts were tried (or are off) and ran out
+                if limit is not None:  # restarts were tried and ran out
                     self.journal.record(
                         RestartsExhausted(streak=decision.streak, cause=decision.cause, limit=limit),
                         f"gave up after {decision.cause}: {limit}",

@@ -125,8 +125,7 @@ class HangRecovery:
 async def dump_stacks(pids: list[int], group: int, log_path: Path) -> int:
     """Signal each of ``pids`` to dump its stacks, continue ``group`` (a stopped process
     dumps only once it runs), and wait until a dump per process reached ``log_path`` or
-    STACKS_WAIT_S passed. Returns the dumps found (the log's new stack headers per process,
-    at most one counted per thread header found)."""
+    STACKS_WAIT_S passed. Returns the dumps found there (at most one per process asked)."""
     start = _size(log_path)
     sig = signal.Signals[STACK_DUMP_SIGNAL]
     for pid in pids:
