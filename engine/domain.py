@@ -368,7 +368,7 @@ class StartupStatus(BaseModel):
     """``importing``, ``building_op``, ``waiting_for_build``, ``initialising``,
     ``loading_checkpoint`` or ``first_step``."""
     label: str
-    """The phase in a few words (``building DeepSpeed op deepspeed_shm_comm (once per machine)``)."""
+    """The phase in a few words (``building DeepSpeed op deepspeed_shm_comm (once per environment)``)."""
     since: float
     """Unix time (s) the trainer entered it."""
     attempt: int

@@ -1,8 +1,9 @@
 """A trainer's start-up, phase by phase: what it is doing before its first step.
 
 A trainer's first step comes tens of seconds to minutes after its launch: importing torch
-and DeepSpeed, building a DeepSpeed op the first time a machine needs it (a C++ compile,
-once per machine, kept in the torch extensions cache), or waiting for another process that
+and DeepSpeed, building a DeepSpeed op the first time an environment needs it (a C++ compile,
+once per environment, kept in its extension cache: ``engine.extension_cache``), or whenever
+torch finds the cached build stale, or waiting for another process that
 builds it (torch's build lock), initialising DeepSpeed, loading a checkpoint. The trainer
 records ``startup_phase`` as it enters each phase; the phase lasts until the next one, or
 until the attempt's first step. The supervisor keeps the newest in its status and consoles
@@ -24,8 +25,9 @@ PhaseName = Literal[
     "loading_checkpoint",
     "first_step",
 ]
-"""In the order a trainer enters them; ``building_op`` and ``waiting_for_build`` once per
-op that is not built yet, ``loading_checkpoint`` only when resuming."""
+"""In the order a trainer enters them; ``building_op`` and ``waiting_for_build`` while an op
+is built or another process's build of it waited for (whatever the cache held),
+``loading_checkpoint`` only when resuming."""
 
 
 class StartupPhase(Payload):
@@ -38,7 +40,7 @@ class StartupPhase(Payload):
     op: str | None = None
     """The DeepSpeed op being built or waited for (``deepspeed_shm_comm``...)."""
     cache: str | None = None
-    """The op's build directory: what the build leaves for every later run on this machine."""
+    """The op's build directory: what the build leaves for every later run in this environment."""
     lock: str | None = None
     """``waiting_for_build``: the lock file another process holds while it builds."""
     tag: str | None = None
@@ -49,7 +51,7 @@ class StartupPhase(Payload):
         op = self.op or "an op"
         labels: dict[str, str] = {
             "importing": "importing torch and DeepSpeed",
-            "building_op": f"building DeepSpeed op {op} (once per machine)",
+            "building_op": f"building DeepSpeed op {op} (once per environment)",
             "waiting_for_build": f"waiting for another process's build of {op}",
             "initialising": "initialising DeepSpeed",
             "loading_checkpoint": f"loading checkpoint {self.tag or ''}".rstrip(),

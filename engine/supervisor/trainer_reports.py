@@ -114,7 +114,7 @@ class TrainerReports:
         if event.type == StartupPhase.event_type:
             self.startup = event
             # a sign of life: the heartbeat counts from here, not from a launch that a long
-            # op build (minutes, once per machine) put far behind the first step
+            # op build (minutes, once per environment) put far behind the first step
             self.alerts.trainer_launched()
         elif event.type in (TrainerExited.event_type, RunEnded.event_type):
             self.startup = None

@@ -102,7 +102,7 @@ def _train(
     share_cpu_cores()
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
-    prepare_ops(phases.op)  # a build once per machine, or a wait for one
+    prepare_ops(phases.op)  # a build once per environment, or a wait for one
     phases.enter("initialising")
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)

@@ -3,13 +3,20 @@ each is built, being built by another process, or to be built; and building them
 
 On the CPU, ``deepspeed.initialize`` creates its torch backend, which loads the shared-memory
 communication op (``deepspeed_shm_comm``, C++) with ``torch.utils.cpp_extension.load``: the
-first time on a machine that compiles it with ninja (tens of seconds to minutes, about 1.5 GB
-of compiler memory) into ``TORCH_EXTENSIONS_DIR/<op>/`` (default
-``~/.cache/torch_extensions/py<ver>_<accel>/<op>/``), where every later run finds
+first time in an environment that compiles it with ninja (tens of seconds to minutes, about
+1.5 GB of compiler memory) into ``TORCH_EXTENSIONS_DIR/<op>/`` (memtui's cache for this
+environment unless the user set one: ``engine.extension_cache``), where every later run finds
 ``<op>.so``. A process that finds torch's ``lock`` file there waits until its builder is done.
 ``prepare_ops`` loads each needed op before ``deepspeed.initialize`` does (DeepSpeed's
 builders keep what they loaded, so initialise finds it loaded), saying first whether it
-builds or waits: the trainer's ``building_op`` and ``waiting_for_build`` phases.
+builds or waits, and again whenever what the load does changes: the trainer's
+``building_op`` and ``waiting_for_build`` phases.
+
+A ``<op>.so`` in the cache does not mean the load will not build: torch rewrites the op's
+``build.ninja`` at every load and ninja rebuilds whenever its commands differ (another
+environment's include paths) or a source is newer. So a load is watched as it happens (see
+``_watch_build``): a compiler of ours at work in the op's directory is a build, whatever the
+cache held.
 
 ``python -m engine.trainer.op_cache [--json]`` builds them ahead (``memtui prepare``).
 Imports torch and DeepSpeed (in the trainer, or in this module's own process).
@@ -32,28 +39,30 @@ from typing import Any
 SHM_COMM = "ShareMemCommBuilder"
 """The op builder DeepSpeed's torch backend loads on the CPU (``deepspeed/comm/torch.py``)."""
 LOCK_FILE = "lock"
+"""torch.utils.cpp_extension's build lock (a FileBaton) inside the op's build directory."""
 LOCK_POLL_S = 0.5
-"""s between two looks at the lock while an op that was not built loads."""
+"""s between two looks at the build (lock, compilers) while an op loads."""
 STALE_LOCK_S = 120.0
 """A build lock older than this, with no process at work in the build directory, was left by a
 build that was killed (torch's lock is a bare file: nothing removes it then, and every later
 process would wait on it for ever)."""
-BUILD_TOOLS = frozenset(
-    {"ninja", "c++", "g++", "gcc", "cc", "cc1plus", "clang++", "ld", "as", "x86_64-linux-gnu-g++"}
-)
+COMPILERS = frozenset({"c++", "g++", "gcc", "cc", "cc1plus", "clang++", "ld", "as", "x86_64-linux-gnu-g++"})
+"""Process names of what ninja runs when it has work: compilers and the linker. ninja itself
+is not one of them: torch runs it at every load, and it exits at once when nothing changed."""
+BUILD_TOOLS = COMPILERS | {"ninja"}
 """Process names of a build of ours (ninja and what it runs)."""
-"""torch.utils.cpp_extension's build lock (a FileBaton) inside the op's build directory."""
 
 
 @dataclass(frozen=True)
 class OpState:
-    """One op in the extension cache, as found before loading it."""
+    """One op in the extension cache: as found before loading it, then as its load goes."""
 
     name: str
     directory: str
     """The op's build directory (the cache): empty for an op pre-built at install."""
     built: bool
-    """Pre-built at install, or its ``<name>.so`` is in the cache: loading takes a moment."""
+    """Pre-built at install, or its ``<name>.so`` is in the cache and no build of ours was
+    seen: loading takes a moment."""
     locked: bool
     """Another process holds the build lock: loading waits for its build."""
 
@@ -84,10 +93,10 @@ def op_state(builder: Any) -> OpState:
 
 
 def prepare_ops(before_load: Callable[[OpState], None] = lambda state: None) -> list[tuple[OpState, float]]:
-    """Load every needed op, building it if the cache lacks it; ``before_load`` hears where
-    each stands first, and again if a build turns out to be another process's (both found
-    the cache empty; the other took the lock). Returns each op's state and the seconds its
-    load took (the state as last said: a wait that began as a build)."""
+    """Load every needed op, building it if the cache lacks it or torch finds it stale;
+    ``before_load`` hears where each stands first, and again whenever the load turns out to
+    do otherwise: a build of an op found built, a wait for another process's build. Returns
+    each op's state and the seconds its load took (the state as last said)."""
     return [_load(builder, before_load) for builder in needed_builders()]
 
 
@@ -100,9 +109,8 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
 
     say(said.pop())
     done = threading.Event()
-    if not said[-1].built and not said[-1].locked:
-        threading.Thread(target=_watch_lock, args=(said[-1], say, done), daemon=True).start()
-    if said[-1].directory and not said[-1].built:
+    if said[-1].directory:
+        threading.Thread(target=_watch_build, args=(said[-1], say, done), daemon=True).start()
         threading.Thread(target=_clear_stale_lock, args=(Path(said[-1].directory), done), daemon=True).start()
     began = time.monotonic()
     try:
@@ -112,15 +120,34 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
     return said[-1], time.monotonic() - began
 
 
-def _watch_lock(state: OpState, before_load: Callable[[OpState], None], done: threading.Event) -> None:
-    """While this process loads an op it found unbuilt: once the build lock is there and no
-    compiler of ours runs, twice in a row, the build is another process's: say so (once)."""
-    lock, seen = Path(state.directory) / LOCK_FILE, 0
+def _watch_build(
+    state: OpState,
+    before_load: Callable[[OpState], None],
+    done: threading.Event,
+    tools: Callable[[], list[tuple[str, str]] | None] | None = None,
+) -> None:
+    """While this process loads an op: say what the load turns out to do, each time it changes.
+
+    A compiler of ours at work in the op's directory is a build, whatever the cache held
+    (``state`` is only a guess: a ``.so`` there is rebuilt when the ``build.ninja`` torch
+    writes differs from the one on disk). Watching for it, rather than predicting ninja's
+    decision, is exact (it is ninja's own, for every reason ninja has), needs no private
+    torch function, and costs one look at our child processes every ``LOCK_POLL_S`` while
+    the op loads: a build is said within half a second of its first compile. The build lock
+    there, twice in a row with no build tool of ours running, is another process's build,
+    waited for (ours starts ninja within moments of taking the lock). ``tools``: the (name,
+    working directory) of each build tool under this process, None when unknown."""
+    lock, target = Path(state.directory) / LOCK_FILE, str(Path(state.directory).resolve())
+    building = dataclasses.replace(state, built=False, locked=False)
+    said, held = state, 0
     while not done.wait(LOCK_POLL_S):
-        seen = seen + 1 if lock.exists() and not _building_here() else 0
-        if seen >= 2:  # ours: ninja starts within moments of taking the lock
-            before_load(dataclasses.replace(state, locked=True))
-            return
+        running = (tools or _build_tools_here)()
+        held = held + 1 if lock.exists() and running == [] else 0
+        compiling = any(name in COMPILERS and cwd == target for name, cwd in running or [])
+        doing = building if compiling else dataclasses.replace(said, locked=True) if held >= 2 else said
+        if doing != said:
+            said = doing
+            before_load(doing)
 
 
 def _clear_stale_lock(directory: Path, done: threading.Event) -> None:
@@ -164,14 +191,23 @@ def _worked_in(directory: Path) -> bool:
     return False
 
 
-def _building_here() -> bool:
-    """Whether ninja or a compiler runs under this process now."""
+def _build_tools_here() -> list[tuple[str, str]] | None:
+    """(name, working directory) of ninja and each compiler running under this process now;
+    None when it cannot tell."""
     import psutil
 
+    found = []
     try:
-        return any(child.name() in BUILD_TOOLS for child in psutil.Process().children(recursive=True))
+        children = psutil.Process().children(recursive=True)
     except psutil.Error:
-        return True  # cannot tell: keep saying what was said
+        return None
+    for child in children:
+        try:
+            if child.name() in BUILD_TOOLS:
+                found.append((child.name(), child.cwd()))
+        except psutil.Error:
+            continue  # it ended meanwhile
+    return found
 
 
 def describe(state: OpState, took_s: float) -> str:
@@ -190,7 +226,8 @@ def _say_before_load(state: OpState) -> None:
         lock = Path(state.directory) / LOCK_FILE
         print(f"{state.name}: waiting for another process's build (lock {lock})", file=sys.stderr, flush=True)
     elif not state.built:
-        print(f"{state.name}: building (once per machine) in {state.directory}", file=sys.stderr, flush=True)
+        where = state.directory
+        print(f"{state.name}: building (once per environment) in {where}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

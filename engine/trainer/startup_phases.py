@@ -43,9 +43,10 @@ class StartupPhases:
         self.link.event(payload, label)
 
     def op(self, state: OpState) -> None:
-        """Before a DeepSpeed op loads: building it now, or waiting for another process's
-        build; nothing for one already built (its load takes a moment)."""
-        if state.built:
+        """As a DeepSpeed op loads (before, and whenever its load turns out to do something
+        else): building it now, or waiting for another process's build; nothing for one
+        found built (its load takes a moment, unless a build is seen later)."""
+        if state.built and not state.locked:
             return
         lock = str(Path(state.directory) / LOCK_FILE) if state.locked else None
         phase: PhaseName = "waiting_for_build" if state.locked else "building_op"

@@ -571,7 +571,7 @@ async def test_status_says_the_start_up_phase_until_the_first_step(
     assert (
         sup.alerts.rules._last_beat is not None and sup.alerts.rules._last_beat >= phases[-1].ts
     )  # heartbeat
-    assert "building DeepSpeed op deepspeed_shm_comm (once per machine)" in phases[1].message
+    assert "building DeepSpeed op deepspeed_shm_comm (once per environment)" in phases[1].message
     gate.touch()
     await wait_until(lambda: sup.status().step > 0, "the first step")
     assert sup.status().startup is None

@@ -69,7 +69,7 @@ def test_starting(home: Path, utc: None, snap_compare, size: tuple[int, int]) ->
     events = [
         make_event(1, "run_started", "run started: preset tiny, 2000 steps", ts=CREATED_AT + 1),
         make_event(2, "trainer_launched", "trainer attempt 1 started (pid 4242)", ts=CREATED_AT + 2),
-        make_event(3, building, "building DeepSpeed op deepspeed_shm_comm (once per machine)", ts=NOW - 42),
+        make_event(3, building, building.label(), ts=NOW - 42),
     ]
 
     async def started(pilot) -> None:  # type: ignore[no-untyped-def]

@@ -43,7 +43,7 @@ async def test_the_phase_shows_before_the_first_step_and_goes_with_it(
         await until(lambda: "waiting for the first step: importing torch" in text_of(memory))
 
         starting.enter_phase("building_op", op="deepspeed_shm_comm", cache="/tmp/ext/deepspeed_shm_comm")
-        building = "building DeepSpeed op deepspeed_shm_comm (once per machine)"
+        building = "building DeepSpeed op deepspeed_shm_comm (once per environment)"
         await until(lambda: building in text_of(header), seen=lambda: text_of(header))
         starting.enter_phase("initialising")
         await until(lambda: "initialising DeepSpeed" in text_of(header), seen=lambda: text_of(header))

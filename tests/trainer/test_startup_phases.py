@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from engine.domain import Severity
 from engine.events import Payload, StartupPhase
 from engine.trainer.op_cache import OpState, describe
 from engine.trainer.startup_phases import StartupPhases
+from tests.waiting import wait_for
 
 
 class RecordingLink:
@@ -39,13 +44,13 @@ def phases_for(*states: OpState) -> list[tuple[Any, str]]:
     return [(p.data(), message) for p, message in link.said]
 
 
-def test_an_op_missing_from_the_cache_is_built_once_per_machine() -> None:
+def test_an_op_missing_from_the_cache_is_built_once_per_environment() -> None:
     ((data, message),) = phases_for(
         OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=False, locked=False)
     )
     assert data["phase"] == "building_op" and data["op"] == "deepspeed_shm_comm" and data["attempt"] == 2
     assert message == (
-        "building DeepSpeed op deepspeed_shm_comm (once per machine); "
+        "building DeepSpeed op deepspeed_shm_comm (once per environment); "
         "cached in /x/deepspeed_shm_comm for later runs"
     )
 
@@ -93,13 +98,78 @@ def test_a_lock_taken_by_another_process_turns_building_into_waiting(tmp_path) -
 
     state = OpState("op", str(tmp_path), built=False, locked=False)
     (tmp_path / op_cache.LOCK_FILE).touch()  # another process took it; no compiler of ours runs
+    heard = watch(state, tools=lambda: [], until=lambda heard: heard)
+    assert heard == [OpState("op", str(tmp_path), built=False, locked=True)]
+
+
+def test_a_cached_op_held_by_another_process_is_waited_for() -> None:
+    """A ``.so`` in the cache while another process holds the lock: this load waits for its
+    build (another environment's, rebuilding the op for itself)."""
+    ((data, _),) = phases_for(OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=True, locked=True))
+    assert data["phase"] == "waiting_for_build"
+
+
+def watch(
+    state: OpState, tools: Callable[[], list[tuple[str, str]] | None], until: Callable[[list[OpState]], Any]
+) -> list[OpState]:
+    """What ``_watch_build`` says while an op loads, up to the moment ``until(heard)`` holds."""
+    from engine.trainer import op_cache
+
     heard: list[OpState] = []
     done = threading.Event()
-    watcher = threading.Thread(target=op_cache._watch_lock, args=(state, heard.append, done))
+    watcher = threading.Thread(target=op_cache._watch_build, args=(state, heard.append, done, tools))
     watcher.start()
-    watcher.join(timeout=120)  # returns once it has said so
-    done.set()
-    assert heard == [OpState("op", str(tmp_path), built=False, locked=True)]
+    try:
+        wait_for(lambda: until(heard), what="the watcher to hear enough", seen=lambda: heard)
+    finally:
+        done.set()
+        watcher.join()
+    return heard
+
+
+def test_a_compiler_at_work_in_the_op_directory_is_a_build_whatever_the_cache_held(tmp_path: Path) -> None:
+    """torch rebuilds a cached op whenever the build.ninja it writes differs from the one on
+    disk: a compiler of ours in the op's directory is a build, said as soon as it is seen;
+    ninja alone (it runs at every load) and a compiler elsewhere are none."""
+    cached = OpState("op", str(tmp_path), built=True, locked=False)
+    looks = [[("ninja", str(tmp_path)), ("cc1plus", "/elsewhere")], [("cc1plus", str(tmp_path))]]
+    heard = watch(cached, tools=lambda: looks.pop(0) if len(looks) > 1 else looks[0], until=lambda h: h)
+    assert heard == [OpState("op", str(tmp_path), built=False, locked=False)]
+
+
+def test_a_cached_op_rebuilt_by_torch_is_said_to_be_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The op's ``.so`` is in the cache, but the build.ninja there is another environment's:
+    torch's load compiles it again, and the trainer says ``building_op`` (it said nothing and
+    stayed at "importing torch and DeepSpeed" for minutes). A real process named ``cc1plus``
+    in the op's directory stands in for ninja's compiler."""
+    from engine.trainer import op_cache
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    directory = tmp_path / "deepspeed_shm_comm"
+    directory.mkdir()
+    (directory / "deepspeed_shm_comm.so").touch()
+    (directory / "build.ninja").write_text("cflags = -I/another/venv/site-packages/deepspeed\n")
+    compiler = tmp_path / "cc1plus"
+    compiler.symlink_to(shutil.which("sleep") or "/bin/sleep")  # its process name: cc1plus
+    link = RecordingLink()
+    phases = StartupPhases(link, attempt=1)
+
+    class RebuildingBuilder:  # DeepSpeed's OpBuilder.load, as torch rebuilds the op
+        name = "deepspeed_shm_comm"
+
+        def load(self, verbose: bool) -> None:
+            with subprocess.Popen([str(compiler), "600"], cwd=directory) as child:
+                try:
+                    wait_for(lambda: link.said, what="a phase said during the build")
+                finally:
+                    child.kill()
+
+    op_cache._load(RebuildingBuilder(), phases.op)
+    ((payload, message),) = link.said
+    assert payload.data()["phase"] == "building_op" and payload.data()["cache"] == str(directory)
+    assert message.startswith("building DeepSpeed op deepspeed_shm_comm")
 
 
 def test_a_lock_left_by_a_killed_build_is_stale_and_only_then(tmp_path: Path) -> None:
