@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.extension_cache import EXTENSIONS_ENV, environment_extensions_dir
+
 pytestmark = [pytest.mark.deepspeed, pytest.mark.timeout(900)]  # a cold build takes minutes
 
 
@@ -24,6 +26,8 @@ def test_prepare_builds_the_shared_memory_op_into_the_cache() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     (op,) = json.loads(done.stdout)["ops"]  # one JSON document, DeepSpeed's own lines on stderr
     assert op["name"] == "deepspeed_shm_comm" and op["load_s"] >= 0
+    cache = os.environ.get(EXTENSIONS_ENV) or environment_extensions_dir()  # the trainers' cache
+    assert Path(op["directory"]) == Path(cache) / "deepspeed_shm_comm"
     assert (Path(op["directory"]) / "deepspeed_shm_comm.so").exists()  # what later runs load
 
 

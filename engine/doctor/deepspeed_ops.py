@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import engine
+from engine.extension_cache import with_extensions_dir
 
 SURVEY_TIMEOUT_S = 60.0
 """Seconds the child gets: importing torch and DeepSpeed takes several on a small machine,
@@ -77,7 +78,7 @@ def command(python: str = sys.executable) -> list[str]:
 
 
 def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = with_extensions_dir(os.environ)  # the cache the trainers use, should a check build
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_SOURCE_ROOT), env.get("PYTHONPATH")) if p)
     return env
 

@@ -24,6 +24,7 @@ from types import FrameType
 
 from engine.domain import EXIT_NO_CHECKPOINT, STACK_DUMP_SIGNAL
 from engine.events import TrainerError
+from engine.extension_cache import set_extensions_dir
 from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.run.report_spool import SpoolWriter, spool_path
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start: %s", err)
         return 1
     install_signal_handlers(link.stop_requested)
+    log.info("DeepSpeed op cache: %s", set_extensions_dir())  # before torch reads it
     phases = StartupPhases(link, args.attempt)
     try:
         # torch + deepspeed: imported after the link is up, so that consoles hear of it

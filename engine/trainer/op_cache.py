@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.extension_cache import set_extensions_dir
+
 SHM_COMM = "ShareMemCommBuilder"
 """The op builder DeepSpeed's torch backend loads on the CPU (``deepspeed/comm/torch.py``)."""
 LOCK_FILE = "lock"
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print one JSON object: the ops, each as found and its load's seconds",
     )
     args = parser.parse_args(argv)
+    set_extensions_dir()  # the trainers' cache: before torch reads it
     try:
         # DeepSpeed's import logs to stdout: with --json, stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):

@@ -42,11 +42,12 @@ def add_parsers(sub: Any) -> None:
         "prepare",
         help="build the DeepSpeed ops a trainer needs here, ahead of the first run",
         description=(
-            "DeepSpeed builds some ops the first time a machine uses them (on a CPU its "
+            "DeepSpeed builds some ops the first time an environment uses them (on a CPU its "
             "shared-memory op, deepspeed_shm_comm: a C++ compile of a minute or more, about "
-            "1.5 GB of compiler memory), into torch's extension cache (TORCH_EXTENSIONS_DIR, "
-            "default ~/.cache/torch_extensions). This builds them now, in a child process, so "
-            "that no run pays for it; ops already built are only loaded."
+            "1.5 GB of compiler memory), into this Python environment's own extension cache "
+            "(~/.cache/memtui/torch_extensions/<environment>/, or TORCH_EXTENSIONS_DIR when "
+            "set), where every trainer of this environment finds them. This builds them now, "
+            "in a child process, so that no run pays for it; ops already built are only loaded."
         ),
     )
     prepare.add_argument(
@@ -71,7 +72,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if not args.json:
         print(
             "loading the DeepSpeed ops a trainer needs here, building any this machine lacks "
-            "(once per machine: a minute or more the first time)...",
+            "(once per environment: a minute or more the first time)...",
             file=sys.stderr,
             flush=True,
         )

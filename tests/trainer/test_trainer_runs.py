@@ -7,12 +7,15 @@ gets a fresh torch.distributed world and the command line is what is tested.
 from __future__ import annotations
 
 import math
+import os
 import signal
+from pathlib import Path
 
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
 from engine.config_file import build_run_config
+from engine.extension_cache import EXTENSIONS_ENV, environment_extensions_dir
 from engine.run.directory import RunDir
 from engine.trainer.checkpoint import tags_on_disk
 
@@ -79,6 +82,16 @@ def test_run_reports_every_step_learns_and_checkpoints() -> None:
     finished = supervisor.events("trainer_finished")[0].data
     assert finished == {"reason": "completed", "step": 150}
     assert supervisor.messages[-1].type == "trainer_finished"
+
+
+def test_the_trainer_loads_its_ops_from_its_environment_s_cache() -> None:
+    """Unless the user set TORCH_EXTENSIONS_DIR, the trainer builds and finds DeepSpeed's op
+    in its environment's own cache (shared by every test of this environment)."""
+    _, _, code, output = _run({"name": "cache", "steps": 2})
+    assert code == 0, output
+    cache = Path(os.environ.get(EXTENSIONS_ENV) or environment_extensions_dir())
+    assert f"DeepSpeed op cache: {cache}" in output
+    assert (cache / "deepspeed_shm_comm" / "deepspeed_shm_comm.so").exists()
 
 
 def test_stop_command_checkpoints_and_a_new_attempt_resumes_identically() -> None:
