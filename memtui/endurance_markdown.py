@@ -25,10 +25,13 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("state", report.state or "-"),
         ("steps sustained / target", f"{report.steps_sustained:,} / {report.target_steps:,}"),
         ("wall time", f"{report.wall_s:,.0f} s ({report.wall_s / 3600:.2f} h)"),
-        ("tokens/s average (run / attempt)", f"{_rate(t.run_avg)} / {_rate(t.attempt_avg)}"),
         (
-            f"tokens/s peak, {t.window_steps}-step window (run / attempt)",
-            f"{_rate(t.run_peak)} / {_rate(t.attempt_peak)}",
+            "tokens/s average (run / attempt)",
+            f"{_rate(t.run_avg_tokens_per_s)} / {_rate(t.attempt_avg_tokens_per_s)}",
+        ),
+        (
+            f"tokens/s peak, best window of {t.window_steps}+ steps (run / attempt)",
+            f"{_rate(t.run_peak_tokens_per_s)} / {_rate(t.attempt_peak_tokens_per_s)}",
         ),
         ("fatal OOMs", str(report.fatal_ooms)),
         ("OOMs recovered", str(report.ooms_recovered)),

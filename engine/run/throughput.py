@@ -7,6 +7,7 @@ those sums and reads only the rows stored since its last look, so the supervisor
 every status of a million-step run without a full scan. A step's tokens are
 ``tokens_per_s * step_time_s`` (the trainer's own per-step figure): an average weighs each
 step by its time, and a replayed step counts, since the machine did that work again.
+Average and peak are over the same windows (``_windows``), so the peak is never below.
 Torch-free.
 """
 
@@ -55,32 +56,49 @@ class ThroughputTally:
         """Run-wide and current-attempt averages and peaks of what was read so far."""
         if not self._blocks:
             return ThroughputFigures(window_steps=self.window_steps)
-        per_attempt: dict[int, list[float]] = {}
-        best: dict[int, float] = {}
-        for (attempt, _), (n, tok, sec) in self._blocks.items():
-            sums = per_attempt.setdefault(attempt, [0, 0.0, 0.0])
-            sums[0] += n
-            sums[1] += tok
-            sums[2] += sec
-            if n >= self.window_steps and sec > 0:
-                best[attempt] = max(best.get(attempt, 0.0), tok / sec)
-        for attempt, (_, tok, sec) in per_attempt.items():
-            if attempt not in best and sec > 0:  # no full window: its own average
-                best[attempt] = tok / sec
+        per_attempt: dict[int, list[list[float]]] = {}
+        for (attempt, _), sums in sorted(self._blocks.items()):
+            per_attempt.setdefault(attempt, []).append(sums)
+        windows = {a: _windows(blocks, self.window_steps) for a, blocks in per_attempt.items()}
+        best = {a: max((tok / sec for _, tok, sec in w if sec > 0), default=None) for a, w in windows.items()}
+        totals = {a: [sum(col) for col in zip(*w, strict=True)] for a, w in windows.items()}
         current = max(per_attempt)
-        tokens = sum(s[1] for s in per_attempt.values())
-        seconds = sum(s[2] for s in per_attempt.values())
-        _, cur_tok, cur_sec = per_attempt[current]
+        tokens = sum(t[1] for t in totals.values())
+        seconds = sum(t[2] for t in totals.values())
+        _, cur_tok, cur_sec = totals[current]
+        peaks = [p for p in best.values() if p is not None]
         return ThroughputFigures(
-            run_avg=tokens / seconds if seconds > 0 else None,
-            run_peak=max(best.values()) if best else None,
+            run_avg_tokens_per_s=tokens / seconds if seconds > 0 else None,
+            run_peak_tokens_per_s=max(peaks) if peaks else None,
             attempt=current,
-            attempt_avg=cur_tok / cur_sec if cur_sec > 0 else None,
-            attempt_peak=best.get(current),
+            attempt_avg_tokens_per_s=cur_tok / cur_sec if cur_sec > 0 else None,
+            attempt_peak_tokens_per_s=best[current],
             window_steps=self.window_steps,
-            steps=int(sum(s[0] for s in per_attempt.values())),
+            steps=int(sum(t[0] for t in totals.values())),
             step_seconds=seconds,
         )
+
+
+def _windows(blocks: list[list[float]], window_steps: int) -> list[list[float]]:
+    """One attempt's blocks (in step order) as windows of at least ``window_steps`` steps:
+    a partial block (a restart's first, the newest) joins the window before it, or the
+    one after where it is the first. Every step counts once, so the attempt's average is
+    a time-weighted mean of its windows' and never above the best of them."""
+    windows: list[list[float]] = []
+    short: list[float] | None = None  # a partial head, waiting for the next block
+    for n, tok, sec in blocks:
+        block = [n, tok, sec] if short is None else [n + short[0], tok + short[1], sec + short[2]]
+        short = None
+        if block[0] >= window_steps or not windows:
+            if block[0] < window_steps:
+                short = block  # too short to stand alone and nothing before it
+            else:
+                windows.append(block)
+        else:
+            windows[-1] = [a + b for a, b in zip(windows[-1], block, strict=True)]
+    if short is not None:  # the whole attempt is shorter than a window: it is one
+        windows.append(short)
+    return windows
 
 
 def throughput_of(store: Store, window_steps: int = WINDOW_STEPS) -> ThroughputFigures:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from engine.domain import DecisionRecord, TelemetrySample
+from engine.domain import DecisionRecord, TelemetrySample, ThroughputFigures
 from engine.events import (
     ChaosInjected,
     ChaosRecovered,
@@ -195,36 +195,77 @@ def test_throughput_is_tokens_over_step_time_of_every_attempt(run: RunDir) -> No
         figures = throughput_of(store, window_steps=10)
         samples = list(store.iter_steps())
 
-    def avg(rows: list[TelemetrySample]) -> float:
-        return sum(s.tokens_per_s * s.step_time_s for s in rows) / sum(s.step_time_s for s in rows)
-
     assert figures.steps == len(samples) and figures.attempt == 3
-    assert figures.run_avg == pytest.approx(avg(samples))
+    assert figures.run_avg_tokens_per_s == pytest.approx(_avg(samples))
     current = [s for s in samples if s.attempt == 3]
-    assert figures.attempt_avg == pytest.approx(avg(current))
-    windows = [
-        avg(block)
-        for a in (1, 2, 3)
-        for block in _blocks([s for s in samples if s.attempt == a], 10)
-        if len(block) == 10
-    ]
-    assert figures.run_peak == pytest.approx(max(windows))
-    assert figures.attempt_peak == pytest.approx(max(avg(b) for b in _blocks(current, 10) if len(b) == 10))
+    assert figures.attempt_avg_tokens_per_s == pytest.approx(_avg(current))
+    windows = [_avg(w) for a in (1, 2, 3) for w in _windows([s for s in samples if s.attempt == a], 10)]
+    assert figures.run_peak_tokens_per_s == pytest.approx(max(windows))
+    assert figures.attempt_peak_tokens_per_s == pytest.approx(max(_avg(w) for w in _windows(current, 10)))
     assert math.isfinite(figures.step_seconds) and figures.step_seconds > 0
 
 
-def _blocks(rows: list[TelemetrySample], window: int) -> list[list[TelemetrySample]]:
+def test_a_peak_is_never_below_the_average_when_the_run_ends_inside_a_window(run: RunDir) -> None:
+    """Slow first window, fast partial one after it (75 steps, windows of 50): the partial
+    block is in the average, so it is in a peak's window too."""
+    with Store(run.store) as store:
+        for step in range(1, 76):
+            fast = step > 50
+            timing = (
+                {"step_time_s": 0.1, "tokens_per_s": 5000.0}
+                if fast
+                else {"step_time_s": 1.0, "tokens_per_s": 500.0}
+            )
+            store.add_step(_sample(1, step, random.Random(step), mb=4).model_copy(update=timing))
+    with Store(run.store, readonly=True) as store:
+        figures = throughput_of(store, window_steps=50)
+        samples = list(store.iter_steps())
+    assert figures.run_avg_tokens_per_s == pytest.approx(_avg(samples))
+    assert figures.run_peak_tokens_per_s is not None and figures.attempt_peak_tokens_per_s is not None
+    assert figures.run_peak_tokens_per_s >= figures.run_avg_tokens_per_s
+    assert figures.attempt_peak_tokens_per_s >= figures.attempt_avg_tokens_per_s  # type: ignore[operator]
+
+
+def test_throughput_keys_name_their_unit_and_old_keys_still_read() -> None:
+    figures = ThroughputFigures(run_avg_tokens_per_s=10.0, run_peak_tokens_per_s=12.0, window_steps=50)
+    assert set(figures.model_dump()) >= {"run_avg_tokens_per_s", "run_peak_tokens_per_s"}
+    old = ThroughputFigures.model_validate({"run_avg": 10.0, "run_peak": 12.0, "attempt_avg": 9.0})
+    assert (old.run_avg_tokens_per_s, old.run_peak_tokens_per_s, old.attempt_avg_tokens_per_s) == (
+        10.0,
+        12.0,
+        9.0,
+    )
+
+
+def _avg(rows: list[TelemetrySample]) -> float:
+    return sum(s.tokens_per_s * s.step_time_s for s in rows) / sum(s.step_time_s for s in rows)
+
+
+def _windows(rows: list[TelemetrySample], window: int) -> list[list[TelemetrySample]]:
+    """One attempt's steps in step-aligned blocks, each partial block joined to the one
+    before it (or, the first, to the one after)."""
     blocks: dict[int, list[TelemetrySample]] = {}
     for s in rows:
         blocks.setdefault((s.step - 1) // window, []).append(s)
-    return list(blocks.values())
+    windows: list[list[TelemetrySample]] = []
+    head: list[TelemetrySample] = []
+    for block in (blocks[k] for k in sorted(blocks)):
+        block = head + block
+        head = []
+        if len(block) >= window:
+            windows.append(block)
+        elif windows:
+            windows[-1] += block
+        else:
+            head = block
+    return windows + ([head] if head else [])
 
 
 def test_status_carries_the_run_wide_figures_and_none_before_a_step(run: RunDir) -> None:
     with Store(run.store) as store:
         store.update_meta(state="starting")
     empty = offline_status(run).throughput
-    assert empty is not None and empty.run_avg is None and empty.steps == 0
+    assert empty is not None and empty.run_avg_tokens_per_s is None and empty.steps == 0
     _write(run, ended=True)
     figures = offline_status(run).throughput
-    assert figures is not None and figures.run_avg is not None and figures.attempt == 3
+    assert figures is not None and figures.run_avg_tokens_per_s is not None and figures.attempt == 3

@@ -86,7 +86,13 @@ def test_the_loss_keeps_its_decimals() -> None:
 
 
 def figures(avg: float, peak: float, attempt: int = 1) -> ThroughputFigures:
-    return ThroughputFigures(run_avg=avg, run_peak=peak, attempt=attempt, attempt_avg=avg, window_steps=50)
+    return ThroughputFigures(
+        run_avg_tokens_per_s=avg,
+        run_peak_tokens_per_s=peak,
+        attempt=attempt,
+        attempt_avg_tokens_per_s=avg,
+        window_steps=50,
+    )
 
 
 def test_avg_and_peak_are_the_runs_and_say_so() -> None:

@@ -33,8 +33,8 @@ def _average_line(view: RunView) -> str:
     """The run's average and peak (a peak is its best window of steps), else the console's own."""
     run = view.run_throughput
     avg: float | None
-    if run is not None and run.run_avg is not None:
-        avg, peak, scope = run.run_avg, run.run_peak, "run"
+    if run is not None and run.run_avg_tokens_per_s is not None:
+        avg, peak, scope = run.run_avg_tokens_per_s, run.run_peak_tokens_per_s, "run"
     else:
         avg, peak, scope = view.tokens_per_s_avg, view.tokens_per_s_peak, "so far"
     return (
@@ -58,9 +58,9 @@ def render_mfu(view: RunView) -> str:
 def _attempt_line(view: RunView) -> str:
     line = f"[$text-muted]mean step[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
     run = view.run_throughput
-    if run is None or run.attempt < 2 or run.attempt_avg is None:
+    if run is None or run.attempt < 2 or run.attempt_avg_tokens_per_s is None:
         return line
-    return f"{line}  [$text-muted]attempt {run.attempt} avg[/] {format_count(run.attempt_avg)}"
+    return f"{line}  [$text-muted]attempt {run.attempt} avg[/] {format_count(run.attempt_avg_tokens_per_s)}"
 
 
 def render_throughput_chart(view: RunView, width: int, height: int, now: float) -> str:
