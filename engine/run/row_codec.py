@@ -1,9 +1,12 @@
 """How the store's rows are made from the run's models and read back into them.
 
 * Step samples: one column per ``TelemetrySample`` field, typed from the field's annotation
-  (``STEP_COLUMNS``), so a new field gets a column. SQLite stores NaN as NULL, so a NaN
-  float is written as the text ``'NaN'`` (REAL affinity leaves text it cannot parse alone)
-  and read back as ``float('nan')``; a list of models (``ranks``) is JSON text.
+  (``STEP_COLUMNS``), so a new field gets a column. A float that is not finite (a NaN or
+  inf loss) is stored as NULL in its own column, so SQL over the store (``AVG(loss)``)
+  skips it rather than counting it, and named in the row's ``nonfinite`` column (JSON
+  text, ``{"loss": "nan"}``), from which it is read back as it was. Stores written before
+  kept the text ``'NaN'`` in the column: still read as ``float('nan')`` (and moved to
+  ``nonfinite`` by ``store_file``'s migration). A list of models (``ranks``) is JSON text.
 * Policy verdicts (``DecisionRecord``): one column per field, reasons, patch and bounds as
   JSON text.
 
@@ -22,7 +25,9 @@ from pydantic import BaseModel
 
 from engine.domain import DecisionRecord, TelemetrySample
 
-_NAN_TEXT = "NaN"
+NONFINITE_COLUMN = "nonfinite"
+"""Steps column: JSON text naming the row's non-finite float fields and their value
+(``nan``, ``inf``, ``-inf``); NULL when every float was finite."""
 
 
 # ------------------------------------------------------------------------- steps
@@ -49,7 +54,8 @@ def _step_columns() -> dict[str, str]:
 
 STEP_COLUMNS: dict[str, str] = _step_columns()
 """Field name -> SQLite type; derived from the model so a new field gets a column."""
-STEP_INSERT = f"INSERT INTO steps ({', '.join(STEP_COLUMNS)}) VALUES ({', '.join('?' * len(STEP_COLUMNS))})"
+_INSERTED = [*STEP_COLUMNS, NONFINITE_COLUMN]
+STEP_INSERT = f"INSERT INTO steps ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))})"
 
 _JSON_COLUMNS = frozenset({"ranks"})
 """TelemetrySample fields that hold a list of models: stored as JSON text."""
@@ -60,9 +66,14 @@ _NULLABLE = frozenset(
 )
 
 
+def readable_step_columns(have: set[str]) -> list[str]:
+    """The columns of a steps table holding ``have`` that ``sample_from`` reads, in order."""
+    return [name for name in _INSERTED if name in have]
+
+
 def _encode_value(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return _NAN_TEXT
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # named in NONFINITE_COLUMN
     if isinstance(value, list):
         return json.dumps([v.model_dump() if isinstance(v, BaseModel) else v for v in value])
     return value
@@ -76,12 +87,22 @@ def _decode_value(column_type: str, value: Any) -> Any:
 
 def step_row(sample: TelemetrySample) -> list[Any]:
     """The values of ``STEP_INSERT`` for one sample."""
-    return [_encode_value(getattr(sample, name)) for name in STEP_COLUMNS]
+    values = [getattr(sample, name) for name in STEP_COLUMNS]
+    nonfinite = {
+        name: str(v)
+        for name, v in zip(STEP_COLUMNS, values, strict=True)
+        if isinstance(v, float) and not math.isfinite(v)
+    }
+    return [*(_encode_value(v) for v in values), json.dumps(nonfinite) if nonfinite else None]
 
 
 def sample_from(columns: list[str], row: tuple[Any, ...]) -> TelemetrySample:
-    """A sample from a row of ``columns`` (the file's: an older one may lack a few)."""
-    values = {n: _decode_value(STEP_COLUMNS[n], v) for n, v in zip(columns, row, strict=False)}
+    """A sample from a row of ``columns`` (``readable_step_columns`` of the file: an older
+    one may lack a few)."""
+    pairs = dict(zip(columns, row, strict=False))
+    nonfinite = pairs.pop(NONFINITE_COLUMN, None)
+    values = {n: _decode_value(STEP_COLUMNS[n], v) for n, v in pairs.items()}
+    values.update({n: float(v) for n, v in json.loads(nonfinite or "{}").items() if n in STEP_COLUMNS})
     for name in _JSON_COLUMNS.intersection(values):
         if isinstance(values[name], str):
             values[name] = json.loads(values[name])

@@ -41,10 +41,10 @@ from engine.run.meta import RunMeta, meta_from_rows, meta_values
 from engine.run.row_codec import (
     DECISION_COLUMNS,
     DECISION_INSERT,
-    STEP_COLUMNS,
     STEP_INSERT,
     decision_from,
     decision_row,
+    readable_step_columns,
     sample_from,
     step_row,
 )
@@ -116,7 +116,7 @@ class Store:
 
     def _existing_step_columns(self) -> list[str]:
         have = {row[1] for row in self._db.execute("PRAGMA table_info(steps)")}
-        return [name for name in STEP_COLUMNS if name in have]
+        return readable_step_columns(have)
 
     def _has_tables(self) -> bool:
         """False for a read-only view of a store whose writer has not created it yet."""

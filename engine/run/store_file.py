@@ -1,7 +1,9 @@
 """The store's SQLite file: its tables, the rows of events and meta, and its transactions.
 
 ``create_schema`` makes what a store needs where it is missing (a field added to
-``TelemetrySample`` since the file was made gets its column) and writes nothing when
+``TelemetrySample`` since the file was made gets its column), migrates an older file's
+rows (version 1 kept a NaN as the text ``'NaN'`` and an inf as a REAL inf: both become
+NULL named in ``nonfinite``, as ``row_codec`` writes them now) and writes nothing when
 reopening a current file, so that a run on a full disk still opens. ``Transaction`` is
 ``BEGIN IMMEDIATE`` ... ``COMMIT``, safe when SQLite has already rolled back by itself.
 Torch-free.
@@ -15,11 +17,11 @@ import sqlite3
 from typing import Any
 
 from engine.domain import Event
-from engine.run.row_codec import STEP_COLUMNS
+from engine.run.row_codec import NONFINITE_COLUMN, STEP_COLUMNS
 
 log = logging.getLogger("engine.run.store")
 
-SCHEMA_VERSION = 1  # PRAGMA user_version
+SCHEMA_VERSION = 2  # PRAGMA user_version; 2: non-finite floats as NULL + ``nonfinite``
 EVENT_INSERT = (
     "INSERT INTO events (seq, ts, type, severity, message, data, attempt) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -30,7 +32,7 @@ def create_schema(db: sqlite3.Connection, version: int) -> None:
     file's ``user_version`` before)."""
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
-    cols = ", ".join(f"{name} {sql}" for name, sql in STEP_COLUMNS.items())
+    cols = ", ".join(f"{name} {sql}" for name, sql in {**STEP_COLUMNS, NONFINITE_COLUMN: "TEXT"}.items())
     with Transaction(db):
         db.execute(f"CREATE TABLE IF NOT EXISTS steps (id INTEGER PRIMARY KEY, {cols})")
         db.execute("CREATE INDEX IF NOT EXISTS steps_step ON steps(step)")
@@ -51,11 +53,25 @@ def create_schema(db: sqlite3.Connection, version: int) -> None:
         )
         db.execute("CREATE INDEX IF NOT EXISTS decisions_directive ON decisions(directive_id)")
         have = {row[1] for row in db.execute("PRAGMA table_info(steps)")}
-        for name, sql in STEP_COLUMNS.items():  # a field added since the file was made
+        for name, sql in {**STEP_COLUMNS, NONFINITE_COLUMN: "TEXT"}.items():  # added since the file was made
             if name not in have:
                 db.execute(f"ALTER TABLE steps ADD COLUMN {name} {sql}")
+        if 0 < version < 2:
+            _move_nonfinite_floats(db)
         if version != SCHEMA_VERSION:  # no write at all reopening a current file (a full disk)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _move_nonfinite_floats(db: sqlite3.Connection) -> None:
+    """Version 1 -> 2: every REAL column's ``'NaN'`` text and inf becomes NULL, named in
+    ``nonfinite`` (one pass per column; once, inside the schema's transaction)."""
+    for name in (n for n, sql in STEP_COLUMNS.items() if sql == "REAL"):
+        value = f"CASE WHEN typeof({name}) = 'text' THEN 'nan' WHEN {name} > 0 THEN 'inf' ELSE '-inf' END"
+        db.execute(
+            f"UPDATE steps SET {NONFINITE_COLUMN} = json_set(COALESCE({NONFINITE_COLUMN}, '{{}}'),"
+            f" '$.{name}', {value}), {name} = NULL"
+            f" WHERE typeof({name}) = 'text' OR abs({name}) = 9e999"  # 9e999: SQLite's inf
+        )
 
 
 META_UPSERT = (
