@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.config import AlertConfig
+from engine.disk_space import byte_size
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
@@ -172,8 +173,8 @@ class AlertRules:
                 disk.free_bytes >= need * (1 + cfg.hysteresis),
                 now,
                 "critical",
-                f"checkpoint disk low: {disk.free_bytes / (1 << 30):.1f} GiB free, the next checkpoint needs "
-                f"about {need / (1 << 30):.1f} GiB",
+                f"checkpoint disk low: {byte_size(disk.free_bytes)} free, the next checkpoint needs "
+                f"about {byte_size(int(need))}",
                 {"free_bytes": disk.free_bytes, "need_bytes": int(need), "path": disk.path},
             )
         return out

@@ -7,7 +7,9 @@ error: a machine without a GPU or NVML still gets a verdict.
 
 from __future__ import annotations
 
+from engine.disk_space import FreeSpaceThreshold, GiB, MiB, byte_size
 from engine.hardware_report import (
+    DiskReport,
     Finding,
     GpuReport,
     HardwareSnapshot,
@@ -15,11 +17,10 @@ from engine.hardware_report import (
     Verdict,
 )
 
-GiB = 1 << 30
-MIN_FREE_DISK = 2 * GiB
-"""Bytes free at the run or checkpoint directory below which the run is unhealthy."""
-LOW_FREE_DISK = 10 * GiB
-"""Bytes free below which it is degraded (a few checkpoints of a small model)."""
+MIN_FREE_DISK = FreeSpaceThreshold(fraction=0.05, cap_bytes=2 * GiB, floor_bytes=16 * MiB)
+"""Free at the run or checkpoint directory below which the run is unhealthy."""
+LOW_FREE_DISK = FreeSpaceThreshold(fraction=0.20, cap_bytes=10 * GiB, floor_bytes=64 * MiB)
+"""Free below which it is degraded (a few checkpoints of a small model)."""
 LOW_RAM_FRACTION = 0.10
 """Available host RAM below this fraction of the total: degraded (the CPU path swaps)."""
 TEMPERATURE_MARGIN_C = 5
@@ -205,21 +206,16 @@ def _host_findings(hw: HardwareSnapshot) -> list[Finding]:
             out.append(
                 Finding(level="info", message=f"free disk at {disk.label} unavailable ({disk.unavailable})")
             )
-        elif disk.free_bytes < MIN_FREE_DISK:
-            out.append(
-                Finding(
-                    level="unhealthy",
-                    message=f"{disk.label} disk nearly full: "
-                    f"{disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
-                )
-            )
-        elif disk.free_bytes < LOW_FREE_DISK:
-            out.append(
-                Finding(
-                    level="degraded",
-                    message=f"{disk.label} disk low: {disk.free_bytes / GiB:.1f} GiB free at {disk.path}",
-                )
-            )
+        elif disk.free_bytes < MIN_FREE_DISK.bytes_for(disk.total_bytes):
+            out.append(Finding(level="unhealthy", message=f"{disk.label} disk nearly full: {_free(disk)}"))
+        elif disk.free_bytes < LOW_FREE_DISK.bytes_for(disk.total_bytes):
+            out.append(Finding(level="degraded", message=f"{disk.label} disk low: {_free(disk)}"))
     for name, reason in sorted(host.unavailable.items()):
         out.append(Finding(level="info", message=f"host {name} unavailable ({reason})"))
     return out
+
+
+def _free(disk: DiskReport) -> str:
+    """``35.0 MiB free of 38.1 MiB at /path``."""
+    total = f" of {byte_size(disk.total_bytes)}" if disk.total_bytes else ""
+    return f"{byte_size(disk.free_bytes or 0)} free{total} at {disk.path}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.doctor.findings import GiB
+from engine.disk_space import GiB, byte_size
 from engine.hardware_report import (
     DoctorReport,
     InterconnectReport,
@@ -37,7 +37,7 @@ def render_report(report: DoctorReport) -> str:
     lines.append(f"host: {host.cpu_count or '?'} CPUs, load {_dash(host.load_1m)}, RAM {ram}")
     for disk in host.disks:
         free = (
-            f"{disk.free_bytes / GiB:.1f} GiB free"
+            f"{byte_size(disk.free_bytes)} free"
             if disk.free_bytes is not None
             else f"unavailable ({disk.unavailable})"
         )

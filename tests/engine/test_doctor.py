@@ -123,6 +123,26 @@ def test_disk_and_ram_at_limits() -> None:
     assert verdict_of(judge(CUDA_SW, host(50 * GiB, avail=9 * GiB))) == "degraded"
 
 
+def test_disk_thresholds_follow_the_disk_size_above_a_floor() -> None:
+    """A 40 MB disk with 35 MB free is not full (the threshold is a share of its size);
+    one with 10 MiB free is, below the absolute floor; the figures are in MiB."""
+    mib = 1 << 20
+
+    def judged(free: int, total: int) -> tuple[str, list[str]]:
+        disk = DiskReport(label="run", path="/r", free_bytes=free, total_bytes=total)
+        findings = judge(CUDA_SW, hardware(FakeNvml(), disks=[disk]))
+        return verdict_of(findings), [f.message for f in findings if "disk" in f.message]
+
+    verdict, said = judged(35_000_000, 40_000_000)
+    assert verdict != "unhealthy" and all("0.0 GiB" not in m for m in said)
+    assert judged(10 * mib, 40_000_000) == (
+        "unhealthy",
+        ["run disk nearly full: 10.0 MiB free of 38.1 MiB at /r"],
+    )
+    assert judged(300 * GiB, 1000 * GiB)[0] == "healthy"
+    assert judged(2 * GiB - 1, 1000 * GiB)[0] == "unhealthy"  # a large disk: the absolute figure
+
+
 def test_report_serializes_and_round_trips(tmp_path: Path) -> None:
     report = doctor(tmp_path, FakeNvml([healthy_gpu(), healthy_gpu(temperature=88)])).examine()
     assert report.software.accelerator == "cuda" and report.software.accelerator_count == 2
