@@ -189,8 +189,8 @@ class TelemetrySample(BaseModel):
     model_tflops: float | None = Field(None, ge=0.0)
     """Model TFLOP/s of this step, all ranks: FLOPs per token (6N + attention) x tokens/s."""
     mfu: float | None = Field(None, ge=0.0)
-    """Model FLOPs utilisation: model_tflops over the devices' peak (a fraction); None when
-    the device's peak is unknown."""
+    """Model FLOPs utilisation: model_tflops over the devices' peak (a fraction, at most 1);
+    None when the device's peak is unknown, or under-measured (the step beat it)."""
     mem_allocated: int = Field(0, ge=0)
     mem_reserved: int = Field(0, ge=0)
     mem_peak: int = Field(0, ge=0)

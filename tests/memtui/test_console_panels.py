@@ -201,6 +201,18 @@ def test_throughput_shows_mfu_and_where_the_peak_came_from() -> None:
     assert "MFU" not in plain(render_throughput(RunView().with_sample(make_sample(5))))
 
 
+def test_mfu_above_the_peak_is_flagged_never_shown_over_100_percent() -> None:
+    started = make_event(1, _started(peak_source="measured", peak_tflops=0.01))
+    beat = RunView().with_sample(make_sample(5, mfu=None, model_tflops=0.012)).with_event(started)
+    assert "MFU > peak (probe unreliable)" in plain(render_throughput(beat))
+    old = RunView().with_sample(make_sample(5, mfu=1.218, model_tflops=0.012)).with_event(started)
+    text = plain(render_throughput(old))  # an older trainer sent the ratio as it was
+    assert "MFU > peak (probe unreliable)" in text and "121.8%" not in text
+    configured = make_event(1, _started(peak_source="config", peak_tflops=0.01))
+    wrong = RunView().with_sample(make_sample(5, mfu=None, model_tflops=0.012)).with_event(configured)
+    assert "MFU > peak (config peak too low)" in plain(render_throughput(wrong))
+
+
 def test_memory_breakdown_beside_the_measured_peak_and_the_plan() -> None:
     planned = PlannedMemory(
         params=2 * MIB,

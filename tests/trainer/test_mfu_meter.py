@@ -20,6 +20,13 @@ def test_meter_figures_on_a_known_case() -> None:
     assert unknown.figures(1000.0) == {"mfu": None, "model_tflops": pytest.approx(6.0)}
 
 
+def test_a_step_above_the_peak_gives_no_mfu() -> None:
+    """A peak under-measured (a CPU probe on a loaded machine): 121.8% is not a utilisation."""
+    meter = MfuMeter(flops_per_token=6e9, peak_tflops=5.0, peak_source="measured", devices=1)
+    assert meter.figures(1015.0) == {"mfu": None, "model_tflops": pytest.approx(6.09)}
+    assert meter.figures(830.0)["mfu"] == pytest.approx(0.996)
+
+
 def test_built_in_model_counts_its_shape_and_the_config_peak_wins() -> None:
     config = build_run_config({"hardware": {"peak_tflops": 2.5}})
     meter = build_meter(config, ByteTransformer(config.model), torch.device("cpu"), 1)

@@ -8,6 +8,9 @@ the store has been read they are the console's own, labelled with what they cove
 
 from __future__ import annotations
 
+from engine.domain import TelemetrySample
+from engine.events import TrainerStarted
+from engine.utilisation import above_peak, credible_mfu
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
@@ -45,14 +48,25 @@ def _average_line(view: RunView) -> str:
 
 def render_mfu(view: RunView) -> str:
     """``  MFU 1.2% (measured peak)``: model FLOPs utilisation, where the peak came from; empty
-    until a step carries it (an older trainer, or a GPU whose peak is unknown)."""
+    until a step carries it (an older trainer, or a GPU whose peak is unknown). A step that
+    beat the peak reads ``MFU > peak (probe unreliable)``: never an MFU over 100%."""
     s = view.sample
-    if s is None or s.mfu is None:
-        return ""
     started = view.started
     source = started.peak_source.split(" ")[0] if started and started.peak_source else None
+    if s is not None and _above_peak(s, started):
+        why = "probe unreliable" if source == "measured" else f"{source or 'the'} peak too low"
+        return f"  [$text-muted]MFU[/] [$warning]> peak[/] [$text-muted]({why})[/]"
+    if s is None or s.mfu is None:
+        return ""
     label = f" [$text-muted]({source} peak)[/]" if source in ("measured", "config") else ""
     return f"  [$text-muted]MFU[/] {format_percent(s.mfu)}{label}"
+
+
+def _above_peak(s: TelemetrySample, started: TrainerStarted | None) -> bool:
+    """The step's model TFLOP/s beat the peak (an older trainer still sent its MFU over 1)."""
+    if s.mfu is not None:
+        return credible_mfu(s.mfu) is None
+    return started is not None and above_peak(s.model_tflops, started.peak_tflops, started.world_size)
 
 
 def _attempt_line(view: RunView) -> str:
