@@ -196,8 +196,11 @@ class MemoryModel:
         (another tenant, a cache, injected ballast) moves the baseline by as much."""
         if self.baseline is None or self._resident is None:
             return
-        self.baseline = max(0, self.baseline + resident - self._resident)
+        moved = resident - self._resident
+        self.baseline = max(0, self.baseline + moved)
         self._resident = resident
+        if self._last is not None:  # so the next slope compares like with like (no ballast step)
+            self._last = (self._last[0], self._last[1] + moved)
 
     def _fit_slope(self, observed: float) -> None:
         if observed <= 0:

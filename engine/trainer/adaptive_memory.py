@@ -236,6 +236,7 @@ class AdaptiveMemory:
             "mem_predicted": self.predicted,
             "mem_budget": self.budget,
             "mem_baseline": self._baseline(),
+            "mem_ballast": self.ballast.held or None,
         }
 
     def raise_if_halted(self) -> None:

@@ -2,7 +2,8 @@
 configuration at the micro-batch it measured, so the planner's error is visible.
 
 Reads the run's store read-only: the step with the largest measured step peak
-(``mem_step_peak``: CUDA's max allocated in the step, the CPU's RSS after a forward).
+(``mem_step_peak``: CUDA's max allocated in the step, the CPU's RSS after a forward), less
+the chaos ballast held in it (``mem_ballast``: injected pressure, which no plan counts).
 Torch-free.
 """
 
@@ -17,10 +18,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from engine.memory.capacity_plan import PlanRequest
 
-PEAK_QUERY = (
-    "SELECT step, mem_step_peak, micro_batch, world_size, mem_kind FROM steps"
-    " WHERE mem_step_peak IS NOT NULL ORDER BY mem_step_peak DESC LIMIT 1"
+_PEAK_QUERY = (
+    "SELECT step, mem_step_peak - {ballast}, {ballast}, micro_batch, world_size, mem_kind FROM steps"
+    " WHERE mem_step_peak IS NOT NULL ORDER BY mem_step_peak - {ballast} DESC LIMIT 1"
 )
+
+
+def peak_query(columns: set[str]) -> str:
+    """The largest step peak net of ballast; a store from before ``mem_ballast`` has none."""
+    return _PEAK_QUERY.format(ballast="COALESCE(mem_ballast, 0)" if "mem_ballast" in columns else "0")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,9 @@ class Measured:
     memory_kind: str
     """``cuda`` or ``cpu-rss`` (the process's resident memory stands in on a CPU)."""
     measured_peak: int
+    """Bytes, the chaos ballast left out."""
+    ballast: int
+    """Bytes of chaos ballast the step held, subtracted from the measured peak."""
     predicted_peak: int
     ratio: float
     """predicted / measured: above 1 the plan was cautious, below 1 it under-counted."""
@@ -50,12 +59,13 @@ def measured_against(run_path: Path, request: PlanRequest) -> Measured | None:
         return None
     try:
         with Store(store_path, readonly=True) as store:
-            rows = store.query(PEAK_QUERY)
+            columns = {str(row[1]) for row in store.query("PRAGMA table_info(steps)")}
+            rows = store.query(peak_query(columns))
     except (StoreError, OSError, sqlite3.Error):
         return None
     if not rows:
         return None
-    step, peak, micro_batch, world_size, kind = rows[0]
+    step, peak, ballast, micro_batch, world_size, kind = rows[0]
     req = dataclasses.replace(request, gpus_per_node=int(world_size), nodes=1)
     shape = req.shape
     states = model_state_bytes(
@@ -69,6 +79,7 @@ def measured_against(run_path: Path, request: PlanRequest) -> Measured | None:
         world_size=int(world_size),
         memory_kind=str(kind),
         measured_peak=int(peak),
+        ballast=int(ballast),
         predicted_peak=predicted,
         ratio=predicted / peak if peak else 0.0,
     )

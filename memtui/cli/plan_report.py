@@ -130,10 +130,15 @@ def plan_lines(plan: Plan, hw: Hardware, measured: Measured | None) -> list[str]
     if measured is not None:
         lines.append(
             f"measured   run {measured.run}: peak {format_bytes(measured.measured_peak)} "
-            f"({measured.memory_kind}) at step {measured.step}, micro-batch {measured.micro_batch}; plan "
+            f"({measured.memory_kind}{_ballast_words(measured.ballast)}) at step {measured.step}, "
+            f"micro-batch {measured.micro_batch}; plan "
             f"{format_bytes(measured.predicted_peak)}: ratio {measured.ratio:.2f}"
         )
     return lines
+
+
+def _ballast_words(ballast: int) -> str:
+    return f", {format_bytes(ballast)} of chaos ballast left out" if ballast else ""
 
 
 def _row_name_of(stage: int, offload: str) -> str:

@@ -59,6 +59,18 @@ def test_drift_moves_the_baseline_with_resident_memory() -> None:
     assert model.predict(2) == 100 * MIB
 
 
+def test_ballast_is_pressure_in_the_predicted_peak_never_in_the_slope() -> None:
+    """Chaos ballast arriving between two steps at different micro-batches: the controller's
+    predicted peak counts it (it is memory the step must fit beside), the activation slope
+    learnt from the two measured peaks does not (256 MiB is not 64 MiB per sample)."""
+    model = MemoryModel(model_states=0, per_sample=0.0, seq_len=64)
+    model.observe(8, 300 * MIB, resident=200 * MIB)  # 8 samples x 10 MiB over 220 MiB
+    model.drift(456 * MIB)  # 256 MiB of ballast at the boundary
+    model.observe(4, 516 * MIB, resident=456 * MIB)  # 220 + 256 + 4 x 10 MiB
+    assert model.slope() == pytest.approx(10 * MIB)
+    assert model.predict(8) == 556 * MIB  # ballast included: the controller must fit it
+
+
 def test_unknown_workload_learns_its_slope() -> None:
     model = MemoryModel(model_states=0, per_sample=0.0, seq_len=64)
     model.observe(2, 200, resident=100)

@@ -108,6 +108,35 @@ def test_a_run_against_its_measured_peak(home: Path, capsys: pytest.CaptureFixtu
     assert measured["ratio"] == pytest.approx(measured["predicted_peak"] / (500 << 20))
 
 
+def test_a_run_against_its_measured_peak_less_the_chaos_ballast(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """633 MiB measured of which 256 MiB was chaos ballast: the plan is compared with 377
+    MiB, and the step with the largest peak net of ballast is the one chosen."""
+    run = RunDir.create(build_run_config(name="ballast", steps=10), home)
+    geometry = {"micro_batch": 8, "grad_accum": 1}
+    with Store(run.store) as store:
+        store.add_step(make_sample(3).model_copy(update={**geometry, "mem_step_peak": 380 << 20}))
+        store.add_step(
+            make_sample(4).model_copy(
+                update={**geometry, "mem_step_peak": 633 << 20, "mem_ballast": 256 << 20}
+            )
+        )
+    measured = plan_json(capsys, run.run_id)["measured"]
+    assert (measured["step"], measured["measured_peak"], measured["ballast"]) == (3, 380 << 20, 0)
+    with Store(run.store) as store:
+        store.add_step(
+            make_sample(5).model_copy(
+                update={**geometry, "mem_step_peak": 700 << 20, "mem_ballast": 256 << 20}
+            )
+        )
+    measured = plan_json(capsys, run.run_id)["measured"]
+    assert (measured["step"], measured["measured_peak"], measured["ballast"]) == (5, 444 << 20, 256 << 20)
+    assert measured["ratio"] == pytest.approx(measured["predicted_peak"] / (444 << 20))
+    assert main(["plan", run.run_id]) == 0
+    assert "444 MiB (cpu-rss, 256 MiB of chaos ballast left out)" in capsys.readouterr().out
+
+
 def test_plan_never_imports_torch() -> None:
     code = (
         "import sys; from memtui.cli.main import main; code = main(['plan', '--json']); "
