@@ -1,9 +1,12 @@
-"""Alerts as the console sees them: which critical ones are active, and how each is announced.
+"""Alerts as the console sees them: which critical and warning ones are active (the header
+shows both until resolved: a toast alone is gone before an operator looks), and how each
+is announced.
 
 The supervisor records every alert as an ``alert`` event (``engine.alerts.rules``):
 ``data.rule`` names the condition (``heartbeat``, ``disk_low``, ``gpu_temperature.0``...)
 and ``data.state`` is ``firing`` or ``resolved``; the "back to normal" alert has severity
-``info``. A critical alert stays active until a resolved alert of the same rule arrives.
+``info``. A critical or warning alert stays active until a resolved alert of the same rule
+arrives; an instant (a restart: ``INSTANT_RULES``) is never resolved, so never stands.
 Pure functions of events: the view folds them, the app announces them.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.domain import Event
-from engine.events import AlertRaised
+from engine.events import INSTANT_RULES, AlertRaised
 
 ALERT_EVENT = AlertRaised.event_type
 ToastSeverity = Literal["information", "warning", "error"]
@@ -34,13 +37,24 @@ def is_resolved(event: Event) -> bool:
 
 def critical_after(event: Event, active: tuple[Event, ...]) -> tuple[Event, ...]:
     """The active critical alerts (one per rule, newest wins) after ``event``."""
+    return _active_after(event, active, "critical")
+
+
+def warning_after(event: Event, active: tuple[Event, ...]) -> tuple[Event, ...]:
+    """The active warning alerts (one per rule, newest wins) after ``event``; instants never."""
+    if alert_rule(event) in INSTANT_RULES:
+        return active
+    return _active_after(event, active, "warning")
+
+
+def _active_after(event: Event, active: tuple[Event, ...], severity: str) -> tuple[Event, ...]:
     if event.type != ALERT_EVENT:
         return active
     rule = alert_rule(event)
     others = tuple(e for e in active if alert_rule(e) != rule)
     if is_resolved(event):
         return others
-    return (*others, event) if event.severity == "critical" else active
+    return (*others, event) if event.severity == severity else active
 
 
 def toast(event: Event) -> tuple[str, str, ToastSeverity, float]:
@@ -66,3 +80,11 @@ def critical_banner(active: tuple[Event, ...]) -> str:
     rules = ", ".join(alert_rule(e) for e in active)
     count = f" ×{len(active)}" if len(active) > 1 else ""
     return f"⚠ CRITICAL{count}: {rules}"
+
+
+def warning_banner(active: tuple[Event, ...]) -> str:
+    """``warning: throughput_drop`` / ``warnings ×2: throughput_drop, memory_headroom``."""
+    if not active:
+        return ""
+    rules = ", ".join(alert_rule(e) for e in active)
+    return f"warning: {rules}" if len(active) == 1 else f"warnings ×{len(active)}: {rules}"

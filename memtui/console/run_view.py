@@ -43,7 +43,7 @@ from engine.events import (
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
-from memtui.console.alert_state import ALERT_EVENT, critical_after
+from memtui.console.alert_state import ALERT_EVENT, critical_after, warning_after
 from memtui.console.series import (
     LIVE_POINTS,
     WINDOW_SECONDS,
@@ -131,6 +131,8 @@ class RunView:
     beside NVML's, as of the same moment (and the panel redraws only per reading)."""
     critical_alerts: tuple[Event, ...] = ()
     """Critical ``alert`` events still firing (one per rule) until a resolved one arrives."""
+    warning_alerts: tuple[Event, ...] = ()
+    """Warning ``alert`` events still firing, likewise (instants such as a restart never)."""
     alerts: tuple[Event, ...] = ()
     """Every ``alert`` event (firing and resolved), oldest first, the newest MAX_ALERTS:
     kept apart from ``events`` so that chatty events never push an alert out."""
@@ -241,6 +243,7 @@ class RunView:
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
             last_save=event if event.type in SAVE_EVENTS else self.last_save,
             critical_alerts=critical_after(event, self.critical_alerts),
+            warning_alerts=warning_after(event, self.warning_alerts),
             resumed=self.resumed or event.type == RunContinued.event_type,
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
             startup=_startup_after(event, self.startup, self.sample),

@@ -193,6 +193,24 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
             assert "resolved: heartbeat" in text_of(log) and "GPU 0 at 86 C" in text_of(log)
 
 
+async def test_a_warning_alert_stays_in_the_header_until_resolved(live_run: RunDir) -> None:
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=WIDE) as pilot:
+            await until(lambda: app.view.connection == "connected")
+            header = app.query_one(RunHeader)
+            alert(fake, "throughput_drop", "warning", message="tokens/s 400 is 60% below its baseline 1,000")
+            alert(fake, "restart", "warning", message="trainer restarted: killed")  # an instant
+            await until(lambda: "⚠ warning: throughput_drop" in text_of(header))
+            await caught_up(app, pilot)
+            await drawn(app, pilot)
+            assert "restart" not in text_of(header).split("⚠ warning:")[1]
+            alert(fake, "memory_headroom", "warning", message="memory 95% of budget")
+            await until(lambda: "⚠ warnings ×2: throughput_drop, memory_headroom" in text_of(header))
+            alert(fake, "throughput_drop", "info", state="resolved", message="resolved: throughput drop")
+            await until(lambda: "⚠ warning: memory_headroom" in text_of(header))
+
+
 # ------------------------------------------------------- the environment in every layout
 
 

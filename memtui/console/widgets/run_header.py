@@ -8,7 +8,7 @@ from textual.markup import escape
 from engine.domain import Event
 from engine.events import DoctorReported, RunPaused, TrainerRestarted
 from engine.hardware_report import HardwareSnapshot
-from memtui.console.alert_state import critical_banner
+from memtui.console.alert_state import critical_banner, warning_banner
 from memtui.console.run_view import RunView
 from memtui.console.widgets.lines_view import LinesView
 from memtui.formatting import format_age, format_duration, format_percent
@@ -93,6 +93,8 @@ def _identity_line(view: RunView, now: float, frozen: bool, readonly: bool) -> s
     )
     if view.critical_alerts and not view.finished:  # until a "resolved" alert of each rule
         flags += f"  [reverse $text-error] {escape(critical_banner(view.critical_alerts))} [/]"
+    if view.warning_alerts and not view.finished:  # likewise: a toast alone is gone too soon
+        flags += f"  [$text-warning]⚠ {escape(warning_banner(view.warning_alerts))}[/]"
     state = f" {view.state} " if view.state == "paused" else view.state  # a badge, padded
     return (
         f"[b]{escape(view.run_id or 'no run')}[/b]  [{state_style}]{state}[/]{_restart_note(view)}"
