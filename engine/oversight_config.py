@@ -115,9 +115,11 @@ class AlertConfig(StrictSection):
     throughput_drop: float = Field(0.5, gt=0.0, lt=1.0)
     """Fraction below its moving baseline that tokens/s must fall to alert."""
     throughput_baseline_steps: int = Field(50, ge=2)
-    """Steps the tokens/s baseline averages over (and waits for before judging)."""
+    """Steps the tokens/s baseline averages over (and waits for before judging); a new
+    attempt (a restart) or batch geometry starts a new baseline."""
     throughput_sustain_steps: int = Field(5, ge=1)
-    """Consecutive dropped steps before the alert (one slow step is no trend)."""
+    """Consecutive dropped steps before the alert (one slow step is no trend), and steps
+    back within half the drop of the baseline before it clears (no flapping)."""
     loss_smoothing_steps: int = Field(20, ge=1)
     """Steps the loss is smoothed over before judging divergence."""
     loss_diverge_ratio: float = Field(2.0, gt=1.0)

@@ -99,9 +99,10 @@ class AlertRules:
             2.0 / (config.throughput_baseline_steps + 1), config.throughput_baseline_steps
         )
         self._dropped_steps = 0
+        self._recovered_steps = 0
         self._loss = _Baseline(2.0 / (config.loss_smoothing_steps + 1), config.loss_smoothing_steps)
         self._best_loss = math.inf
-        self._geometry: tuple[int, int] | None = None
+        self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
 
     # --------------------------------------------------------------------- inputs
@@ -211,21 +212,26 @@ class AlertRules:
         )
 
     def _throughput(self, s: TelemetrySample, now: float) -> list[Alert]:
-        geometry = (s.micro_batch, s.grad_accum)
-        if geometry != self._geometry:  # a new batch geometry runs at a new speed: start over
-            self._geometry = geometry
+        """A drop sustained for ``throughput_sustain_steps`` fires; it clears only once
+        tokens/s is back within half the drop of the baseline for as many steps in a row
+        (a shared machine hovering around the threshold does not flap it)."""
+        run = (s.attempt, s.micro_batch, s.grad_accum)
+        if run != self._geometry:  # a new attempt (its start-up) or geometry runs at a new speed
+            self._geometry = run
             self._tokens = _Baseline(self._tokens.alpha, self._tokens.warmup)
-            self._dropped_steps = 0
+            self._dropped_steps = self._recovered_steps = 0
         base, cfg = self._tokens, self.config
         if not base.ready or base.value is None or base.value <= 0:
             base.add(s.tokens_per_s)
             return []
         ratio = s.tokens_per_s / base.value
         self._dropped_steps = self._dropped_steps + 1 if ratio < 1 - cfg.throughput_drop else 0
+        back = ratio >= 1 - cfg.throughput_drop / 2  # halfway back to the baseline
+        self._recovered_steps = self._recovered_steps + 1 if back else 0
         alerts = self._judge(
             "throughput_drop",
             self._dropped_steps >= cfg.throughput_sustain_steps,
-            ratio >= 1 - cfg.throughput_drop + cfg.hysteresis,
+            self._recovered_steps >= cfg.throughput_sustain_steps,
             now,
             "warning",
             f"tokens/s {s.tokens_per_s:,.0f} is {1 - ratio:.0%} below its baseline {base.value:,.0f}",

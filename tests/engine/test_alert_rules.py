@@ -66,7 +66,7 @@ def test_throttling_keeps_a_quick_refire_quiet() -> None:
 
 def test_throughput_drop_against_moving_baseline() -> None:
     rules, out = AlertRules(CFG), []
-    speeds = [1000.0] * 10 + [400.0] * 8 + [1000.0] * 3
+    speeds = [1000.0] * 10 + [400.0] * 8 + [1000.0] * 5  # five steps back: it clears
     for t, speed in enumerate(speeds):
         out += rules.on_step(sample(t + 1, tokens_per_s=speed), float(t))
     assert rules_of(out) == ["throughput_drop:firing", "throughput_drop:resolved"]
@@ -143,17 +143,39 @@ def test_restarts_alert_but_a_crash_loop_is_throttled() -> None:
 
 
 def test_throughput_hovering_at_the_drop_threshold_is_one_alert() -> None:
-    rules, out = AlertRules(CFG), []  # baseline 1000: drop below 500, clear at 550 and up
-    speeds = [1000.0] * 10 + [400.0] * 5 + [480.0, 520.0, 540.0, 495.0] * 10 + [1000.0] * 3
+    rules, out = AlertRules(CFG), []  # baseline 1000: drop below 500, clear at 750 and up
+    speeds = [1000.0] * 10 + [400.0] * 5 + [480.0, 520.0, 540.0, 495.0] * 10 + [1000.0] * 5
     for t, speed in enumerate(speeds):
         out += rules.on_step(sample(t + 1, tokens_per_s=speed), float(t))
     assert rules_of(out) == ["throughput_drop:firing", "throughput_drop:resolved"]
-    assert out[1].data["step"] == 56  # the first step back at 1000, not the first above 500
+    assert out[1].data["step"] == 60  # the fifth step back at 1000, not the first above 500
     quiet = AlertRules(CFG)  # never five dropped steps in a row: no trend, no alert
     hover = [1000.0] * 10 + [490.0, 510.0] * 20
     assert [
         a for t, v in enumerate(hover) for a in quiet.on_step(sample(t + 1, tokens_per_s=v), float(t))
     ] == []
+
+
+def test_a_restart_is_a_new_throughput_baseline() -> None:
+    """A new attempt's first steps are slow (imports, a cold cache) at the same geometry:
+    not a drop against the attempt before."""
+    rules, out = AlertRules(CFG), []
+    for t in range(10):
+        out += rules.on_step(sample(t + 1, attempt=1, tokens_per_s=1000.0), float(t))
+    for t, speed in enumerate([100.0] * 6 + [300.0] * 6 + [1000.0] * 10):
+        out += rules.on_step(sample(9 + t, attempt=2, tokens_per_s=speed), 100.0 + t)
+    assert out == []
+
+
+def test_a_shared_machine_hovering_above_the_drop_does_not_flap_the_alert() -> None:
+    """Minutes apart (past the throttle), six steps at 40% of the baseline then three at
+    60%: one episode, not a fire and a resolve each time; a real recovery clears it."""
+    rules, out, t = AlertRules(CFG), [], 0.0
+    speeds = [1000.0] * 10 + ([400.0] * 6 + [600.0] * 3 + [1000.0]) * 6 + [1000.0] * 5
+    for step, speed in enumerate(speeds, start=1):
+        out += rules.on_step(sample(step, tokens_per_s=speed), t)
+        t += 30.0
+    assert rules_of(out) == ["throughput_drop:firing", "throughput_drop:resolved"]
 
 
 def test_flapping_nan_loss_and_throttle_are_throttled_not_a_storm() -> None:
