@@ -232,3 +232,6 @@ def test_memory_breakdown_beside_the_measured_peak_and_the_plan() -> None:
     assert f"plan {format_bytes(430 * MIB)}" in plain(render_memory(view, 120, 12))
     assert "plan" not in plain(render_memory(view, 120, 7))  # no room: the chart keeps its lines
     assert render_breakdown(RunView().with_sample(sample), 120) is None  # no plan: no line
+    pressed = sample.model_copy(update={"step": 6, "mem_step_peak": 756 * MIB, "mem_ballast": 256 * MIB})
+    line = plain(render_breakdown(view.with_sample(pressed), 160) or "")
+    assert f"ballast {format_bytes(256 * MIB)}" in line and f"other {format_bytes(476 * MIB)}" in line

@@ -41,6 +41,14 @@ def test_cpu_probe_measures_a_positive_peak() -> None:
     assert 0 < probe_cpu_peak("fp32") < 100  # TFLOP/s: a CPU core does GFLOP/s, not PFLOP/s
 
 
+def test_the_cpu_probe_gives_the_threads_back() -> None:
+    """It measures one thread too (a loaded host preempts a parallel multiply): training
+    goes on with the threads it had."""
+    threads = torch.get_num_threads()
+    probe_cpu_peak("fp32")
+    assert torch.get_num_threads() == threads
+
+
 def test_the_cpu_probe_leaves_the_global_rng_alone() -> None:
     """It runs after a resume restored the checkpoint's RNG: every later dropout mask and
     random draw must be what an uninterrupted run would have had."""

@@ -3,7 +3,8 @@
 beside the measured step peak and the plan's own peak for the run's configuration.
 
 "other" is what the measured peak holds beyond the modelled tensors: the CUDA context and
-the allocator's slack (on the CPU the process's whole runtime). The plan comes with the
+the allocator's slack (on the CPU the process's whole runtime); chaos ballast held in the
+step is named apart ("ballast"), never counted as "other". The plan comes with the
 trainer's ``trainer_started`` (``engine.events.PlannedMemory``); a run without one (a
 user's workload, an older trainer) shows no line. Pure renderer, beside the panel.
 """
@@ -30,8 +31,11 @@ def render_breakdown(view: RunView, width: int) -> str | None:
         ("optim", plan.optimizer + plan.gathered),
         ("act", activations),
     ]
+    ballast = s.mem_ballast or 0
+    if ballast:
+        parts.append(("ballast", ballast))
     if s.mem_step_peak:
-        parts.append(("other", max(0, s.mem_step_peak - modelled)))
+        parts.append(("other", max(0, s.mem_step_peak - modelled - ballast)))
     figures = " ".join(f"[$text-muted]{name}[/] {format_bytes(value)}" for name, value in parts)
     line = f"[$text-muted]{'model':<{LABEL_WIDTH}}[/]{figures}"
     plan_note = f"  [$text-muted]plan[/] {format_bytes(plan.planned_peak)} at {plan.micro_batch}"
