@@ -63,6 +63,8 @@ def test_ballast_pressure_adapts_down_and_back_up_keeping_the_global_batch() -> 
     micro = [s.micro_batch for s in steps]  # micro[i] ran step i (0-based)
     assert micro[:10] == [8] * 10
     assert set(micro[10:20]) == {1}  # under pressure: the smallest micro-batch
+    held = [s.mem_ballast for s in steps]  # named, so a plan compared with a peak leaves it out
+    assert held == [None] * 10 + [768 << 20] * 10 + [None] * 20
     assert micro[-1] == 8 and max(micro) == 8  # grown back, never above the configured maximum
 
     adapted = [e for e in events if e.type == "memory_adapted"]
