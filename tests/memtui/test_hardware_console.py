@@ -193,10 +193,13 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
             assert "resolved: heartbeat" in text_of(log) and "GPU 0 at 86 C" in text_of(log)
 
 
-async def test_a_warning_alert_stays_in_the_header_until_resolved(live_run: RunDir) -> None:
+@pytest.mark.parametrize("size", [(80, 24), WIDE], ids=["80x24", "wide"])
+async def test_a_warning_alert_stays_in_the_header_until_resolved(
+    live_run: RunDir, size: tuple[int, int]
+) -> None:
     async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
         app = MemtuiApp(live_run)
-        async with app.run_test(size=WIDE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await until(lambda: app.view.connection == "connected")
             header = app.query_one(RunHeader)
             alert(fake, "throughput_drop", "warning", message="tokens/s 400 is 60% below its baseline 1,000")
@@ -204,6 +207,7 @@ async def test_a_warning_alert_stays_in_the_header_until_resolved(live_run: RunD
             await until(lambda: "⚠ warning: throughput_drop" in text_of(header))
             await caught_up(app, pilot)
             await drawn(app, pilot)
+            assert "⚠ warning: throughput_drop" in header_lines(app)[0]  # on screen, not cut off
             assert "restart" not in text_of(header).split("⚠ warning:")[1]
             alert(fake, "memory_headroom", "warning", message="memory 95% of budget")
             await until(lambda: "⚠ warnings ×2: throughput_drop, memory_headroom" in text_of(header))
