@@ -7,6 +7,8 @@ import math
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.domain import DecisionRecord, TelemetrySample, ThroughputFigures
 from engine.events import (
@@ -224,6 +226,36 @@ def test_a_peak_is_never_below_the_average_when_the_run_ends_inside_a_window(run
     assert figures.run_peak_tokens_per_s is not None and figures.attempt_peak_tokens_per_s is not None
     assert figures.run_peak_tokens_per_s >= figures.run_avg_tokens_per_s
     assert figures.attempt_peak_tokens_per_s >= figures.attempt_avg_tokens_per_s  # type: ignore[operator]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    attempts=st.lists(
+        st.tuples(st.integers(1, 130), st.lists(st.floats(10.0, 1e5), min_size=1, max_size=7)),
+        min_size=1,
+        max_size=4,
+    ),
+    window=st.sampled_from([1, 7, 50]),
+)
+def test_a_peak_is_never_below_its_average(
+    tmp_path_factory: pytest.TempPathFactory, attempts: list[tuple[int, list[float]]], window: int
+) -> None:
+    """Any attempts (each replaying from some step, restarts mid-block), any speeds."""
+    path = tmp_path_factory.mktemp("tally") / "t.sqlite"
+    with Store(path) as store:
+        first = 1
+        for attempt, (length, speeds) in enumerate(attempts, start=1):
+            for i, step in enumerate(range(first, first + length)):
+                speed = speeds[i % len(speeds)]
+                timing = {"tokens_per_s": speed, "step_time_s": 512 / speed}
+                sample = _sample(attempt, step, random.Random(step), mb=4).model_copy(update=timing)
+                store.add_step(sample)
+            first = max(1, first + length - length // 3)  # the next attempt replays a third
+    with Store(path, readonly=True) as store:
+        f = throughput_of(store, window_steps=window)
+    assert f.run_peak_tokens_per_s is not None and f.attempt_peak_tokens_per_s is not None
+    assert f.run_peak_tokens_per_s >= f.run_avg_tokens_per_s * (1 - 1e-9)  # type: ignore[operator]
+    assert f.attempt_peak_tokens_per_s >= f.attempt_avg_tokens_per_s * (1 - 1e-9)  # type: ignore[operator]
 
 
 def test_throughput_keys_name_their_unit_and_old_keys_still_read() -> None:
