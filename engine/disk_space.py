@@ -31,6 +31,19 @@ class FreeSpaceThreshold:
         return max(self.floor_bytes, min(self.cap_bytes, int(self.fraction * total_bytes)))
 
 
+RESERVE_SHARE = 0.05
+"""Of a disk's size: the most a configured free reserve asks of a small disk."""
+RESERVE_FLOOR = 16 * MiB
+"""The least it asks (a store and its logs), unless the configured reserve is smaller."""
+
+
+def reserve_bytes(configured: int, total_bytes: int | None) -> int:
+    """A configured free-space reserve (``alerts.disk_min_free_mb``: 1 GiB by default) on a
+    disk of ``total_bytes``: as configured on a large disk, a share of a small one."""
+    floor = min(configured, RESERVE_FLOOR)
+    return FreeSpaceThreshold(RESERVE_SHARE, configured, floor).bytes_for(total_bytes)
+
+
 def byte_size(n: int) -> str:
     """``35.0 MiB``, ``1.2 GiB``: MiB below a GiB (a small disk's figures are not 0.0 GiB)."""
     return f"{n / GiB:.1f} GiB" if n >= GiB else f"{n / MiB:.1f} MiB"

@@ -135,7 +135,8 @@ class AlertConfig(StrictSection):
     disk_checkpoint_factor: float = Field(1.5, ge=1.0)
     """Free disk must exceed the newest checkpoint's size times this (room for the next)."""
     disk_min_free_mb: int = Field(1024, ge=0)
-    """MiB that must stay free on the checkpoint disk beyond the next checkpoint."""
+    """MiB that must stay free on the checkpoint disk beyond the next checkpoint; on a disk
+    too small for it, 5% of the disk's size (at least 16 MiB)."""
     hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
     """Margin (a fraction) a value must come back by before an alert clears."""
     throttle_s: float = Field(300.0, ge=0.0)

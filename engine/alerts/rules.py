@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.config import AlertConfig
-from engine.disk_space import byte_size
+from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
@@ -167,7 +167,9 @@ class AlertRules:
         for disk in snapshot.host.disks:
             if disk.label != "checkpoints" or disk.free_bytes is None:
                 continue
-            need = next_checkpoint_bytes * cfg.disk_checkpoint_factor + cfg.disk_min_free_mb * (1 << 20)
+            need = next_checkpoint_bytes * cfg.disk_checkpoint_factor + reserve_bytes(
+                cfg.disk_min_free_mb * MiB, disk.total_bytes
+            )
             out += self._judge(
                 "disk_low",
                 disk.free_bytes < need,

@@ -124,6 +124,25 @@ def test_disk_low_for_the_next_checkpoint() -> None:
     assert rules_of(out) == ["disk_low:firing", "disk_low:resolved"]
 
 
+def test_disk_low_reserve_is_a_share_of_a_small_disk() -> None:
+    """The 1 GiB reserve would call a 40 MB disk with 35 MB free low for ever: on a small
+    disk it is a share of the size (at least 16 MiB); the figures are in MiB."""
+    rules = AlertRules(AlertConfig(throttle_s=0.0))
+
+    def judged(free: int, total: int, checkpoint: int) -> list[Any]:
+        disk = DiskReport(label="checkpoints", path="/c", free_bytes=free, total_bytes=total)
+        return rules.on_hardware(HardwareSnapshot(ts=0.0, host=HostReport(disks=[disk])), 0.0, checkpoint)
+
+    assert judged(35_000_000, 40_000_000, 4 << 20) == []  # 4 MiB x 1.5 + 16 MiB < 33.4 MiB
+    low = judged(35_000_000, 40_000_000, 12 << 20)  # 12 MiB x 1.5 + 16 MiB > 33.4 MiB
+    assert rules_of(low) == ["disk_low:firing"] and "33.4 MiB free" in low[0].message
+    large = AlertRules(AlertConfig(throttle_s=0.0))  # a large disk: the reserve as configured
+    disk = DiskReport(label="checkpoints", path="/c", free_bytes=GiB + (10 << 20), total_bytes=1000 * GiB)
+    assert rules_of(
+        large.on_hardware(HardwareSnapshot(ts=0.0, host=HostReport(disks=[disk])), 0.0, 10 << 20)
+    ) == ["disk_low:firing"]
+
+
 def test_heartbeat_fires_once_and_clears_on_a_step() -> None:
     rules = AlertRules(AlertConfig(no_step_s=10.0))
     assert rules.on_tick(100.0, True) == []  # no trainer yet: no clock
