@@ -112,7 +112,8 @@ class TrainConfig(_Strict):
     """Seconds the nodes may take to meet at the rendezvous (from each attempt's launch);
     past it the run ends as failed with one line naming the likely mismatch (another
     endpoint, rendezvous id, config or node count; a node not started). Below the hang
-    watch's 600 s floor, so a wait at the rendezvous is never taken for a hang."""
+    watch's 600 s floor, so a wait at the rendezvous is not taken for a hang (unless
+    ``restart.hang_s`` is set below it)."""
 
     @property
     def world_size(self) -> int:

@@ -27,10 +27,10 @@ class RendezvousWait(BaseModel):
     nodes: int
     node_rank: int
     joined: int | None = None
-    """Node 0: nodes whose torchrun is connected to its rendezvous store, itself included;
-    None: the store does not listen yet (or cannot be seen)."""
+    """Node 0: the most nodes whose torchrun was connected to its rendezvous store at once
+    during this wait, itself included; None: the store does not listen yet (or cannot be seen)."""
     reached: bool | None = None
-    """Another node: its torchrun is connected to node 0's endpoint."""
+    """Another node: its torchrun was connected to node 0's endpoint during this wait."""
     timeout_s: float | None = None
     """Seconds the wait may last; None: no limit (node 0 stopped the run: its resume is awaited)."""
 

@@ -110,9 +110,8 @@ class RendezvousWatch:
         if seen.met:
             self._met()
             return
-        news = {"reached": seen.reached} if wait.node_rank > 0 else {"joined": seen.joined}
-        if wait.model_copy(update=news) != wait:
-            self._say(wait := wait.model_copy(update=news))
+        if (updated := most_seen(wait, seen)) != wait:
+            self._say(wait := updated)
         if wait.timeout_s is not None and self._now() - self._since >= wait.timeout_s:
             self._time_out(wait)
 
@@ -138,6 +137,15 @@ class RendezvousWatch:
         line = wait.mismatch()
         self.journal.record(RendezvousTimedOut(attempt=self._attempt, wait=wait), line, attempt=self._attempt)
         self._end_run(line)
+
+
+def most_seen(wait: RendezvousWait, seen: RendezvousSeen) -> RendezvousWait:
+    """The wait after one look: the most seen during it, not only now (when the first node
+    to time out leaves, the others must still say that it had come)."""
+    if wait.node_rank > 0:
+        return wait.model_copy(update={"reached": bool(wait.reached) or seen.reached})
+    counts = [n for n in (wait.joined, seen.joined) if n is not None]
+    return wait.model_copy(update={"joined": max(counts) if counts else None})
 
 
 def rendezvous_watch(

@@ -155,6 +155,16 @@ async def test_a_join_timeout_ends_the_run_with_one_line_naming_the_mismatch(
     assert len(harness.events(RendezvousTimedOut.event_type)) == 1
 
 
+async def test_a_node_that_came_and_left_still_counts_at_the_timeout(harness: Harness) -> None:
+    harness.launch()
+    harness.seen = RendezvousSeen(met=False, joined=2, reached=True)
+    await harness.watch.tick()
+    harness.seen = RendezvousSeen(met=False, joined=1, reached=True)  # node 1 timed out first
+    harness.now = 300.0
+    await harness.watch.tick()
+    assert harness.ended and harness.ended[0].startswith(f"all 2 nodes reached {ENDPOINT} but did not agree")
+
+
 async def test_the_wait_is_a_start_up_phase_with_the_nodes_joined(harness: Harness) -> None:
     harness.launch()
     harness.seen = RendezvousSeen(met=False, joined=1, reached=True)
