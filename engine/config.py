@@ -111,9 +111,8 @@ class TrainConfig(_Strict):
     rdzv_timeout_s: float = Field(300.0, gt=0.0, le=86400.0)
     """Seconds the nodes may take to meet at the rendezvous (from each attempt's launch);
     past it the run ends as failed with one line naming the likely mismatch (another
-    endpoint, rendezvous id, config or node count; a node not started). Below the hang
-    watch's 600 s floor, so a wait at the rendezvous is not taken for a hang (unless
-    ``restart.hang_s`` is set below it)."""
+    endpoint, rendezvous id, config or node count; a node not started). The hang watch
+    never counts a wait at the rendezvous: this bounds it."""
 
     @property
     def world_size(self) -> int:

@@ -258,8 +258,12 @@ class Supervisor:
         )
         if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
             self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
-        self._hangs = HangRecovery(self.attempts, self.journal, config.restart.hang_s, self._latest_step)
-        self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)
+        meeting = self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)
+        waiting = meeting.waiting if meeting is not None else (lambda: False)
+        hang_s = config.restart.hang_s
+        self._hangs = HangRecovery(
+            self.attempts, self.journal, hang_s, self._latest_step, at_rendezvous=waiting
+        )
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )

@@ -67,6 +67,10 @@ class RendezvousWatch:
         self._since = 0.0  # monotonic s of the attempt's launch
         journal.watchers.append(self._watch)
 
+    def waiting(self) -> bool:
+        """A wait is under way (the hang watch leaves it to this one)."""
+        return self.current is not None
+
     def _watch(self, event: Event) -> None:
         launched = TrainerLaunched.of(event)
         if launched is not None:

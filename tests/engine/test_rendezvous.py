@@ -25,6 +25,7 @@ from engine.run.directory import RunDir
 from engine.run.node_outcome import write_node_outcome
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
+from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.journal import Journal
 from engine.supervisor.rendezvous_sockets import RendezvousSeen
 from engine.supervisor.rendezvous_watch import RendezvousWatch
@@ -78,7 +79,9 @@ class Harness:
         self.run = RunDir.create(build_run_config({}), home=home)
         self.store = Store(self.run.store)
         self.journal = Journal(self.store, Consoles())
-        self.attempts: Any = SimpleNamespace(follower=node_rank > 0, run=self.run, stop_reason=None)
+        self.attempts: Any = SimpleNamespace(
+            follower=node_rank > 0, run=self.run, stop_reason=None, pid=4242, held=False
+        )
         self.seen = RendezvousSeen(met=False, joined=None, reached=False)
         self.now = 0.0
         self.ended: list[str] = []
@@ -163,6 +166,18 @@ async def test_a_node_that_came_and_left_still_counts_at_the_timeout(harness: Ha
     harness.now = 300.0
     await harness.watch.tick()
     assert harness.ended and harness.ended[0].startswith(f"all 2 nodes reached {ENDPOINT} but did not agree")
+
+
+def test_the_hang_watch_leaves_a_wait_at_the_rendezvous_to_the_join_timeout(harness: Harness) -> None:
+    hangs = HangRecovery(
+        harness.attempts, harness.journal, 1.0, lambda: 0, at_rendezvous=harness.watch.waiting
+    )
+    harness.journal.set_state("restarting")
+    assert hangs.watching()
+    harness.launch()
+    assert not hangs.watching()
+    harness.journal.record(TrainerExited(attempt=1, returncode=1, reason="trainer exited with code 1"))
+    assert hangs.watching()
 
 
 async def test_the_wait_is_a_start_up_phase_with_the_nodes_joined(harness: Harness) -> None:
