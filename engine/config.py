@@ -105,7 +105,14 @@ class TrainConfig(_Strict):
     rdzv_endpoint: str | None = Field(None, pattern=r"^\S+:\d{1,5}$")
     """``HOST:PORT`` on node 0 where torchrun's rendezvous store listens (every node the same)."""
     rdzv_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    """A name shared by the run's nodes (default: the run's name)."""
+    """A name shared by the run's nodes (default: derived from the training content of the
+    config and the endpoint, ``engine.rendezvous``: hosts running the same config agree
+    whatever their run names)."""
+    rdzv_timeout_s: float = Field(300.0, gt=0.0, le=86400.0)
+    """Seconds the nodes may take to meet at the rendezvous (from each attempt's launch);
+    past it the run ends as failed with one line naming the likely mismatch (another
+    endpoint, rendezvous id, config or node count; a node not started). The hang watch
+    never counts a wait at the rendezvous: this bounds it."""
 
     @property
     def world_size(self) -> int:

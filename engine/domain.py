@@ -343,7 +343,8 @@ class StartupStatus(BaseModel):
 
     phase: str
     """``importing``, ``building_op``, ``waiting_for_build``, ``initialising``,
-    ``loading_checkpoint`` or ``first_step``."""
+    ``loading_checkpoint`` or ``first_step``; before them, over several nodes,
+    ``waiting_for_nodes`` (the supervisor's, while torchrun waits at the rendezvous)."""
     label: str
     """The phase in a few words (``building DeepSpeed op deepspeed_shm_comm (once per environment)``)."""
     since: float

@@ -39,6 +39,7 @@ from engine.events.directives import (
 )
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
+from engine.events.rendezvous import NodesJoined, RendezvousTimedOut, RendezvousWait
 from engine.events.run import (
     ContinueRequested,
     PauseKept,
@@ -61,7 +62,7 @@ from engine.events.run import (
     TrainerResumed,
     TrainerStarted,
 )
-from engine.events.startup import PhaseName, StartupPhase
+from engine.events.startup import PhaseName, StartupPhase, nodes_met
 
 SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if m.origin == "supervisor")
 """Types only the supervisor records; a trainer that sends one is refused."""
@@ -100,6 +101,7 @@ __all__ = [
     "MemoryAdapted",
     "MemoryExhausted",
     "MemoryLevel",
+    "NodesJoined",
     "Origin",
     "PauseKept",
     "PhaseName",
@@ -108,6 +110,8 @@ __all__ = [
     "PlannerDisabled",
     "PlannerRestarted",
     "Recorder",
+    "RendezvousTimedOut",
+    "RendezvousWait",
     "ReportsRecovered",
     "RestartsExhausted",
     "RunContinued",
@@ -127,5 +131,6 @@ __all__ = [
     "TrainerResumed",
     "TrainerStarted",
     "PlannedMemory",
+    "nodes_met",
     "payload_of",
 ]

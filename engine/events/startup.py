@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from engine.domain import Event
 from engine.events.payload import Payload
+from engine.events.rendezvous import NodesJoined, RendezvousWait
 
 PhaseName = Literal[
+    "waiting_for_nodes",  # several nodes: said by the supervisor while torchrun waits at the rendezvous
     "importing",
     "building_op",
     "waiting_for_build",
@@ -45,6 +48,8 @@ class StartupPhase(Payload):
     """``waiting_for_build``: the lock file another process holds while it builds."""
     tag: str | None = None
     """``loading_checkpoint``: the checkpoint's tag."""
+    rendezvous: RendezvousWait | None = None
+    """``waiting_for_nodes``: the endpoint, the id, the nodes joined so far."""
 
     def label(self) -> str:
         """The phase in a few words, for a header, a panel or ``memtui status``."""
@@ -57,4 +62,13 @@ class StartupPhase(Payload):
             "loading_checkpoint": f"loading checkpoint {self.tag or ''}".rstrip(),
             "first_step": "first step",
         }
+        if self.phase == "waiting_for_nodes":
+            return self.rendezvous.label() if self.rendezvous else "waiting for the other nodes"
         return labels[self.phase]
+
+
+def nodes_met(event: Event, startup: Event | None) -> bool:
+    """``event`` (``nodes_joined``) ends ``startup``, a ``waiting_for_nodes`` phase: on a node
+    whose ranks say nothing to its supervisor no later phase would."""
+    phase = StartupPhase.of(startup) if startup is not None else None
+    return event.type == NodesJoined.event_type and phase is not None and phase.phase == "waiting_for_nodes"

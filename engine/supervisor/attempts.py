@@ -89,9 +89,10 @@ class Attempts:
         self.config = config
         self.ranks = ranks
         self.follower = follower
-        """This supervisor runs a node other than node 0: its ranks talk to no supervisor; a
-        clean end is read from ``node_outcome``, and a stop (node 0's) is restarted, to meet
-        node 0's next attempt at the rendezvous."""
+        """This supervisor runs a node other than node 0: its ranks talk to no supervisor (it
+        is running once they start: ``rendezvous_watch``); a clean end is read from
+        ``node_outcome``, and a stop (node 0's) is restarted, to meet node 0's next attempt at
+        the rendezvous."""
         self.stop_grace_s = stop_grace_s
         self.alerts = alerts
         """Told of each launch (the heartbeat clock starts) and each restart."""
@@ -198,8 +199,6 @@ class Attempts:
             attempt=attempt,
         )
         self.alerts.trainer_launched()  # the heartbeat clock starts here
-        if self.follower:  # its ranks tell node 0's supervisor, never this one: running = launched
-            self.journal.set_state("running")
         if self.stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_stop()
         launched_at = time.time()

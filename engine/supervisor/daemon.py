@@ -50,6 +50,7 @@ from engine.supervisor.consoles import Consoles
 from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
+from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
 from engine.supervisor.stop_signals import install_stop_signals
@@ -105,6 +106,7 @@ class Supervisor:
         self._outage: StorageOutage | None = None
         self._chaos: chaos.ChaosDesk | None = None
         self._hangs: HangRecovery | None = None
+        self._rendezvous: RendezvousWatch | None = None  # several nodes: the waits at the rendezvous
         self._ownership: Ownership | None = None  # the run directory's lock, from _claim to _close
         self._tasks = BackgroundTasks(self._task_failed)
         self._failure: str | None = None  # why the run ends as failed, whatever the trainer did
@@ -239,7 +241,7 @@ class Supervisor:
         self._attempts = Attempts(
             self.run,
             self.journal,
-            default_trainer_command(ranks=Placement.of(config.train, config.name))
+            default_trainer_command(ranks=Placement.of(config))
             if self.trainer_cmd is None
             else self.trainer_cmd,
             config.restart,
@@ -256,7 +258,12 @@ class Supervisor:
         )
         if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
             self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
-        self._hangs = HangRecovery(self.attempts, self.journal, config.restart.hang_s, self._latest_step)
+        meeting = self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)
+        waiting = meeting.waiting if meeting is not None else (lambda: False)
+        hang_s = config.restart.hang_s
+        self._hangs = HangRecovery(
+            self.attempts, self.journal, hang_s, self._latest_step, at_rendezvous=waiting
+        )
         self._reports = TrainerReports(
             self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
         )
@@ -289,6 +296,8 @@ class Supervisor:
         self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
         assert self._hangs is not None
         self._spawn(self._hangs.run(), "hang watch")  # should it fail: an alert, training goes on
+        if self._rendezvous is not None:
+            self._spawn(self._rendezvous.run(), "rendezvous watch")
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)

@@ -47,8 +47,10 @@ class HangRecovery:
         hang_s: float | None,
         latest_step: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
+        at_rendezvous: Callable[[], bool] = lambda: False,
     ) -> None:
         self.attempts = attempts
+        self._at_rendezvous = at_rendezvous  # waiting for other nodes: their watch bounds it
         self.journal = journal
         self.hang = HangClock(hang_s)
         self._latest_step = latest_step
@@ -70,11 +72,13 @@ class HangRecovery:
         self.hang.on_step(self._now())
 
     def watching(self) -> bool:
-        """A trainer runs that should be stepping: not stopping, not held, not paused, and its
-        steps come here (a follower node's ranks report to node 0's supervisor)."""
+        """A trainer runs that should be stepping: not stopping, not held, not paused, not
+        waiting for other nodes, and its steps come here (a follower node's ranks report to
+        node 0's supervisor)."""
         attempts = self.attempts
         return (
             not attempts.follower
+            and not self._at_rendezvous()
             and attempts.pid is not None
             and attempts.stop_reason is None
             and not attempts.held

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shlex
 import signal
@@ -16,12 +17,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.config import TrainConfig
+from engine.config import RunConfig
 from engine.cpu_share import OMP_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
+from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 
 TRAINER_CMD_ENV = "MEMTUI_TRAINER_CMD"  # shlex string; run dir and --attempt N are appended
+STORE_TIMEOUT_S = 600  # s: torchrun's static rendezvous default (its store's every wait)
+STORE_TIMEOUT_MARGIN_S = 60  # s torchrun's limit stays beyond the supervisor's join timeout
 
 
 # ------------------------------------------------------------------- command line
@@ -37,10 +41,16 @@ class Placement:
     node_rank: int = 0
     endpoint: str | None = None
     rdzv_id: str = "memtui"
+    store_timeout_s: int = STORE_TIMEOUT_S
 
     @classmethod
-    def of(cls, train: TrainConfig, run_name: str) -> Placement:
-        return cls(train.ranks, train.nodes, train.node_rank, train.rdzv_endpoint, train.rdzv_id or run_name)
+    def of(cls, config: RunConfig) -> Placement:
+        train = config.train
+        # torchrun's own limit stays behind the supervisor's join timeout, which names the mismatch
+        timeout = max(STORE_TIMEOUT_S, math.ceil(train.rdzv_timeout_s) + STORE_TIMEOUT_MARGIN_S)
+        return cls(
+            train.ranks, train.nodes, train.node_rank, train.rdzv_endpoint, rendezvous_id(config), timeout
+        )
 
     def torchrun_args(self) -> list[str]:
         """One host: ``--standalone``. Several: the static rendezvous at node 0's endpoint with
@@ -57,6 +67,7 @@ class Placement:
             "--rdzv-backend=static",
             f"--rdzv-endpoint={self.endpoint}",
             f"--rdzv-id={self.rdzv_id}",
+            f"--rdzv-conf=timeout={self.store_timeout_s}",
         ]
 
 

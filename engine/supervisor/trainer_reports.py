@@ -32,6 +32,7 @@ from engine.events import (
     TrainerExited,
     TrainerFinished,
     TrainerStarted,
+    nodes_met,
 )
 from engine.protocol import TrainerEvent
 from engine.supervisor.attempts import Attempts
@@ -116,7 +117,7 @@ class TrainerReports:
             # a sign of life: the heartbeat counts from here, not from a launch that a long
             # op build (minutes, once per environment) put far behind the first step
             self.alerts.trainer_launched()
-        elif event.type in (TrainerExited.event_type, RunEnded.event_type):
+        elif event.type in (TrainerExited.event_type, RunEnded.event_type) or nodes_met(event, self.startup):
             self.startup = None
 
     def _started(self, payload: Payload) -> None:

@@ -74,7 +74,10 @@ NODE_FLAGS = {
         "train.rdzv_endpoint",
         "HOST:PORT on node 0 where the nodes meet (torchrun's rendezvous)",
     ),
-    "rdzv_id": ("train.rdzv_id", "a name every node of the run shares (default: the run's name)"),
+    "rdzv_id": (
+        "train.rdzv_id",
+        "a name every node of the run shares (default: derived from the config and the endpoint)",
+    ),
 }
 
 

@@ -40,6 +40,7 @@ from engine.events import (
     TrainerRestarted,
     TrainerResumed,
     TrainerStarted,
+    nodes_met,
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
@@ -359,7 +360,7 @@ def _startup_after(event: Event, startup: Event | None, sample: TelemetrySample 
     if event.type == StartupPhase.event_type:
         stepped = sample is not None and sample.attempt >= (event.attempt or 1)
         return startup if stepped else event  # replayed after the attempt's steps: over
-    if event.type in (TrainerExited.event_type, RunEnded.event_type):
+    if event.type in (TrainerExited.event_type, RunEnded.event_type) or nodes_met(event, startup):
         return None
     return startup
 

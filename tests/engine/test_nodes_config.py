@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.config_file import ConfigError, build_run_config
+from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import follower_leader, read_node_outcome, write_node_outcome
 from engine.run.status import offline_status
@@ -57,7 +58,7 @@ def test_node_keys_are_checked_naming_the_key(train: dict, checkpoint: dict, lin
 def test_each_node_launches_torchrun_at_the_static_rendezvous(tmp_path: Path) -> None:
     config = build_run_config(two_nodes(1, tmp_path))
     assert config.train.world_size == 2
-    command = default_trainer_command({}, Placement.of(config.train, config.name))
+    command = default_trainer_command({}, Placement.of(config))
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert {
         "--nnodes=2",
@@ -65,7 +66,7 @@ def test_each_node_launches_torchrun_at_the_static_rendezvous(tmp_path: Path) ->
         "--nproc-per-node=1",
         "--rdzv-backend=static",
         "--rdzv-endpoint=10.0.0.1:29500",
-        "--rdzv-id=nodes",
+        f"--rdzv-id={rendezvous_id(config)}",
         "--max-restarts=0",
     } <= set(command)
     assert "--standalone" not in command and command[-2:] == ["-m", "engine.trainer"]
