@@ -103,6 +103,7 @@ DECISION_COLUMNS = (
     "bounds",
     "policy_revision",
     "rate_limited",
+    "operator",
 )
 _DECISION_JSON = frozenset({"reasons", "patch", "bounds"})
 DECISION_INSERT = (

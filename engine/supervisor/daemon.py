@@ -29,8 +29,9 @@ from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
 from engine.config import RunConfig
 from engine.config_file import ConfigError
+from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import Planner, build_planner
-from engine.directives.queue import DirectiveQueue, answer_request
+from engine.directives.queue import DirectiveQueue
 from engine.doctor.examiner import ops_required_by
 from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import Payload

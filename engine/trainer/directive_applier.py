@@ -1,8 +1,9 @@
 """The trainer's side of directives: apply admitted values at an optimizer-step boundary.
 
 Defence in depth: the supervisor's policy already admitted these values, but the trainer
-re-checks each against the run config's hard bounds (``PolicyConfig``) and refuses what
-lies outside, whatever the socket says. Where each value goes in DeepSpeed
+re-checks each against the run config's hard bounds (``PolicyConfig``, widened to each
+field's run default: ``engine.directive_defaults``) and refuses what lies outside, whatever
+the socket says. Where each value goes in DeepSpeed
 (DEEPSPEED-NOTES: Loss scale):
 
 - ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
@@ -19,7 +20,9 @@ lies outside, whatever the socket says. Where each value goes in DeepSpeed
   against its memory model and applies it at this same boundary.
 
 Applied values are kept in ``effective`` and saved in the checkpoint's client_state, so a
-resume (which restores DeepSpeed's pickled clip and scaler) re-applies them.
+resume (which restores DeepSpeed's pickled clip and scaler) re-applies them, except the
+one-shot ``loss_scale_initial_power`` (``ONE_SHOT_FIELDS``): the scaler state the checkpoint
+restored is where that scale went since, and setting 2**power again would undo it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import Any
 from torch.optim.lr_scheduler import LambdaLR
 
 from engine.config import RunConfig
-from engine.domain import DIRECTIVE_FIELDS
+from engine.directive_defaults import hard_limits
+from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS
 from engine.events import DirectiveApplied
 from engine.protocol import ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
@@ -51,7 +55,7 @@ class DirectiveApplier:
         self.link = link
         inbox = getattr(link, "directives", None)  # an empty deque is falsy: test for None
         self.inbox: deque[ApplyDirective] = inbox if inbox is not None else deque()
-        self.bounds = config.policy.bounds()
+        self.bounds = hard_limits(config)  # the policy's bounds and each field's run default
         self.lr_multiplier = 1.0
         self.effective: dict[str, float | int] = {}
         """Field -> value in effect (what a checkpoint records and a resume re-applies)."""
@@ -85,6 +89,7 @@ class DirectiveApplier:
             step=step,
             applied=applied,
             refused=refused,
+            resend=message.resend,
         )
         self.link.event(
             echo,
@@ -96,10 +101,12 @@ class DirectiveApplier:
 
     def restore(self, saved: Any) -> None:
         """After a resume: the values a checkpoint recorded, re-applied (silently refused if
-        they no longer fit the run's bounds)."""
+        they no longer fit the run's bounds); one-shot ones are left to the restored state."""
         if not isinstance(saved, dict):
             return
         for name, value in saved.items():
+            if name in ONE_SHOT_FIELDS:
+                continue
             if self._refusal(name, value) is None and self._set(name, value) is None:
                 self.effective[name] = value
 
