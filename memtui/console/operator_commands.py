@@ -210,7 +210,7 @@ class OperatorCommands(App[None]):
             return
         self._confirm(
             f"Approve {d.id}",
-            f"Apply as the policy allows it:\n{render_changes(d.requested, d.allowed)}",
+            f"Apply as the policy allows it:\n{render_changes(d)}",
             lambda: self.send_request(Approve(id=new_request_id(), directive_id=d.id), f"{d.id} approved"),
             yes="Approve",
         )
