@@ -1,18 +1,16 @@
-"""Each directive field's run default (its value before any directive changed it) and the
-hard limits the trainer holds every directive to: the policy's bounds, widened to take in
-the default, so the way back to the configured state is always open.
+"""Each directive field's run default: its value before any directive changed it.
 
 The policy lets an operator return a field to its default in one directive even beyond the
 bounds (``engine.directives.policy``): the default is a state the run was configured with
 and started in, not a new value, so a lower-only bound (``lr_multiplier_max`` 0.85) does
-not stand between an operator and undoing a cut. The trainer's defence in depth must agree,
-or it would refuse that return. Torch-free.
+not stand between an operator and undoing a cut. The trainer's defence in depth agrees: it
+refuses what lies outside the bounds unless it is the default. Torch-free.
 """
 
 from __future__ import annotations
 
 from engine.config import RunConfig
-from engine.domain import DIRECTIVE_FIELDS, Bounds, DirectiveField, DirectiveValue
+from engine.domain import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue
 
 
 def run_defaults(config: RunConfig) -> dict[DirectiveField, DirectiveValue]:
@@ -27,13 +25,3 @@ def run_defaults(config: RunConfig) -> dict[DirectiveField, DirectiveValue]:
     if train.grad_clip > 0:
         out["gradient_clip_norm"] = train.grad_clip
     return {name: out[name] for name in DIRECTIVE_FIELDS if name in out}
-
-
-def hard_limits(config: RunConfig) -> Bounds:
-    """The policy's bounds per field, widened to include the field's run default."""
-    defaults = run_defaults(config)
-    limits: Bounds = {}
-    for name, (low, high) in config.policy.bounds().items():
-        default = defaults.get(name)
-        limits[name] = (low, high) if default is None else (min(low, default), max(high, default))
-    return limits

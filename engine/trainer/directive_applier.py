@@ -1,9 +1,9 @@
 """The trainer's side of directives: apply admitted values at an optimizer-step boundary.
 
 Defence in depth: the supervisor's policy already admitted these values, but the trainer
-re-checks each against the run config's hard bounds (``PolicyConfig``, widened to each
-field's run default: ``engine.directive_defaults``) and refuses what lies outside, whatever
-the socket says. Where each value goes in DeepSpeed
+re-checks each against the run config's hard bounds (``PolicyConfig``) and refuses what
+lies outside, whatever the socket says, unless it is the field's run default (the way back
+an operator may take: ``engine.directive_defaults``). Where each value goes in DeepSpeed
 (DEEPSPEED-NOTES: Loss scale):
 
 - ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
@@ -36,7 +36,7 @@ from typing import Any
 from torch.optim.lr_scheduler import LambdaLR
 
 from engine.config import RunConfig
-from engine.directive_defaults import hard_limits
+from engine.directive_defaults import run_defaults
 from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS
 from engine.events import DirectiveApplied
 from engine.protocol import ApplyDirective
@@ -55,7 +55,8 @@ class DirectiveApplier:
         self.link = link
         inbox = getattr(link, "directives", None)  # an empty deque is falsy: test for None
         self.inbox: deque[ApplyDirective] = inbox if inbox is not None else deque()
-        self.bounds = hard_limits(config)  # the policy's bounds and each field's run default
+        self.bounds = config.policy.bounds()
+        self.defaults = run_defaults(config)  # allowed beyond the bounds: the way back
         self.lr_multiplier = 1.0
         self.effective: dict[str, float | int] = {}
         """Field -> value in effect (what a checkpoint records and a resume re-applies)."""
@@ -119,8 +120,8 @@ class DirectiveApplier:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{value!r} is not a finite number"
         low, high = self.bounds[name]  # type: ignore[index]
-        if not low <= value <= high:
-            return f"{value:g} outside the hard limits [{low:g}, {high:g}]"
+        if not low <= value <= high and value != self.defaults.get(name):  # type: ignore[call-overload]
+            return f"{value:g} outside the hard limits [{low:g}, {high:g}] and not the run's default"
         if name in ("loss_scale_initial_power", "micro_batch_size") and value != int(value):
             return f"{value!r} is not a whole number"
         return None
