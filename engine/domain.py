@@ -61,17 +61,13 @@ EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
     "micro_batch_size": (1, 65536),  # samples
 }
 INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
+# Set once, then the training state's: the fp16 scaler moves on from the power, a
+# checkpoint restores the scaler; a restart never sends these again.
 ONE_SHOT_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power"})
-"""Fields set once when applied, then owned by the training state: the fp16 scaler moves
-its scale from the power a directive set, and a checkpoint restores the scaler's state. A
-restart never sends these again (it would undo what the scaler learned since)."""
 
 
-Decision = Literal["allow", "clamp", "reject"]
-"""The policy's verdict: it allows a directive as asked, clamps it into its bounds, or rejects it."""
-OperatorDecision = Literal["approve", "clamp", "reject"]
-"""What an operator did with a pending directive: approved it as the policy allowed it,
-clamped it to values of their own (the policy re-checks them), or rejected it."""
+Decision = Literal["allow", "clamp", "reject"]  # the policy's verdict
+OperatorDecision = Literal["approve", "clamp", "reject"]  # an operator's (the policy re-checks)
 Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
 
 
@@ -272,23 +268,14 @@ class DecisionRecord(BaseModel):
     policy_revision: str = ""
     rate_limited: bool = False
     operator: OperatorDecision | None = None
-    """The operator's decision this row records (the verdict is then the policy's re-check);
-    None: the policy's own (a proposal, an expiry). Rows stored before this column: None."""
+    """The operator's decision this row records (``verdict``: the re-check's); None: the policy's."""
 
     @classmethod
     def of(
-        cls,
-        verdict: Verdict,
-        *,
-        ts: float,
-        source: str,
-        state: str,
-        reasons: list[str],
-        operator: OperatorDecision | None = None,
+        cls, verdict: Verdict, *, ts: float, source: str, state: str, reasons: list[str]
     ) -> DecisionRecord:
         """The row for ``verdict`` on a directive from ``source``, now in ``state``."""
         return cls(
-            operator=operator,
             ts=ts,
             decision_id=verdict.decision_id,
             directive_id=verdict.directive_id,

@@ -145,7 +145,8 @@ class DirectiveQueue:
         ``refusal``: why it is rejected whatever the policy says (the first of the reasons)."""
         if directive.id in self.entries:
             raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
-        verdict = self.policy.evaluate(directive, self.context())
+        context = self.context()
+        verdict = self.policy.evaluate(directive, context)
         if self.ended is not None:
             refusal = refusal or f"the run has ended ({self.ended})"
         if refusal is not None:
@@ -161,7 +162,7 @@ class DirectiveQueue:
                 }
             )
         entry = Entry(directive, verdict, "pending", list(verdict.reasons))
-        entry.note_in_effect(self.context().current)
+        entry.note_in_effect(context.current)
         self._keep(entry)
         if verdict.rate_limited:
             return self._rate_limited(entry)
@@ -391,8 +392,7 @@ class DirectiveQueue:
             source=entry.directive.source,
             state=entry.state,
             reasons=list(entry.reasons),
-            operator=operator,
-        )
+        ).model_copy(update={"operator": operator})
         self.keep(record)
 
     def _send_values(self, entry: Entry) -> None:

@@ -131,3 +131,8 @@ def test_rows_and_events_from_before_the_operator_column_and_resend(tmp_path: Pa
     assert tally == DirectiveTally(
         proposed=3, allowed=2, rejected=1, operator_approved=1, operator_rejected=1, applied=1
     )
+    with Store(run.store) as store:  # a newer memtui writing to it adds the column
+        store.add_decision(
+            old_row(5, "c", "reject", "rejected", []).model_copy(update={"operator": "reject"})
+        )
+        assert [d.operator for _, d in store.decisions()] == [None] * 5 + ["reject"]
