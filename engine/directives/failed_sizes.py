@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine.run.store import Store
+
 
 def growth_refusal(
     size: int, current: int | None, ooms: Mapping[int, int], step: int, retry_after: int
@@ -30,3 +32,13 @@ def growth_refusal(
         f"micro_batch_size {size}: out of memory at micro-batch {failed} at step {at}, "
         f"{ago} step{'' if ago == 1 else 's'} ago (memory.retry_after_steps = {retry_after})"
     )
+
+
+def stored_ooms(store: Store) -> dict[int, int]:
+    """Micro-batch -> the step of its newest OOM, from a run's stored ``memory_adapted``
+    events (a restarted supervisor remembers what its predecessor was told)."""
+    rows = store.query(
+        "SELECT json_extract(data, '$.from_micro_batch'), json_extract(data, '$.step') FROM events"
+        " WHERE type = 'memory_adapted' AND json_extract(data, '$.kind') = 'oom' ORDER BY seq"
+    )
+    return {int(size): int(step) for size, step in rows if size is not None and step is not None}

@@ -6,6 +6,7 @@ into a micro-batch that ran out of memory lately is neither suggested nor allowe
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +18,14 @@ from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.directive_defaults import run_defaults
 from engine.directives.directive import DirectiveRefused
+from engine.directives.failed_sizes import stored_ooms
 from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import RulePlanning
 from engine.directives.queue import DirectiveError, DirectiveQueue
 from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS, DecisionRecord
-from engine.events import DirectiveApplied
+from engine.events import DirectiveApplied, MemoryAdapted
 from engine.protocol import ApplyDirective, Propose
+from engine.run.store import Store
 from tests.fakes.event_log import EventLog
 
 
@@ -280,3 +283,20 @@ def test_property_the_applied_patch_is_always_the_directives_own_allowed_fields(
             view["requested"]
         )
         assert all(math.isfinite(v) for v in echo["applied"].values())
+
+
+def test_a_restarted_supervisor_remembers_the_ooms_its_store_holds(tmp_path: Path) -> None:
+    oom = MemoryAdapted(
+        kind="oom",
+        reason="CUDA out of memory",
+        step=50,
+        from_micro_batch=8,
+        to_micro_batch=4,
+        from_grad_accum=2,
+        to_grad_accum=4,
+    )
+    shrink = oom.model_copy(update={"kind": "shrink", "from_micro_batch": 16, "step": 60})
+    with Store(tmp_path / "telemetry.sqlite") as store:
+        for payload in (oom, shrink):
+            store.append_event(payload.event_type, data=payload.data())
+        assert stored_ooms(store) == {8: 50}  # the OOM, not the pressure shrink
