@@ -61,9 +61,10 @@ EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
     "micro_batch_size": (1, 65536),  # samples
 }
 INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
-# Set once, then the training state's: the fp16 scaler moves on from the power, a
-# checkpoint restores the scaler; a restart never sends these again.
-ONE_SHOT_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power"})
+# Set once, then the training state's: the fp16 scaler moves on from the power, the memory
+# controller from the micro-batch (an OOM shrinks it), a checkpoint restores both; a
+# restart never sends these again.
+ONE_SHOT_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
 
 
 Decision = Literal["allow", "clamp", "reject"]  # the policy's verdict

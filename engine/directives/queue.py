@@ -239,7 +239,8 @@ class DirectiveQueue:
     def trainer_connected(self) -> None:
         """A (new) trainer: the values in effect again (a restart from an older checkpoint
         may have lost some; applying is idempotent) as a re-send, which is no directive's
-        apply, without the one-shot ones (the checkpoint restored the scaler they set);
+        apply, without the one-shot ones (the checkpoint restored the scaler and the geometry
+        they set, and where those went since);
         then every approved directive not yet applied, unless its TTL passed meanwhile
         (then it expires); an event says which."""
         again = {k: v for k, v in self.effective.items() if k not in ONE_SHOT_FIELDS}

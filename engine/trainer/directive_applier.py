@@ -21,8 +21,9 @@ an operator may take: ``engine.directive_defaults``). Where each value goes in D
 
 Applied values are kept in ``effective`` and saved in the checkpoint's client_state, so a
 resume (which restores DeepSpeed's pickled clip and scaler) re-applies them, except the
-one-shot ``loss_scale_initial_power`` (``ONE_SHOT_FIELDS``): the scaler state the checkpoint
-restored is where that scale went since, and setting 2**power again would undo it.
+one-shot ones (``ONE_SHOT_FIELDS``): the scaler state and the geometry the checkpoint
+restored are where the loss-scale power and the micro-batch went since (the scaler's
+backing off, an OOM's shrink), and setting them again would undo that.
 """
 
 from __future__ import annotations

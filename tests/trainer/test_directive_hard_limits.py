@@ -1,6 +1,7 @@
 """The trainer's own check of a directive (defence in depth): the policy's bounds, and
 beyond them each field's run default alone, so an operator's way back is not refused; and
-a resume leaves the one-shot loss-scale power to the scaler state the checkpoint restored."""
+a resume leaves the one-shot loss-scale power and micro-batch to the scaler state and the
+geometry the checkpoint restored."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_the_run_default_passes_beyond_the_policy_bound_and_nothing_else_does() 
     assert check._refusal("loss_scale_initial_power", 12) is None  # its default, over the max 10
 
 
-def test_a_resume_never_sets_the_one_shot_power_again() -> None:
+def test_a_resume_never_sets_the_one_shot_power_or_micro_batch_again() -> None:
     resumed = applier()
-    resumed.restore({"loss_scale_initial_power": 9})  # no engine is touched for it
+    resumed.restore({"loss_scale_initial_power": 9, "micro_batch_size": 8})  # no engine is touched
     assert resumed.effective == {}
