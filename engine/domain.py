@@ -63,9 +63,14 @@ EDGE_LIMITS: dict[DirectiveField, tuple[float, float]] = {
     "micro_batch_size": (1, 65536),  # samples
 }
 INTEGER_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
+# Set once, then the training state's: the fp16 scaler moves on from the power, the memory
+# controller from the micro-batch (an OOM shrinks it), a checkpoint restores both; a
+# restart never sends these again.
+ONE_SHOT_FIELDS: frozenset[str] = frozenset({"loss_scale_initial_power", "micro_batch_size"})
 
 
-Decision = Literal["allow", "clamp", "reject"]
+Decision = Literal["allow", "clamp", "reject"]  # the policy's verdict
+OperatorDecision = Literal["approve", "clamp", "reject"]  # an operator's (the policy re-checks)
 Bounds = dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]]
 
 
@@ -268,6 +273,8 @@ class DecisionRecord(BaseModel):
     """Field -> (low, high) the policy judged by."""
     policy_revision: str = ""
     rate_limited: bool = False
+    operator: OperatorDecision | None = None
+    """The operator's decision this row records (``verdict``: the re-check's); None: the policy's."""
 
     @classmethod
     def of(

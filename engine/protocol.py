@@ -41,6 +41,7 @@ from pydantic import (
 from engine import wire_json
 from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
 from engine.domain import (
+    DIRECTIVE_FIELDS,
     DirectiveEffect,
     DirectiveField,
     DirectiveState,
@@ -167,6 +168,9 @@ class DirectiveView(_Message):
     """What the planner asked for."""
     allowed: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
     """What the policy would apply (clamped values differ from ``requested``)."""
+    in_effect: dict[DirectiveField, DirectiveValue] = Field(default_factory=dict)
+    """Each of its fields' value in effect when it was last judged (once applied: just
+    before it was applied): the "from" of its change. Empty in views stored before it."""
     bounds: dict[DirectiveField, tuple[DirectiveValue, DirectiveValue]] = Field(default_factory=dict)
     """Policy bounds per field, ``(low, high)``: the clamp dialog shows them."""
     reasons: list[str] = Field(default_factory=list)
@@ -213,9 +217,11 @@ class Propose(_Message):
 
     kind: Literal["propose"] = "propose"
     id: RequestId
-    values: dict[str, Any]
+    values: dict[str, Any] = Field(default_factory=dict)
     rationale: str = Field("", max_length=2000)
     source: str = Field("operator", min_length=1, max_length=128)
+    reset: list[DirectiveField] = Field(default_factory=list, max_length=len(DIRECTIVE_FIELDS))
+    """Fields to return to their run default (the supervisor knows it), with ``values``."""
 
 
 class Chaos(_Message):
@@ -328,6 +334,14 @@ class ApplyDirective(_Message):
     directive_id: str = Field(min_length=1, max_length=64)
     decision_id: str = Field("", max_length=64)
     values: dict[DirectiveField, DirectiveValue]
+    resend: bool = False
+    """True: not a directive but the values already in effect, sent again to a new trainer
+    (``IN_EFFECT_ID``); its echo is no apply of any directive."""
+
+
+IN_EFFECT_ID = "in-effect"
+"""``ApplyDirective.directive_id`` of a re-send of the values in effect (no directive's id:
+those start with a letter or digit and are made by ``new_directive_id``)."""
 
 
 ServerMessage = Annotated[

@@ -48,10 +48,16 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
         ("saves (failed or skipped)", f"{report.saves} ({report.saves_failed})"),
         (
-            "directives proposed / applied / clamped / rejected",
-            f"{report.directives_proposed} / {report.directives_applied} / "
+            "directives proposed / allowed / clamped / rejected by the policy",
+            f"{report.directives_proposed} / {report.directives_allowed} / "
             f"{report.directives_clamped} / {report.directives_rejected}",
         ),
+        (
+            "directives approved / clamped / rejected by the operator",
+            f"{report.directives_operator_approved} / {report.directives_operator_clamped} / "
+            f"{report.directives_operator_rejected}",
+        ),
+        ("directives applied (a restart's re-send is none)", str(report.directives_applied)),
     ]
 
 

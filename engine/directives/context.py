@@ -1,7 +1,8 @@
 """What the policy judges a directive against, built from the run's newest telemetry.
 
 ``judging_context`` gathers the clock, the newest step, its memory figures, the health
-problems and the value of each directive field in effect now (what a remedy must not go
+problems, the micro-batches that ran out of memory lately and the value of each directive
+field in effect now (what a remedy must not go
 above while the run is unhealthy). Pure and torch-free.
 """
 
@@ -11,6 +12,7 @@ import math
 from collections.abc import Mapping
 
 from engine.config import RunConfig
+from engine.directive_defaults import run_defaults
 from engine.directives.policy import MemoryFigures, PolicyContext
 from engine.domain import DirectiveField, DirectiveValue, TelemetrySample
 
@@ -20,12 +22,9 @@ def values_in_effect(
 ) -> dict[DirectiveField, DirectiveValue]:
     """Each field's value now: the config's, then what directives set, then what the
     trainer last reported (its micro-batch, its live fp16 loss scale as a power of 2)."""
-    train = config.train
     out: dict[DirectiveField, DirectiveValue] = {
-        "lr_multiplier": 1.0,
-        "gradient_clip_norm": train.grad_clip or math.inf,  # 0: no clipping, any clip is tighter
-        "loss_scale_initial_power": train.initial_scale_power,
-        "micro_batch_size": train.micro_batch,
+        "gradient_clip_norm": math.inf,  # train.grad_clip 0: no clipping, any clip is tighter
+        **run_defaults(config),
     }
     out.update(effective)
     if sample is not None:
@@ -43,6 +42,7 @@ def judging_context(
     problems: tuple[str, ...],
     now: float,
     blockers: tuple[str, ...] = (),
+    ooms: Mapping[int, int] | None = None,
 ) -> PolicyContext:
     memory = MemoryFigures.of(sample) if sample is not None else None
     return PolicyContext(
@@ -54,4 +54,5 @@ def judging_context(
         problems=problems,
         blockers=blockers,
         current=values_in_effect(config, sample, effective),
+        ooms=dict(ooms or {}),
     )

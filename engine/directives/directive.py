@@ -16,12 +16,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, DirectiveField
+from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, DirectiveField, DirectiveValue
 
 MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
 MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
 MAX_EVIDENCE_ITEMS = 8  # figures a planner cites for one suggestion
 MAX_EVIDENCE_CHARS = 200  # one figure, e.g. "7 overflows in 200 steps"
+OPERATOR_SOURCE = "operator"
+"""The source of an operator's own directives (``Propose``'s default; the socket is the
+owner's alone): the only one that may return a field to its run default beyond the bounds."""
 
 
 class DirectiveRefused(ValueError):
@@ -141,3 +144,18 @@ def draft(
             raise DirectiveRefused(name, "not a directive field")
         raw[name] = value
     return parse_directive(raw)
+
+
+def edited_values(directive: Directive, values: dict[str, Any]) -> dict[DirectiveField, DirectiveValue]:
+    """An operator's edited values for ``directive`` through the same edge checks as any
+    directive; only its own fields may be edited (a directive changes what it names)."""
+    asked = directive.values()
+    for name in values:
+        if name not in DIRECTIVE_FIELDS:
+            raise DirectiveRefused(str(name)[:64], "not a directive field")
+        if name not in asked:
+            own = ", ".join(asked) or "nothing"
+            raise DirectiveRefused(name, f"not a field of this directive (it changes {own})")
+    base = directive.model_dump(exclude={str(name) for name in DIRECTIVE_FIELDS})
+    checked = parse_directive({**base, **values})
+    return {k: v for k, v in checked.values().items() if k in values}

@@ -3,6 +3,8 @@ what the trainer applied and, later, its measured effect. Torch-free."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.directives.directive import Directive
@@ -20,6 +22,13 @@ class Entry:
     reasons: list[str] = field(default_factory=list)
     applied: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
     effect: DirectiveEffect | None = None
+    in_effect: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
+    """Its fields' values in effect when it was last judged, or just before it was applied."""
+
+    def note_in_effect(self, current: Mapping[DirectiveField, DirectiveValue]) -> None:
+        """Keep the values in effect now of this directive's own fields (finite ones)."""
+        asked = self.directive.values()
+        self.in_effect = {k: v for k, v in current.items() if k in asked and math.isfinite(v)}
 
     def view(self) -> DirectiveView:
         d = self.directive
@@ -32,6 +41,7 @@ class Entry:
             step=d.step,
             requested=d.values(),
             allowed=dict(shown),
+            in_effect=dict(self.in_effect),
             bounds=dict(self.verdict.bounds),
             reasons=([d.rationale] if d.rationale else []) + self.reasons,
             state=self.state,

@@ -7,13 +7,15 @@ record like an admission controller's: allow / clamp / reject, a reason per find
 patch that would be applied, the bounds it was judged by and the policy's revision.
 
 What it rejects outright: an expired or stale directive, a source over its rate limit, a
-micro-batch the memory model predicts will not fit, a loss-scale power without fp16, an
+micro-batch the memory model predicts will not fit (or one at or above a size that ran out
+of memory within ``memory.retry_after_steps``), a loss-scale power without fp16, an
 empty directive, and, while the environment or the numerics are unhealthy (the loss scale
 at its floor, problems another check reported: a NaN loss, the doctor), any directive that
 adds risk (``engine.directives.risk``): a remedy (a lower learning rate, a tighter clip, a
 lower loss-scale power, a smaller micro-batch) is let through, with the health problem
 and the change named in its reasons. Values outside the bounds are clamped into them,
-each with a reason.
+each with a reason, except an operator's return of a field to its run default. An
+operator's approval or clamp is judged again (``recheck``): allowed or rejected, never moved.
 Torch-free.
 """
 
@@ -27,7 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.config import RunConfig
-from engine.directives.directive import Directive
+from engine.directive_defaults import run_defaults
+from engine.directives.directive import OPERATOR_SOURCE, Directive
+from engine.directives.failed_sizes import growth_refusal
 from engine.directives.risk import added_risk, remedy_note
 from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, TelemetrySample, Verdict
 from engine.memory.controller import Policy as MemoryPolicy
@@ -83,6 +87,8 @@ class PolicyContext:
     """Problems under which nothing passes, remedies included (the GPU the run requires is gone)."""
     current: Mapping[DirectiveField, DirectiveValue] = field(default_factory=dict)
     """Each field's value in effect now; a field missing here counts as unknown (risky)."""
+    ooms: Mapping[int, int] = field(default_factory=dict)
+    """Micro-batch -> the optimizer step of its newest OOM (``engine.directives.failed_sizes``)."""
 
 
 @dataclass
@@ -141,6 +147,7 @@ class LocalPolicyEngine:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.bounds: Bounds = config.policy.bounds()
+        self.defaults = run_defaults(config)
         self.revision = policy_revision(config)
         self.limiter = RateLimiter(config.policy.rate_limit, config.policy.rate_window_s)
         self._decisions = 0
@@ -157,30 +164,50 @@ class LocalPolicyEngine:
         patch: dict[DirectiveField, DirectiveValue] = {}
         reasons: list[str] = []
         for name, value in directive.values().items():
+            if directive.source == OPERATOR_SOURCE and self._is_default(name, value):
+                patch[name] = value  # the way back to the configured state: see _is_default
+                reasons.append(self._default_note(name, value))
+                continue
             patch[name], moved = clamp_value(name, value, self.bounds)
             if moved is not None:
                 reasons.append(moved)
         refused = self._memory_refusal(patch, context) or self._health_refusal(patch, context)
         if refused is not None:
             return self._reject(directive, refused)
-        decision: Decision = "clamp" if reasons else "allow"
+        decision: Decision = "clamp" if patch != directive.values() else "allow"
         return self._verdict(directive, decision, self._health_notes(patch, context) + reasons, patch)
 
     def recheck(
         self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
     ) -> Verdict:
-        """An operator's edited values for a pending directive: outside the bounds is a
-        rejection naming the field (an operator's explicit number is not silently moved)."""
+        """The values an operator approves (as allowed) or sets (a clamp), judged again now:
+        the policy allows them or rejects them, never moves them. Outside the bounds is a
+        rejection naming the field (an operator's explicit number is not silently moved),
+        unless it is the field's run default (see ``_is_default``)."""
         refused = self._refusal(directive, values, context)
+        notes: list[str] = []
         for name, value in values.items():
-            if refused is None and clamp_value(name, value, self.bounds)[1] is not None:
+            if self._is_default(name, value) and clamp_value(name, value, self.bounds)[1] is not None:
+                notes.append(self._default_note(name, value))
+            elif refused is None and clamp_value(name, value, self.bounds)[1] is not None:
                 low, high = self.bounds[name]
                 refused = f"{name} {value:g} is outside the policy bounds [{low:g}, {high:g}]"
         refused = refused or self._memory_refusal(values, context) or self._health_refusal(values, context)
         if refused is not None:
             return self._reject(directive, refused)
-        notes = self._health_notes(values, context)
-        return self._verdict(directive, "clamp", [*notes, "values set by the operator"], dict(values))
+        return self._verdict(directive, "allow", self._health_notes(values, context) + notes, dict(values))
+
+    def _is_default(self, name: DirectiveField, value: DirectiveValue) -> bool:
+        """True when ``value`` is the field's run default. An operator may return a field to
+        it in one directive even beyond the bounds (the trainer's hard limits take it in):
+        it is the state the run was configured with and started in, a known state and not
+        a new value, so a lower-only bound must not make undoing a cut take many steps.
+        Every other check (expiry, health, memory) still applies."""
+        return self.defaults.get(name) == value
+
+    def _default_note(self, name: DirectiveField, value: DirectiveValue) -> str:
+        low, high = self.bounds[name]
+        return f"{name} {value:g} is the run's default: allowed outside the bounds [{low:g}, {high:g}]"
 
     # ----------------------------------------------------------------- findings
 
@@ -235,6 +262,15 @@ class LocalPolicyEngine:
         figures = context.memory
         if figures is None:
             return "micro_batch_size: no memory figures from the trainer yet to judge it by"
+        grown = growth_refusal(
+            int(micro_batch),
+            _whole(context.current.get("micro_batch_size")),
+            context.ooms,
+            context.step,
+            self.config.memory.retry_after_steps,
+        )
+        if grown is not None:
+            return grown
         memory = MemoryPolicy.from_config(self.config.memory, self.config.train, figures.world_size)
         verdict = review_request(
             int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory, figures.baseline
@@ -265,3 +301,7 @@ class LocalPolicyEngine:
             bounds=dict(self.bounds),
             rate_limited=rate_limited,
         )
+
+
+def _whole(value: DirectiveValue | None) -> int | None:
+    return None if value is None else int(value)

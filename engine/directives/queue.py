@@ -30,17 +30,18 @@ from pydantic import BaseModel
 
 from engine.config import RunConfig
 from engine.directives.context import judging_context
-from engine.directives.directive import Directive, DirectiveRefused, draft, parse_directive
+from engine.directives.directive import Directive, DirectiveRefused, draft, edited_values
 from engine.directives.effect import EffectWatch
 from engine.directives.entry import Entry
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.domain import (
-    DIRECTIVE_FIELDS,
+    ONE_SHOT_FIELDS,
     DecisionRecord,
     DirectiveEffect,
     DirectiveField,
     DirectiveState,
     DirectiveValue,
+    OperatorDecision,
     TelemetrySample,
     Verdict,
 )
@@ -53,16 +54,7 @@ from engine.events import (
     DirectivesRateLimited,
     Recorder,
 )
-from engine.protocol import (
-    ApplyDirective,
-    Approve,
-    Clamp,
-    DirectiveView,
-    Error,
-    Ok,
-    Propose,
-    Reject,
-)
+from engine.protocol import IN_EFFECT_ID, ApplyDirective, DirectiveView
 
 MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
 SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
@@ -100,6 +92,8 @@ class DirectiveQueue:
         """Health problems from elsewhere (the doctor may set these)."""
         self.blockers: tuple[str, ...] = ()
         """Problems under which no directive passes (set with ``problems``)."""
+        self.ooms: dict[int, int] = {}
+        """Micro-batch -> the optimizer step of its newest OOM (``on_oom``)."""
         self.effects = EffectWatch(config.policy.effect_steps)
         self.ended: str | None = None
         """Why the run ended (directives can no longer be applied), once it has."""
@@ -110,8 +104,13 @@ class DirectiveQueue:
 
     def context(self) -> PolicyContext:
         return judging_context(
-            self.config, self.latest, self.effective, self.problems, self.clock(), self.blockers
+            self.config, self.latest, self.effective, self.problems, self.clock(), self.blockers, self.ooms
         )
+
+    def on_oom(self, micro_batch: int, step: int) -> None:
+        """The trainer ran out of memory at ``micro_batch`` at optimizer step ``step``: no
+        growth to it (or beyond) is allowed for ``memory.retry_after_steps`` steps."""
+        self.ooms[micro_batch] = step
 
     # ---------------------------------------------------------------- proposals
 
@@ -146,7 +145,8 @@ class DirectiveQueue:
         ``refusal``: why it is rejected whatever the policy says (the first of the reasons)."""
         if directive.id in self.entries:
             raise DirectiveRefused("id", f"directive {directive.id!r} already exists")
-        verdict = self.policy.evaluate(directive, self.context())
+        context = self.context()
+        verdict = self.policy.evaluate(directive, context)
         if self.ended is not None:
             refusal = refusal or f"the run has ended ({self.ended})"
         if refusal is not None:
@@ -162,6 +162,7 @@ class DirectiveQueue:
                 }
             )
         entry = Entry(directive, verdict, "pending", list(verdict.reasons))
+        entry.note_in_effect(context.current)
         self._keep(entry)
         if verdict.rate_limited:
             return self._rate_limited(entry)
@@ -184,22 +185,23 @@ class DirectiveQueue:
     def approve(self, directive_id: str) -> Entry:
         entry = self._pending(directive_id)
         verdict = self.policy.recheck(entry.directive, dict(entry.verdict.patch), self.context())
-        return self._after_recheck(entry, verdict, "approved", "by the operator")
+        return self._after_recheck(entry, verdict, "approve")
 
     def clamp(self, directive_id: str, values: dict[str, Any]) -> Entry:
-        """Edited values (merged over what the policy allowed), validated and re-checked."""
+        """Edited values of the directive's own fields (merged over what the policy allowed),
+        validated and re-checked."""
         entry = self._pending(directive_id)
         try:
-            edited = _validated(entry.directive, values)
+            edited = edited_values(entry.directive, values)
         except DirectiveRefused as err:
             raise DirectiveError(f"clamp {directive_id}: {err}") from None
         verdict = self.policy.recheck(entry.directive, {**entry.verdict.patch, **edited}, self.context())
-        return self._after_recheck(entry, verdict, "clamped", "by the operator")
+        return self._after_recheck(entry, verdict, "clamp")
 
     def reject(self, directive_id: str, reason: str) -> Entry:
         entry = self._pending(directive_id)
         entry.reasons.append(f"rejected by the operator: {reason}")
-        return self._decide(entry, "rejected", f"by the operator: {reason}")
+        return self._decide(entry, "rejected", f"by the operator: {reason}", operator="reject")
 
     # ------------------------------------------------------------ telemetry side
 
@@ -235,18 +237,15 @@ class DirectiveQueue:
     # --------------------------------------------------------------- trainer side
 
     def trainer_connected(self) -> None:
-        """A (new) trainer: the effective values again (a restart from an older checkpoint
-        may have lost some; applying is idempotent), then every approved directive not yet
-        applied, unless its TTL passed meanwhile (then it expires); an event says which."""
-        if self.effective:
-            last = next((e for e in reversed(self.entries.values()) if e.state == "applied"), None)
-            self.send(
-                ApplyDirective(
-                    directive_id=last.directive.id if last else "effective",
-                    decision_id=last.verdict.decision_id if last else "",
-                    values=dict(self.effective),
-                )
-            )
+        """A (new) trainer: the values in effect again (a restart from an older checkpoint
+        may have lost some; applying is idempotent) as a re-send, which is no directive's
+        apply, without the one-shot ones (the checkpoint restored the scaler and the geometry
+        they set, and where those went since);
+        then every approved directive not yet applied, unless its TTL passed meanwhile
+        (then it expires); an event says which."""
+        again = {k: v for k, v in self.effective.items() if k not in ONE_SHOT_FIELDS}
+        if again:
+            self.send(ApplyDirective(directive_id=IN_EFFECT_ID, values=again, resend=True))
         kept, expired, now = [], [], self.clock()
         for entry in [e for e in self.entries.values() if e.state in ("approved", "clamped")]:
             if now >= entry.directive.expires_at:
@@ -273,14 +272,17 @@ class DirectiveQueue:
 
     def on_applied(self, echo: DirectiveApplied) -> None:
         """The trainer's ``directive_applied`` echo: what it applied and what it refused."""
-        entry = self.entries.get(str(echo.directive_id))
+        entry = None if echo.resend else self.entries.get(str(echo.directive_id))
         applied: dict[DirectiveField, DirectiveValue] = {
             k: v for k, v in echo.applied.items() if k in self.policy.bounds
         }
         refused = dict(echo.refused)
-        if entry is None:
-            self.effective.update(applied)  # a re-send of the effective values: nothing new
+        if entry is None or entry.state == "applied":
+            self.effective.update(applied)  # a re-send of the values in effect: nothing new
             return
+        own = entry.verdict.patch  # a directive's apply is its own fields, whatever is echoed
+        applied = {k: v for k, v in applied.items() if k in own}
+        entry.note_in_effect(self.context().current)  # just before: the "from" of its change
         entry.applied = applied
         for name, why in refused.items():
             entry.reasons.append(f"trainer refused {name}: {why}")
@@ -334,19 +336,26 @@ class DirectiveQueue:
     def _pending_count(self) -> int:
         return sum(1 for e in self.entries.values() if e.state == "pending")
 
-    def _after_recheck(self, entry: Entry, verdict: Verdict, state: DirectiveState, how: str) -> Entry:
+    def _after_recheck(self, entry: Entry, verdict: Verdict, operator: OperatorDecision) -> Entry:
+        """The operator's approval or clamp, as the policy judged it again."""
         entry.verdict = verdict
+        entry.note_in_effect(self.context().current)
         if not verdict.admitted:
             entry.reasons.extend(verdict.reasons)
             expired = verdict.reasons[0].startswith("expired")
-            return self._decide(entry, "expired" if expired else "rejected", "on the policy's re-check")
-        if state == "clamped":
+            state: DirectiveState = "expired" if expired else "rejected"
+            return self._decide(entry, state, "on the policy's re-check", operator=operator)
+        entry.reasons.extend(verdict.reasons)
+        if operator == "clamp":
             entry.reasons.append(f"clamped by the operator to {dict(verdict.patch)}")
-        return self._decide(entry, state, how)
+            return self._decide(entry, "clamped", "by the operator", operator=operator)
+        return self._decide(entry, "approved", "by the operator", operator=operator)
 
-    def _decide(self, entry: Entry, state: DirectiveState, how: str) -> Entry:
+    def _decide(
+        self, entry: Entry, state: DirectiveState, how: str, operator: OperatorDecision | None = None
+    ) -> Entry:
         entry.state = state
-        self._keep_verdict(entry)
+        self._keep_verdict(entry, operator)
         self._event(DirectiveDecided, entry, f"directive {entry.directive.id} {state} {how}")
         if state in ("approved", "clamped"):
             self._send_values(entry)
@@ -375,15 +384,16 @@ class DirectiveQueue:
         self._limited[source] = self._limited.get(source, 0) + 1
         return entry
 
-    def _keep_verdict(self, entry: Entry) -> None:
-        """The verdict as a DecisionRecord, to the store (batched there)."""
+    def _keep_verdict(self, entry: Entry, operator: OperatorDecision | None = None) -> None:
+        """The verdict as a DecisionRecord, to the store (batched there); ``operator``: the
+        operator's decision it records, if any."""
         record = DecisionRecord.of(
             entry.verdict,
             ts=self.clock(),
             source=entry.directive.source,
             state=entry.state,
             reasons=list(entry.reasons),
-        )
+        ).model_copy(update={"operator": operator})
         self.keep(record)
 
     def _send_values(self, entry: Entry) -> None:
@@ -406,37 +416,3 @@ class DirectiveQueue:
             if oldest is None:
                 break
             del self.entries[oldest]
-
-
-def _validated(directive: Directive, values: dict[str, Any]) -> dict[DirectiveField, DirectiveValue]:
-    """An operator's edited values through the same edge checks as any directive."""
-    for name in values:
-        if name not in DIRECTIVE_FIELDS:
-            raise DirectiveRefused(str(name)[:64], "not a directive field")
-    base = directive.model_dump(
-        exclude={"lr_multiplier", "gradient_clip_norm", "loss_scale_initial_power", "micro_batch_size"}
-    )
-    checked = parse_directive({**base, **values})
-    return {k: v for k, v in checked.values().items() if k in values}
-
-
-def answer_request(queue: DirectiveQueue | None, message: Approve | Clamp | Reject | Propose) -> Ok | Error:
-    """An operator's directive request, answered; never raises (a bad one is an Error)."""
-    if queue is None:
-        return Error(id=message.id, reason="directives are not available for this run (no readable run.json)")
-    try:
-        if isinstance(message, Approve):
-            entry = queue.approve(message.directive_id)
-        elif isinstance(message, Clamp):
-            entry = queue.clamp(message.directive_id, {str(k): v for k, v in message.values.items()})
-        elif isinstance(message, Reject):
-            entry = queue.reject(message.directive_id, message.reason)
-        else:
-            entry = queue.propose_raw(dict(message.values), message.source, message.rationale)
-    except (DirectiveError, DirectiveRefused) as err:
-        return Error(id=message.id, reason=str(err))
-    view = entry.view()
-    return Ok(
-        id=message.id,
-        result={"directive": view.model_dump(mode="json"), "verdict": entry.verdict.model_dump(mode="json")},
-    )

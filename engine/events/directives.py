@@ -52,6 +52,8 @@ class DirectiveApplied(Payload):
     applied: dict[str, float | int] = Field(default_factory=dict)
     refused: dict[str, str] = Field(default_factory=dict)
     """Field -> why the trainer refused it."""
+    resend: bool = False
+    """The echo of a re-send of the values in effect (``ApplyDirective.resend``): not an apply."""
     directive: DirectiveView | None = None
     """Added by the supervisor when it records the echo."""
     verdict: Verdict | None = None

@@ -12,7 +12,6 @@ Torch-free.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from typing import Any
 
@@ -26,6 +25,7 @@ from engine.events import (
     MemoryAdapted,
     RunStarted,
 )
+from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
 from engine.run.status import identity_of
 from engine.run.store import Store
@@ -102,9 +102,17 @@ class EnduranceReport(BaseModel):
     saves: int
     saves_failed: int
     directives_proposed: int
-    directives_applied: int
+    directives_allowed: int = 0
+    """Proposals the policy allowed as asked; with clamped and rejected: every proposal."""
     directives_clamped: int
+    """Proposals the policy clamped into its bounds."""
     directives_rejected: int
+    """Proposals the policy rejected."""
+    directives_operator_approved: int = 0
+    directives_operator_clamped: int = 0
+    directives_operator_rejected: int = 0
+    directives_applied: int
+    """Directives the trainer applied, each once (a restart's re-send is no apply)."""
 
     @property
     def resume_success(self) -> float | None:
@@ -161,7 +169,6 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         checkpoint_stall_s=float(stall),
         saves=counts["checkpoint_saved"],
         saves_failed=counts["checkpoint_failed"] + counts["checkpoint_skipped"],
-        directives_applied=counts["directive_applied"],
         **_directive_counts(store),
     )
 
@@ -265,17 +272,6 @@ def _replayed(store: Store) -> int:
 
 
 def _directive_counts(store: Store) -> dict[str, int]:
-    """Directives by the policy's verdicts (``decisions``: every verdict, flood included)."""
-    try:
-        (proposed, clamped, rejected), *_ = store.query(
-            "SELECT COUNT(DISTINCT directive_id),"
-            " COUNT(DISTINCT CASE WHEN verdict = 'clamp' THEN directive_id END),"
-            " COUNT(DISTINCT CASE WHEN verdict = 'reject' THEN directive_id END) FROM decisions"
-        ) or [(0, 0, 0)]
-    except sqlite3.OperationalError:  # a store from before the decisions table
-        proposed = clamped = rejected = 0
-    return {
-        "directives_proposed": int(proposed),
-        "directives_clamped": int(clamped),
-        "directives_rejected": int(rejected),
-    }
+    """The report's directive fields (``engine.run.directive_tally``)."""
+    tally = directive_tally(store)
+    return {f"directives_{name}": value for name, value in tally.model_dump().items()}

@@ -124,6 +124,7 @@ DECISION_COLUMNS = (
     "bounds",
     "policy_revision",
     "rate_limited",
+    "operator",
 )
 _DECISION_JSON = frozenset({"reasons", "patch", "bounds"})
 DECISION_INSERT = (

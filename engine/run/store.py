@@ -369,8 +369,10 @@ class Store:
         if directive_id is not None:
             where += " AND directive_id = ?"
             args.append(directive_id)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
+        picked = ", ".join(c if c in have else f"NULL AS {c}" for c in DECISION_COLUMNS)  # an older file
         rows = self._db.execute(
-            f"SELECT id, {', '.join(DECISION_COLUMNS)} FROM decisions {where} ORDER BY id LIMIT ?",
+            f"SELECT id, {picked} FROM decisions {where} ORDER BY id LIMIT ?",
             [*args, -1 if limit is None else limit],
         ).fetchall()
         return [(row[0], decision_from(row[1:])) for row in rows]

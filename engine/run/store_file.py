@@ -52,6 +52,9 @@ def create_schema(db: sqlite3.Connection, version: int) -> None:
             " rate_limited INTEGER NOT NULL)"
         )
         db.execute("CREATE INDEX IF NOT EXISTS decisions_directive ON decisions(directive_id)")
+        decided = {row[1] for row in db.execute("PRAGMA table_info(decisions)")}
+        if "operator" not in decided:  # the operator's decision, apart from the policy's verdict
+            db.execute("ALTER TABLE decisions ADD COLUMN operator TEXT")
         have = {row[1] for row in db.execute("PRAGMA table_info(steps)")}
         for name, sql in {**STEP_COLUMNS, NONFINITE_COLUMN: "TEXT"}.items():  # added since the file was made
             if name not in have:

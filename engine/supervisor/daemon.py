@@ -29,8 +29,10 @@ from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
 from engine.config import RunConfig
 from engine.config_file import ConfigError
+from engine.directives.failed_sizes import stored_ooms
+from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import Planner, build_planner
-from engine.directives.queue import DirectiveQueue, answer_request
+from engine.directives.queue import DirectiveQueue
 from engine.doctor.examiner import ops_required_by
 from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import Payload
@@ -220,6 +222,7 @@ class Supervisor:
         self.directives = DirectiveQueue(
             config, record, connections.send_to_trainer, keep=self.store.add_decision
         )
+        self.directives.ooms.update(stored_ooms(self.store))  # what an earlier supervisor was told
         require = config.policy.require_accelerator
         self.health = HealthFeed(self.journal, self.directives, require_accelerator=require)
         follower = config.train.node_rank > 0

@@ -130,7 +130,11 @@ def _take_in_one(store: Store, attempt: int, lines: list[bytes], intake: Intake)
             key = (message.type, message.message, json.dumps(message.data, default=str))
             if message.type == DirectiveApplied.event_type:
                 echo = DirectiveApplied.model_validate(message.data)
-                if echo.directive_id is None or (echo.directive_id, echo.decision_id) in applied:
+                if (
+                    echo.resend
+                    or echo.directive_id is None
+                    or (echo.directive_id, echo.decision_id) in applied
+                ):
                     continue
                 applied.add((echo.directive_id, echo.decision_id))
             if key not in events:

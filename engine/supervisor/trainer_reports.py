@@ -23,6 +23,7 @@ from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, StartupStatus, TelemetrySample
 from engine.events import (
     DirectiveApplied,
+    MemoryAdapted,
     Payload,
     RunContinued,
     RunEnded,
@@ -69,6 +70,7 @@ class TrainerReports:
             RunPaused.event_type: self._paused,
             RunContinued.event_type: self._continued,
             TrainerFinished.event_type: self._finished,
+            MemoryAdapted.event_type: self._adapted,
         }
 
     def on_step(self, sample: TelemetrySample) -> None:
@@ -136,3 +138,9 @@ class TrainerReports:
     def _finished(self, payload: Payload) -> None:
         assert isinstance(payload, TrainerFinished)
         self.attempts.note_finished(payload.reason)
+
+    def _adapted(self, payload: Payload) -> None:
+        """An OOM: the directives judge growth to that size by it for a while."""
+        assert isinstance(payload, MemoryAdapted)
+        if payload.kind == "oom":
+            self.directives.on_oom(payload.from_micro_batch, payload.step)

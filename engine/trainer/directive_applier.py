@@ -2,7 +2,8 @@
 
 Defence in depth: the supervisor's policy already admitted these values, but the trainer
 re-checks each against the run config's hard bounds (``PolicyConfig``) and refuses what
-lies outside, whatever the socket says. Where each value goes in DeepSpeed
+lies outside, whatever the socket says, unless it is the field's run default (the way back
+an operator may take: ``engine.directive_defaults``). Where each value goes in DeepSpeed
 (DEEPSPEED-NOTES: Loss scale):
 
 - ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
@@ -19,7 +20,10 @@ lies outside, whatever the socket says. Where each value goes in DeepSpeed
   against its memory model and applies it at this same boundary.
 
 Applied values are kept in ``effective`` and saved in the checkpoint's client_state, so a
-resume (which restores DeepSpeed's pickled clip and scaler) re-applies them.
+resume (which restores DeepSpeed's pickled clip and scaler) re-applies them, except the
+one-shot ones (``ONE_SHOT_FIELDS``): the scaler state and the geometry the checkpoint
+restored are where the loss-scale power and the micro-batch went since (the scaler's
+backing off, an OOM's shrink), and setting them again would undo that.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Any
 from torch.optim.lr_scheduler import LambdaLR
 
 from engine.config import RunConfig
-from engine.domain import DIRECTIVE_FIELDS
+from engine.directive_defaults import run_defaults
+from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS
 from engine.events import DirectiveApplied
 from engine.protocol import ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
@@ -52,6 +57,7 @@ class DirectiveApplier:
         inbox = getattr(link, "directives", None)  # an empty deque is falsy: test for None
         self.inbox: deque[ApplyDirective] = inbox if inbox is not None else deque()
         self.bounds = config.policy.bounds()
+        self.defaults = run_defaults(config)  # allowed beyond the bounds: the way back
         self.lr_multiplier = 1.0
         self.effective: dict[str, float | int] = {}
         """Field -> value in effect (what a checkpoint records and a resume re-applies)."""
@@ -85,6 +91,7 @@ class DirectiveApplier:
             step=step,
             applied=applied,
             refused=refused,
+            resend=message.resend,
         )
         self.link.event(
             echo,
@@ -96,10 +103,12 @@ class DirectiveApplier:
 
     def restore(self, saved: Any) -> None:
         """After a resume: the values a checkpoint recorded, re-applied (silently refused if
-        they no longer fit the run's bounds)."""
+        they no longer fit the run's bounds); one-shot ones are left to the restored state."""
         if not isinstance(saved, dict):
             return
         for name, value in saved.items():
+            if name in ONE_SHOT_FIELDS:
+                continue
             if self._refusal(name, value) is None and self._set(name, value) is None:
                 self.effective[name] = value
 
@@ -112,8 +121,8 @@ class DirectiveApplier:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"{value!r} is not a finite number"
         low, high = self.bounds[name]  # type: ignore[index]
-        if not low <= value <= high:
-            return f"{value:g} outside the hard limits [{low:g}, {high:g}]"
+        if not low <= value <= high and value != self.defaults.get(name):  # type: ignore[call-overload]
+            return f"{value:g} outside the hard limits [{low:g}, {high:g}] and not the run's default"
         if name in ("loss_scale_initial_power", "micro_batch_size") and value != int(value):
             return f"{value!r} is not a whole number"
         return None

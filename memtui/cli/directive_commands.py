@@ -4,7 +4,10 @@
 the store still has waiting is shown expired: no supervisor is left to decide or apply it);
 with ``--decisions`` it lists every stored verdict (the audit trail, a flood's included).
 The others ask the live supervisor, whose policy judges every value (the CLI only parses
-``field=value``).
+``field=value``). Every one takes RUN as its first positional, like every other command;
+``approve``, ``reject`` and ``clamp`` find the run that holds the id when RUN is left out
+(``--run RUN`` still works, deprecated). Exit 0 when the directive ends as the operator
+asked (an operator's rejection included), 1 when the policy refused it or it expired.
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -13,21 +16,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from memtui.cli.errors import CliError
 
-DECISION_PAGE_ROWS = 5000
-"""Stored verdicts read per page: memory stays one page however many there are."""
+RUN_HELP = "run id, prefix or directory (default: the run that holds ID)"
+SUCCEEDED: dict[str, tuple[str, ...]] = {
+    "approve": ("approved", "applied"),
+    "clamp": ("clamped", "applied"),
+    "reject": ("rejected",),
+    "propose": ("pending", "approved", "clamped", "applied"),
+}
+"""The states in which each request did what the operator asked (exit 0)."""
 
 
 def add_parsers(sub: Any) -> None:
     """Register the five commands on ``memtui``'s subparsers."""
     listing = sub.add_parser(
         "directives",
-        help="list a run's directives: requested, allowed, state and reasons",
+        help="list a run's directives: each change (in effect → new), state and reasons",
         description="Every directive a planner or operator proposed, newest last, as stored.",
     )
     listing.add_argument(
@@ -38,51 +46,62 @@ def add_parsers(sub: Any) -> None:
     listing.add_argument(
         "--decisions",
         action="store_true",
-        help="list every policy verdict instead (one per line, oldest first: decision id, directive,"
-        " verdict, resulting state, source, reasons), rate-limited ones included; with --json,"
-        " one JSON list of them ([] when there are none)",
+        help="list every verdict instead (one per line, oldest first: decision id, directive,"
+        " the policy's verdict, the operator's decision, resulting state, source, reasons),"
+        " rate-limited ones included; with --json, one JSON list of them ([] when there are none)",
     )
     listing.add_argument(
         "--directive", metavar="ID", help="with --decisions: only the verdicts on this directive"
     )
     listing.set_defaults(handler=cmd_directives)
 
-    approve = sub.add_parser("approve", help="approve a pending directive (the policy re-checks it)")
-    approve.add_argument("directive_id", metavar="ID")
-    _add_run_option(approve)
+    approve = _answer_parser(sub, "approve", "approve a pending directive (the policy re-checks it)")
     approve.set_defaults(handler=cmd_approve)
-
-    reject = sub.add_parser("reject", help="reject a pending directive")
-    reject.add_argument("directive_id", metavar="ID")
+    reject = _answer_parser(sub, "reject", "reject a pending directive")
     reject.add_argument("--reason", required=True, metavar="TEXT", help="why, for the record")
-    _add_run_option(reject)
     reject.set_defaults(handler=cmd_reject)
-
-    clamp = sub.add_parser("clamp", help="apply a pending directive with edited values (re-checked)")
-    clamp.add_argument("directive_id", metavar="ID")
-    _add_set(clamp)
-    _add_run_option(clamp)
+    clamp = _answer_parser(sub, "clamp", "apply a pending directive with edited values (re-checked)")
+    _add_set(clamp, required=True)
     clamp.set_defaults(handler=cmd_clamp)
 
-    propose = sub.add_parser("propose", help="propose a directive as the operator (policy-checked)")
+    propose = sub.add_parser(
+        "propose",
+        help="propose a directive as the operator (policy-checked)",
+        description="Propose new values (--set) or a return to the run's defaults (--reset), or both "
+        "for different fields. The policy judges it like any directive; a return to a field's "
+        "default may go beyond the policy's bounds (the run was configured and started there).",
+    )
     propose.add_argument(
         "run", nargs="?", metavar="RUN", help="run id, prefix or directory (default: newest live)"
     )
-    _add_set(propose)
+    _add_set(propose, required=False)
+    propose.add_argument(
+        "--reset",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="return FIELD to its run default (e.g. lr_multiplier: 1), in one directive",
+    )
     propose.add_argument("--rationale", default="", metavar="TEXT", help="why, for the record")
     propose.set_defaults(handler=cmd_propose)
 
 
-def _add_run_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", metavar="RUN", help="run id, prefix or directory (default: newest live)")
+def _answer_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """``memtui NAME [RUN] ID``, with the deprecated ``--run RUN`` still read."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+    parser.add_argument("run", nargs="?", metavar="RUN", help=RUN_HELP)
+    parser.add_argument("directive_id", metavar="ID")
+    parser.add_argument("--run", dest="run_option", metavar="RUN", help=argparse.SUPPRESS)
+    return parser
 
 
-def _add_set(parser: argparse.ArgumentParser) -> None:
+def _add_set(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--set",
         dest="values",
         action="append",
-        required=True,
+        required=required,
+        default=[],
         metavar="FIELD=VALUE",
         help="lr_multiplier, gradient_clip_norm, loss_scale_initial_power or micro_batch_size",
     )
@@ -107,6 +126,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_directives(args: argparse.Namespace) -> int:
+    from memtui.cli.directive_listing import no_longer_waiting, print_decisions, render, stored_directives
     from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
 
@@ -132,13 +152,15 @@ def cmd_directives(args: argparse.Namespace) -> int:
 def cmd_approve(args: argparse.Namespace) -> int:
     from engine.protocol import Approve
 
-    return _ask(args.run, lambda rid: Approve(id=rid, directive_id=args.directive_id))
+    return _answer(args, "approve", lambda rid: Approve(id=rid, directive_id=args.directive_id))
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
     from engine.protocol import Reject
 
-    return _ask(args.run, lambda rid: Reject(id=rid, directive_id=args.directive_id, reason=args.reason))
+    return _answer(
+        args, "reject", lambda rid: Reject(id=rid, directive_id=args.directive_id, reason=args.reason)
+    )
 
 
 def cmd_clamp(args: argparse.Namespace) -> int:
@@ -151,24 +173,61 @@ def cmd_clamp(args: argparse.Namespace) -> int:
         Clamp(id="x", directive_id=args.directive_id, values=values)
     except ValidationError as err:
         raise CliError(f"clamp: {err.errors()[0]['loc'][-1]}: {err.errors()[0]['msg']}", code=2) from None
-    return _ask(args.run, lambda rid: Clamp(id=rid, directive_id=args.directive_id, values=values))
+    return _answer(args, "clamp", lambda rid: Clamp(id=rid, directive_id=args.directive_id, values=values))
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from engine.protocol import Propose
 
     values = parse_assignments(args.values)
-    return _ask(args.run, lambda rid: Propose(id=rid, values=values, rationale=args.rationale))
+    if not values and not args.reset:
+        raise CliError("propose: give --set FIELD=VALUE or --reset FIELD (or both)", code=2)
+    try:
+        Propose(id="x", values=values, reset=args.reset)
+    except ValidationError as err:
+        raise CliError(f"propose: --reset: {err.errors()[0]['msg']}", code=2) from None
+
+    def build(request_id: str) -> Propose:
+        return Propose(id=request_id, values=values, rationale=args.rationale, reset=args.reset)
+
+    return _ask(_live_run(args.run, None), build, SUCCEEDED["propose"])
 
 
-def _ask(spec: str | None, build: Any) -> int:
-    """Send one request to the live supervisor; print the directive it answers with."""
+def _answer(args: argparse.Namespace, verb: str, build: Callable[[str], Any]) -> int:
+    """An operator's answer to directive ``args.directive_id`` in RUN, or in its own run."""
+    spec = args.run
+    if args.run_option is not None:
+        if spec is not None and spec != args.run_option:
+            raise CliError(f"{verb}: RUN given twice ({spec!r} and --run {args.run_option!r})", code=2)
+        spec = args.run_option  # the deprecated spelling
+    return _ask(_live_run(spec, args.directive_id), build, SUCCEEDED[verb])
+
+
+def _live_run(spec: str | None, directive_id: str | None) -> Any:
+    """RUN as named; else the run that holds ``directive_id``; else the newest live run.
+    It must have a live supervisor."""
+    from memtui.cli.directive_owner import owner_of
     from memtui.cli.resolver import require_run
-    from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
-    run = require_run(spec, live=spec is None)
+    if spec is not None:
+        run = require_run(spec, live=False)
+    elif directive_id is not None:
+        run = owner_of(directive_id)
+    else:
+        run = require_run(None, live=True)
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: not running (directives need a live supervisor)")
+    return run
+
+
+def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...]) -> int:
+    """Send one request to ``run``'s supervisor; print the directive it answers with; 0 when
+    it ended in one of the ``succeeded`` states."""
+    from memtui.cli.directive_listing import render
+    from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
+
     try:
         ok = request_once(run.socket, build(new_request_id()), timeout=10.0)
     except EngineRefused as err:
@@ -177,95 +236,4 @@ def _ask(spec: str | None, build: Any) -> int:
         raise CliError(f"{run.run_id}: {err}") from None
     view = ok.result.get("directive", {})
     print(render([view]))
-    return 0 if view.get("state") not in ("rejected", "expired") else 1
-
-
-# ------------------------------------------------------------------------ reading
-
-
-def stored_directives(store_path: Any) -> list[dict[str, Any]]:
-    """The newest DirectiveView of every directive in the run's event log, oldest first."""
-    from engine.events import DirectiveApplied, DirectiveDecided, DirectiveEffectMeasured, DirectiveProposed
-    from engine.run.store import Store
-
-    newest: dict[str, dict[str, Any]] = {}
-    if not Path(store_path).exists():
-        return []  # a run whose supervisor has not started yet
-    with Store(store_path, readonly=True) as store:
-        cursor = 0
-        while page := store.events_since(cursor, 1000):
-            for event in page:
-                record = (
-                    DirectiveProposed.of(event)
-                    or DirectiveDecided.of(event)
-                    or DirectiveApplied.of(event)
-                    or DirectiveEffectMeasured.of(event)
-                )
-                view = record.directive if record is not None else None
-                if view is not None:
-                    newest.pop(view.id, None)  # re-insert: ordered by the latest change
-                    newest[view.id] = view.model_dump(mode="json")
-            cursor = page[-1].seq
-    return list(newest.values())
-
-
-OPEN_STATES = ("pending", "approved", "clamped")
-"""States in which a directive still waits for an operator or a trainer."""
-
-
-def no_longer_waiting(view: dict[str, Any]) -> dict[str, Any]:
-    """A stored view as of now for a run with no live supervisor: one still waiting can no
-    longer be decided or applied (a supervisor that was killed could not expire it itself)."""
-    if view.get("state") not in OPEN_STATES:
-        return view
-    why = "expired: its run has no live supervisor (nothing can decide or apply it)"
-    return {**view, "state": "expired", "reasons": [*(view.get("reasons") or []), why]}
-
-
-def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
-    """Every stored verdict, oldest first, as lines or one JSON list (streamed: a flood leaves
-    tens of thousands, read a page at a time); returns how many."""
-    from engine.run.store import Store
-    from memtui.cli.json_document import stream_json_array
-
-    if not Path(store_path).exists():
-        return stream_json_array(()) if as_json else 0
-    with Store(store_path, readonly=True) as store:
-        rows = _stored_decisions(store, directive_id)
-        if as_json:
-            return stream_json_array({"row": row_id, **d.model_dump(mode="json")} for row_id, d in rows)
-        count = 0
-        for _row_id, d in rows:
-            print(decision_line(d))
-            count += 1
-        return count
-
-
-def _stored_decisions(store: Any, directive_id: str | None) -> Iterator[tuple[int, Any]]:
-    cursor = 0
-    while page := store.decisions(cursor, DECISION_PAGE_ROWS, directive_id):
-        yield from page
-        cursor = page[-1][0]
-
-
-def decision_line(d: Any) -> str:
-    """One DecisionRecord as a line: ids, verdict, state, source, the patch, the reasons."""
-    allowed = ", ".join(f"{k}={v:g}" for k, v in d.patch.items()) or "-"
-    reasons = "; ".join(d.reasons) or "-"
-    return f"{d.decision_id}  {d.directive_id}  {d.verdict:<6} {d.state:<8} {d.source}  {allowed}  {reasons}"
-
-
-def render(views: list[dict[str, Any]]) -> str:
-    from engine.domain import DirectiveEffect
-
-    lines = []
-    for v in views:
-        asked = ", ".join(f"{k}={val:g}" for k, val in (v.get("requested") or {}).items()) or "-"
-        allowed = ", ".join(f"{k}={val:g}" for k, val in (v.get("allowed") or {}).items()) or "-"
-        lines.append(f"{v.get('id')}  {v.get('state'):<8}  {v.get('source')}  step {v.get('step')}")
-        lines.append(f"    requested {asked}; allowed {allowed}")
-        lines.extend(f"    - {reason}" for reason in v.get("reasons") or [])
-        lines.extend(f"    evidence: {line}" for line in v.get("evidence") or [])
-        if v.get("effect"):
-            lines.append(f"    effect {DirectiveEffect.model_validate(v['effect']).describe()}")
-    return "\n".join(lines)
+    return 0 if view.get("state") in succeeded else 1

@@ -1,37 +1,25 @@
-"""Directives in words: field labels, value changes and ages, shared by the panel and dialogs."""
+"""Directives in words for the console: each change (``memtui.directive_phrases``, the
+CLI's formatter too) with the new value highlighted, and ages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from engine.domain import DIRECTIVE_FIELDS, DirectiveField
 from engine.protocol import DirectiveView
-from memtui.formatting import format_duration, format_float
+from memtui.directive_phrases import FIELD_LABELS, changes_text, format_value
+from memtui.formatting import format_duration
 
-FIELD_LABELS: dict[str, str] = {
-    "lr_multiplier": "lr ×",
-    "gradient_clip_norm": "clip norm",
-    "loss_scale_initial_power": "scale power",
-    "micro_batch_size": "micro-batch",
-}
+__all__ = ["FIELD_LABELS", "format_value", "render_changes", "render_timing"]
 
 
-def format_value(value: float | int | None) -> str:
-    return format_float(value, 4) if isinstance(value, float) else "—" if value is None else str(value)
+def _highlight(text: str, differs: bool) -> str:
+    """The new value: a warning colour where the policy moved or refused what was asked."""
+    style = "$text-warning" if differs else "$text-success"
+    return f"[{style}]{text}[/]"
 
 
-def render_changes(
-    requested: Mapping[DirectiveField, float | int], allowed: Mapping[DirectiveField, float | int]
-) -> str:
-    """``lr × 0.5→0.5  clip norm 2→1.25``: requested -> what the policy allows (highlighted if cut)."""
-    parts = []
-    for field in DIRECTIVE_FIELDS:
-        if field not in requested and field not in allowed:
-            continue
-        asked, given = requested.get(field), allowed.get(field)
-        style = "$text-warning" if asked != given else "$text-success"
-        parts.append(f"{FIELD_LABELS[field]} {format_value(asked)}→[{style}]{format_value(given)}[/]")
-    return "  ".join(parts) or "[$text-muted]no changes[/]"
+def render_changes(directive: DirectiveView) -> str:
+    """``lr × 1→0.5  clip norm 1.5→1.25 (asked 2, allowed 1.25)``: in effect → new value."""
+    d = directive
+    return changes_text(d.requested, d.allowed, d.in_effect, _highlight, empty="[$text-muted]no changes[/]")
 
 
 def render_timing(directive: DirectiveView, now: float) -> str:

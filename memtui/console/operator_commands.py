@@ -22,11 +22,12 @@ from textual.app import App
 from textual.markup import escape
 
 from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
-from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Reject, Stop
+from engine.domain import DIRECTIVE_FIELDS
+from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
 from memtui.chaos_phrases import what_happens
 from memtui.chaos_values import request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
-from memtui.console.directive_text import render_changes
+from memtui.console.directive_text import FIELD_LABELS, render_changes
 from memtui.console.run_view import RunView
 from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
@@ -37,7 +38,18 @@ from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
 
 OPERATOR_ACTIONS = frozenset(
-    {"approve", "clamp", "reject", "stop", "pause", "unpause", "kill_trainer", "chaos", "chaos_menu"}
+    {
+        "approve",
+        "clamp",
+        "reject",
+        "reset_field",
+        "stop",
+        "pause",
+        "unpause",
+        "kill_trainer",
+        "chaos",
+        "chaos_menu",
+    }
 )
 """Actions that change the run: hidden and refused in a read-only console."""
 PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
@@ -210,7 +222,7 @@ class OperatorCommands(App[None]):
             return
         self._confirm(
             f"Approve {d.id}",
-            f"Apply as the policy allows it:\n{render_changes(d.requested, d.allowed)}",
+            f"Apply as the policy allows it:\n{render_changes(d)}",
             lambda: self.send_request(Approve(id=new_request_id(), directive_id=d.id), f"{d.id} approved"),
             yes="Approve",
         )
@@ -246,3 +258,30 @@ class OperatorCommands(App[None]):
         d = self._directive()
         if d is not None:
             self.push_screen(DirectiveScreen(d, self._clock()))
+
+    def reset_palette(self) -> list[tuple[str, str, str]]:
+        """The palette's way back: one entry per directive field."""
+        return [
+            (
+                f"Directive: reset {FIELD_LABELS[f]} to the run default",
+                f"propose {f} at its configured value, in one directive (the policy checks it)",
+                f"reset_field('{f}')",
+            )
+            for f in DIRECTIVE_FIELDS
+        ]
+
+    def action_reset_field(self, field: str) -> None:
+        """Propose ``field`` back at its run default (the supervisor knows it), after asking."""
+        label = FIELD_LABELS.get(field, field)
+        body = (
+            f"Propose {escape(label)} back at {escape(self.view.run_id)}'s configured default, in one "
+            "directive. The policy checks it (a return to the default may go beyond its bounds) and "
+            "it waits for your approval like any other."
+        )
+        request = Propose(id=new_request_id(), reset=[field], rationale="reset from the console")  # type: ignore[list-item]
+        self._confirm(
+            f"Reset {label}",
+            body,
+            lambda: self.send_request(request, f"{label} back to the run default: proposed"),
+            yes="Propose",
+        )

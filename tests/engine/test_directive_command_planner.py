@@ -88,7 +88,10 @@ async def test_command_planner_directive_approved_over_the_socket_and_applied(
     approved = trail[1].data["verdict"]
     assert trail[2].data["decision_id"] == approved["decision_id"]  # applied under that verdict
     verdicts = mine(decisions, lambda d: d.directive_id)
-    assert [(d.verdict, d.state) for d in verdicts] == [("clamp", "pending"), ("clamp", "approved")]
+    assert [(d.verdict, d.operator, d.state) for d in verdicts] == [
+        ("clamp", None, "pending"),  # the policy clamped the planner's 2.0
+        ("allow", "approve", "approved"),  # the operator approved; the re-check allowed it
+    ]
     assert verdicts[1].decision_id == approved["decision_id"]
     assert all(d.source == SOURCE for d in verdicts)
     assert verdicts[1].patch == {"lr_multiplier": 0.85}

@@ -13,7 +13,8 @@ from planner_samples import sample
 from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused
-from engine.directives.queue import DirectiveError, DirectiveQueue, answer_request
+from engine.directives.operator_request import answer_request
+from engine.directives.queue import DirectiveError, DirectiveQueue
 from engine.domain import DIRECTIVE_FIELDS, DecisionRecord, Event
 from engine.events import DirectiveApplied
 from engine.protocol import ApplyDirective, Approve, Clamp, Propose, Reject

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from engine.config import RunConfig
 from engine.directives.directive import DirectiveRefused, draft
+from engine.directives.operator_request import reset_values
 from engine.directives.policy import LocalPolicyEngine, PolicyContext, clamp_value
 from engine.domain import Bounds, Decision, DirectiveField, DirectiveState, DirectiveValue, Verdict
 from engine.events import DirectiveApplied, DirectiveDecided, DirectiveProposed, Recorder
@@ -118,7 +119,7 @@ class FakeDirectives:
     def _propose_values(self, message: Propose, step: int) -> Ok | Error:
         try:
             directive = draft(
-                message.values,
+                reset_values(self.config, message),
                 source=message.source,
                 step=step,
                 rationale=message.rationale,
@@ -163,7 +164,7 @@ class FakeDirectives:
                 entry.verdict = self._verdict(entry.view.id, "reject", [why], {}, bounds)
                 self._decide(entry, "rejected", [why])
                 return False
-        entry.verdict = self._verdict(entry.view.id, "clamp", ["values set by the operator"], values, bounds)
+        entry.verdict = self._verdict(entry.view.id, "allow", [], values, bounds)
         more = [f"clamped by the operator to {values}"] if state == "clamped" else []
         self._decide(entry, state, more)
         return True

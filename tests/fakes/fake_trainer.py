@@ -197,6 +197,7 @@ class FakeTrainer:
             decision_id=message.decision_id,
             step=self.step,
             applied=applied,
+            resend=message.resend,
         )
         text = f"directive {message.directive_id} at step {self.step}: applied {applied}"
         writer.write(encode(as_message(echo, text)))

@@ -83,6 +83,7 @@ def make_directive(directive_id: str = "d-1", **over: Any) -> DirectiveView:
         step=200,
         requested={"lr_multiplier": 0.5, "gradient_clip_norm": 2.0},
         allowed={"lr_multiplier": 0.5, "gradient_clip_norm": 1.25},
+        in_effect={"lr_multiplier": 1.0, "gradient_clip_norm": 1.5},
         bounds={"lr_multiplier": (0.1, 0.85), "gradient_clip_norm": (0.1, 1.25)},
         reasons=["loss spiked 3x over its 50-step mean", "gradient_clip_norm clamped to 1.25"],
     )

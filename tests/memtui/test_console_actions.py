@@ -266,3 +266,21 @@ async def test_screenshot_key_saves_an_svg(live_run: RunDir, fake: FakeEngine) -
         await ready(app, pilot)
         await pilot.press("p")
         await until(lambda: any((live_run.path / "screenshots").glob("*.svg")))
+
+
+async def test_the_palette_proposes_a_field_back_at_its_run_default(
+    live_run: RunDir, fake: FakeEngine
+) -> None:
+    app = MemtuiApp(live_run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(app, pilot)
+        titles = [t for t, _, _ in app.palette_commands()]
+        assert "Directive: reset lr × to the run default" in titles
+        await app.run_action("reset_field('lr_multiplier')")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await until(lambda: "propose" in kinds(fake))
+        assert fake.requests[-1].reset == ["lr_multiplier"] and fake.requests[-1].values == {}
+        back = await until(lambda: next((d for d in app.view.directives if d.source == "operator"), None))
+        assert back.requested == back.allowed == {"lr_multiplier": 1.0}  # the default, past the 0.85 bound

@@ -31,7 +31,7 @@ def view(**over: object) -> DirectiveView:
 def test_the_detail_lists_the_evidence_and_no_effect_before_it_is_applied() -> None:
     text = render_details(view(), now=10.0)
     assert "evidence" in text and "· loss slope -0.000322/step over the last 200 steps" in text
-    assert "effect" not in text
+    assert "[$text-muted]effect[/]" not in text and "before -> after" not in text
 
 
 def test_the_detail_shows_the_effect_once_measured() -> None:
@@ -40,3 +40,9 @@ def test_the_detail_shows_the_effect_once_measured() -> None:
         "over 100 steps before -> after step 450: loss slope -2.10e-04 -> -5.00e-05/step, "
         "tokens/s 5,210 -> 5,380, overflows 0 -> 1, peak 300.0 MiB -> -"
     ) in text
+
+
+def test_the_detail_shows_each_fields_value_in_effect_beside_asked_and_allowed() -> None:
+    text = render_details(view(in_effect={"lr_multiplier": 1.0}), now=10.0)
+    assert "in effect     asked   allowed" in text
+    assert "lr ×                  1       0.7       0.7" in text

@@ -45,7 +45,7 @@ class RulePlanning:
     def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None:
         self._follow_up()
         effective = {str(k): v for k, v in self.queue.effective.items()}
-        for suggestion in self.rules.observe(sample, effective):
+        for suggestion in self.rules.observe(sample, effective, self.queue.ooms):
             if any(
                 e.state == "pending" and e.directive.values() == suggestion.values for e in self.open.values()
             ):

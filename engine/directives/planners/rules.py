@@ -22,7 +22,8 @@ Rules:
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
 - steady memory headroom (peak under ``HEADROOM`` of the usable room, the budget less the
   trainer's measured baseline, for the whole window)
-  -> the next larger micro-batch the global batch allows.
+  -> the next larger micro-batch the global batch allows, never one at or above a size that
+  ran out of memory within ``memory.retry_after_steps`` (``failed_sizes``).
 Pure and torch-free.
 """
 
@@ -31,10 +32,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config import RunConfig
+from engine.directives.failed_sizes import growth_refusal
 from engine.directives.policy import MemoryFigures
 from engine.directives.slope import slope
 from engine.domain import DirectiveField, DirectiveValue, TelemetrySample
@@ -76,9 +79,15 @@ class RulePlanner:
         self.last_fired: dict[str, int] = {}
         self.refused: dict[str, set[DirectiveValue]] = {}
         """Field -> values rejected once; never suggested again."""
+        self.ooms: dict[int, int] = {}
+        """Micro-batch -> the optimizer step of its newest OOM (as ``observe`` was told)."""
 
-    def observe(self, sample: TelemetrySample, effective: dict[str, Any]) -> list[Suggestion]:
-        """Suggestions for this step, given the directive values already in effect."""
+    def observe(
+        self, sample: TelemetrySample, effective: dict[str, Any], ooms: Mapping[int, int] | None = None
+    ) -> list[Suggestion]:
+        """Suggestions for this step, given the directive values already in effect and the
+        micro-batches that ran out of memory (micro-batch -> the step of its newest OOM)."""
+        self.ooms = dict(ooms or {})
         rules = (self._loss_spike, self._plateau, self._overflows, self._grad_explosion, self._headroom)
         out = [s for s in (rule(sample, effective) for rule in rules) if s is not None]
         self._remember(sample)
@@ -203,6 +212,9 @@ class RulePlanner:
                 continue
             if size in self.refused.get("micro_batch_size", ()):
                 continue
+            retry_after = self.config.memory.retry_after_steps
+            if growth_refusal(size, sample.micro_batch, self.ooms, sample.step, retry_after):
+                return None  # it, or a smaller size, ran out of memory lately: no larger one either
             if (
                 figures is None
                 or not review_request(

@@ -17,6 +17,7 @@ from textual.widgets import Input, Label, Static
 from engine.domain import DIRECTIVE_FIELDS, INTEGER_FIELDS, DirectiveField
 from engine.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value
+from memtui.directive_phrases import arrow
 
 ClampValues = dict[DirectiveField, float | int]
 
@@ -44,15 +45,19 @@ def parse_clamp(texts: dict[DirectiveField, str]) -> tuple[ClampValues, list[str
 
 
 def render_diff(directive: DirectiveView, values: ClampValues) -> str:
-    """``field old→new`` per field, with a warning where the new value is outside the bounds."""
+    """``lr × 1→0.3 (the policy allowed 0.5)`` per field: the value in effect → the one set
+    here, and a warning where it is outside the bounds."""
     lines = []
     for field, new in values.items():
-        old = directive.allowed.get(field, directive.requested.get(field))
+        allowed = directive.allowed.get(field, directive.requested.get(field))
         low, high = directive.bounds.get(field, (None, None))
         outside = (low is not None and new < low) or (high is not None and new > high)
         note = "  [$text-error]outside the bounds: the policy will refuse it[/]" if outside else ""
-        style = "$text-success" if new != old else "$text-muted"
-        lines.append(f"{FIELD_LABELS[field]:<12} {format_value(old)} → [{style}]{format_value(new)}[/]{note}")
+        style = "$text-success" if new != allowed else "$text-muted"
+        change = arrow(field, directive.in_effect.get(field), f"[{style}]{format_value(new)}[/]")
+        if new != allowed:
+            change += f" (the policy allowed {format_value(allowed)})"
+        lines.append(change + note)
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Everything about one directive: source, timing, each field asked/allowed/bounds, reasons,
+"""Everything about one directive: source, timing, each field in effect/asked/allowed/bounds, reasons,
 the planner's evidence and, once applied, its measured effect."""
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ def render_details(d: DirectiveView, now: float) -> str:
         f"[$text-muted]source[/]  {escape(d.source)}   [$text-muted]state[/] {d.state}",
         f"[$text-muted]based on[/] step {d.step}   {render_timing(d, now)}",
         "",
-        f"[$text-muted]{'field':<13}{'asked':>10}{'policy':>10}  bounds[/]",
+        f"[$text-muted]{'field':<13}{'in effect':>10}{'asked':>10}{'allowed':>10}  bounds[/]",
     ]
     for field in DIRECTIVE_FIELDS:
         if field in d.requested or field in d.allowed:
             low, high = d.bounds.get(field, (None, None))
             lines.append(
-                f"{FIELD_LABELS[field]:<13}{format_value(d.requested.get(field)):>10}"
+                f"{FIELD_LABELS[field]:<13}{format_value(d.in_effect.get(field)):>10}"
+                f"{format_value(d.requested.get(field)):>10}"
                 f"{format_value(d.allowed.get(field)):>10}  [{format_value(low)}, {format_value(high)}]"
             )
     lines += ["", "[$text-muted]reasons[/]", *(f"· {escape(r)}" for r in d.reasons or ["(none given)"])]

@@ -36,7 +36,7 @@ class RejectScreen(ModalScreen[str | None]):
         d = self.directive
         with Vertical() as box:
             box.border_title = f"Reject {d.id}"
-            yield Static(f"[b]{escape(d.source)}[/b]  {render_changes(d.requested, d.allowed)}")
+            yield Static(f"[b]{escape(d.source)}[/b]  {render_changes(d)}")
             yield Input(placeholder=DEFAULT_REASON, id="reason")
             yield Static("[$text-muted]enter rejects · esc cancels[/]")
 

@@ -33,7 +33,7 @@ def _block(d: DirectiveView, selected: bool, now: float) -> list[str]:
     head = f"{mark} [b]{escape(d.id)}[/b] [$text-secondary]{escape(d.source)}[/] step {d.step}"
     lines = [
         f"{head}  [$text-muted]{render_timing(d, now)}[/]",
-        f"  {render_changes(d.requested, d.allowed)}",
+        f"  {render_changes(d)}",
     ]
     if selected and d.reasons:
         lines.append(f"  [$text-muted]{escape('; '.join(d.reasons))}[/]")
