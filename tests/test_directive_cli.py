@@ -111,3 +111,20 @@ def test_directive_commands_find_their_run_take_run_first_and_exit_0_on_what_was
     assert (unwanted["id"], "allow", "reject", "rejected") in rows
     for run in (older, newer):
         assert memtui(home, "stop", run.run_id).returncode == 0
+
+
+def test_no_growth_is_allowed_into_the_micro_batch_that_just_ran_out_of_memory(home: Path) -> None:
+    """The supervisor hands the trainer's OOM to the directive queue: growing back to the
+    size that failed is refused within memory.retry_after_steps, naming the OOM's step."""
+    run = live_run(home, "oomed")
+    assert memtui(home, "chaos", run.run_id, "oom").returncode == 0
+    wait_for(
+        lambda: offline_status(run).micro_batch == 4,
+        what="the OOM's smaller micro-batch in the steps",
+        seen=lambda: offline_status(run),
+    )
+    grow = memtui(home, "propose", run.run_id, "--set", "micro_batch_size=8")
+    listed = json.loads(memtui(home, "directives", run.run_id, "--json").stdout)
+    assert listed and listed[-1]["state"] == "rejected", (grow.stdout, grow.stderr, listed)
+    assert "out of memory" in json.dumps(listed[-1]) or "OOM" in json.dumps(listed[-1])
+    assert memtui(home, "stop", run.run_id).returncode == 0

@@ -259,10 +259,7 @@ class LocalPolicyEngine:
         micro_batch = values.get("micro_batch_size")
         if micro_batch is None:
             return None
-        figures = context.memory
-        if figures is None:
-            return "micro_batch_size: no memory figures from the trainer yet to judge it by"
-        grown = growth_refusal(
+        grown = growth_refusal(  # the run's own OOMs first: they need no memory figures
             int(micro_batch),
             _whole(context.current.get("micro_batch_size")),
             context.ooms,
@@ -271,6 +268,9 @@ class LocalPolicyEngine:
         )
         if grown is not None:
             return grown
+        figures = context.memory
+        if figures is None:
+            return "micro_batch_size: no memory figures from the trainer yet to judge it by"
         memory = MemoryPolicy.from_config(self.config.memory, self.config.train, figures.world_size)
         verdict = review_request(
             int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory, figures.baseline

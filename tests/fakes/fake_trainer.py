@@ -26,8 +26,9 @@ Environment (all optional):
                            attempt from step 1): progress that no checkpoint records
 
 An ``InjectChaos`` is applied at the next step boundary: ``chaos_applied`` for it, and
-``nan_loss`` / ``overflow`` make that many steps' loss NaN (overflow flagged); the other
-kinds change nothing else here.
+``nan_loss`` / ``overflow`` make that many steps' loss NaN (overflow flagged); ``oom`` is
+answered as the real trainer answers one (``memory_adapted`` kind ``oom``, the micro-batch
+halved from then on); the other kinds change nothing else here.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from engine.domain import STACK_DUMP_SIGNAL, TelemetrySample
 from engine.events import (
     ChaosApplied,
     DirectiveApplied,
+    MemoryAdapted,
     Payload,
     RunContinued,
     RunPaused,
@@ -101,8 +103,8 @@ def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
-def sample(step: int, attempt: int, nan_at: int | None) -> TelemetrySample:
-    tokens_per_step = 8 * 128  # micro_batch x seq_len of the tiny preset
+def sample(step: int, attempt: int, nan_at: int | None, micro_batch: int = 8) -> TelemetrySample:
+    tokens_per_step = micro_batch * 128  # micro_batch x seq_len of the tiny preset
     loss = float("nan") if step == nan_at else 5.5 * math.exp(-step / 200) + 0.5
     return TelemetrySample(
         step=step,
@@ -120,8 +122,8 @@ def sample(step: int, attempt: int, nan_at: int | None) -> TelemetrySample:
         mem_reserved=120 << 20,
         mem_peak=110 << 20,
         mem_capacity=1 << 30,
-        micro_batch=8,
-        grad_accum=1,
+        micro_batch=micro_batch,
+        grad_accum=8 // micro_batch,
     )
 
 
@@ -145,6 +147,7 @@ class FakeTrainer:
         self.writer: asyncio.StreamWriter | None = None
         self.chaos: list[InjectChaos] = []  # injected, applied at the next step boundary
         self.bad_steps: tuple[int, bool] = (0, False)  # (last step with a NaN loss, overflow)
+        self.micro_batch = 8  # halved by an oom chaos, as the real trainer's recovery does
 
     def request_stop(self, why: str) -> None:
         print(f"fake trainer: stop ({why}){' ignored' if self.ignore_stop else ''}", flush=True)
@@ -207,9 +210,26 @@ class FakeTrainer:
             request = message.request
             if request.kind in ("nan_loss", "overflow"):
                 self.bad_steps = (step + request.steps - 1, request.kind == "overflow")  # type: ignore[union-attr]
+            if request.kind == "oom" and self.micro_batch > 1:
+                self.out_of_memory(event, step)
             applied = ChaosApplied(chaos_id=message.chaos_id, kind=request.kind, step=step)
             event(applied, f"chaos {request.kind} applied at step {step}")
         self.chaos.clear()
+
+    def out_of_memory(self, event: Any, step: int) -> None:
+        """The real trainer's answer to an OOM: the step redone at half the micro-batch."""
+        half = self.micro_batch // 2
+        adapted = MemoryAdapted(
+            kind="oom",
+            reason="chaos: out of memory",
+            step=step,
+            from_micro_batch=self.micro_batch,
+            to_micro_batch=half,
+            from_grad_accum=8 // self.micro_batch,
+            to_grad_accum=8 // half,
+        )
+        event(adapted, f"OOM at micro-batch {self.micro_batch}: step {step} redone at {half}")
+        self.micro_batch = half
 
     async def hold(self, event: Any, step: int) -> None:
         event(RunPaused(step=step), f"training paused at step {step}")
@@ -245,7 +265,7 @@ class FakeTrainer:
                 event(TrainerFinished(reason="stopped", step=step - 1), "stopped on request")
                 return 0
             self.apply_chaos(event, step)
-            report = sample(step, self.attempt, self.nan_at)
+            report = sample(step, self.attempt, self.nan_at, self.micro_batch)
             if step <= self.bad_steps[0]:
                 report = report.model_copy(update={"loss": math.nan, "overflow": self.bad_steps[1]})
             writer.write(encode(StepReport(sample=report)))
