@@ -126,6 +126,15 @@ def describe_exit(returncode: int) -> str:
     return f"trainer exited with code {returncode}"
 
 
+PREEMPTED_ENDING = (
+    "preempted: the trainer saved and stopped on SIGTERM, unasked; the run ends there "
+    "(restart.on_preemption is false; memtui resume goes on from its checkpoint)"
+)
+"""Why a run ended whose trainer stopped itself with no stop asked of the run: it stops by
+itself only on SIGTERM (a preempting host, chaos ``preempt``), and a run that restarts on
+preemption never ends this way."""
+
+
 def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str]:
     """The run's final state and exit_reason after its last trainer attempt."""
     if outcome.launch_error is not None:
@@ -134,7 +143,7 @@ def ending(outcome: TrainerExit, stop_reason: str | None) -> tuple[RunState, str
         return "stopped", f"stopped before the trainer started ({stop_reason or 'no reason given'})"
     how = describe_exit(outcome.returncode)
     if stop_reason is not None or outcome.finished_reason == "stopped":
-        why = f"on request ({stop_reason})" if stop_reason else "the trainer stopped by itself"
+        why = f"on request ({stop_reason})" if stop_reason else PREEMPTED_ENDING
         return "stopped", why if outcome.returncode == 0 else f"{why}; {how}"
     if outcome.returncode == 0:
         if outcome.finished_reason == "completed":

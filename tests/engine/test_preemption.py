@@ -52,3 +52,12 @@ async def test_sigterm_to_the_trainer_restarts_only_when_asked(
     assert meta.state == "stopped"
     assert kinds.count("trainer_started") == (2 if restart_on_preemption else 1)
     assert ("trainer_restarted" in kinds) is restart_on_preemption
+
+
+async def test_a_preemption_that_ends_the_run_says_so(run: RunDir, start, connect, fake_env) -> None:
+    running, _ = await preempt_first_trainer(start, connect, {"on_preemption": False}, run)
+    assert await running.result() == 0
+    with Store(run.store, readonly=True) as store:
+        (ended,) = [e for e in store.events_since(0) if e.type == "run_ended"]
+    assert ended.data["state"] == "stopped"
+    assert ended.data["reason"].startswith("preempted:") and "on_preemption is false" in ended.data["reason"]

@@ -520,7 +520,12 @@ async def test_a_console_too_far_behind_is_dropped_with_a_reason(wait_until) -> 
     ("outcome", "stop", "state", "reason"),
     [
         (TrainerExit(1, 0, "completed"), None, "completed", "target step"),
-        (TrainerExit(1, 0, "stopped"), None, "stopped", "stopped by itself"),
+        (
+            TrainerExit(1, 0, "stopped"),
+            None,
+            "stopped",
+            "preempted: the trainer saved and stopped on SIGTERM",
+        ),
         (TrainerExit(1, 0, None), "operator", "stopped", "on request (operator)"),
         (TrainerExit(1, -9, None), "operator", "stopped", "SIGKILL"),
         (TrainerExit(1, -9, None), None, "failed", "trainer killed by SIGKILL"),
