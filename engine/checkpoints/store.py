@@ -255,15 +255,16 @@ class CheckpointStore:
         plan = plan_resume(selection, catalog.committed_before(self.directory), allow_fresh)
         return plan, selection.rejected
 
-    def set_aside(self, rejected: list[Verdict], plan: ResumePlan) -> list[str]:
+    def set_aside(self, rejected: list[Verdict], plan: ResumePlan) -> dict[str, str]:
         """After a resume or fresh plan: move rejected tags to quarantine (so a later save of
         the same step cannot collide and no later resume re-reads them) and point ``latest``
-        at the chosen tag (or remove it for a fresh start). Returns the quarantined paths."""
-        moved = [
-            catalog.quarantine(self.directory, v.tag).name
+        at the chosen tag (or remove it for a fresh start). Returns each moved tag's name in
+        ``quarantine/``, by tag."""
+        moved = {
+            v.tag: catalog.quarantine(self.directory, v.tag).name
             for v in rejected
             if (self.directory / v.tag).exists()
-        ]
+        }
         pointer = self.directory / catalog.LATEST_NAME
         if plan.chosen is not None:
             if catalog.latest_tag(self.directory) != plan.chosen.tag:

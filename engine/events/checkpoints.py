@@ -69,7 +69,8 @@ class CheckpointRejected(Payload):
     problem: str
     step: int | None = None
     quarantined: str | None = None
-    """Its name in ``checkpoints/quarantine/`` once moved there (a staging dir a crash left)."""
+    """Its name in ``checkpoints/quarantine/`` once moved there (a staging dir a crash left, a
+    tag that failed verification); None: left in place (a resume refused)."""
 
 
 class CheckpointLoaded(Payload):

@@ -282,21 +282,24 @@ class _Choice:
 
 def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
     """Verify, choose, report and set aside (rank 0 only: it reads and moves files)."""
-    for name, moved in store.quarantine_staging():
+    for name, staged in store.quarantine_staging():
         link.event(
-            CheckpointRejected(tag=name, problem="half-written: a save cut short", quarantined=moved),
-            f"{name}: half-written (a save cut short); moved to quarantine/{moved}",
+            CheckpointRejected(tag=name, problem="half-written: a save cut short", quarantined=staged),
+            f"{name}: half-written (a save cut short); moved to quarantine/{staged}",
         )
     plan, rejected = store.plan_resume(allow_fresh)
+    moved = {} if plan.action == "refuse" else store.set_aside(rejected, plan)
     for verdict in rejected:
+        where = moved.get(verdict.tag)
         link.event(
-            CheckpointRejected(tag=verdict.tag, step=verdict.step, problem=verdict.problem),
-            f"{verdict.tag}: {verdict.problem}; skipped",
+            CheckpointRejected(
+                tag=verdict.tag, step=verdict.step, problem=verdict.problem, quarantined=where
+            ),
+            f"{verdict.tag}: {verdict.problem}; " + (f"moved to quarantine/{where}" if where else "skipped"),
         )
     skipped = [f"{v.tag}: {v.problem}" for v in rejected]
     if plan.action == "refuse":
         return _Choice("refuse", plan.reason, None, skipped)
-    store.set_aside(rejected, plan)
     if plan.action == "fresh" or plan.chosen is None:
         if rejected or allow_fresh:
             link.event(FreshStart(), plan.reason)
