@@ -299,8 +299,15 @@ class AdaptiveMemory:
         return change, expected
 
     def _apply(
-        self, change: Change, step: int, mem_before: int | None, mem_resident_after: int | None = None
+        self,
+        change: Change,
+        step: int,
+        mem_before: int | None,
+        mem_resident_after: int | None = None,
+        named_step: int | None = None,
     ) -> None:
+        """Apply ``change`` at ``step`` (the 0-based index of the step about to run); its event
+        names ``named_step`` when given (an OOM's: the step being redone)."""
         apply_geometry(self.engine, change.after)
         if change.after.micro_batch < change.before.micro_batch and change.kind != "oom":
             # What the larger micro-batch's activations left cached; no Python cycles to
@@ -313,7 +320,7 @@ class AdaptiveMemory:
         adapted = MemoryAdapted(
             kind=change.kind,
             reason=change.reason,
-            step=step,
+            step=step if named_step is None else named_step,
             from_micro_batch=before.micro_batch,
             to_micro_batch=after.micro_batch,
             from_grad_accum=before.grad_accum,
@@ -327,13 +334,16 @@ class AdaptiveMemory:
         self.link.event(
             adapted,
             f"micro-batch {before.micro_batch}x{before.grad_accum} -> {after.micro_batch}x{after.grad_accum} "
-            f"at step {step} ({change.kind}: {change.reason})",
+            f"at step {adapted.step} ({change.kind}: {change.reason})",
             severity=severity,
         )
         self._save_history(after)
 
     def _recover(self, err: BaseException, step: int) -> bool:
-        """After an OOM in step ``step``: True when the window can be redone."""
+        """After an OOM in the step of 0-based index ``step``: True when the window can be
+        redone. Events and messages name it as telemetry does (``step + 1``: the steps done
+        once it completes), so an OOM event names the step that is redone."""
+        redone = step + 1
         drop_frames(err)  # the failed window's activations, freed now
         before = current_geometry(self.engine)
         peak = self.probe.step_peak()
@@ -341,24 +351,26 @@ class AdaptiveMemory:
         self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         if not recoverable_in_place(self.engine) or self.ranks.world > 1:
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
-            self._write_geometry(smaller or before, f"OOM at {where} in step {step}: {err}")
+            self._write_geometry(smaller or before, f"OOM at {where} in step {redone}: {err}")
             raise MemoryHalt(
-                f"out of memory at {where} in step {step} at micro-batch {before.micro_batch} ({err}); "
+                f"out of memory at {where} in step {redone} at micro-batch {before.micro_batch} ({err}); "
                 f"restart from the newest checkpoint with micro-batch {(smaller or before).micro_batch} "
                 f"({GEOMETRY_FILE})",
                 restartable=smaller is not None,
             ) from err
         discard_window(self.engine)
         if smaller is None:
-            self._write_geometry(before, f"OOM at the smallest micro-batch in step {step}")
+            self._write_geometry(before, f"OOM at the smallest micro-batch in step {redone}")
             self._halt(
                 f"out of memory at micro-batch {before.micro_batch}, the smallest allowed, "
-                f"in step {step} ({err})",
-                MemoryExhausted(step=step, restartable=False),
+                f"in step {redone} ({err})",
+                MemoryExhausted(step=redone, restartable=False),
             )
             return False
         change = Change(before, smaller, "oom", f"{type(err).__name__}: {err}"[:300])
-        self._apply(change, step, mem_before=peak, mem_resident_after=self.probe.resident())
+        self._apply(
+            change, step, mem_before=peak, mem_resident_after=self.probe.resident(), named_step=redone
+        )
         self.predicted = self.model.predict(smaller.micro_batch)
         self._begin_window(None)
         return True

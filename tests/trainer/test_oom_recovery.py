@@ -73,7 +73,11 @@ def test_oom_mid_window_is_redone_at_a_smaller_micro_batch(stage: int) -> None:
     adapted = supervisor.events("memory_adapted")
     assert len(adapted) == 1 and adapted[0].severity == "warning"
     data = adapted[0].data
-    assert data["kind"] == "oom" and data["step"] == 3 and "MemoryError" in data["reason"]
+    assert data["kind"] == "oom" and "MemoryError" in data["reason"]
+    redone = next(s for s in samples if s.micro_batch == 2)
+    assert (
+        data["step"] == redone.step == 4 and f"at step {redone.step}" in adapted[0].message
+    )  # the redone step
     assert (data["from_micro_batch"], data["to_micro_batch"]) == (4, 2)
     assert (data["from_grad_accum"], data["to_grad_accum"]) == (2, 4)
     assert data["mem_before"] > 0 and data["mem_after_predicted"] > 0
@@ -88,7 +92,7 @@ def test_zero3_oom_exits_for_a_restart_that_uses_the_smaller_micro_batch() -> No
         assert error.data["error"] == "MemoryHalt" and error.data["restartable"] is True
         assert "ZeRO-3" in error.message and "micro-batch 2" in error.message
         left = json.loads((run.path / "memory.json").read_text())
-        assert left["micro_batch"] == 2 and "OOM at ZeRO-3 in step 3" in left["reason"]
+        assert left["micro_batch"] == 2 and "OOM at ZeRO-3 in step 4" in left["reason"]  # step 4 is redone
         assert left["history"]["failures"]["4"][0] == 3  # what the controller learnt, for the next
 
         second, code, output = attempt(run, 2)  # what the supervisor's restart does
@@ -110,6 +114,7 @@ def test_oom_at_micro_batch_one_stops_with_a_checkpoint_and_a_reason() -> None:
     assert code == 1, output
     exhausted = supervisor.events("memory_exhausted")
     assert exhausted and exhausted[0].severity == "critical" and "smallest" in exhausted[0].message
+    assert exhausted[0].data["step"] == 3 and "in step 3" in exhausted[0].message  # after steps 1 and 2
     assert [e.data["step"] for e in supervisor.events("checkpoint_saved")] == [2]
     error = supervisor.events("trainer_error")[0]
     assert error.data["error"] == "MemoryHalt" and error.data["restartable"] is False
