@@ -14,17 +14,20 @@ class CheckpointSaved(Payload):
     origin = "trainer"
     step: int
     tag: str
-    seconds: float
-    """Training stood still this long for the save (s)."""
-    write_s: float
-    """DeepSpeed's write of the files (s)."""
-    seal_s: float
-    """fsync, hashes, manifest, rename, verify, prune (s)."""
+    seconds: float | None
+    """Training stood still this long for the save (s); None: not measured (reconciled)."""
+    write_s: float | None
+    """DeepSpeed's write of the files (s); None: not measured (reconciled)."""
+    seal_s: float | None
+    """fsync, hashes, manifest, rename, verify, prune (s); None: not measured (reconciled)."""
     background: bool
     """Sealed on the background thread while training went on."""
     size_bytes: int
     pruned: list[str] = Field(default_factory=list)
     """Tags deleted after this one verified."""
+    reconciled: bool = False
+    """Recorded by the supervisor before a trainer launch, not by the trainer: the tag was
+    sealed on disk (its manifest and sizes check) but its trainer died before announcing it."""
 
 
 class CheckpointNotSaved(Payload):

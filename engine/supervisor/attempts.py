@@ -55,6 +55,7 @@ from engine.supervisor.trainer_process import (
     kill_group,
     trainer_environment,
 )
+from engine.supervisor.unannounced_saves import reconcile_saves
 
 log = logging.getLogger("engine.supervisor.attempts")
 
@@ -185,6 +186,8 @@ class Attempts:
         if self._fresh_pending:  # memtui resume --fresh: once, for the first attempt
             command.append("--fresh")
             self._fresh_pending = False
+        elif not self.follower:  # tags sealed but never announced go into the history
+            await reconcile_saves(self.journal, self.run.checkpoints, attempt - 1 or None)
         try:
             proc = await self._launch(command, attempt)
         except OSError as err:

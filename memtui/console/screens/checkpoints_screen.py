@@ -60,6 +60,8 @@ def render_last_save(event: Event | None) -> str:
     if saved is None:  # checkpoint_failed or checkpoint_skipped: its message says why
         step = event.data.get("step", "?")
         return f"[$text-error]last save (step {step}): {escape(event.message)}[/]"
+    if saved.reconciled:
+        return f"[$text-muted]last save (step {saved.step}): sealed, never announced; found at a restart[/]"
     where = "in the background" if saved.background else "in line"
     return (
         f"[$text-muted]last save (step {saved.step}): training waited "
@@ -68,8 +70,8 @@ def render_last_save(event: Event | None) -> str:
     )
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms"
+def _ms(seconds: float | None) -> str:
+    return "? ms" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
 def _row(r: dict[str, Any], tag_w: int) -> str:
