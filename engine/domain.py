@@ -401,8 +401,12 @@ class RunStatus(BaseModel):
     """Several ranks: every rank's memory from the newest rank report (``ranks_step``)."""
     ranks_step: int | None = None
     checkpoint_step: int | None = None
-    """Step of the checkpoint ``checkpoints/latest`` names: the newest that verified when it
-    was saved, where a resume starts if it still does; None before the first."""
+    """Step of the newest checkpoint that verifies in full now (the catalog's word, not the
+    ``latest`` pointer's nor the newest save event's): where a resume starts; None when none
+    does (or, read with no verification, unknown: see ``checkpoint_rejected``)."""
+    checkpoint_rejected: list[str] = Field(default_factory=list)
+    """``tag: problem`` of every checkpoint newer than ``checkpoint_step`` that does not
+    verify (a resume skips it)."""
     last_save: SaveReport | None = None
     """The newest save's outcome: a failed or skipped one (a final save on a full disk)
     shows here while ``checkpoint_step`` stays at the older checkpoint."""

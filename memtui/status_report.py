@@ -60,8 +60,11 @@ def startup_text(s: RunStatus, now: float) -> str:
 
 
 def checkpoint_text(s: RunStatus) -> str:
-    """The checkpoint a resume starts from, and the newest save if it did not succeed."""
-    text = f"step {s.checkpoint_step}" if s.checkpoint_step is not None else "none yet"
+    """The checkpoint a resume starts from (the newest that verifies), the newer ones that
+    do not, and the newest save if it did not succeed."""
+    text = f"step {s.checkpoint_step}" if s.checkpoint_step is not None else "none verified"
+    if s.checkpoint_rejected:
+        text += f" (does not verify: {'; '.join(s.checkpoint_rejected)})"
     save = s.last_save
     if save is not None and save.outcome != "saved":
         missed = "failed" if save.outcome == "failed" else "was skipped"

@@ -1,5 +1,5 @@
-"""A run's status from what is on disk: ``run.json``, the store and the ``latest`` pointer
-of its checkpoints, read-only.
+"""A run's status from what is on disk: ``run.json`` and the store, read-only; what its
+checkpoints are comes from the caller's verification (``engine.checkpoints.standing``).
 
 ``memtui status`` and ``memtui ls`` use ``offline_status`` for runs no supervisor serves;
 the supervisor answers ``status`` with ``compose_status`` over the same store plus its
@@ -9,7 +9,6 @@ newest in-memory sample, so the two never disagree. Torch-free.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from typing import Any, NamedTuple
 
@@ -50,13 +49,12 @@ SAVE_EVENTS = (
     CheckpointSkipped.event_type,
     FinalSaveMissed.event_type,
 )
-LATEST_POINTER = "latest"
-TAG = re.compile(r"global_step(\d+)")
-"""The names ``engine.checkpoints.catalog`` gives (``engine.run`` is below it: no import)."""
 
 
-def offline_status(run: RunDir) -> RunStatus:
-    """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it."""
+def offline_status(run: RunDir, **checkpoints: Any) -> RunStatus:
+    """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it.
+    ``checkpoints``: what a verification found (``Standing.status_fields``; ``engine.run``
+    is below ``engine.checkpoints``); without it the checkpoint fields say nothing."""
     alive = run.supervisor_pid() is not None
     meta = RunMeta()
     latest: TelemetrySample | None = None
@@ -84,6 +82,7 @@ def offline_status(run: RunDir) -> RunStatus:
         rank_report=report,
         last_save=save,
         throughput=throughput,
+        **checkpoints,
     )
 
 
@@ -114,16 +113,6 @@ def save_report(store: Store) -> SaveReport | None:
     )
 
 
-def checkpoint_step(run: RunDir) -> int | None:
-    """Step of the tag the checkpoints' ``latest`` pointer names, if that tag is there."""
-    try:
-        name = (run.checkpoints / LATEST_POINTER).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    found = TAG.fullmatch(name)
-    return int(found.group(1)) if found and (run.checkpoints / name).is_dir() else None
-
-
 def compose_status(
     run: RunDir,
     identity: RunIdentity,
@@ -137,11 +126,14 @@ def compose_status(
     held_by: str | None = None,
     throughput: ThroughputFigures | None = None,
     startup: StartupStatus | None = None,
+    checkpoint_step: int | None = None,
+    checkpoint_rejected: list[str] | None = None,
 ) -> RunStatus:
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
     ranks) the newest sample that carried every rank's memory, the newest save's outcome,
     (its live supervisor's word) who holds training and the starting trainer's phase, and
-    the run's tokens/s figures."""
+    the run's tokens/s figures; the checkpoints as a full verification found them (the
+    caller's: ``engine.checkpoints.standing``)."""
     run_id, name, target, node = identity
     state: RunState = meta.state or "starting"
     exit_reason = meta.exit_reason
@@ -166,7 +158,8 @@ def compose_status(
         supervisor_pid=meta.supervisor_pid if supervisor_alive else None,
         trainer_pid=meta.trainer_pid if supervisor_alive else None,
         exit_reason=exit_reason,
-        checkpoint_step=checkpoint_step(run),
+        checkpoint_step=checkpoint_step,
+        checkpoint_rejected=checkpoint_rejected or [],
         last_save=last_save,
         held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,

@@ -47,6 +47,7 @@ from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
+from engine.supervisor.checkpoint_watch import CheckpointWatch
 from engine.supervisor.connections import ConnectionServer
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.hang_recovery import HangRecovery
@@ -94,6 +95,7 @@ class Supervisor:
         """Set once the socket accepts connections (for in-process users)."""
         self.consoles = Consoles()
         self._throughput = ThroughputTally()  # run-wide tokens/s, read on from the last status
+        self._checkpoints = CheckpointWatch(run.checkpoints)  # what status says of them
         self.health: HealthFeed | None = None
         """The newest doctor report and the alerts firing: the policy's ``problems``."""
         self.alerts: AlertWatch | None = None
@@ -301,6 +303,7 @@ class Supervisor:
         self._spawn(self._hangs.run(), "hang watch")  # should it fail: an alert, training goes on
         if self._rendezvous is not None:
             self._spawn(self._rendezvous.run(), "rendezvous watch")
+        self._spawn(self._checkpoints.run(), "checkpoint watch")
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)
@@ -376,6 +379,7 @@ class Supervisor:
             held_by=self.attempts.held_by() if self._attempts is not None else None,
             throughput=throughput_or_none(self.store, self._throughput),
             startup=self._reports.startup_status() if self._reports is not None else None,
+            **self._checkpoints.standing.status_fields(),
         )
 
     def hardware(self) -> HardwareSnapshot | None:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoints.catalog import committed_tags, verdicts_newest_first
-from engine.checkpoints.selection import select_newest_verified
+from engine.checkpoints.standing import standing_of
 from engine.domain import RunStatus
 
 OK_ENDINGS = ("stopped", "completed")
@@ -30,10 +29,9 @@ class NewestCheckpoint:
 
 
 def newest_checkpoint(directory: Path) -> NewestCheckpoint:
-    """Verify tags newest first (a full check: every file hashed) until one verifies."""
-    chosen = select_newest_verified(verdicts_newest_first(directory, "full")).chosen
-    on_disk = len(committed_tags(directory))
-    return NewestCheckpoint(chosen.step if chosen else None, chosen.tag if chosen else None, on_disk)
+    """The catalog's full verification of every tag (``engine.checkpoints.standing``)."""
+    standing = standing_of(directory)
+    return NewestCheckpoint(standing.step, standing.tag, standing.on_disk)
 
 
 def save_missed(status: RunStatus) -> bool:

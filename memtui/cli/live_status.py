@@ -16,9 +16,10 @@ def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S) -> RunStatus:
         status = _ask_supervisor(run, timeout)
         if status is not None:
             return status
+    from engine.checkpoints.standing import standing_of
     from engine.run.status import offline_status
 
-    return offline_status(run)
+    return offline_status(run, **standing_of(run.checkpoints).status_fields())
 
 
 def _ask_supervisor(run: RunDir, timeout: float) -> RunStatus | None:

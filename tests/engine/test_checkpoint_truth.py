@@ -1,4 +1,5 @@
-"""What the run says of its checkpoints is what is on disk: a tag sealed just before its
+"""What the run says of its checkpoints is what is on disk: ``status`` names the newest tag
+that verifies in full (a corrupted one is named as such), and a tag sealed just before its
 trainer died gets its ``checkpoint_saved`` (reconciled) before the next launch."""
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from typing import Any
 
 from checkpoint_samples import FIELDS, writer
 
+from engine.chaos_kinds import CorruptCheckpoint
 from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
+from engine.protocol import Chaos, Status
 from engine.run.directory import RunDir
 from engine.run.store import Store
+from memtui.cli.live_status import fetch_status, status_from_result
+from memtui.status_report import checkpoint_text
 
 
 def is_event(kind: str, attempt: int | None = None) -> Any:
@@ -51,3 +56,29 @@ async def test_a_tag_sealed_before_a_sigkill_is_announced_at_the_restart(
         saved = [e for e in store.events_since(0) if e.type == "checkpoint_saved"]
     assert [(e.data["tag"], e.data["reconciled"], e.attempt) for e in saved] == [("global_step40", True, 1)]
     assert "never announced" in saved[0].message
+
+
+async def test_status_names_the_newest_checkpoint_that_verifies_not_the_latest_pointer(
+    run: RunDir, start, connect, fake_env, wait_until
+) -> None:
+    run.write_config(build_run_config(steps=100000))
+    seal(run.checkpoints, 250)
+    seal(run.checkpoints, 500)  # ``latest`` points here
+    running = await start()
+    client = await connect(replay_from=0)
+    await client.until(is_event("trainer_started"))
+    await wait_until(lambda: running.supervisor.status().checkpoint_step == 500, "step 500 to verify")
+    await client.answer(Chaos(id="c", request=CorruptCheckpoint()))  # bytes of global_step500 flipped
+
+    def told() -> Any:
+        return running.supervisor.status()
+
+    await wait_until(lambda: told().checkpoint_step == 250, "status to name the tag a resume loads")
+    ok, _ = await client.answer(Status(id="st"))
+    live = status_from_result(ok.result)
+    assert live.checkpoint_step == 250 and "global_step500: checksum mismatch" in live.checkpoint_rejected[0]
+    assert checkpoint_text(live).startswith("step 250 (does not verify: global_step500: checksum mismatch")
+    running.supervisor.request_stop("test over")
+    assert await running.result() == 0
+    offline = fetch_status(run)  # nobody serves it now: read from disk, verified the same way
+    assert (offline.checkpoint_step, offline.checkpoint_rejected) == (250, live.checkpoint_rejected)
