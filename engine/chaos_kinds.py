@@ -103,7 +103,10 @@ class DiskFull(_Request):
 
 class Kill(_Request):
     title = "kill the trainer"
-    description = "SIGKILL of the trainer: the supervisor restarts it from the newest verified checkpoint"
+    description = (
+        "SIGKILL of the trainer: the restart policy decides (a restart resumes from the newest "
+        "verified checkpoint, or from step 0 when the run never had one)"
+    )
     performer = "supervisor"
     kind: Literal["kill"] = "kill"
 
@@ -122,7 +125,7 @@ class CorruptCheckpoint(_Request):
     title = "corrupt the newest checkpoint"
     description = (
         "bytes flipped in the newest checkpoint's largest file (its size unchanged): a resume "
-        "must reject it and load the one before"
+        "must reject it and load an older one if one verifies, else refuse to start over"
     )
     performer = "supervisor"
     kind: Literal["corrupt_checkpoint"] = "corrupt_checkpoint"

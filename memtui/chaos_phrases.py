@@ -18,6 +18,7 @@ from engine.chaos_kinds import REQUESTS, parse_request
 from engine.domain import Event
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered, LegacyChaos
 from memtui.formatting import format_bytes, format_duration
+from memtui.run_facts import RunFacts
 
 
 def _steps(n: Any) -> str:
@@ -44,7 +45,7 @@ PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
         f"{_steps(v.get('steps'))}"
     ),
     "disk_full": lambda v: f"fail the next checkpoint {_saves(v.get('saves'))} as on a full disk",
-    "kill": lambda v: "SIGKILL the trainer; the supervisor restarts it from the newest verified checkpoint",
+    "kill": lambda v: "SIGKILL the trainer; the restart policy decides what follows",
     "preempt": lambda v: "send the trainer SIGTERM, as a preempting host does",
     "corrupt_checkpoint": lambda v: "flip bytes in the newest checkpoint's largest file",
     "drop_consoles": lambda v: "close every console connection (they reconnect and replay)",
@@ -53,10 +54,58 @@ PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
 """Kind -> the sentence for its parameter values (defaults filled in)."""
 
 
-def what_happens(kind: str, values: Mapping[str, Any]) -> str:
+def _kill(v: Mapping[str, Any], run: RunFacts) -> str:
+    done = "SIGKILL the trainer"
+    if run.max_restarts == 0:
+        return f"{done}; restarts are off (restart.max_restarts = 0): the run ends as failed"
+    if run.verified_steps:
+        newest = run.verified_steps[0]
+        return f"{done}; the supervisor restarts it from step {newest}, the newest verified checkpoint"
+    if run.on_disk:
+        return (
+            f"{done}; none of its {run.on_disk} checkpoints verifies: the restarted trainer refuses "
+            "a silent fresh start and the run ends (memtui resume --fresh starts over at step 0)"
+        )
+    return f"{done}; the supervisor restarts it from step 0 (no verified checkpoint yet)"
+
+
+def _preempt(v: Mapping[str, Any], run: RunFacts) -> str:
+    done = "send the trainer SIGTERM, as a preempting host does: it saves a checkpoint and exits"
+    if run.on_preemption:
+        return f"{done}, and the supervisor restarts it from that checkpoint (restart.on_preemption)"
+    return f"{done}, and this run ends there (restart.on_preemption is false; memtui resume goes on)"
+
+
+def _corrupt(v: Mapping[str, Any], run: RunFacts) -> str:
+    steps = run.verified_steps
+    if not steps:
+        return "flip bytes in the newest checkpoint: there is no verified one, so the supervisor refuses"
+    done = f"flip bytes in the largest file of the newest checkpoint (step {steps[0]})"
+    if len(steps) > 1:
+        return f"{done}; a resume skips it and loads step {steps[1]}, the one before"
+    return (
+        f"{done}, the only one that verifies: until the next save, a restart finds none and the run "
+        "ends (a silent fresh start is refused; memtui resume --fresh starts over at step 0)"
+    )
+
+
+OUTCOMES: dict[str, Callable[[Mapping[str, Any], RunFacts], str]] = {
+    "kill": _kill,
+    "preempt": _preempt,
+    "corrupt_checkpoint": _corrupt,
+}
+"""Kinds whose outcome depends on the run (its checkpoints, its restart settings): the
+sentence for one run, given its facts (``memtui.run_facts``)."""
+
+
+def what_happens(kind: str, values: Mapping[str, Any], run: RunFacts | None = None) -> str:
     """One sentence for injecting ``kind`` with ``values``: missing values are the defaults;
-    a kind this memtui has no words for is named with its values."""
+    with the run's facts, what it really does to that run; a kind this memtui has no words
+    for is named with its values."""
     filled = _with_defaults(kind, values)
+    outcome = OUTCOMES.get(kind)
+    if outcome is not None and run is not None:
+        return outcome(filled, run)
     phrase = PHRASES.get(kind)
     if phrase is not None:
         return phrase(filled)

@@ -124,15 +124,17 @@ def checked_request(kind: str, texts: dict[str, str]) -> ChaosRequest:
 def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int:
     """Send ``Chaos(request)`` to the run's supervisor; print the chaos id and what happens."""
     from engine.protocol import Chaos
-    from memtui.chaos_phrases import what_happens
+    from memtui.chaos_phrases import OUTCOMES, what_happens
     from memtui.chaos_values import request_values
     from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
+    from memtui.run_facts import run_facts
 
     run = require_run(run_spec, live=run_spec is None)
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: the run is not running (no supervisor to inject chaos into)")
+    facts = run_facts(run) if request.kind in OUTCOMES else None  # as the run is before it
     try:
         ok = request_once(run.socket, Chaos(id=new_request_id(), request=request), timeout=10.0)
     except EngineRefused as err:
@@ -140,7 +142,7 @@ def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int
     except EngineUnavailable as err:
         raise CliError(f"{run.run_id}: {err}") from None
     values = request_values(request)
-    doing = what_happens(request.kind, values)
+    doing = what_happens(request.kind, values, facts)
     if as_json:
         print_json({"run_id": run.run_id, **ok.result, "kind": request.kind, "params": values, "what": doing})
     else:

@@ -24,7 +24,8 @@ from textual.markup import escape
 from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import DIRECTIVE_FIELDS
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
-from memtui.chaos_phrases import what_happens
+from engine.run.directory import RunDir
+from memtui.chaos_phrases import OUTCOMES, what_happens
 from memtui.chaos_values import request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import FIELD_LABELS, render_changes
@@ -36,6 +37,7 @@ from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.directive_screen import DirectiveScreen
 from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
+from memtui.run_facts import run_facts
 
 OPERATOR_ACTIONS = frozenset(
     {
@@ -70,6 +72,8 @@ class OperatorCommands(App[None]):
     """Every request this console sent, in order (for the record and for tests)."""
     view: RunView
     """The newest folded snapshot (the run's id and state, the pending directives)."""
+    run_dir: RunDir
+    """The run's directory: its checkpoints and config, for what a chaos kind will do to it."""
     _clock: Callable[[], float]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -188,7 +192,8 @@ class OperatorCommands(App[None]):
 
     def _confirm_chaos(self, spec: ChaosKindSpec, request: ChaosRequest) -> None:
         values = request_values(request)
-        doing = what_happens(request.kind, values)
+        facts = run_facts(self.run_dir) if request.kind in OUTCOMES else None  # this run's
+        doing = what_happens(request.kind, values, facts)
         shown = ", ".join(f"{k}={v}" for k, v in values.items())
         body = (
             f"Inject [b]{escape(spec.title)}[/b] into {escape(self.view.run_id)}: "

@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import Input, OptionList, Select, Static
 
 from engine.chaos_kinds import Ballast, Kill, Oom
+from engine.checkpoints.store import CheckpointStore
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import what_happens
@@ -17,6 +18,8 @@ from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.widgets.event_log import EventLog
+from memtui.run_facts import run_facts
+from tests.engine.checkpoint_samples import FIELDS, writer
 from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
 from tests.memtui.console_harness import caught_up, text_of
 from tests.waiting import until
@@ -160,7 +163,7 @@ async def test_a_kind_without_parameters_skips_the_form(live_run: RunDir, fake: 
         await until(lambda: chaos_requests(fake), what="the chaos request")
         assert fake.requests[-1].request == Kill()
         await until(lambda: any(e.type == "chaos_injected" for e in app.view.events))
-        answer = f"chaos: c-fake1 injected: {what_happens('kill', {})}"
+        answer = f"chaos: c-fake1 injected: {what_happens('kill', {}, run_facts(live_run))}"
         await until(lambda: answer in notes(app), what="the answer")  # beside the kill's alert
 
 
@@ -264,3 +267,32 @@ async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir)
             assert "this run offers no chaos" in said[0]
             await caught_up(app, pilot)
         assert chaos_requests(fake) == []
+
+
+async def confirmation_of(app: MemtuiApp, pilot, ups: int) -> str:  # type: ignore[no-untyped-def]
+    """The confirmation's words for the kind ``ups`` above the menu's last one; cancelled."""
+    await pilot.press("x", "end", *["up"] * ups, "enter")
+    await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+    text = " ".join(text_of(app.screen.query_one(Static)).split())
+    await pilot.press("n")
+    await until(lambda: not isinstance(app.screen, ConfirmScreen), what="the confirmation to close")
+    return text
+
+
+async def test_confirmations_say_what_happens_to_this_run(live_run: RunDir) -> None:
+    kinds = ["kill", "preempt", "corrupt_checkpoint"]  # the menu's last three: 2, 1, 0 up from the end
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, chaos=kinds) as fake:
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await ready(app)
+            kill = await confirmation_of(app, pilot, 2)
+            assert "restarts it from step 0 (no verified checkpoint yet)" in kill
+            preempt = await confirmation_of(app, pilot, 1)  # run.json: restart.on_preemption false
+            assert "this run ends there (restart.on_preemption is false" in preempt
+            store = CheckpointStore(live_run.checkpoints)
+            assert store.save(40, writer(store.directory, 40), FIELDS, estimate_bytes=1000).status == "saved"
+            kill = await confirmation_of(app, pilot, 2)
+            assert "restarts it from step 40, the newest verified checkpoint" in kill
+            corrupt = await confirmation_of(app, pilot, 0)
+            assert "(step 40), the only one that verifies" in corrupt and "the one before" not in corrupt
+    assert chaos_requests(fake) == []
