@@ -18,6 +18,13 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _resume_success(report: EnduranceReport) -> str:
+    """Resumes that stepped of those counted, and the ones stopped on request before a step."""
+    text = f"{report.resumes_stepped}/{report.resumes} ({_share(report.resume_success)})"
+    n = report.resumes_stopped
+    return text + (f"; {n} stopped on request during start-up, not counted" if n else "")
+
+
 def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
     """(figure, value) in the order the report lists them."""
     t = report.throughput
@@ -43,7 +50,7 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ),
         ("trainer restarts", str(report.restarts)),
         ("whole-tree kills resumed", str(report.whole_tree_resumes)),
-        ("resume success", f"{report.resumes_stepped}/{report.resumes} ({_share(report.resume_success)})"),
+        ("resume success", _resume_success(report)),
         ("steps replayed after restarts", f"{report.steps_replayed:,}"),
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
         ("saves (failed or skipped)", f"{report.saves} ({report.saves_failed})"),

@@ -94,8 +94,12 @@ class EnduranceReport(BaseModel):
     """Runs brought back after their supervisor died (a reboot, a whole-tree kill)."""
     resumes: int
     """Attempts that followed a restart or a whole-tree resume (the newest one of a live
-    run not counted until it has stepped or ended)."""
+    run not counted until it has stepped or ended; one stopped on request before its first
+    step not counted: see ``resumes_stopped``)."""
     resumes_stepped: int
+    resumes_stopped: int = 0
+    """Resumed attempts stopped on request (``stop_requested``) before their first step:
+    neither a success nor a failure of the resume, so in neither figure above."""
     steps_replayed: int
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
     checkpoint_stall_s: float
@@ -145,7 +149,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
     wall = max(ends) - min(starts) if starts and ends else 0.0
     counts = _type_counts(store)
     adaptations = [_adaptation(p) for p in _payloads(store, MemoryAdapted)]
-    resumes, stepped = _resumes(store)
+    resumes, stepped, stopped = _resumes(store)
     state = store.read_meta().state
     return EnduranceReport(
         run_id=run_id,
@@ -165,6 +169,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         whole_tree_resumes=_whole_tree_resumes(store),
         resumes=resumes,
         resumes_stepped=stepped,
+        resumes_stopped=stopped,
         steps_replayed=_replayed(store),
         checkpoint_stall_s=float(stall),
         saves=counts["checkpoint_saved"],
@@ -235,21 +240,30 @@ def _whole_tree_resumes(store: Store) -> int:
     )
 
 
-def _resumes(store: Store) -> tuple[int, int]:
-    """(resumes, resumes that stepped): every attempt after the first one launched; the
-    newest attempt of a run still going counts once it has stepped."""
-    launched = sorted(
-        {
-            int(a)
-            for (a,) in store.query("SELECT DISTINCT attempt FROM events WHERE type = 'trainer_launched'")
-        }
+def _resumes(store: Store) -> tuple[int, int, int]:
+    """(resumes, resumes that stepped, resumes stopped on request before a step): every
+    attempt after the first one launched; the newest attempt of a run still going counts
+    once it has stepped; one that never stepped and during whose start-up (from its launch
+    to the next) a stop was requested is neither a success nor a failure."""
+    launches = store.query(
+        "SELECT attempt, MIN(seq) FROM events WHERE type = 'trainer_launched'"
+        " GROUP BY attempt ORDER BY attempt"
     )
+    stops = [int(s) for (s,) in store.query("SELECT seq FROM events WHERE type = 'stop_requested'")]
     stepped = {int(a) for (a,) in store.query("SELECT DISTINCT attempt FROM steps")}
-    later = launched[1:]
+    nexts = [*(int(seq) for _, seq in launches[1:]), None][: len(launches)]
+    # (attempt, its launch's seq, the next launch's seq or None), the first attempt left out
+    later = [(int(a), int(seq), upto) for (a, seq), upto in zip(launches, nexts, strict=True)][1:]
     ended = store.read_meta().state in TERMINAL_STATES
-    if later and not ended and later[-1] not in stepped:
+    if later and not ended and later[-1][0] not in stepped:
         later = later[:-1]  # still starting: neither a success nor a failure yet
-    return len(later), sum(1 for a in later if a in stepped)
+    stopped = {
+        a
+        for a, since, upto in later
+        if a not in stepped and any(since < s and (upto is None or s < upto) for s in stops)
+    }
+    counted = [a for a, _, _ in later if a not in stopped]
+    return len(counted), sum(1 for a in counted if a in stepped), len(stopped)
 
 
 def _replayed(store: Store) -> int:

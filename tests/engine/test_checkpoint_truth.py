@@ -16,8 +16,10 @@ from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
 from engine.protocol import Chaos, Status
 from engine.run.directory import RunDir
+from engine.run.endurance_report import endurance_report
 from engine.run.store import Store
 from memtui.cli.live_status import fetch_status, status_from_result
+from memtui.endurance_markdown import figure_rows
 from memtui.status_report import checkpoint_text
 
 
@@ -82,3 +84,29 @@ async def test_status_names_the_newest_checkpoint_that_verifies_not_the_latest_p
     assert await running.result() == 0
     offline = fetch_status(run)  # nobody serves it now: read from disk, verified the same way
     assert (offline.checkpoint_step, offline.checkpoint_rejected) == (250, live.checkpoint_rejected)
+
+
+async def test_a_stop_during_a_resumed_trainers_start_up_is_not_a_failed_resume(
+    run: RunDir, start, connect, fake_env, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"  # the fake trainer's first step waits for it
+    fake_env(gate=gate)
+    gate.touch()
+    run.write_config(build_run_config(steps=100000, restart={"backoff_initial_s": 0.1}))
+    running = await start()
+    client = await connect(replay_from=0)
+    launched, _ = await client.until(is_event("trainer_launched"))
+    await client.until(lambda m: m.kind == "telemetry")  # attempt 1 stepped
+    gate.unlink()  # attempt 2 will wait at its start-up
+    os.kill(launched.event.data["pid"], signal.SIGKILL)
+    await client.until(is_event("trainer_launched", attempt=2))
+    running.supervisor.request_stop("operator")  # while the resumed trainer starts up
+    assert await running.result() == 0
+    with Store(run.store, readonly=True) as store:
+        report = endurance_report(run, store)
+    assert (report.resumes, report.resumes_stepped, report.resumes_stopped) == (0, 0, 1)
+    assert report.resume_success is None
+    assert (
+        dict(figure_rows(report))["resume success"]
+        == "0/0 (-); 1 stopped on request during start-up, not counted"
+    )
