@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from engine.domain import RunState
+from engine.domain import TERMINAL_STATES, RunState
 from engine.events.memory import PlannedMemory
 from engine.events.payload import Payload
 
@@ -20,6 +20,13 @@ class RunStarted(Payload):
     trainer_outlived: bool = False
     """The previous supervisor died alone: its trainer went on, saved and said so in its
     spool (not a whole-tree death, such as a reboot)."""
+
+    @property
+    def after_whole_tree_death(self) -> bool:
+        """This supervisor brought back a run whose supervisor died with its trainer (its
+        state never reached an ending): a restart of the trainer across supervisor lives."""
+        previous = self.previous_state
+        return previous is not None and previous not in TERMINAL_STATES and not self.trainer_outlived
 
 
 class ReportsRecovered(Payload):

@@ -233,11 +233,7 @@ def _whole_tree_resumes(store: Store) -> int:
     """Supervisors that found the one before them dead (its state never reached an ending)
     with its trainer: one whose trainer outlived it and reported through its spool is not a
     whole-tree death."""
-    return sum(
-        1
-        for p in _payloads(store, RunStarted)
-        if p.previous_state is not None and p.previous_state not in TERMINAL_STATES and not p.trainer_outlived
-    )
+    return sum(1 for p in _payloads(store, RunStarted) if p.after_whole_tree_death)
 
 
 def _resumes(store: Store) -> tuple[int, int, int]:

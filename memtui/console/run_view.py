@@ -34,6 +34,7 @@ from engine.events import (
     MemoryAdapted,
     RunContinued,
     RunEnded,
+    RunStarted,
     StartupPhase,
     StateChanged,
     TrainerExited,
@@ -120,7 +121,10 @@ class RunView:
     last_resume: TrainerResumed | None = None
     """Where the newest restart really resumed (``trainer_resumed``: after the trainer's load)."""
     restarts: int = 0
-    """Trainer restarts so far (as the newest restart event counts them)."""
+    """Trainer restarts by a supervisor so far (as the newest restart event counts them)."""
+    whole_tree_resumes: int = 0
+    """Trainers started again by a new supervisor after the old one died with its trainer (a
+    whole-tree kill, a reboot, then ``memtui resume``): restarts too, across supervisor lives."""
     checkpoint_seq: int = 0
     """Seq of the newest checkpoint event: the checkpoint list changes with it."""
     last_save: Event | None = None
@@ -230,6 +234,7 @@ class RunView:
     def with_event(self, event: Event, now: float | None = None) -> RunView:
         if event.seq <= self.last_seq:
             return self  # already folded
+        whole_tree = _after_whole_tree_death(event)
         return dataclasses.replace(
             self,
             events=(*self.events, event)[-MAX_EVENTS:],
@@ -239,8 +244,10 @@ class RunView:
             directives=_directives_after(event, self.directives),
             last_adaptation=event if event.type == MemoryAdapted.event_type else self.last_adaptation,
             last_restart=event if event.type == TrainerRestarted.event_type else self.last_restart,
-            last_resume=TrainerResumed.of(event) or self.last_resume,
+            # a whole-tree resume is the newest restart now: the older one's cost is not its
+            last_resume=None if whole_tree else TrainerResumed.of(event) or self.last_resume,
             restarts=_restarts_after(event, self.restarts),
+            whole_tree_resumes=self.whole_tree_resumes + whole_tree,
             checkpoint_seq=event.seq if event.type in CHECKPOINT_EVENTS else self.checkpoint_seq,
             last_save=event if event.type in SAVE_EVENTS else self.last_save,
             critical_alerts=critical_after(event, self.critical_alerts),
@@ -387,6 +394,12 @@ def _restarts_after(event: Event, restarts: int) -> int:
         return restarts
     restarted = TrainerRestarted.of(event)
     return restarted.restarts if restarted is not None else restarts + 1
+
+
+def _after_whole_tree_death(event: Event) -> int:
+    """1 for a ``run_started`` that brought back a run whose supervisor died with its trainer."""
+    started = RunStarted.of(event) if event.type == RunStarted.event_type else None
+    return int(started is not None and started.after_whole_tree_death)
 
 
 def _directives_after(event: Event, pending: tuple[DirectiveView, ...]) -> tuple[DirectiveView, ...]:

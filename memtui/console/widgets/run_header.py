@@ -114,18 +114,19 @@ def _restart_note(view: RunView) -> str:
     """While restarting: why, and the checkpoint it should resume from (not verified yet);
     afterwards: how many restarts so far and what the newest one really cost."""
     event = view.last_restart
-    if event is None:
+    whole = view.whole_tree_resumes  # restarts across supervisor lives count too
+    if event is None and not whole:
         return ""
-    if view.state == "restarting":
+    if view.state == "restarting" and event is not None:
         restarted = TrainerRestarted.of(event)
         if restarted is None:
             return " [$text-warning](trainer exited)[/]"
         return f" [$text-warning]({escape(restarted.cause)}; {_candidate(restarted)})[/]"
-    count = view.restarts
+    count = view.restarts + whole
     resumed = view.last_resume
-    cost = ""
-    if resumed is not None and resumed.attempt > (event.attempt or 0):  # this restart's, not an older one
-        cost = f", resumed at step {resumed.resume_step}, {resumed.steps_lost} steps lost"
+    cost = f", {whole} after the whole tree died" if whole else ""
+    if event is not None and resumed is not None and resumed.attempt > (event.attempt or 0):  # this restart's
+        cost += f", resumed at step {resumed.resume_step}, {resumed.steps_lost} steps lost"
     return f"  [$text-warning]↻ {count} restart{'s' if count != 1 else ''}{cost}[/]"
 
 
