@@ -8,9 +8,12 @@ known tags is a few ``stat`` calls). Torch-free.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from engine.checkpoints.standing import Standing, standing_of
+
+log = logging.getLogger("engine.supervisor.checkpoint_watch")
 
 WATCH_INTERVAL_S = 1.0  # s between passes over the checkpoints directory
 
@@ -25,5 +28,9 @@ class CheckpointWatch:
 
     async def run(self, interval_s: float = WATCH_INTERVAL_S) -> None:
         while True:
-            self.standing = await asyncio.to_thread(standing_of, self.directory)
+            try:
+                self.standing = await asyncio.to_thread(standing_of, self.directory)
+            except OSError as err:  # an unreadable directory now: say nothing rather than the past
+                log.warning("cannot read the checkpoints in %s: %s", self.directory, err)
+                self.standing = Standing()
             await asyncio.sleep(interval_s)
