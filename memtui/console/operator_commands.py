@@ -37,7 +37,7 @@ from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.directive_screen import DirectiveScreen
 from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
-from memtui.run_facts import run_facts
+from memtui.run_facts import RunFacts, run_facts
 
 OPERATOR_ACTIONS = frozenset(
     {
@@ -191,8 +191,19 @@ class OperatorCommands(App[None]):
         self.push_screen(ChaosFormScreen(spec), filled)
 
     def _confirm_chaos(self, spec: ChaosKindSpec, request: ChaosRequest) -> None:
+        """The confirmation; for a kind whose outcome depends on the run, once its facts are
+        read in a worker thread (a checkpoint not verified before is hashed: seconds)."""
+        if request.kind not in OUTCOMES:
+            self._ask_chaos(spec, request, None)
+            return
+
+        def read() -> None:
+            self.call_from_thread(self._ask_chaos, spec, request, run_facts(self.run_dir))
+
+        self.run_worker(read, thread=True, group="chaos facts", exclusive=True)
+
+    def _ask_chaos(self, spec: ChaosKindSpec, request: ChaosRequest, facts: RunFacts | None) -> None:
         values = request_values(request)
-        facts = run_facts(self.run_dir) if request.kind in OUTCOMES else None  # this run's
         doing = what_happens(request.kind, values, facts)
         shown = ", ".join(f"{k}={v}" for k, v in values.items())
         body = (
