@@ -159,3 +159,12 @@ def test_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "memtui chaos [-h] [--json] [RUN] KIND [--PARAM VALUE ...]" in out
     assert "memtui chaos --list" in out and "--bytes 1G" in out
+
+
+def test_the_cli_says_what_happens_to_this_run(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=["kill", "preempt"]):
+        assert main(["chaos", "preempt", "--json"]) == 0  # run.json: restart.on_preemption false
+        assert "this run ends there" in json.loads(capsys.readouterr().out)["what"]
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=["kill"]):
+        assert main(["chaos", "kill"]) == 0  # no checkpoint yet
+        assert "restarts it from step 0 (no verified checkpoint yet)" in capsys.readouterr().out
