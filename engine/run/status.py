@@ -51,10 +51,13 @@ SAVE_EVENTS = (
 )
 
 
-def offline_status(run: RunDir, **checkpoints: Any) -> RunStatus:
+def offline_status(
+    run: RunDir, *, checkpoint_step: int | None = None, checkpoint_rejected: list[str] | None = None
+) -> RunStatus:
     """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it.
-    ``checkpoints``: what a verification found (``Standing.status_fields``; ``engine.run``
-    is below ``engine.checkpoints``); without it the checkpoint fields say nothing."""
+    The checkpoint fields are what the caller's full verification found
+    (``Standing.status_fields``: ``engine.run`` is below ``engine.checkpoints``); without
+    one they say nothing."""
     alive = run.supervisor_pid() is not None
     meta = RunMeta()
     latest: TelemetrySample | None = None
@@ -82,7 +85,8 @@ def offline_status(run: RunDir, **checkpoints: Any) -> RunStatus:
         rank_report=report,
         last_save=save,
         throughput=throughput,
-        **checkpoints,
+        checkpoint_step=checkpoint_step,
+        checkpoint_rejected=checkpoint_rejected,
     )
 
 
