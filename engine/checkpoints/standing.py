@@ -84,7 +84,10 @@ def _verdict(path: Path, step: int) -> Verdict | None:
     if cached is not None and cached[0] == signature:
         return cached[1]
     verdict = verify_tag(path, step, "full")
-    if _signature(path) == signature:  # unchanged while it was read: worth keeping
+    after = _signature(path)
+    if after is None:
+        return None  # pruned (renamed away) while it was read: no longer a checkpoint
+    if after == signature:  # unchanged while it was read: worth keeping
         with _lock:
             _verdicts[path] = (signature, verdict)
     return verdict
