@@ -223,8 +223,14 @@ def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:
         if sample.attempt > pending.attempt and kind not in SUPERVISOR_KINDS:
             return f"never applied: attempt {pending.attempt} ended first; attempt {sample.attempt} trains"
         return None
-    if kind == "oom":
-        return f"step {sample.step} trained after the OOM at step {applied}"
+    if kind == "oom":  # applied at the boundary before the step that ran out of memory
+        oomed = applied + 1  # that step as telemetry numbers it: the one redone
+        how = (
+            "trained, redone after its OOM"
+            if sample.step == oomed
+            else f"trained after the OOM in step {oomed}"
+        )
+        return f"step {sample.step} {how}"
     held_by = pending.applied_attempt
     if kind in OWNED_BY_THE_TRAINER and held_by is not None and sample.attempt > held_by:
         return f"attempt {held_by}, which held it, ended; attempt {sample.attempt} trains without it"

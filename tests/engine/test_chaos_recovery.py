@@ -212,3 +212,10 @@ def test_a_trainer_held_injection_ends_with_the_attempt_that_held_it() -> None:
     ballast.on_event(applied_by("ballast", 5, attempt=1), T0)
     assert ballast.on_step(step(500, attempt=1), T0 + 1) == []
     assert ballast.on_step(step(3, attempt=2), T0 + 2)[0].recovered
+
+
+def test_an_oom_verdict_names_the_step_redone() -> None:
+    oom = tracker("oom")
+    oom.on_event(applied("oom", 499), T0)  # the boundary before step 500 (0-based index 499)
+    [verdict] = oom.on_step(step(500), T0)
+    assert verdict.recovered and verdict.detail == "step 500 trained, redone after its OOM"

@@ -106,7 +106,10 @@ def test_every_trainer_kind_in_fp32_is_applied_and_training_goes_on() -> None:
     assert all(s.step_time_s >= 0.02 for s in slowed)  # the sleep is inside the step's time
 
     oom = [e.data for e in stub.events("memory_adapted") if e.data["kind"] == "oom"]
-    assert len(oom) == 1 and oom[0]["step"] == applied["oom"]["step"] and oom[0]["to_micro_batch"] == 2
+    # chaos_applied names the boundary before the step (0-based); the OOM event, the step redone
+    assert len(oom) == 1 and oom[0]["step"] == applied["oom"]["step"] + 1 and oom[0]["to_micro_batch"] == 2
+    redone = at(samples, applied["oom"]["step"], 1)[0]
+    assert (redone.step, redone.micro_batch) == (oom[0]["step"], 2)
     assert samples[-1].micro_batch == 2
     assert_samples_per_step_constant(samples)
     assert_one_failed_save_then_saves(stub, applied["disk_full"]["step"])
