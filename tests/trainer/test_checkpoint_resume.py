@@ -58,6 +58,7 @@ def test_full_disk_then_damaged_tags_then_refusal() -> None:
             "cache": None,
             "lock": None,
             "tag": "global_step8",
+            "rendezvous": None,
         }
     ]
     skipped = stub.events("checkpoint_skipped")
