@@ -204,6 +204,9 @@ class TelemetrySample(BaseModel):
     mem_capacity: int = Field(0, ge=0)
     mem_kind: MemoryKind = "cpu-rss"
     """What the memory numbers measure; see MemoryKind."""
+    mem_device_used: int | None = Field(None, ge=0)
+    """CUDA: the device's used bytes as the driver (NVML) counts them: every process's, plus
+    CUDA contexts; None on the CPU or without NVML."""
     mem_step_peak: int | None = Field(None, ge=0)
     """Peak of this step alone (CUDA: max_memory_allocated since the step began; CPU: the
     largest RSS seen after a forward); what the predictive model is calibrated against."""
@@ -382,6 +385,8 @@ class RunStatus(BaseModel):
     mem_peak: int | None = None
     mem_capacity: int | None = None
     mem_kind: MemoryKind | None = None
+    mem_device_used: int | None = None
+    """NVML's used bytes on the newest sample's device (CUDA only)."""
     micro_batch: int | None = None
     grad_accum: int | None = None
     world_size: int | None = None

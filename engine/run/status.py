@@ -40,6 +40,7 @@ _SAMPLE_FIELDS = (
     "mem_peak",
     "mem_capacity",
     "mem_kind",
+    "mem_device_used",
     "micro_batch",
     "grad_accum",
     "world_size",

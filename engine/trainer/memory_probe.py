@@ -3,7 +3,7 @@
 CUDA (kind "cuda"): the caching allocator's counters (``memory_allocated``,
 ``memory_reserved``, ``max_memory_allocated`` since the step began), the device's capacity
 from ``mem_get_info`` and, where NVML is present, the device's used memory as the driver
-sees it (every process's, plus the CUDA context).
+sees it (every process's, plus the CUDA context; device_nvml.py finds the device).
 CPU (kind "cpu-rss"): the process's resident set size stands in for allocated and
 reserved, the largest RSS seen for the peak, host RAM for capacity, so nobody mistakes it
 for VRAM. The per-step peak is sampled after a step's first forward (``note``, from a
@@ -25,6 +25,7 @@ import psutil
 import torch
 
 from engine.domain import MemoryKind
+from engine.trainer.device_nvml import DeviceUsed
 
 
 class MemoryReading(NamedTuple):
@@ -78,6 +79,7 @@ class MemoryProbe:
         self._peak_rss = 0
         self._step_peak_rss = 0
         self._capacity = self._read_capacity()  # fixed for the process's life: read once
+        self._device_used = DeviceUsed(self.device) if self._cuda else None
 
     @property
     def capacity(self) -> int:
@@ -152,17 +154,7 @@ class MemoryProbe:
 
     def device_used(self) -> int | None:
         """NVML's used bytes on this CUDA device (all processes); None without NVML or CUDA."""
-        if not self._cuda:
-            return None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-        except Exception:  # no driver library, no permission: NVML is optional
-            return None
+        return None if self._device_used is None else self._device_used.read()
 
 
 def enforce_budget(probe: MemoryProbe, budget: int) -> bool:

@@ -130,6 +130,7 @@ class StepTelemetry:
             mem_peak=memory.peak,
             mem_capacity=memory.capacity,
             mem_kind=memory.kind,
+            mem_device_used=self.probe.device_used(),
             micro_batch=engine.train_micro_batch_size_per_gpu(),
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,

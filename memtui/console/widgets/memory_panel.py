@@ -274,7 +274,6 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     """Capacity (a CPU stand-in says so), the controller's budget when set, NVML's "used"."""
     s = view.sample
     assert s is not None
-    device_used = getattr(s, "mem_device_used", None)  # NVML, CUDA only
     budget = (
         f"  [$text-muted]budget[/] {format_bytes(s.mem_budget)}"
         if s.mem_budget and (s.mem_kind != "cpu-rss" or s.mem_budget != capacity)
@@ -283,7 +282,7 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     extra = (
         "  [$text-warning](not VRAM)[/]"
         if s.mem_kind == "cpu-rss"
-        else f"  [$text-muted]device used[/] {format_bytes(device_used)}"
+        else f"  [$text-muted]device used[/] {format_bytes(s.mem_device_used)}"
     )
     label = CAPACITY_LABELS[s.mem_kind]
     return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{budget}{extra}"
