@@ -38,6 +38,7 @@ _SAMPLE_FIELDS = (
     "mem_allocated",
     "mem_reserved",
     "mem_peak",
+    "mem_process_peak",
     "mem_capacity",
     "mem_kind",
     "mem_device_used",

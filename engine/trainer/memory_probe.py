@@ -1,5 +1,8 @@
 """Memory readings, in bytes, named by what they measure.
 
+One meaning of peak on both devices: ``peak`` is the step window's (since ``begin_step``),
+``process_peak`` the process's high-water mark, kept by the probe.
+
 CUDA (kind "cuda"): the caching allocator's counters (``memory_allocated``,
 ``memory_reserved``, ``max_memory_allocated`` since the step began), the device's capacity
 from ``mem_get_info`` and, where NVML is present, the device's used memory as the driver
@@ -32,8 +35,11 @@ class MemoryReading(NamedTuple):
     allocated: int
     reserved: int
     peak: int
+    """Bytes: the largest use since the step window began (``begin_step``)."""
     capacity: int
     kind: MemoryKind
+    process_peak: int
+    """Bytes: the largest use this process has had (the probe's own high-water mark)."""
 
 
 class RssReader:
@@ -76,8 +82,9 @@ class MemoryProbe:
         self._cuda = self.device.type == "cuda"  # asked on every call: a bool, not a string compare
         self.kind: MemoryKind = "cuda" if self._cuda else "cpu-rss"
         self._rss = RssReader()
-        self._peak_rss = 0
-        self._step_peak_rss = 0
+        self._peak_rss = 0  # bytes, CPU: the process's largest RSS sampled
+        self._step_peak_rss = 0  # bytes, CPU: the step window's largest RSS sampled
+        self._process_peak = 0  # bytes, CUDA: the largest step peak before the last reset
         self._capacity = self._read_capacity()  # fixed for the process's life: read once
         self._device_used = DeviceUsed(self.device) if self._cuda else None
 
@@ -94,16 +101,23 @@ class MemoryProbe:
 
     def read(self) -> MemoryReading:
         if self._cuda:
+            peak = int(torch.cuda.max_memory_allocated(self.device))
             return MemoryReading(
                 allocated=torch.cuda.memory_allocated(self.device),
                 reserved=torch.cuda.memory_reserved(self.device),
-                peak=torch.cuda.max_memory_allocated(self.device),
+                peak=peak,
                 capacity=self._capacity,
                 kind="cuda",
+                process_peak=max(self._process_peak, peak),
             )
         rss = self.note()
         return MemoryReading(
-            allocated=rss, reserved=rss, peak=self._peak_rss, capacity=self._capacity, kind="cpu-rss"
+            allocated=rss,
+            reserved=rss,
+            peak=self._step_peak_rss,
+            capacity=self._capacity,
+            kind="cpu-rss",
+            process_peak=self._peak_rss,
         )
 
     # ------------------------------------------------------------ per-step peak
@@ -126,11 +140,16 @@ class MemoryProbe:
         return rss
 
     def begin_step(self, resident: int | None = None) -> None:
-        """Start a new per-step peak (CUDA: resets the allocator's peak counter).
+        """Start a new per-step peak.
 
+        CUDA: the allocator keeps one peak counter per device, so a step's own peak needs it
+        reset here (what the controller calibrates against); the process's high-water mark
+        it held is kept in ``process_peak`` first. Code that reads ``max_memory_allocated``
+        itself (DeepSpeed's ``see_memory_usage`` resets it too) sees the running step's.
         CPU: ``resident``, an RSS the caller read just now, starts it without another read.
         """
         if self._cuda:
+            self._process_peak = max(self._process_peak, int(torch.cuda.max_memory_allocated(self.device)))
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         self._step_peak_rss = 0

@@ -128,6 +128,7 @@ class StepTelemetry:
             mem_allocated=memory.allocated,
             mem_reserved=memory.reserved,
             mem_peak=memory.peak,
+            mem_process_peak=memory.process_peak,
             mem_capacity=memory.capacity,
             mem_kind=memory.kind,
             mem_device_used=self.probe.device_used(),

@@ -104,7 +104,7 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
         _bar_line("reserved", s.mem_reserved, capacity, bar_width, _level(s, s.mem_reserved, levels)),
         _bar_line("peak", s.mem_peak, capacity, bar_width, _level(s, s.mem_peak, levels))
         if s.mem_kind != "cpu-rss"
-        else _of_peak_line(s.mem_reserved, s.mem_peak, bar_width),
+        else _of_peak_line(s.mem_reserved, s.mem_process_peak or s.mem_peak, bar_width),
         _gap_line(
             s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
         ),
@@ -312,7 +312,8 @@ def _level_bar(fraction: float | None, width: int, level: MemoryLevel) -> str:
 
 def _of_peak_line(reserved: int, peak: int, width: int) -> str:
     """On a CPU the process holds a sliver of its budget and the bars above barely move: this
-    one is reserved against the run's own peak (the peak's bytes, reserved's share of it)."""
+    one is reserved against the process's own high-water mark (``mem_process_peak``; the
+    step's peak is on the step peak line), its bytes and reserved's share of it."""
     fraction = min(1.0, reserved / peak) if peak else None
     filled = round((fraction or 0.0) * width)  # near its own peak is normal: no level colours
     bar = f"[$accent]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
