@@ -209,6 +209,10 @@ class TelemetrySample(BaseModel):
     mem_capacity: int = Field(0, ge=0)
     mem_kind: MemoryKind = "cpu-rss"
     """What the memory numbers measure; see MemoryKind."""
+    mem_fragmentation: int | None = Field(None, ge=0)
+    """CUDA: the step's largest bytes of split blocks not in use: part of reserved that no
+    tensor uses and ``empty_cache`` cannot free, counted by the budget's cap (the
+    controller adds it to every peak it judges); None on the CPU."""
     mem_device_used: int | None = Field(None, ge=0)
     """CUDA: the device's used bytes as the driver (NVML) counts them: every process's, plus
     CUDA contexts; None on the CPU or without NVML."""
@@ -394,6 +398,8 @@ class RunStatus(BaseModel):
     """The trainer process's high-water mark (bytes) at the newest sample."""
     mem_device_used: int | None = None
     """NVML's used bytes on the newest sample's device (CUDA only)."""
+    mem_fragmentation: int | None = None
+    """The newest step's fragmented bytes (CUDA only; see TelemetrySample)."""
     micro_batch: int | None = None
     grad_accum: int | None = None
     world_size: int | None = None

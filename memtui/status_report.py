@@ -47,9 +47,12 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
 
 
 def memory_text(s: RunStatus) -> str:
-    """Allocated and reserved of capacity, what they measure, and (CUDA) NVML's device used."""
+    """Allocated and reserved of capacity, what they measure, and (CUDA) NVML's device used
+    and the allocator's fragmented bytes."""
     memory = "cuda" if s.mem_kind == "cuda" else "process RSS, CPU stand-in" if s.mem_kind else None
     used = f", device used {format_bytes(s.mem_device_used)}" if s.mem_device_used is not None else ""
+    if s.mem_fragmentation is not None:
+        used += f", fragmented {format_bytes(s.mem_fragmentation)}"
     return (
         f"{format_bytes(s.mem_allocated)} allocated, {format_bytes(s.mem_reserved)} reserved"
         f" of {format_bytes(s.mem_capacity)}" + (f" ({memory})" if memory else "") + used

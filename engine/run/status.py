@@ -42,6 +42,7 @@ _SAMPLE_FIELDS = (
     "mem_capacity",
     "mem_kind",
     "mem_device_used",
+    "mem_fragmentation",
     "micro_batch",
     "grad_accum",
     "world_size",

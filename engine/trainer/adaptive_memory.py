@@ -292,7 +292,8 @@ class AdaptiveMemory:
         previous = self.state.level
         seconds = self.step_seconds
         rate = geometry.samples(self.ranks.world) / seconds if seconds else None  # samples/s
-        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate)
+        fragmented = self.probe.fragmentation()  # the budget caps reserved, not allocated
+        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate, fragmented)
         self.state, change = decide(self.state, geometry, reading, self.policy)
         if self.state.level != previous:
             self._level_event(previous, step, expected)

@@ -30,6 +30,9 @@ import torch
 from engine.domain import MemoryKind
 from engine.trainer.device_nvml import DeviceUsed
 
+INACTIVE_SPLIT_PEAK = "inactive_split_bytes.all.peak"
+"""torch.cuda.memory_stats key: the window's peak of bytes in split blocks not in use."""
+
 
 class MemoryReading(NamedTuple):
     allocated: int
@@ -170,6 +173,15 @@ class MemoryProbe:
             return int(peak), int(torch.cuda.memory_allocated(self.device))
         resident = self.note()
         return self._step_peak_rss, resident
+
+    def fragmentation(self) -> int:
+        """CUDA: the largest bytes of split blocks not in use since ``begin_step``: reserved
+        that no tensor uses and ``empty_cache`` cannot free (allocator's ``inactive_split``),
+        counted by the budget's cap. One ``memory_stats`` call (a dict of ~200 counters).
+        CPU: 0 (the RSS stands in for both allocated and reserved)."""
+        if not self._cuda:
+            return 0
+        return int(torch.cuda.memory_stats(self.device).get(INACTIVE_SPLIT_PEAK, 0))
 
     def device_used(self) -> int | None:
         """NVML's used bytes on this CUDA device (all processes); None without NVML or CUDA."""

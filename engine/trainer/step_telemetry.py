@@ -132,6 +132,7 @@ class StepTelemetry:
             mem_capacity=memory.capacity,
             mem_kind=memory.kind,
             mem_device_used=self.probe.device_used(),
+            mem_fragmentation=self.probe.fragmentation() if memory.kind == "cuda" else None,
             micro_batch=engine.train_micro_batch_size_per_gpu(),
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,

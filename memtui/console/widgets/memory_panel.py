@@ -105,9 +105,7 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
         _bar_line("peak", s.mem_peak, capacity, bar_width, _level(s, s.mem_peak, levels))
         if s.mem_kind != "cpu-rss"
         else _of_peak_line(s.mem_reserved, s.mem_process_peak or s.mem_peak, bar_width),
-        _gap_line(
-            s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
-        ),
+        _gap_line(s, None if capacity is None else capacity - s.mem_peak, width),
         _capacity_line(view, capacity),
         _prediction_line(s.mem_step_peak, s.mem_predicted),
     ]
@@ -260,12 +258,16 @@ def render_adaptation(event: Event) -> str:
     return change + (f" ({why})" if why else "")
 
 
-def _gap_line(gap: int, headroom: int | None, width: int) -> str:
-    """Reserved minus allocated (the allocator's cache) and capacity minus peak."""
+def _gap_line(s: TelemetrySample, headroom: int | None, width: int) -> str:
+    """Reserved minus allocated (the allocator's cache), the fragmented part of it (CUDA: not
+    freeable, counted by the budget's cap), and capacity minus peak."""
     room_style = "$text-error" if headroom is not None and headroom <= 0 else "$text"
     explain = " [$text-muted](reserved−allocated)[/]" if width >= WIDE_AT else ""
+    fragmented = s.mem_fragmentation
+    if fragmented is not None:
+        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}"
     return (
-        f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(gap)}{explain}"
+        f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(s.mem_reserved - s.mem_allocated)}{explain}"
         f"  [$text-muted]headroom[/] [{room_style}]{format_bytes(headroom)}[/]"
     )
 
