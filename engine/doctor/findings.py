@@ -80,16 +80,8 @@ def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding
                 message=f"{len(hw.gpus)} GPU(s) present but torch {sw.torch} is a CPU build",
             )
         )
-    elif sw.torch_cuda and sw.driver_cuda and _version_tuple(sw.driver_cuda) < _version_tuple(sw.torch_cuda):
-        out.append(
-            Finding(
-                level="unhealthy",
-                message=(
-                    f"driver {sw.driver} supports CUDA up to {sw.driver_cuda}, "
-                    f"but torch is built for CUDA {sw.torch_cuda}: upgrade the driver"
-                ),
-            )
-        )
+    else:
+        out.extend(_driver_findings(sw))
     missing = sorted(op for op, built in sw.deepspeed_ops.items() if not built)
     if missing:
         out.append(
@@ -98,6 +90,27 @@ def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding
             )
         )
     return out
+
+
+def _driver_findings(sw: SoftwareReport) -> list[Finding]:
+    """The driver against torch's CUDA build, by CUDA's compatibility rules: a driver of an
+    older major version cannot run the build (unhealthy); one of the same major but an
+    older minor runs it under minor-version compatibility (info: only features that need
+    the newer driver, such as JIT-compiling newer PTX, are missing)."""
+    if not (sw.torch_cuda and sw.driver_cuda):
+        return []
+    driver, built = _version_tuple(sw.driver_cuda), _version_tuple(sw.torch_cuda)
+    if driver >= built:
+        return []
+    said = f"driver {sw.driver} supports CUDA up to {sw.driver_cuda}, torch is built for CUDA {sw.torch_cuda}"
+    if driver[:1] < built[:1]:
+        return [Finding(level="unhealthy", message=f"{said}: an older major version, upgrade the driver")]
+    return [
+        Finding(
+            level="info",
+            message=f"{said}: runs under CUDA minor-version compatibility (no PTX JIT of newer code)",
+        )
+    ]
 
 
 def _op_findings(sw: SoftwareReport) -> list[Finding]:

@@ -107,6 +107,16 @@ def test_driver_older_than_torch_cuda_build() -> None:
     assert verdict_of(judge(old_driver, hardware(FakeNvml()))) == "unhealthy"
 
 
+def test_a_driver_of_the_same_cuda_major_runs_a_newer_minor_build() -> None:
+    # torch cu128 on a 12.4 driver: CUDA's minor-version compatibility runs it.
+    minor = CUDA_SW.model_copy(update={"torch_cuda": "12.8", "driver_cuda": "12.4"})
+    found = messages(minor, hardware(FakeNvml()))
+    assert any("minor-version compatibility" in m for m in found)
+    assert verdict_of(judge(minor, hardware(FakeNvml()))) == "healthy"
+    major = CUDA_SW.model_copy(update={"torch_cuda": "13.0", "driver_cuda": "12.9"})
+    assert verdict_of(judge(major, hardware(FakeNvml()))) == "unhealthy"
+
+
 def test_cpu_torch_with_gpus_is_unhealthy() -> None:
     cpu_torch = CUDA_SW.model_copy(update={"torch_cuda": None})
     assert verdict_of(judge(cpu_torch, hardware(FakeNvml()))) == "unhealthy"
