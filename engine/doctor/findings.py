@@ -8,6 +8,7 @@ error: a machine without a GPU or NVML still gets a verdict.
 from __future__ import annotations
 
 from engine.disk_space import FreeSpaceThreshold, GiB, MiB, byte_size
+from engine.doctor.gpu_architecture import architecture_findings
 from engine.hardware_report import (
     DiskReport,
     Finding,
@@ -45,6 +46,7 @@ def judge(software: SoftwareReport, hardware: HardwareSnapshot) -> list[Finding]
         _software_findings(software, hardware)
         + _op_findings(software)
         + _gpu_findings(hardware)
+        + architecture_findings(software, hardware)
         + _host_findings(hardware)
     )
     return sorted(findings, key=severity_order)

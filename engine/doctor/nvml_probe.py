@@ -69,6 +69,10 @@ class NvmlLibrary(Protocol):
         """(pid, used bytes or None) of compute processes."""
         ...
 
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        """(major, minor): 9.0 for H100, 12.0 for RTX 50 and RTX PRO Blackwell."""
+        ...
+
 
 def describe_error(err: BaseException) -> str:
     text = str(err) or type(err).__name__
@@ -114,6 +118,9 @@ def probe_gpu(nvml: NvmlLibrary, index: int, own_pids: frozenset[int] = frozense
     pcie = _read(gone, ["pcie_gen", "pcie_width", "pcie_max_gen", "pcie_max_width"], lambda: nvml.pcie(index))
     if pcie is not None:
         fields["pcie_gen"], fields["pcie_width"], fields["pcie_max_gen"], fields["pcie_max_width"] = pcie
+    capability = _read(gone, ["compute_capability"], lambda: nvml.compute_capability(index))
+    if capability is not None:
+        fields["compute_capability"] = f"{capability[0]}.{capability[1]}"
     procs = _read(gone, ["processes"], lambda: nvml.processes(index)) or []
     fields["processes"] = [GpuProcess(pid=pid, used_bytes=used, ours=pid in own_pids) for pid, used in procs]
     return GpuReport(**fields, unavailable=gone)
@@ -241,6 +248,10 @@ class PynvmlLibrary:
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         found = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle(index))
         return [(int(p.pid), _used(p.usedGpuMemory)) for p in found]
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        major, minor = self._nv.nvmlDeviceGetCudaComputeCapability(self._handle(index))
+        return int(major), int(minor)
 
 
 def _text(value: Any) -> str:
