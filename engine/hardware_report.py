@@ -27,8 +27,10 @@ class GpuProcess(_Report):
     pid: int
     used_bytes: int | None = None
     """Device memory it holds; None where the driver will not say (e.g. in a container)."""
-    ours: bool = False
-    """One of this run's processes (the trainer or its ranks)."""
+    ours: bool | None = False
+    """One of this run's processes (the trainer or its ranks); None: cannot be attributed
+    (NVML reports pids of another pid namespace, as inside a container, where a pid
+    here does not name the same process)."""
 
 
 class GpuReport(_Report):

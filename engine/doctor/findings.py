@@ -28,6 +28,7 @@ TEMPERATURE_MARGIN_C = 5
 """Degraded within this many degrees of the slowdown threshold."""
 FOREIGN_MEMORY_FRACTION = 0.10
 """Another process holding more than this fraction of a GPU's memory: degraded."""
+CANNOT_ATTRIBUTE = "cannot be attributed: NVML reports pids of another pid namespace (a container)"
 NO_GPU = "no GPU: training runs on DeepSpeed's CPU accelerator"
 _SEVERITY = {"info": 0, "degraded": 1, "unhealthy": 2}
 
@@ -195,7 +196,10 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
                     level="degraded", message=f"{tag}: PCIe link x{gpu.pcie_width} of x{gpu.pcie_max_width}"
                 )
             )
-        foreign = sum(p.used_bytes or 0 for p in gpu.processes if not p.ours)
+        unattributed = sum(1 for p in gpu.processes if p.ours is None)
+        if unattributed:
+            out.append(Finding(level="info", message=f"{tag}: {unattributed} process(es) {CANNOT_ATTRIBUTE}"))
+        foreign = sum(p.used_bytes or 0 for p in gpu.processes if p.ours is False)
         if gpu.memory_total and foreign > FOREIGN_MEMORY_FRACTION * gpu.memory_total:
             out.append(
                 Finding(level="degraded", message=f"{tag}: other processes hold {foreign / GiB:.1f} GiB")

@@ -10,6 +10,7 @@ with the reason. Nothing here ever exits or lets an NVML error escape. Torch-fre
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -126,6 +127,29 @@ def probe_gpu(nvml: NvmlLibrary, index: int, own_pids: frozenset[int] = frozense
     return GpuReport(**fields, unavailable=gone)
 
 
+def pid_visible(pid: int) -> bool:
+    """True when ``pid`` names a process in this process's pid namespace."""
+    return os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else True
+
+
+def attribute(
+    reports: list[GpuReport], own_pids: frozenset[int], visible: Callable[[int], bool] = pid_visible
+) -> list[GpuReport]:
+    """``reports`` with the processes that cannot be told apart marked ``ours=None``.
+
+    Inside a container NVML reports the host's pids: one that is no process here shows the
+    namespaces differ, and then no pid NVML gives can be trusted to name a process here
+    (ours may be missed, another's may collide with one of ours). Said plainly rather than
+    counting the trainer among other processes."""
+    pids = [p.pid for gpu in reports for p in gpu.processes]
+    if all(pid in own_pids or visible(pid) for pid in pids):
+        return reports
+    return [
+        gpu.model_copy(update={"processes": [p.model_copy(update={"ours": None}) for p in gpu.processes]})
+        for gpu in reports
+    ]
+
+
 def probe_gpus(
     nvml: NvmlLibrary | None, own_pids: frozenset[int] = frozenset()
 ) -> tuple[list[GpuReport], str | None]:
@@ -138,7 +162,7 @@ def probe_gpus(
         return [], describe_error(err)
     try:
         count = nvml.device_count()
-        return [probe_gpu(nvml, i, own_pids) for i in range(count)], None
+        return attribute([probe_gpu(nvml, i, own_pids) for i in range(count)], own_pids), None
     except Exception as err:
         return [], describe_error(err)
     finally:

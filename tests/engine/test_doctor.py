@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_ecc_throttle_pcie_and_neighbours() -> None:
     assert any(
         "x8 of x16" in m for m in messages(CUDA_SW, hardware(FakeNvml([healthy_gpu(pcie=(4, 8, 5, 16))])))
     )
-    crowded = healthy_gpu(processes=[(1234, 20 * GiB)])
+    crowded = healthy_gpu(processes=[(os.getppid(), 20 * GiB)])  # a process here, not ours
     assert any("other processes hold 20.0 GiB" in m for m in messages(CUDA_SW, hardware(FakeNvml([crowded]))))
 
 
@@ -183,3 +184,15 @@ def test_host_probe_reports_own_processes_and_disks(tmp_path: Path) -> None:
     assert first.host.processes[0].cpu_pct is None and second.host.processes[0].cpu_pct is not None
     assert second.host.processes[0].rss_bytes and all(d.free_bytes for d in second.host.disks)
     assert second.nvml and second.host.cpu_count
+
+
+def test_pids_of_another_namespace_are_not_counted_as_other_processes() -> None:
+    # Inside a container NVML reports host pids: the trainer's is no process here.
+    host_pid = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 1_000_000
+    gpu = healthy_gpu(processes=[(host_pid, 70 * GiB), (os.getppid(), 1 * GiB)])
+    gpus, _ = probe_gpus(FakeNvml([gpu]), frozenset({os.getpid()}))
+    assert [p.ours for p in gpus[0].processes] == [None, None]
+    found = messages(CUDA_SW, HardwareSnapshot(ts=0.0, gpus=gpus))
+    assert not any("other processes hold" in m for m in found)
+    assert any("2 process(es) cannot be attributed" in m for m in found)
+    assert verdict_of(judge(CUDA_SW, HardwareSnapshot(ts=0.0, gpus=gpus))) == "healthy"
