@@ -3,7 +3,8 @@
 torch numbers devices after ``CUDA_VISIBLE_DEVICES`` and, by default, CUDA's FASTEST_FIRST
 order; NVML numbers every GPU on the host in PCI order. So torch's ``cuda:0`` is NVML's
 index 0 only by chance: the handle is looked up by the PCI bus id torch reports for the
-device (``domain:bus:device.0``), which names the same board on both sides.
+device (``domain:bus:device.0``), which names the same board on both sides. A MIG slice
+shares its GPU's PCI address: the figure is then the whole GPU's (every slice's).
 
 NVML is initialised once per process, on first use, and never shut down (the driver frees
 it at exit): ``nvmlInit`` costs milliseconds, a memory read microseconds. Without
