@@ -67,3 +67,28 @@ def test_device_used_is_stored_and_shown(tmp_path: Path) -> None:
     fields = {k: getattr(stored, k) for k in ("mem_allocated", "mem_kind", "mem_device_used")}
     status = RunStatus(run_id="r", name="r", state="running", run_dir=str(tmp_path), **fields)
     assert "device used 9.00 GiB" in render_status(status, now=0.0)
+
+
+def test_a_cuda_steps_sample_carries_device_used_fragmentation_and_process_peak(
+    nvml: FakePynvml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from engine.trainer.step_telemetry import StepTelemetry
+
+    cuda = torch.cuda
+    monkeypatch.setattr(cuda, "memory_allocated", lambda device=None: 3 * GIB)
+    monkeypatch.setattr(cuda, "memory_reserved", lambda device=None: 5 * GIB)
+    monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: 4 * GIB)
+    monkeypatch.setattr(cuda, "memory_stats", lambda device=None: {"inactive_split_bytes.all.peak": GIB})
+    engine = SimpleNamespace(
+        global_samples=16, global_steps=2, skipped_steps=0, optimizer=object(),
+        train_batch_size=lambda: 8, fp16_enabled=lambda: False, get_global_grad_norm=lambda: 0.5,
+        train_micro_batch_size_per_gpu=lambda: 8, gradient_accumulation_steps=lambda: 1,
+    )  # fmt: skip
+    probe = MemoryProbe(torch.device("cuda", 0))
+    sample = StepTelemetry(engine, probe, tokens_per_sample=128, world_size=1, attempt=1).sample(
+        loss=2.0, lr=1e-3, scale_during_step=None, overflow=False, step_time_s=0.5
+    )
+    assert (sample.mem_kind, sample.mem_device_used, sample.mem_fragmentation) == ("cuda", 9 * GIB, GIB)
+    assert (sample.mem_peak, sample.mem_process_peak) == (4 * GIB, 4 * GIB)
