@@ -97,6 +97,12 @@ class TrainConfig(_Strict):
     (``python -m torch.distributed.run --standalone``), rank 0 talking to the supervisor."""
     rank_report_every: int = Field(10, ge=1)
     """With several ranks: optimizer steps between exchanges of every rank's memory."""
+    collective_timeout_s: float = Field(300.0, gt=0.0, le=86400.0)
+    """Seconds one collective (an all-reduce, a barrier) may wait for the other ranks
+    before the process group fails it (NCCL's or gloo's timeout, given to
+    ``deepspeed.init_distributed``). Default 300 s (5 minutes), against DeepSpeed's 10 and
+    NCCL's up to 30: a rank left waiting on a dead one fails in minutes and the supervisor
+    restarts the group. It must outlast the slowest step and checkpoint save."""
     nodes: int = Field(1, ge=1, le=1024)
     """Hosts in the run, each with ``ranks`` processes. More than 1: each host runs
     ``memtui run ... --node-rank K``; node 0's supervisor is the run consoles attach to."""

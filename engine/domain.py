@@ -157,7 +157,7 @@ class RankMemory(BaseModel):
     allocated: int = Field(ge=0)
     reserved: int = Field(ge=0)
     peak: int = Field(ge=0)
-    """Peak since the rank's previous report (CUDA: max_memory_allocated; CPU: RSS high-water)."""
+    """The step window's peak before the report (as the sample's ``mem_peak``)."""
     capacity: int = Field(ge=0)
 
 
@@ -201,9 +201,21 @@ class TelemetrySample(BaseModel):
     mem_allocated: int = Field(0, ge=0)
     mem_reserved: int = Field(0, ge=0)
     mem_peak: int = Field(0, ge=0)
+    """The largest use in this step's window, on both devices (CUDA: max_memory_allocated
+    since the step began; CPU: the largest RSS sampled in the step)."""
+    mem_process_peak: int | None = Field(None, ge=0)
+    """The trainer process's high-water mark since it started (CUDA: largest allocated;
+    CPU: largest RSS sampled); None from trainers that did not report it."""
     mem_capacity: int = Field(0, ge=0)
     mem_kind: MemoryKind = "cpu-rss"
     """What the memory numbers measure; see MemoryKind."""
+    mem_fragmentation: int | None = Field(None, ge=0)
+    """CUDA: the step's largest bytes of split blocks not in use: part of reserved that no
+    tensor uses and ``empty_cache`` cannot free, counted by the budget's cap (the
+    controller adds it to every peak it judges); None on the CPU."""
+    mem_device_used: int | None = Field(None, ge=0)
+    """CUDA: the device's used bytes as the driver (NVML) counts them: every process's, plus
+    CUDA contexts; None on the CPU or without NVML."""
     mem_step_peak: int | None = Field(None, ge=0)
     """Peak of this step alone (CUDA: max_memory_allocated since the step began; CPU: the
     largest RSS seen after a forward); what the predictive model is calibrated against."""
@@ -382,6 +394,12 @@ class RunStatus(BaseModel):
     mem_peak: int | None = None
     mem_capacity: int | None = None
     mem_kind: MemoryKind | None = None
+    mem_process_peak: int | None = None
+    """The trainer process's high-water mark (bytes) at the newest sample."""
+    mem_device_used: int | None = None
+    """NVML's used bytes on the newest sample's device (CUDA only)."""
+    mem_fragmentation: int | None = None
+    """The newest step's fragmented bytes (CUDA only; see TelemetrySample)."""
     micro_batch: int | None = None
     grad_accum: int | None = None
     world_size: int | None = None

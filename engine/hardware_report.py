@@ -27,8 +27,10 @@ class GpuProcess(_Report):
     pid: int
     used_bytes: int | None = None
     """Device memory it holds; None where the driver will not say (e.g. in a container)."""
-    ours: bool = False
-    """One of this run's processes (the trainer or its ranks)."""
+    ours: bool | None = False
+    """One of this run's processes (the trainer or its ranks); None: cannot be attributed
+    (NVML reports pids of another pid namespace, as inside a container, where a pid
+    here does not name the same process)."""
 
 
 class GpuReport(_Report):
@@ -59,6 +61,8 @@ class GpuReport(_Report):
     pcie_width: int | None = None
     pcie_max_gen: int | None = None
     pcie_max_width: int | None = None
+    compute_capability: str | None = None
+    """CUDA compute capability, ``major.minor`` (``9.0``, ``12.0``)."""
     processes: list[GpuProcess] = Field(default_factory=list)
     unavailable: dict[str, str] = Field(default_factory=dict)
 
@@ -130,6 +134,9 @@ class SoftwareReport(_Report):
     """ninja found (JIT builds need it); None unless the op check ran."""
     deepspeed_ops_required: list[str] = Field(default_factory=list)
     """Ops the run's optimizer needs; [] with memtui's default (torch's own AdamW)."""
+    torch_arch_list: list[str] = Field(default_factory=list)
+    """``torch.cuda.get_arch_list()``: the architectures torch's kernels are built for
+    (``sm_90`` machine code, ``compute_90`` PTX); empty unless the op survey ran on CUDA."""
     accelerator: Literal["cuda", "cpu"] = "cpu"
     accelerator_count: int = 0
     unavailable: dict[str, str] = Field(default_factory=dict)

@@ -19,7 +19,6 @@ from memtui.formatting import (
 def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
     s = status
     target = f" / {s.target_steps}" if s.target_steps else ""
-    memory = "cuda" if s.mem_kind == "cuda" else "process RSS, CPU stand-in" if s.mem_kind else None
     rows = [
         ("run", s.run_id),
         ("state", s.state + (f" ({s.exit_reason})" if s.exit_reason else "")),
@@ -30,11 +29,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("loss", format_float(s.loss)),
         ("throughput", format_rate(s.tokens_per_s)),
         ("loss scale", format_scale(s.loss_scale)),
-        (
-            "memory",
-            f"{format_bytes(s.mem_allocated)} allocated, {format_bytes(s.mem_reserved)} reserved"
-            f" of {format_bytes(s.mem_capacity)}" + (f" ({memory})" if memory else ""),
-        ),
+        ("memory", memory_text(s)),
         (
             "batch",
             f"micro {s.micro_batch or PLACEHOLDER} x accum {s.grad_accum or PLACEHOLDER}"
@@ -49,6 +44,19 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def memory_text(s: RunStatus) -> str:
+    """Allocated and reserved of capacity, what they measure, and (CUDA) NVML's device used
+    and the allocator's fragmented bytes."""
+    memory = "cuda" if s.mem_kind == "cuda" else "process RSS, CPU stand-in" if s.mem_kind else None
+    used = f", device used {format_bytes(s.mem_device_used)}" if s.mem_device_used is not None else ""
+    if s.mem_fragmentation is not None:
+        used += f", fragmented {format_bytes(s.mem_fragmentation)}"
+    return (
+        f"{format_bytes(s.mem_allocated)} allocated, {format_bytes(s.mem_reserved)} reserved"
+        f" of {format_bytes(s.mem_capacity)}" + (f" ({memory})" if memory else "") + used
+    )
 
 
 def startup_text(s: RunStatus, now: float) -> str:

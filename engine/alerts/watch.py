@@ -107,8 +107,12 @@ class AlertWatch:
         from engine.doctor.examiner import EnvironmentDoctor
         from engine.doctor.hardware_probe import HardwareProbe
         from engine.doctor.nvml_probe import default_library
+        from engine.doctor.nvml_session import NvmlSession
 
-        library = default_library() if nvml == "default" else nvml
+        given = default_library() if nvml == "default" else nvml
+        self._nvml = None if given is None else NvmlSession(given)
+        """NVML initialised once for the supervisor's life (closed by ``close``)."""
+        library: Any = self._nvml
         self.probe = HardwareProbe(library, {"run": run_dir, "checkpoints": checkpoint_dir}, pids)
         self.doctor = EnvironmentDoctor(
             library,
@@ -255,3 +259,6 @@ class AlertWatch:
         for task in list(self._commands):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(task), self.config.command_timeout_s)
+        if self._nvml is not None:
+            with contextlib.suppress(Exception):  # a failing shutdown costs nothing we need
+                self._nvml.close()

@@ -64,6 +64,8 @@ class OpSurvey(BaseModel):
     ops: dict[str, OpStatus] = {}
     cuda_devices: int | None = None
     """CUDA devices torch itself can use (0: none); None when torch could not say."""
+    cuda_arch_list: list[str] = []
+    """``torch.cuda.get_arch_list()`` where CUDA works (``sm_80``, ``compute_90``...)."""
     cuda_error: str | None = None
     """Why torch could not say (its import or CUDA initialisation failed)."""
     unavailable: str | None = None

@@ -131,7 +131,11 @@ def op_fields(survey: OpSurvey, gone: dict[str, str]) -> dict[str, Any]:
     if survey.cuda_error is not None:
         gone["torch_cuda_runtime"] = survey.cuda_error
     elif survey.cuda_devices:  # torch's own word that CUDA works
-        cuda = {"accelerator": "cuda", "accelerator_count": survey.cuda_devices}
+        cuda = {
+            "accelerator": "cuda",
+            "accelerator_count": survey.cuda_devices,
+            "torch_arch_list": survey.cuda_arch_list,
+        }
     return cuda | {
         # The survey's "installed" also checks the accelerator the ops were built for.
         "deepspeed_ops": {name: op.installed for name, op in survey.ops.items()},

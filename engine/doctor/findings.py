@@ -8,6 +8,7 @@ error: a machine without a GPU or NVML still gets a verdict.
 from __future__ import annotations
 
 from engine.disk_space import FreeSpaceThreshold, GiB, MiB, byte_size
+from engine.doctor.gpu_architecture import architecture_findings
 from engine.hardware_report import (
     DiskReport,
     Finding,
@@ -27,6 +28,7 @@ TEMPERATURE_MARGIN_C = 5
 """Degraded within this many degrees of the slowdown threshold."""
 FOREIGN_MEMORY_FRACTION = 0.10
 """Another process holding more than this fraction of a GPU's memory: degraded."""
+CANNOT_ATTRIBUTE = "cannot be attributed: NVML reports pids of another pid namespace (a container)"
 NO_GPU = "no GPU: training runs on DeepSpeed's CPU accelerator"
 _SEVERITY = {"info": 0, "degraded": 1, "unhealthy": 2}
 
@@ -45,6 +47,7 @@ def judge(software: SoftwareReport, hardware: HardwareSnapshot) -> list[Finding]
         _software_findings(software, hardware)
         + _op_findings(software)
         + _gpu_findings(hardware)
+        + architecture_findings(software, hardware)
         + _host_findings(hardware)
     )
     return sorted(findings, key=severity_order)
@@ -80,16 +83,8 @@ def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding
                 message=f"{len(hw.gpus)} GPU(s) present but torch {sw.torch} is a CPU build",
             )
         )
-    elif sw.torch_cuda and sw.driver_cuda and _version_tuple(sw.driver_cuda) < _version_tuple(sw.torch_cuda):
-        out.append(
-            Finding(
-                level="unhealthy",
-                message=(
-                    f"driver {sw.driver} supports CUDA up to {sw.driver_cuda}, "
-                    f"but torch is built for CUDA {sw.torch_cuda}: upgrade the driver"
-                ),
-            )
-        )
+    else:
+        out.extend(_driver_findings(sw))
     missing = sorted(op for op, built in sw.deepspeed_ops.items() if not built)
     if missing:
         out.append(
@@ -98,6 +93,27 @@ def _software_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding
             )
         )
     return out
+
+
+def _driver_findings(sw: SoftwareReport) -> list[Finding]:
+    """The driver against torch's CUDA build, by CUDA's compatibility rules: a driver of an
+    older major version cannot run the build (unhealthy); one of the same major but an
+    older minor runs it under minor-version compatibility (info: only features that need
+    the newer driver, such as JIT-compiling newer PTX, are missing)."""
+    if not (sw.torch_cuda and sw.driver_cuda):
+        return []
+    driver, built = _version_tuple(sw.driver_cuda), _version_tuple(sw.torch_cuda)
+    if driver >= built:
+        return []
+    said = f"driver {sw.driver} supports CUDA up to {sw.driver_cuda}, torch is built for CUDA {sw.torch_cuda}"
+    if driver[:1] < built[:1]:
+        return [Finding(level="unhealthy", message=f"{said}: an older major version, upgrade the driver")]
+    return [
+        Finding(
+            level="info",
+            message=f"{said}: runs under CUDA minor-version compatibility (no PTX JIT of newer code)",
+        )
+    ]
 
 
 def _op_findings(sw: SoftwareReport) -> list[Finding]:
@@ -180,7 +196,10 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
                     level="degraded", message=f"{tag}: PCIe link x{gpu.pcie_width} of x{gpu.pcie_max_width}"
                 )
             )
-        foreign = sum(p.used_bytes or 0 for p in gpu.processes if not p.ours)
+        unattributed = sum(1 for p in gpu.processes if p.ours is None)
+        if unattributed:
+            out.append(Finding(level="info", message=f"{tag}: {unattributed} process(es) {CANNOT_ATTRIBUTE}"))
+        foreign = sum(p.used_bytes or 0 for p in gpu.processes if p.ours is False)
         if gpu.memory_total and foreign > FOREIGN_MEMORY_FRACTION * gpu.memory_total:
             out.append(
                 Finding(level="degraded", message=f"{tag}: other processes hold {foreign / GiB:.1f} GiB")

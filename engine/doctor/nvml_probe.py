@@ -10,6 +10,7 @@ with the reason. Nothing here ever exits or lets an NVML error escape. Torch-fre
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -69,6 +70,10 @@ class NvmlLibrary(Protocol):
         """(pid, used bytes or None) of compute processes."""
         ...
 
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        """(major, minor): 9.0 for H100, 12.0 for RTX 50 and RTX PRO Blackwell."""
+        ...
+
 
 def describe_error(err: BaseException) -> str:
     text = str(err) or type(err).__name__
@@ -114,9 +119,35 @@ def probe_gpu(nvml: NvmlLibrary, index: int, own_pids: frozenset[int] = frozense
     pcie = _read(gone, ["pcie_gen", "pcie_width", "pcie_max_gen", "pcie_max_width"], lambda: nvml.pcie(index))
     if pcie is not None:
         fields["pcie_gen"], fields["pcie_width"], fields["pcie_max_gen"], fields["pcie_max_width"] = pcie
+    capability = _read(gone, ["compute_capability"], lambda: nvml.compute_capability(index))
+    if capability is not None:
+        fields["compute_capability"] = f"{capability[0]}.{capability[1]}"
     procs = _read(gone, ["processes"], lambda: nvml.processes(index)) or []
     fields["processes"] = [GpuProcess(pid=pid, used_bytes=used, ours=pid in own_pids) for pid, used in procs]
     return GpuReport(**fields, unavailable=gone)
+
+
+def pid_visible(pid: int) -> bool:
+    """True when ``pid`` names a process in this process's pid namespace."""
+    return os.path.exists(f"/proc/{pid}") if os.path.isdir("/proc") else True
+
+
+def attribute(
+    reports: list[GpuReport], own_pids: frozenset[int], visible: Callable[[int], bool] = pid_visible
+) -> list[GpuReport]:
+    """``reports`` with the processes that cannot be told apart marked ``ours=None``.
+
+    Inside a container NVML reports the host's pids: one that is no process here shows the
+    namespaces differ, and then no pid NVML gives can be trusted to name a process here
+    (ours may be missed, another's may collide with one of ours). Said plainly rather than
+    counting the trainer among other processes."""
+    pids = [p.pid for gpu in reports for p in gpu.processes]
+    if all(pid in own_pids or visible(pid) for pid in pids):
+        return reports
+    return [
+        gpu.model_copy(update={"processes": [p.model_copy(update={"ours": None}) for p in gpu.processes]})
+        for gpu in reports
+    ]
 
 
 def probe_gpus(
@@ -131,7 +162,7 @@ def probe_gpus(
         return [], describe_error(err)
     try:
         count = nvml.device_count()
-        return [probe_gpu(nvml, i, own_pids) for i in range(count)], None
+        return attribute([probe_gpu(nvml, i, own_pids) for i in range(count)], own_pids), None
     except Exception as err:
         return [], describe_error(err)
     finally:
@@ -241,6 +272,10 @@ class PynvmlLibrary:
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         found = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle(index))
         return [(int(p.pid), _used(p.usedGpuMemory)) for p in found]
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        major, minor = self._nv.nvmlDeviceGetCudaComputeCapability(self._handle(index))
+        return int(major), int(minor)
 
 
 def _text(value: Any) -> str:

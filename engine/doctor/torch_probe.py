@@ -36,24 +36,28 @@ def probe() -> OpSurvey:
     ops = {}
     for name, builder in sorted(ALL_OPS.items()):
         ops[name] = _ask(builder, bool(installed_ops.get(name, False)) and accelerator_name == accelerator)
-    devices, error = _cuda_devices()
+    devices, arches, error = _cuda_devices()
     return OpSurvey(
         accelerator=accelerator,
         ninja=bool(is_ninja_available()),
         ops=ops,
         cuda_devices=devices,
+        cuda_arch_list=arches,
         cuda_error=error,
     )
 
 
-def _cuda_devices() -> tuple[int | None, str | None]:
-    """How many CUDA devices torch can use, or why it cannot say."""
+def _cuda_devices() -> tuple[int | None, list[str], str | None]:
+    """How many CUDA devices torch can use and the architectures its kernels are built
+    for, or why it cannot say."""
     try:
         import torch
 
-        return (torch.cuda.device_count() if torch.cuda.is_available() else 0), None
+        if not torch.cuda.is_available():
+            return 0, [], None
+        return torch.cuda.device_count(), list(torch.cuda.get_arch_list()), None
     except Exception as err:
-        return None, f"{type(err).__name__}: {err}"
+        return None, [], f"{type(err).__name__}: {err}"
 
 
 def _ask(builder: Any, installed: bool) -> OpStatus:

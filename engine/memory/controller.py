@@ -150,15 +150,22 @@ class Reading:
     """Measured bytes no micro-batch changes; ``budget - baseline`` is the usable room."""
     rate: float | None = None
     """Samples/s of the step just completed at the current geometry; None if not timed."""
+    fragmentation: int = 0
+    """Bytes the allocator reserved beyond allocated that emptying its cache cannot return
+    (CUDA's split blocks not in use), measured in the step just completed. The budget caps
+    reserved bytes (``set_per_process_memory_fraction``) while ``peak`` counts allocated
+    ones, so every peak is judged with these added: the allocator raises at the cap,
+    before an allocated-only "critical"."""
 
     @property
     def room(self) -> int:
         return self.budget - self.baseline
 
     def share(self, peak: int) -> float:
-        """``peak``'s part above the baseline as a fraction of the room (inf: no room)."""
+        """``peak``'s part above the baseline, with the fragmentation the cap also counts, as a
+        fraction of the room (inf: no room)."""
         room = self.room
-        return (peak - self.baseline) / room if room > 0 else float("inf")
+        return (peak + self.fragmentation - self.baseline) / room if room > 0 else float("inf")
 
 
 @dataclass(frozen=True)

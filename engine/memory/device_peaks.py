@@ -4,10 +4,17 @@ Torch-free data and one lookup. Figures are the vendors' dense (no sparsity) ten
 peaks for fp16/bf16 and the plain (non-TF32) fp32 peak: torch multiplies fp32 matrices in
 full fp32 unless TF32 is allowed. The first entry whose every word is in the device's
 lower-cased name wins, so the more specific entries come first ("h100 pcie" before "h100").
+Blackwell figures: NVIDIA's HGX B200 and GB200 NVL72 datasheets (per GPU: the 8- or
+72-GPU totals divided), the RTX Blackwell whitepaper for the RTX 5090 (GeForce: fp16 with
+fp32 accumulation at half rate, as the RTX 4090's) and the RTX PRO 6000 (full rate).
+
+A MIG slice (``NVIDIA A100-SXM4-80GB MIG 3g.40gb``) has ``N`` of the GPU's compute slices
+(7 on A100, H100, H200 and B200; 4 on A30): its peak is that share of the whole GPU's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -26,8 +33,13 @@ class DevicePeak:
 
 
 PEAKS: tuple[DevicePeak, ...] = (
+    DevicePeak("gb200", 2500.0, 2500.0, 80.0),  # one Blackwell GPU of a GB200 superchip
+    DevicePeak("b200", 2250.0, 2250.0, 75.0),  # HGX B200 (SXM)
+    DevicePeak("rtx pro 6000", 503.8, 503.8, 126.0),  # RTX PRO 6000 Blackwell (workstation/server)
+    DevicePeak("rtx 5090", 209.5, 209.5, 104.8),  # GeForce: fp16 with fp32 accumulation
     DevicePeak("gh200", 989.4, 989.4, 66.9),
-    DevicePeak("h200", 989.4, 989.4, 66.9),
+    DevicePeak("h200 nvl", 835.5, 835.5, 60.0),
+    DevicePeak("h200", 989.4, 989.4, 66.9),  # SXM
     DevicePeak("h100 pcie", 756.0, 756.0, 51.2),
     DevicePeak("h100 nvl", 835.0, 835.0, 60.0),
     DevicePeak("h100", 989.4, 989.4, 66.9),  # SXM5 ("NVIDIA H100 80GB HBM3")
@@ -50,6 +62,37 @@ PEAKS: tuple[DevicePeak, ...] = (
 )
 
 
+MIG_SLICE = re.compile(r"\bmig (\d+)g\.")
+"""A MIG device's name: ``... MIG 3g.40gb`` (3 compute slices, 40 GB)."""
+MIG_SLICES = {"a30": 4}
+"""Compute slices of a whole GPU where not 7 (keyed as PEAKS)."""
+FULL_GPU_SLICES = 7
+
+
+def mig_share(device_name: str) -> tuple[int, int] | None:
+    """(slices of the MIG device, slices of the whole GPU); None when not a MIG slice."""
+    found = MIG_SLICE.search(device_name.lower())
+    if found is None:
+        return None
+    entry = find_peak(device_name)
+    total = MIG_SLICES.get(entry.key, FULL_GPU_SLICES) if entry else FULL_GPU_SLICES
+    return int(found.group(1)), total
+
+
+def device_peak_of(device_name: str, precision: str) -> tuple[float | None, str]:
+    """(peak TFLOP/s of the device at ``precision``, where it came from): a MIG slice gets
+    its share of the whole GPU's; (None, ``unknown``) when the table cannot say."""
+    entry = find_peak(device_name)
+    value = None if entry is None else entry.for_precision(precision)
+    if entry is None or value is None:
+        return None, "unknown"
+    share = mig_share(device_name)
+    if share is None:
+        return value, f"table ({entry.key})"
+    slices, total = share
+    return value * slices / total, f"table ({entry.key}, MIG {slices}/{total})"
+
+
 def find_peak(device_name: str) -> DevicePeak | None:
     """The table's entry for an NVML device name (``NVIDIA A100-SXM4-80GB``), or None."""
     words = device_name.lower().replace("-", " ").replace("_", " ").split()
@@ -60,6 +103,6 @@ def find_peak(device_name: str) -> DevicePeak | None:
 
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
-    """Peak TFLOP/s of one device at ``precision``; None when unknown or unsupported."""
-    entry = find_peak(device_name)
-    return None if entry is None else entry.for_precision(precision)
+    """Peak TFLOP/s of one device (a MIG slice: its share) at ``precision``; None when
+    unknown or unsupported."""
+    return device_peak_of(device_name, precision)[0]

@@ -138,6 +138,8 @@ class AdaptiveMemory:
         """Predicted peak of the running step (bytes)."""
         self.step_peak: int | None = None
         """Measured peak of the last step (bytes)."""
+        self.fragmented = 0
+        """Bytes the allocator cannot free in the last step (the worst rank's; CUDA only)."""
         self.predictions = Predictions(self.model, self.policy.allowed)
         self.step_seconds: float | None = None
         """Wall seconds of the last completed optimizer step (the slowest rank's)."""
@@ -168,7 +170,8 @@ class AdaptiveMemory:
         if self.ballast.schedule:  # tests and rehearsals only
             self.ballast.at_step(step)
         resident = self.probe.resident()  # the one boundary reading: drift and the peak's start
-        agreed = self.ranks.max_ints([resident])[0]  # every rank's model sees the same number
+        # Every rank's model and controller see the same numbers (one all-reduce).
+        agreed, self.fragmented = self.ranks.max_ints([resident, self.probe.fragmentation()])
         self.model.seed(agreed)
         self.model.drift(agreed)
         geometry = current_geometry(self.engine)
@@ -292,10 +295,11 @@ class AdaptiveMemory:
         previous = self.state.level
         seconds = self.step_seconds
         rate = geometry.samples(self.ranks.world) / seconds if seconds else None  # samples/s
-        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate)
+        fragmented = self.fragmented  # the budget caps reserved bytes, not allocated ones
+        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate, fragmented)
         self.state, change = decide(self.state, geometry, reading, self.policy)
         if self.state.level != previous:
-            self._level_event(previous, step, expected)
+            self._level_event(previous, step, expected + fragmented)  # as the level was judged
         return change, expected
 
     def _apply(

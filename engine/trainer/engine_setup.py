@@ -15,7 +15,7 @@ from engine.deepspeed_config import build_deepspeed_config
 from engine.trainer.deepspeed_compat import allow_cpu_fp16
 from engine.trainer.host_heap import steady_host_heap
 from engine.trainer.lr_schedule import warmup_cosine
-from engine.trainer.process_group import world_size
+from engine.trainer.process_group import join_process_group, world_size
 from engine.trainer.workload import Workload
 
 
@@ -48,6 +48,7 @@ def build_engine(config: RunConfig, workload: Workload) -> Any:
 
     if config.train.precision == "fp16":
         allow_cpu_fp16()
+    join_process_group(config.train.collective_timeout_s)  # deepspeed.initialize keeps it
     ds_config = build_deepspeed_config(config, world_size())
     params = [p for p in workload.model.parameters() if p.requires_grad]
     # A client scheduler wins over the config's in DeepSpeed: the workload's, else ours only

@@ -1,9 +1,12 @@
 """Memory readings, in bytes, named by what they measure.
 
+One meaning of peak on both devices: ``peak`` is the step window's (since ``begin_step``),
+``process_peak`` the process's high-water mark, kept by the probe.
+
 CUDA (kind "cuda"): the caching allocator's counters (``memory_allocated``,
 ``memory_reserved``, ``max_memory_allocated`` since the step began), the device's capacity
 from ``mem_get_info`` and, where NVML is present, the device's used memory as the driver
-sees it (every process's, plus the CUDA context).
+sees it (every process's, plus the CUDA context; device_nvml.py finds the device).
 CPU (kind "cpu-rss"): the process's resident set size stands in for allocated and
 reserved, the largest RSS seen for the peak, host RAM for capacity, so nobody mistakes it
 for VRAM. The per-step peak is sampled after a step's first forward (``note``, from a
@@ -25,14 +28,21 @@ import psutil
 import torch
 
 from engine.domain import MemoryKind
+from engine.trainer.device_nvml import DeviceUsed
+
+INACTIVE_SPLIT_PEAK = "inactive_split_bytes.all.peak"
+"""torch.cuda.memory_stats key: the window's peak of bytes in split blocks not in use."""
 
 
 class MemoryReading(NamedTuple):
     allocated: int
     reserved: int
     peak: int
+    """Bytes: the largest use since the step window began (``begin_step``)."""
     capacity: int
     kind: MemoryKind
+    process_peak: int
+    """Bytes: the largest use this process has had (the probe's own high-water mark)."""
 
 
 class RssReader:
@@ -75,9 +85,11 @@ class MemoryProbe:
         self._cuda = self.device.type == "cuda"  # asked on every call: a bool, not a string compare
         self.kind: MemoryKind = "cuda" if self._cuda else "cpu-rss"
         self._rss = RssReader()
-        self._peak_rss = 0
-        self._step_peak_rss = 0
+        self._peak_rss = 0  # bytes, CPU: the process's largest RSS sampled
+        self._step_peak_rss = 0  # bytes, CPU: the step window's largest RSS sampled
+        self._process_peak = 0  # bytes, CUDA: the largest step peak before the last reset
         self._capacity = self._read_capacity()  # fixed for the process's life: read once
+        self._device_used = DeviceUsed(self.device) if self._cuda else None
 
     @property
     def capacity(self) -> int:
@@ -92,16 +104,23 @@ class MemoryProbe:
 
     def read(self) -> MemoryReading:
         if self._cuda:
+            peak = int(torch.cuda.max_memory_allocated(self.device))
             return MemoryReading(
                 allocated=torch.cuda.memory_allocated(self.device),
                 reserved=torch.cuda.memory_reserved(self.device),
-                peak=torch.cuda.max_memory_allocated(self.device),
+                peak=peak,
                 capacity=self._capacity,
                 kind="cuda",
+                process_peak=max(self._process_peak, peak),
             )
         rss = self.note()
         return MemoryReading(
-            allocated=rss, reserved=rss, peak=self._peak_rss, capacity=self._capacity, kind="cpu-rss"
+            allocated=rss,
+            reserved=rss,
+            peak=self._step_peak_rss,
+            capacity=self._capacity,
+            kind="cpu-rss",
+            process_peak=self._peak_rss,
         )
 
     # ------------------------------------------------------------ per-step peak
@@ -124,11 +143,16 @@ class MemoryProbe:
         return rss
 
     def begin_step(self, resident: int | None = None) -> None:
-        """Start a new per-step peak (CUDA: resets the allocator's peak counter).
+        """Start a new per-step peak.
 
+        CUDA: the allocator keeps one peak counter per device, so a step's own peak needs it
+        reset here (what the controller calibrates against); the process's high-water mark
+        it held is kept in ``process_peak`` first. Code that reads ``max_memory_allocated``
+        itself (DeepSpeed's ``see_memory_usage`` resets it too) sees the running step's.
         CPU: ``resident``, an RSS the caller read just now, starts it without another read.
         """
         if self._cuda:
+            self._process_peak = max(self._process_peak, int(torch.cuda.max_memory_allocated(self.device)))
             torch.cuda.reset_peak_memory_stats(self.device)
             return
         self._step_peak_rss = 0
@@ -150,19 +174,18 @@ class MemoryProbe:
         resident = self.note()
         return self._step_peak_rss, resident
 
+    def fragmentation(self) -> int:
+        """CUDA: the largest bytes of split blocks not in use since ``begin_step``: reserved
+        that no tensor uses and ``empty_cache`` cannot free (allocator's ``inactive_split``),
+        counted by the budget's cap. One ``memory_stats`` call (a dict of ~200 counters).
+        CPU: 0 (the RSS stands in for both allocated and reserved)."""
+        if not self._cuda:
+            return 0
+        return int(torch.cuda.memory_stats(self.device).get(INACTIVE_SPLIT_PEAK, 0))
+
     def device_used(self) -> int | None:
         """NVML's used bytes on this CUDA device (all processes); None without NVML or CUDA."""
-        if not self._cuda:
-            return None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-        except Exception:  # no driver library, no permission: NVML is optional
-            return None
+        return None if self._device_used is None else self._device_used.read()
 
 
 def enforce_budget(probe: MemoryProbe, budget: int) -> bool:

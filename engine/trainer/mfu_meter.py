@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import RunConfig
-from engine.memory.device_peaks import find_peak
+from engine.memory.device_peaks import device_peak_of
 from engine.memory.flops import (
     TERA,
     dense_flops_per_token,
@@ -75,9 +75,7 @@ def device_peak(config: RunConfig, device: torch.device) -> tuple[float | None, 
     if config.hardware.peak_tflops:
         return config.hardware.peak_tflops, "config"
     if device.type == "cuda":
-        entry = find_peak(torch.cuda.get_device_name(device))
-        value = None if entry is None else entry.for_precision(precision)
-        return (value, f"table ({entry.key})") if entry and value else (None, "unknown")
+        return device_peak_of(torch.cuda.get_device_name(device), precision)
     if device.type == "cpu":
         return probe_cpu_peak(precision), "measured"
     return None, "unknown"

@@ -11,8 +11,10 @@ caller then shrinks the micro-batch and redoes the window from its first sample.
 
 DeepSpeed 0.19.8 (shared/DEEPSPEED-NOTES.md): stage 0/1 need only ``zero_grad``; stage 2
 fails on the next backward ("has already been reduced") unless its bookkeeping is reset
-too; at stage 3 ``zero_grad`` itself fails on the CPU, so a stage-3 window is not
-redone in place (``recoverable_in_place`` is False) and the trainer restarts instead.
+too, and on CUDA only after the device is synchronized (with ``overlap_comm`` the window's
+reductions may still be queued on DeepSpeed's side stream, reading the buckets freed
+here); at stage 3 ``zero_grad`` itself fails on the CPU, so a stage-3 window is not redone in place
+(``recoverable_in_place`` is False) and the trainer restarts instead.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def recoverable_in_place(engine: Any) -> bool:
 def discard_window(engine: Any) -> None:
     """Undo a partial accumulation window: no optimizer step, no sample counted."""
     optimizer = engine.optimizer
+    drain_device(engine)  # before any bucket or gradient the queued kernels read is freed
     if hasattr(optimizer, "ipg_buckets"):  # ZeRO 1/2 (DeepSpeedZeroOptimizer)
         reset_zero_reduction(optimizer)
     if hasattr(optimizer, "zero_grad"):
@@ -58,6 +61,14 @@ def discard_window(engine: Any) -> None:
     engine.losses = None  # the engine's running loss for monitors
     realign_micro_steps(engine)
     release_memory()
+
+
+def drain_device(engine: Any) -> None:
+    """CUDA: wait for every kernel queued on the engine's device, on every stream (ZeRO-2's
+    ``overlap_comm`` reduces on a side stream). The CPU runs eagerly: nothing to wait for."""
+    device = getattr(engine, "device", None)
+    if isinstance(device, torch.device) and device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def reset_zero_reduction(optimizer: Any) -> None:

@@ -4,12 +4,16 @@ torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT for ever
 single process started by the supervisor has none of them, and DeepSpeed's gloo/nccl
 initialisation needs all five. Each process picks its own free port, so parallel runs and
 tests do not collide.
+
+``join_process_group`` makes the process group with the run's collective timeout, before
+``deepspeed.initialize`` (which would otherwise make it with DeepSpeed's default).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from datetime import timedelta
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -43,3 +47,11 @@ def world_size() -> int:
 
 def rank() -> int:
     return int(os.environ.get("RANK", "0"))
+
+
+def join_process_group(timeout_s: float) -> None:
+    """Initialise torch.distributed through DeepSpeed (the accelerator's backend: nccl on
+    CUDA, gloo on the CPU), collectives failing after ``timeout_s`` seconds of waiting."""
+    import deepspeed  # slow: imported only when a trainer starts
+
+    deepspeed.init_distributed(timeout=timedelta(seconds=timeout_s), verbose=False)

@@ -76,7 +76,7 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
 
 
 def _peak(args: argparse.Namespace, config: RunConfig, name: str | None) -> tuple[float | None, str]:
-    from engine.memory.device_peaks import find_peak
+    from engine.memory.device_peaks import device_peak_of, find_peak
 
     if args.peak_tflops:
         return args.peak_tflops, "given"
@@ -84,13 +84,13 @@ def _peak(args: argparse.Namespace, config: RunConfig, name: str | None) -> tupl
         return config.hardware.peak_tflops, "config"
     if name is None:
         return None, "unknown"
-    entry = find_peak(name)
     precision = config.train.precision
-    value = None if entry is None else entry.for_precision(precision)
+    value, source = device_peak_of(name, precision)
     if value is None and args.gpu:
-        why = "not in memtui's peak table" if entry is None else f"has no {precision} peak in the table"
+        known = find_peak(name) is not None
+        why = f"has no {precision} peak in the table" if known else "not in memtui's peak table"
         raise CliError(f"--gpu {args.gpu!r}: {why}; give its peak with --peak-tflops", code=2)
-    return value, f"table ({entry.key})" if entry and value else "unknown"
+    return value, source
 
 
 def _link(args: argparse.Namespace, cpu: bool, name: str | None) -> tuple[Link, str]:

@@ -310,3 +310,31 @@ async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_fir
     assert running.supervisor.health is not None and running.supervisor.health.active == {}
     client = await connect(replay_from=0)  # a console attaching now gets the resolutions too
     await client.until(lambda m: m.kind == "event" and m.event.seq == resolved[-1].seq, timeout=30)
+
+
+class SessionNoting(FakeNvml):
+    """A fake NVML that counts how often the driver's state is loaded and unloaded."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inits = self.shutdowns = 0
+
+    def init(self) -> None:
+        super().init()
+        self.inits += 1
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.shutdowns += 1
+
+
+async def test_nvml_is_initialised_once_for_the_watchs_life(tmp_path: Path) -> None:
+    nvml, record = SessionNoting([healthy_gpu()]), Recorder()
+    w = watch(tmp_path, record, nvml)
+    await w._doctor()
+    for _ in range(3):
+        await w._hardware()
+    assert w.latest is not None and len(w.latest.gpus) == 1
+    assert (nvml.inits, nvml.shutdowns) == (1, 0)
+    await w.close()
+    assert (nvml.inits, nvml.shutdowns) == (1, 1)

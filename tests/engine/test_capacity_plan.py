@@ -151,6 +151,14 @@ def test_mfu_arithmetic_on_a_known_case() -> None:
         ("NVIDIA L40S", "fp16", 362.1),
         ("NVIDIA L4", "fp16", 121.0),
         ("Tesla V100-SXM2-32GB", "bf16", None),  # no bf16 tensor cores
+        ("NVIDIA B200", "bf16", 2250.0),
+        ("NVIDIA GB200", "bf16", 2500.0),
+        ("NVIDIA GeForce RTX 5090", "fp16", 209.5),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "bf16", 503.8),
+        ("NVIDIA H200 NVL", "bf16", 835.5),
+        ("NVIDIA H200", "bf16", 989.4),
+        ("NVIDIA A100-SXM4-80GB MIG 3g.40gb", "bf16", 312.0 * 3 / 7),  # a slice's share
+        ("NVIDIA A30 MIG 1g.6gb", "fp16", 165.0 / 4),
     ],
 )
 def test_peak_table_by_nvml_name(name: str, precision: str, peak: float | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_ecc_throttle_pcie_and_neighbours() -> None:
     assert any(
         "x8 of x16" in m for m in messages(CUDA_SW, hardware(FakeNvml([healthy_gpu(pcie=(4, 8, 5, 16))])))
     )
-    crowded = healthy_gpu(processes=[(1234, 20 * GiB)])
+    crowded = healthy_gpu(processes=[(os.getppid(), 20 * GiB)])  # a process here, not ours
     assert any("other processes hold 20.0 GiB" in m for m in messages(CUDA_SW, hardware(FakeNvml([crowded]))))
 
 
@@ -105,6 +106,16 @@ def test_driver_older_than_torch_cuda_build() -> None:
     found = messages(old_driver, hardware(FakeNvml()))
     assert any("supports CUDA up to 11.8" in m for m in found)
     assert verdict_of(judge(old_driver, hardware(FakeNvml()))) == "unhealthy"
+
+
+def test_a_driver_of_the_same_cuda_major_runs_a_newer_minor_build() -> None:
+    # torch cu128 on a 12.4 driver: CUDA's minor-version compatibility runs it.
+    minor = CUDA_SW.model_copy(update={"torch_cuda": "12.8", "driver_cuda": "12.4"})
+    found = messages(minor, hardware(FakeNvml()))
+    assert any("minor-version compatibility" in m for m in found)
+    assert verdict_of(judge(minor, hardware(FakeNvml()))) == "healthy"
+    major = CUDA_SW.model_copy(update={"torch_cuda": "13.0", "driver_cuda": "12.9"})
+    assert verdict_of(judge(major, hardware(FakeNvml()))) == "unhealthy"
 
 
 def test_cpu_torch_with_gpus_is_unhealthy() -> None:
@@ -173,3 +184,15 @@ def test_host_probe_reports_own_processes_and_disks(tmp_path: Path) -> None:
     assert first.host.processes[0].cpu_pct is None and second.host.processes[0].cpu_pct is not None
     assert second.host.processes[0].rss_bytes and all(d.free_bytes for d in second.host.disks)
     assert second.nvml and second.host.cpu_count
+
+
+def test_pids_of_another_namespace_are_not_counted_as_other_processes() -> None:
+    # Inside a container NVML reports host pids: the trainer's is no process here.
+    host_pid = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 1_000_000
+    gpu = healthy_gpu(processes=[(host_pid, 70 * GiB), (os.getppid(), 1 * GiB)])
+    gpus, _ = probe_gpus(FakeNvml([gpu]), frozenset({os.getpid()}))
+    assert [p.ours for p in gpus[0].processes] == [None, None]
+    found = messages(CUDA_SW, HardwareSnapshot(ts=0.0, gpus=gpus))
+    assert not any("other processes hold" in m for m in found)
+    assert any("2 process(es) cannot be attributed" in m for m in found)
+    assert verdict_of(judge(CUDA_SW, HardwareSnapshot(ts=0.0, gpus=gpus))) == "healthy"

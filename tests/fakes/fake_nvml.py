@@ -26,6 +26,7 @@ def healthy_gpu(**over: Any) -> dict[str, Any]:
         "ecc": 0,
         "pcie": (5, 16, 5, 16),
         "processes": [],
+        "capability": (9, 0),
     }
     gpu.update(over)
     return gpu
@@ -112,3 +113,7 @@ class FakeNvml:
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         self._call("processes")
         return list(self.gpus[index]["processes"])
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        self._call("compute_capability")
+        return self.gpus[index]["capability"]  # type: ignore[no-any-return]

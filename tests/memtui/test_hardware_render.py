@@ -131,3 +131,9 @@ def test_a_stored_doctor_report_seeds_the_hardware_view() -> None:
 def test_bell_flag(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).bell is True
     assert build_parser().parse_args(argv[:-1]).bell is False
+
+
+def test_processes_of_another_pid_namespace_are_said_unattributed() -> None:
+    gpu = GpuReport(index=0, processes=[GpuProcess(pid=7, ours=None), GpuProcess(pid=8, ours=None)])
+    text = plain(render_hardware(HardwareSnapshot(ts=0.0, gpus=[gpu])))
+    assert "2 procs unattributed" in text and "other proc" not in text

@@ -75,3 +75,25 @@ def test_cuda_out_of_memory_is_an_oom() -> None:
     assert is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert is_oom(RuntimeError("CUDA error: out of memory"))
     assert not is_oom(RuntimeError("CUDA error: device-side assert triggered"))
+
+
+def test_fragmentation_is_the_windows_unfreeable_split_blocks(
+    allocator: ScriptedAllocator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stats = {"inactive_split_bytes.all.peak": GIB, "reserved_bytes.all.current": 4 * GIB}
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: stats)
+    assert MemoryProbe(torch.device("cuda", 0)).fragmentation() == GIB
+    assert MemoryProbe(torch.device("cpu")).fragmentation() == 0
+
+
+def test_the_panel_and_status_show_fragmentation() -> None:
+    from engine.domain import RunStatus
+    from memtui.console.run_view import RunView
+    from memtui.console.widgets.memory_panel import render_memory
+    from memtui.status_report import render_status
+    from tests.fakes.run_script import make_sample
+
+    sample = make_sample(4, mem_kind="cuda", mem_capacity=80 * GIB, mem_fragmentation=GIB)
+    assert "fragmented[/] 1.00 GiB" in render_memory(RunView().with_sample(sample), 100)
+    status = RunStatus(run_id="r", name="r", state="running", run_dir="/r", mem_fragmentation=GIB)
+    assert "fragmented 1.00 GiB" in render_status(status, now=0.0)

@@ -95,9 +95,12 @@ def gpu_line(gpu: GpuReport, thresholds: Thresholds, sample: TelemetrySample | N
     parts += [_temperature(gpu), _power(gpu), _throttle(gpu.throttle_reasons)]
     if gpu.ecc_uncorrected:
         parts.append(f"[$text-error]ECC {gpu.ecc_uncorrected}[/]")
-    others = sum(1 for p in gpu.processes if not p.ours)
+    others = sum(1 for p in gpu.processes if p.ours is False)
     if others:
         parts.append(f"[$text-warning]+{others} other proc{'s' if others > 1 else ''}[/]")
+    unattributed = sum(1 for p in gpu.processes if p.ours is None)  # another pid namespace
+    if unattributed:
+        parts.append(f"[$text-muted]{unattributed} proc{'s' if unattributed > 1 else ''} unattributed[/]")
     return "  ".join(parts)
 
 

@@ -104,10 +104,8 @@ def _figure_lines(view: RunView, width: int, height: int) -> list[str]:
         _bar_line("reserved", s.mem_reserved, capacity, bar_width, _level(s, s.mem_reserved, levels)),
         _bar_line("peak", s.mem_peak, capacity, bar_width, _level(s, s.mem_peak, levels))
         if s.mem_kind != "cpu-rss"
-        else _of_peak_line(s.mem_reserved, s.mem_peak, bar_width),
-        _gap_line(
-            s.mem_reserved - s.mem_allocated, None if capacity is None else capacity - s.mem_peak, width
-        ),
+        else _of_peak_line(s.mem_reserved, s.mem_process_peak or s.mem_peak, bar_width),
+        _gap_line(s, None if capacity is None else capacity - s.mem_peak, width),
         _capacity_line(view, capacity),
         _prediction_line(s.mem_step_peak, s.mem_predicted),
     ]
@@ -260,12 +258,16 @@ def render_adaptation(event: Event) -> str:
     return change + (f" ({why})" if why else "")
 
 
-def _gap_line(gap: int, headroom: int | None, width: int) -> str:
-    """Reserved minus allocated (the allocator's cache) and capacity minus peak."""
+def _gap_line(s: TelemetrySample, headroom: int | None, width: int) -> str:
+    """Reserved minus allocated (the allocator's cache), the fragmented part of it (CUDA: not
+    freeable, counted by the budget's cap), and capacity minus peak."""
     room_style = "$text-error" if headroom is not None and headroom <= 0 else "$text"
     explain = " [$text-muted](reserved−allocated)[/]" if width >= WIDE_AT else ""
+    fragmented = s.mem_fragmentation
+    if fragmented is not None:
+        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}"
     return (
-        f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(gap)}{explain}"
+        f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(s.mem_reserved - s.mem_allocated)}{explain}"
         f"  [$text-muted]headroom[/] [{room_style}]{format_bytes(headroom)}[/]"
     )
 
@@ -274,7 +276,6 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     """Capacity (a CPU stand-in says so), the controller's budget when set, NVML's "used"."""
     s = view.sample
     assert s is not None
-    device_used = getattr(s, "mem_device_used", None)  # NVML, CUDA only
     budget = (
         f"  [$text-muted]budget[/] {format_bytes(s.mem_budget)}"
         if s.mem_budget and (s.mem_kind != "cpu-rss" or s.mem_budget != capacity)
@@ -283,7 +284,7 @@ def _capacity_line(view: RunView, capacity: int | None) -> str:
     extra = (
         "  [$text-warning](not VRAM)[/]"
         if s.mem_kind == "cpu-rss"
-        else f"  [$text-muted]device used[/] {format_bytes(device_used)}"
+        else f"  [$text-muted]device used[/] {format_bytes(s.mem_device_used)}"
     )
     label = CAPACITY_LABELS[s.mem_kind]
     return f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{format_bytes(capacity)}{budget}{extra}"
@@ -313,7 +314,8 @@ def _level_bar(fraction: float | None, width: int, level: MemoryLevel) -> str:
 
 def _of_peak_line(reserved: int, peak: int, width: int) -> str:
     """On a CPU the process holds a sliver of its budget and the bars above barely move: this
-    one is reserved against the run's own peak (the peak's bytes, reserved's share of it)."""
+    one is reserved against the process's own high-water mark (``mem_process_peak``; the
+    step's peak is on the step peak line), its bytes and reserved's share of it."""
     fraction = min(1.0, reserved / peak) if peak else None
     filled = round((fraction or 0.0) * width)  # near its own peak is normal: no level colours
     bar = f"[$accent]{'█' * filled}[/][$text-disabled]{'░' * (width - filled)}[/]"
