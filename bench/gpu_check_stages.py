@@ -43,14 +43,17 @@ print(json.dumps(found))
 
 
 def sizes(check: Check) -> dict[str, Any]:
-    """Steps and sizes for this mode: a few hundred steps on CUDA, a handful on the CPU."""
+    """Steps and sizes for this mode: a few hundred steps on CUDA, a handful on the CPU.
+    ``oom``: preset, budget (GiB), micro-batch at ZeRO 0-2 and at ZeRO 3 (each OOM there is a
+    restart, ~15-20 s), steps."""
     if not check.cpu:
-        steps = {"tiny": 300, "small": 200}
-        return {"steps": steps, "run_timeout": 90, "oom": ["small", 1.0, 256, 30], "oom_timeout": 150}
+        # small at micro-batch 256 wants ~7 GB of activations (memtui plan): far over 1 GiB
+        oom = ["small", 1.0, 256, 64, 30]
+        return {"steps": {"tiny": 300, "small": 200}, "run_timeout": 90, "oom": oom, "oom_timeout": 150}
     steps = {"tiny": 4, "small": 2} if check.quick else {"tiny": 20, "small": 4}
     # 0.55 GiB: micro-batch 128 goes over it (RSS ~630 MB at ZeRO 0, ~650 MB at ZeRO 3) and 64
-    # fits at ZeRO 0 and 3: one OOM each, one restart at ZeRO 3 (each ~20 s on 2 cores)
-    oom = ["tiny", 0.55, 128, 2 if check.quick else 8]
+    # fits at ZeRO 0 (one OOM); at ZeRO 3 one or two restarts
+    oom = ["tiny", 0.55, 128, 128, 2 if check.quick else 8]
     return {"steps": steps, "run_timeout": 150, "oom": oom, "oom_timeout": 300}
 
 
@@ -198,7 +201,8 @@ def preset_run(preset: str, precision: str) -> Callable[[Check], dict[str, Any]]
 
 def oom(zero_stage: int, only: str | None, overlap: bool) -> Callable[[Check], dict[str, Any]]:
     def stage(check: Check) -> dict[str, Any]:
-        preset, budget, micro, steps = sizes(check)["oom"]
+        preset, budget, micro, micro_zero3, steps = sizes(check)["oom"]
+        micro = micro_zero3 if zero_stage == 3 else micro
         result = check.out / f"oom-zero{zero_stage}.json"
         argv = ["bench/cuda_oom.py", "--preset", preset, "--budget-gib", str(budget)]
         argv += ["--micro-batch", str(micro), "--steps", str(steps), "--zero-stage", str(zero_stage)]
