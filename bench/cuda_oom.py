@@ -13,7 +13,7 @@ it says so and exits 2. Two real runs through the real supervisor and trainer:
    ``max_memory_allocated`` for that step (``mem_step_peak``), and their ratio.
 
     python bench/cuda_oom.py [--budget-gib 1.0] [--steps 30] [--zero-stage 2 --overlap-comm]
-    python bench/cuda_oom.py --cpu --preset tiny --budget-gib 0.6 --micro-batch 64 --steps 8
+    python bench/cuda_oom.py --cpu --preset tiny --budget-gib 0.55 --micro-batch 128 --steps 8
 
 ``--zero-stage`` picks the ZeRO stage (0-2: the OOM is redone in place; 3: the trainer is
 restarted), ``--overlap-comm`` sets DeepSpeed's ``zero_optimization.overlap_comm`` (reductions
