@@ -12,12 +12,13 @@ Prints tokens/s by wall clock and by process CPU time (the latter is robust to o
 processes competing for the cores), the ratio A/B and the median of the rounds' ratios.
 Threads default to what the trainer picks (``loop.share_cpu_cores``: every core on a CPU).
 
-    python bench/overhead.py [--rounds 30] [--steps 20] [--precision fp16] [--preset tiny]
+    python bench/overhead.py [--rounds 30] [--steps 20] [--precision fp16] [--preset tiny] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -56,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="untimed steps first (default 50)")
     parser.add_argument("--hf-dir", help="a Hugging Face model directory ([hf] model_dir; seq_len 64)")
     parser.add_argument("--hf-data", help="its dataset ([hf] data: .txt or .jsonl)")
+    parser.add_argument("--json", type=Path, help="also write the figures here as JSON")
     return parser.parse_args()
 
 
@@ -159,6 +161,11 @@ def main() -> None:
             f"bare {figures[f'bare_tok_s_{clock}']:,.0f} tok/s, "
             f"ratio {figures[f'ratio_{clock}']:.3f} (target >= 0.97), "
             f"median of rounds {figures[f'median_round_ratio_{clock}']:.3f}"
+        )
+    if args.json:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        args.json.write_text(
+            json.dumps({**figures, "preset": args.preset, "precision": args.precision, "device": device})
         )
 
 
