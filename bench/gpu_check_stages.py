@@ -23,8 +23,9 @@ OVERHEAD_CUDA = {"preset": "small", "precision": "bf16", "rounds": 6, "steps": 2
 OVERHEAD_CPU = {"preset": "tiny", "precision": "fp16", "rounds": 2, "steps": 3, "warmup": 2}
 QUICK_SKIPS = (("tiny", "fp16"), ("small", "bf16"))
 """Preset runs ``--quick`` leaves out: ~20 s each of start-up on a loaded 2-core machine."""
-WANTED_ON_CUDA = ("device_used", "fragmentation")
-"""Figures the console should show on CUDA: listed as missing when no status key names them."""
+WANTED_ON_CUDA = ("mem_device_used", "mem_fragmentation")
+"""Status keys a CUDA run should fill: listed as missing when neither the final nor the live
+status carries a value for them."""
 
 ENVIRONMENT_PROBE = """
 import json, sys, importlib
@@ -188,8 +189,8 @@ def preset_run(preset: str, precision: str) -> Callable[[Check], dict[str, Any]]
         figures["memory"] = memory_figures(final)
         figures["live_memory"] = memory_figures(final["live"])
         if not check.cpu:
-            keys = " ".join(final) + " " + " ".join(final["live"])
-            figures["missing"] = [w for w in WANTED_ON_CUDA if w.split("_")[0] not in keys]
+            live = final["live"]
+            figures["missing"] = [k for k in WANTED_ON_CUDA if final.get(k) is None and live.get(k) is None]
         if final.get("state") != "completed":
             raise StageFailed(f"ended {final.get('state')}: {final.get('exit_reason')}", figures)
         if not check.cpu and final.get("mem_kind") != "cuda":
