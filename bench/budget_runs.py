@@ -2,8 +2,8 @@
 micro-batch, memtui's adaptive memory with the defaults a user gets, and accelerate's
 ``find_executable_batch_size`` (try, OOM, halve).
 
-Every run is the same model, precision and global batch (``SETUPS[--setup]``,
-``GLOBAL_BATCH`` samples per optimizer step, one rank) built from the run config by the
+Every run of a setup is the same model, precision and global batch (``SETUPS[--setup]``,
+one rank) built from the run config by the
 trainer's own functions (``loop.build_engine``, ``loop.run_steps``, ``loop.train_step``);
 none reaches into the controller. A budget is made real on the CPU the way
 ``memory.cpu_enforce`` does: a forward that leaves the process's RSS over it fails as an
@@ -16,8 +16,9 @@ out-of-memory error would.
   ``--steps`` steps (shrinks and redone windows included) and the micro-batch it ends at.
 - ``accelerate``: the same oversized start under the same budget, adaptive memory off;
   ``find_executable_batch_size`` from the global batch down, halving on each OOM
-  (accelerate's own when it is installed, else the same loop here); samples/s over the
-  whole run, lost attempts included.
+  (accelerate's own when it is installed, else the same loop here, recorded as
+  ``FALLBACK_LOOP``, never as accelerate); samples/s over the whole run, lost attempts
+  included, and ``loop`` / ``accelerate_version``: what ran.
 
 Prints one JSON object. bench/compare.py runs these side by side.
 
@@ -37,33 +38,68 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SETUPS: dict[str, tuple[dict[str, int], str]] = {
+
+@dataclass(frozen=True)
+class Setup:
+    """One model and precision under a budget: the static sizes swept, and the size the
+    budget is set for (bench/compare.py: the largest that fits, with a margin)."""
+
+    model: dict[str, int]
+    precision: str
+    global_batch: int  # samples per optimizer step; the oversized start of adaptive and accelerate
+    sizes: tuple[int, ...]  # static micro-batches swept (the halving ladder from global_batch)
+    fits: int  # the budget is BUDGET_MARGIN above this size's measured peak
+
+    @property
+    def over(self) -> int:
+        """The size above ``fits``: its peak must lie over the budget, or nothing is tested."""
+        return 2 * self.fits
+
+
+SETUPS: dict[str, Setup] = {
     # 4 layers, d_model 128, sequence 256, fp32: the peaks of 8, 16, 32 and 64 lie ~140-270 MB
     # apart, far beyond the RSS's run-to-run noise (a few MB).
-    "wide": ({"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}, "fp32"),
-    # The issue's setup: the tiny preset's model and precision (fp16); its peaks lie only
-    # ~10-40 MB apart, so a few MB of noise can move a size across the budget.
-    "tiny": ({"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}, "fp16"),
+    "wide": Setup(
+        {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}, "fp32", 64, (8, 16, 32, 64), 16
+    ),
+    # The tiny preset's model and precision (fp16). At global batch 64 its sizes' peaks lie only
+    # 5-11 % apart (16: 408-413 MiB, 32: 452 MiB on 2026-11-30), so no budget could leave 16 a
+    # 10 % margin without letting 32 in; 3 of 6 halving runs fell to 8 on a few MB of noise.
+    # At global batch 256, 64 peaks at ~532 MiB and 128 at ~686 MiB (measured 2026-12-02): a
+    # budget 12 % over 64's peak leaves 128 ~15 % over it.
+    "tiny": Setup(
+        {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}, "fp16", 256, (32, 64, 128, 256), 64
+    ),
 }
-GLOBAL_BATCH = 64  # samples per optimizer step
+# The budget over the peak of the size meant to fit (a fraction): RSS after an out-of-memory
+# error stays a few MB to ~15 MB above a fresh run's peak (the halving loop's retries run on
+# that heap), so a margin under ~10 % turns noise into a smaller size.
+BUDGET_MARGIN = 0.12
 SETTLE_STEPS = 5  # steps left out of the steady per-step time
+FALLBACK_LOOP = "halving loop (accelerate not installed)"  # never called accelerate
+INSTALL_HINT = "pip install -e '.[bench]'"  # brings accelerate (pyproject's bench extra)
 OOM_TEXT = "DefaultCPUAllocator: can't allocate memory"  # what accelerate recognises on the CPU
 
 
 def config_for(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     from engine.config_file import build_run_config
 
-    model, precision = SETUPS[setup]
+    chosen = SETUPS[setup]
     return build_run_config(
         {
             "steps": 10**9,  # a flat lr for the whole run
-            "model": model,
-            "train": {"micro_batch": micro_batch, "global_batch": GLOBAL_BATCH, "precision": precision},
+            "model": chosen.model,
+            "train": {
+                "micro_batch": micro_batch,
+                "global_batch": chosen.global_batch,
+                "precision": chosen.precision,
+            },
             "checkpoint": {"every_steps": 0},
             "memory": memory,
         }
@@ -104,13 +140,15 @@ def static(micro_batch: int, steps: int, setup: str = "wide") -> dict[str, Any]:
         loop.train_step(engine, batch, int(engine.global_steps))
         peak = max(peak, probe.step_peak())
     seconds = time.perf_counter() - wall
-    return {"micro_batch": micro_batch, "samples_s": steps * GLOBAL_BATCH / seconds, "peak_bytes": peak}
+    samples_s = steps * SETUPS[setup].global_batch / seconds
+    return {"micro_batch": micro_batch, "samples_s": samples_s, "peak_bytes": peak}
 
 
 def adaptive(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
 
-    training = prepared(GLOBAL_BATCH, {"budget": budget, "cpu_enforce": True}, setup)
+    global_batch = SETUPS[setup].global_batch
+    training = prepared(global_batch, {"budget": budget, "cpu_enforce": True}, setup)
     engine = training.engine
     wall = time.perf_counter()
     loop.run_steps(training, until=steps)
@@ -119,7 +157,7 @@ def adaptive(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     adaptations = [m.message for m in sent if getattr(m, "type", "") == "memory_adapted"]
     step_times = [m.sample.step_time_s for m in sent if getattr(m, "sample", None) is not None]
     return {
-        "samples_s": int(engine.global_steps) * GLOBAL_BATCH / seconds,
+        "samples_s": int(engine.global_steps) * global_batch / seconds,
         "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
         "steps": int(engine.global_steps),
         "adaptations": adaptations,
@@ -139,7 +177,8 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer.oom_recovery import trim_heap
     from engine.trainer.sample_window import SampleWindow
 
-    training = prepared(GLOBAL_BATCH, {"adaptive": False}, setup)
+    global_batch = SETUPS[setup].global_batch
+    training = prepared(global_batch, {"adaptive": False}, setup)
     engine, probe = training.engine, training.telemetry.probe
 
     def over_budget(*_: object) -> None:
@@ -147,14 +186,14 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
             raise RuntimeError(f"{OOM_TEXT}: RSS over the budget of {budget} bytes")
 
     training.workload.model.register_forward_hook(over_budget)
-    batch = SampleWindow(training.workload.batch, GLOBAL_BATCH)
+    batch = SampleWindow(training.workload.batch, global_batch)
     tried: list[int] = []
     step_times: list[float] = []  # completed steps only
 
     def train(micro_batch: int) -> None:
         tried.append(micro_batch)
         engine.set_train_micro_batch_size(micro_batch)
-        engine.set_train_batch_size(GLOBAL_BATCH)  # keeps micro_batch, recomputes the accumulation
+        engine.set_train_batch_size(global_batch)  # keeps micro_batch, recomputes the accumulation
         realign_micro_steps(engine)
         try:
             while engine.global_steps < steps:
@@ -169,29 +208,42 @@ def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
             raise
 
     wall = time.perf_counter()
-    executable_batch_size(GLOBAL_BATCH)(train)()
+    executable_batch_size(global_batch)(train)()
     seconds = time.perf_counter() - wall
     return {
-        "samples_s": steps * GLOBAL_BATCH / seconds,
+        "samples_s": steps * global_batch / seconds,
         "micro_batch": tried[-1],
         "tried": tried,
-        "accelerate": accelerate_installed(),
+        **halving_record(),
         "steady_step_s": steady(step_times),
     }
 
 
-def accelerate_installed() -> bool:
+def accelerate_version() -> str | None:
+    """The installed accelerate's version; None when it cannot be imported."""
     try:
-        import accelerate  # noqa: F401
+        import accelerate
     except ImportError:
-        return False
-    return True
+        return None
+    return str(getattr(accelerate, "__version__", "unknown"))
+
+
+def halving_record() -> dict[str, Any]:
+    """What ran the try-OOM-halve side, for the run's JSON: ``loop`` names it (accelerate and
+    its version, or ``FALLBACK_LOOP``: never "accelerate" when accelerate did not run)."""
+    version = accelerate_version()
+    return {"loop": loop_name(version), "accelerate_version": version}
+
+
+def loop_name(version: str | None) -> str:
+    """The halving side's name in tables and JSON, from the accelerate version that ran it."""
+    return f"accelerate {version}" if version else FALLBACK_LOOP
 
 
 def executable_batch_size(start: int) -> Callable[[Callable[[int], None]], Callable[[], None]]:
     """accelerate's ``find_executable_batch_size(starting_batch_size=start)``, or the same
     loop (call with the size; on an out-of-memory error halve and call again) without it."""
-    if accelerate_installed():
+    if accelerate_version():
         from accelerate.utils import find_executable_batch_size
 
         if "reduce_batch_size_fn" not in inspect.signature(find_executable_batch_size).parameters:

@@ -7,19 +7,22 @@ Parts (each measured in fresh processes, so torch's threads and the RSS are each
 - ``overhead``: memtui's training loop against a bare DeepSpeed loop on one engine,
   alternated step blocks (bench/overhead.py), once with 1 thread and once with every core
   (the trainer's own choice). Figure: median over the blocks of bare time / ours.
-- ``controller``: under one CPU memory budget (between the peaks of micro-batch 16 and 32,
-  enforced as ``memory.cpu_enforce`` does), the adaptive controller with the default
-  settings against a static sweep and against accelerate's ``find_executable_batch_size``
-  (bench/budget_runs.py). Each round runs the sweep, then the controller and accelerate
-  in alternating order; samples/s over whole runs (adaptation and lost attempts included).
-  Two setups (``--setups``): ``wide`` (4 layers, d_model 128, sequence 256, fp32: the
-  sizes' peaks far apart) and ``tiny`` (the tiny preset's model in fp16, the issue's setup).
+- ``controller``: under one CPU memory budget (``BUDGET_MARGIN`` over the measured peak of
+  the size meant to fit, under the next size's; enforced as ``memory.cpu_enforce`` does),
+  the adaptive controller with the default settings against a static sweep and against
+  accelerate's ``find_executable_batch_size`` (bench/budget_runs.py). Each round runs the
+  sweep, then the controller and accelerate in alternating order; samples/s over whole runs
+  (adaptation and lost attempts included). Two setups (``--setups``): ``wide`` (4 layers,
+  d_model 128, sequence 256, fp32, global batch 64: 16 fits) and ``tiny`` (the tiny preset's
+  model in fp16, global batch 256: 64 fits). Without accelerate (``pip install -e
+  '.[bench]'``) the same halving loop runs, named "halving loop (accelerate not
+  installed)" in the table and the JSON, never accelerate.
 - ``checkpoint``: the training stall per checkpoint (background seal) as a share of run
   time at the default cadence (bench/checkpoint_stall.py).
 - ``console``: an attached console over a live tiny run: CPU (% of one core) and RSS, and
   the time from ``memtui run --detach`` to the first stored step (bench/console_live.py).
 
-``--quick`` is a smoke test of the whole command (one round, few steps, sizes 16 and 32):
+``--quick`` is a smoke test of the whole command (one round, few steps, two sizes a setup):
 its figures are not for quoting. Figures are printed, never asserted; the targets column
 says what the README promises.
 """
@@ -40,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+import budget_runs  # noqa: E402  (torch-free at import: torch comes in the child processes)
+
 PARTS = ("overhead", "controller", "checkpoint", "console")
 RUNS: dict[str, list[dict[str, Any]]] = {}  # every child's figures by part, kept in the JSON
 
@@ -72,15 +78,15 @@ class Plan:
     overhead_warmup: int  # untimed steps first
     static_steps: int
     budget_steps: int  # steps of a controller or accelerate run
-    sizes: tuple[int, ...]  # static micro-batches swept
+    whole_sweep: bool  # every size of the setup; else only the one that fits and the next
     checkpoint_steps: int
     checkpoint_every: int
     console_seconds: float
     setups: tuple[str, ...] = ("wide", "tiny")  # bench/budget_runs.py SETUPS the controller runs on
 
 
-FULL = Plan(3, 10, 20, 50, 20, 60, (8, 16, 32, 64), 400, 20, 30.0)
-QUICK = Plan(1, 2, 5, 5, 3, 8, (16, 32), 40, 20, 8.0)
+FULL = Plan(3, 10, 20, 50, 20, 60, True, 400, 20, 30.0)
+QUICK = Plan(1, 2, 5, 5, 3, 8, False, 40, 20, 8.0)
 
 
 # ------------------------------------------------------------------ child processes
@@ -89,24 +95,23 @@ QUICK = Plan(1, 2, 5, 5, 3, 8, (16, 32), 40, 20, 8.0)
 def child(part: str, **params: Any) -> dict[str, Any]:
     """Run ``compare.py --part PART`` in a fresh process; its one JSON line as a dict."""
     command = [sys.executable, str(Path(__file__).resolve()), "--part", part, "--params", json.dumps(params)]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # others' work on the machine
     done = subprocess.run(command, capture_output=True, text=True, cwd=BENCH.parent)
     if done.returncode != 0:
         raise RuntimeError(f"{part} {params} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    RUNS.setdefault(part, []).append({"params": params, **result})
+    RUNS.setdefault(part, []).append({"params": params, "load_1m": load, **result})
+    print(f"    {part} {params}: {result.get('samples_s', '')}", file=sys.stderr, flush=True)
     return result
 
 
 def run_part(part: str, params: dict[str, Any]) -> dict[str, Any]:
     """In the child: import the bench module and measure (threads and engine are this process's)."""
-    sys.path.insert(0, str(BENCH))
     if part == "overhead":
         import overhead
 
         return overhead.measure(**params)
     if part in ("static", "adaptive", "accelerate"):
-        import budget_runs
-
         from engine.trainer import loop
 
         figures: dict[str, Any] = getattr(budget_runs, part)(**params)
@@ -158,46 +163,79 @@ def overhead_rows(plan: Plan) -> list[Row]:
 
 
 def controller_rows(plan: Plan) -> list[Row]:
+    if budget_runs.accelerate_version() is None:
+        print(f"accelerate is not installed ({budget_runs.INSTALL_HINT}): the halving side is "
+              f"the same loop here, named {budget_runs.FALLBACK_LOOP!r}", file=sys.stderr)  # fmt: skip
     return [row for setup in plan.setups for row in setup_rows(plan, setup)]
 
 
 def setup_rows(plan: Plan, setup: str) -> list[Row]:
-    """The controller against the sweep and accelerate for one model and precision."""
-    static: dict[int, list[dict[str, Any]]] = {m: [] for m in plan.sizes}
+    """The controller against the sweep and the halving loop for one model and precision."""
+    chosen = budget_runs.SETUPS[setup]
+    swept = chosen.sizes if plan.whole_sweep else (chosen.fits, chosen.over)
+    static: dict[int, list[dict[str, Any]]] = {m: [] for m in swept}
     runs: dict[str, list[dict[str, Any]]] = {"adaptive": [], "accelerate": []}
     budget = 0
     for round_ in range(plan.rounds):
-        sizes = plan.sizes if round_ % 2 == 0 else tuple(reversed(plan.sizes))
-        for m in sizes:
+        for m in swept if round_ % 2 == 0 else tuple(reversed(swept)):
             static[m].append(child("static", micro_batch=m, steps=plan.static_steps, setup=setup))
-        if not budget:  # between the peaks of 16 and 32: 16 is the largest that fits
-            budget = int((peak(static[16]) + peak(static[32])) / 2)
+        if not budget:
+            budget = budget_for(setup, static)
         order = ("adaptive", "accelerate") if round_ % 2 == 0 else ("accelerate", "adaptive")
         for mode in order:
             runs[mode].append(child(mode, budget=budget, steps=plan.budget_steps, setup=setup))
     fitting = {m: rate(r) for m, r in static.items() if peak(r) <= budget}
     best_m = max(fitting, key=lambda m: fitting[m])
     ours, theirs = rate(runs["adaptive"]), rate(runs["accelerate"])
+    name = halving_name(runs["accelerate"])
     settled = "/".join(str(r["micro_batch"]) for r in runs["adaptive"])
     tried = "/".join(str(r["micro_batch"]) for r in runs["accelerate"])
     budget_mb = f"{budget / 2**20:.0f} MiB"
-    paired = statistics.median(
+    pairs = [
         a["samples_s"] / b["samples_s"] for a, b in zip(runs["adaptive"], runs["accelerate"], strict=True)
-    )  # each round's own pair: the machine's drift between rounds cancels
+    ]
+    paired = statistics.median(pairs)  # each round's own pair: the machine's drift between rounds cancels
     return [
         Row(f"controller / best static ({setup})", f"adaptive, ends at {settled}", f"static {best_m}",
             ours / fitting[best_m], "x", ">= 0.95", ours / fitting[best_m] >= 0.95),
-        Row(f"controller / accelerate ({setup})", f"adaptive, {budget_mb}", f"find_exec..., ends at {tried}",
+        Row(f"controller / {name} ({setup})", f"adaptive, {budget_mb}", f"halving, ends at {tried}",
             ours / theirs, "x", ">= 1.0", ours >= theirs),
-        Row(f"  same, median of pairs ({setup})", "adaptive, round r", "accelerate, round r", paired, "x",
+        Row(f"  same, median of pairs ({setup})", "adaptive, round r", f"{name}, round r", paired, "x",
             "", None),
+        Row(f"  lowest pair ({setup})", "adaptive, round r", f"{name}, round r", min(pairs), "x", "", None),
+        Row(f"  highest pair ({setup})", "adaptive, round r", f"{name}, round r", max(pairs), "x", "", None),
         Row(f"controller samples/s ({setup})", "adaptive (defaults)", f"budget {budget_mb}", ours, "sample/s",
             "", None),
-        Row(f"accelerate samples/s ({setup})", "find_executable_batch", "whole run", theirs, "sample/s", "",
+        Row(f"{name} samples/s ({setup})", "try, OOM, halve", "whole run", theirs, "sample/s", "",
             None),
         Row(f"best static samples/s ({setup})", f"static {best_m}", f"of {sorted(fitting)}", fitting[best_m],
             "sample/s", "", None),
     ]  # fmt: skip
+
+
+def budget_for(setup: str, static: dict[int, list[dict[str, Any]]]) -> int:
+    """``BUDGET_MARGIN`` over the measured peak of the size meant to fit; refuses when the
+    next size would fit as well (then no run has to adapt and the figures say nothing)."""
+    chosen = budget_runs.SETUPS[setup]
+    budget = int(peak(static[chosen.fits]) * (1 + budget_runs.BUDGET_MARGIN))
+    if peak(static[chosen.over]) <= budget:
+        raise RuntimeError(
+            f"{setup}: micro-batch {chosen.over} peaks at {peak(static[chosen.over]) / 2**20:.0f} MiB, "
+            f"under the budget of {budget / 2**20:.0f} MiB set {budget_runs.BUDGET_MARGIN:.0%} over "
+            f"{chosen.fits}'s peak: SETUPS[{setup!r}] needs sizes further apart"
+        )
+    return budget
+
+
+def halving_name(runs: list[dict[str, Any]]) -> str:
+    """The name the halving runs recorded for what ran them (``budget_runs.halving_record``):
+    accelerate and its version only when accelerate ran every one of them."""
+    names = {r.get("loop") for r in runs}
+    if len(names) != 1 or None in names:
+        raise ValueError(
+            f"the halving runs' 'loop' fields disagree or are missing: {sorted(map(str, names))}"
+        )
+    return str(names.pop())
 
 
 def peak(runs: list[dict[str, Any]]) -> int:
@@ -286,6 +324,8 @@ def main() -> None:
         "seconds": round(time.time() - started),
         "machine": machine(),
         "quick": args.quick,
+        "accelerate_version": budget_runs.accelerate_version(),  # None: the halving loop was ours
+        "budget_margin": budget_runs.BUDGET_MARGIN,
         "plan": asdict(plan),
         "rows": [asdict(row) for row in rows],
         "runs": RUNS,
