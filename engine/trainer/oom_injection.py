@@ -86,7 +86,7 @@ class OomInjector:
                 and micro_batch >= inj.at_least
             ):
                 inj.fired = True
-                raise MemoryError(
-                    f"injected OOM in {phase} of step {step} micro-batch {micro} ({micro_batch} samples)"
+                raise MemoryError(  # the step as telemetry numbers it (1-based), as every OOM message
+                    f"injected OOM in {phase} of step {step + 1} micro-batch {micro} ({micro_batch} samples)"
                 )
         return None

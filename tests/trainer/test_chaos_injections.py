@@ -190,7 +190,7 @@ def test_an_oom_request_fires_once_in_the_next_steps_first_forward() -> None:
     injections, _link, memory = chaos()
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=Oom(phase="forward")))
     injections.at_boundary(3)
-    with pytest.raises(MemoryError, match="injected OOM in forward of step 3"):
+    with pytest.raises(MemoryError, match="injected OOM in forward of step 4"):
         memory.module(torch.ones(2))
     assert float(memory.module(torch.ones(2)).detach()) == 2.0  # the redone window goes through
 
