@@ -404,6 +404,8 @@ class RunStatus(BaseModel):
     grad_accum: int | None = None
     world_size: int | None = None
     restarts: int = 0
+    whole_tree_resumes: int = 0
+    """Restarts across supervisor lives (one died with its trainer), apart from ``restarts``."""
     attempt: int = 0
     started_at: float | None = None
     updated_at: float | None = None

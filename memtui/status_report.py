@@ -37,13 +37,23 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ),
         *rank_rows(s),
         ("checkpoint", checkpoint_text(s)),
-        ("restarts", str(s.restarts)),
+        ("restarts", restarts_text(s)),
         ("running for", format_duration(now - s.started_at) if s.started_at else PLACEHOLDER),
         ("last step", format_age(now - s.updated_at) if s.updated_at else "never"),
         ("pids", f"supervisor {s.supervisor_pid or PLACEHOLDER}, trainer {s.trainer_pid or PLACEHOLDER}"),
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def restarts_text(s: RunStatus) -> str:
+    """Every restart of the trainer, as the console's header counts them: a supervisor's,
+    and those across supervisor lives (the whole tree died and ``memtui resume`` brought it
+    back), said apart."""
+    count = s.restarts + s.whole_tree_resumes
+    return (
+        f"{count}, {s.whole_tree_resumes} after the whole tree died" if s.whole_tree_resumes else str(count)
+    )
 
 
 def memory_text(s: RunStatus) -> str:

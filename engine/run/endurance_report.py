@@ -23,11 +23,10 @@ from engine.events import (
     ChaosRecovered,
     LegacyChaos,
     MemoryAdapted,
-    RunStarted,
 )
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
-from engine.run.status import identity_of
+from engine.run.status import identity_of, whole_tree_resumes
 from engine.run.store import Store
 from engine.run.throughput import throughput_of
 
@@ -166,7 +165,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         samples_per_step_constant=all(a.samples_before == a.samples_after for a in adaptations),
         chaos=_chaos(store),
         restarts=counts["trainer_restarted"],
-        whole_tree_resumes=_whole_tree_resumes(store),
+        whole_tree_resumes=whole_tree_resumes(store),
         resumes=resumes,
         resumes_stepped=stepped,
         resumes_stopped=stopped,
@@ -227,13 +226,6 @@ def _chaos(store: Store) -> dict[str, ChaosTally]:
         else:
             entry.failed += 1
     return dict(sorted(tally.items()))
-
-
-def _whole_tree_resumes(store: Store) -> int:
-    """Supervisors that found the one before them dead (its state never reached an ending)
-    with its trainer: one whose trainer outlived it and reported through its spool is not a
-    whole-tree death."""
-    return sum(1 for p in _payloads(store, RunStarted) if p.after_whole_tree_death)
 
 
 def _resumes(store: Store) -> tuple[int, int, int]:

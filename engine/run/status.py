@@ -21,7 +21,7 @@ from engine.domain import (
     TelemetrySample,
     ThroughputFigures,
 )
-from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, FinalSaveMissed
+from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, FinalSaveMissed, RunStarted
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
@@ -67,13 +67,13 @@ def offline_status(
     report: TelemetrySample | None = None
     save: SaveReport | None = None
     throughput: ThroughputFigures | None = None
-    last_seq = 0
+    last_seq = whole_tree = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
                 meta, latest, last_seq = store.read_meta(), store.latest_step(), store.last_seq()
                 report, save = rank_report(store, latest), save_report(store)
-                throughput = throughput_of(store)
+                throughput, whole_tree = throughput_of(store), whole_tree_resumes(store)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
@@ -90,7 +90,23 @@ def offline_status(
         throughput=throughput,
         checkpoint_step=checkpoint_step,
         checkpoint_rejected=checkpoint_rejected,
+        whole_tree_resumes=whole_tree,
     )
+
+
+def whole_tree_resumes(store: Store) -> int:
+    """Supervisors that brought back a run whose supervisor died with its trainer
+    (``RunStarted.after_whole_tree_death``): restarts across supervisor lives, which the
+    meta's ``restarts`` (one supervisor's trainer restarts, carried on) does not count."""
+    rows = store.query("SELECT data FROM events WHERE type = ?", (RunStarted.event_type,))
+    count = 0
+    for (data,) in rows:
+        try:
+            started = RunStarted.model_validate(json.loads(data))
+        except ValueError:
+            continue  # a damaged row: left out, never a crash
+        count += started.after_whole_tree_death
+    return count
 
 
 def rank_report(store: Store, latest: TelemetrySample | None) -> TelemetrySample | None:
@@ -135,6 +151,7 @@ def compose_status(
     startup: StartupStatus | None = None,
     checkpoint_step: int | None = None,
     checkpoint_rejected: list[str] | None = None,
+    whole_tree_resumes: int = 0,
 ) -> RunStatus:
     """RunStatus from the run's identity, its stored meta, its newest step sample, (several
     ranks) the newest sample that carried every rank's memory, the newest save's outcome,
@@ -160,6 +177,7 @@ def compose_status(
         run_dir=str(run.path),
         target_steps=target,
         restarts=meta.restarts,
+        whole_tree_resumes=whole_tree_resumes,
         attempt=meta.attempt,
         started_at=meta.started_at,
         supervisor_pid=meta.supervisor_pid if supervisor_alive else None,

@@ -41,7 +41,14 @@ from engine.protocol import Chaos, Error, Ok, TrainerEvent
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.ownership import Ownership, OwnershipRefused
-from engine.run.status import RunIdentity, compose_status, node_role, rank_report, save_report
+from engine.run.status import (
+    RunIdentity,
+    compose_status,
+    node_role,
+    rank_report,
+    save_report,
+    whole_tree_resumes,
+)
 from engine.run.store import Store
 from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
@@ -379,6 +386,7 @@ class Supervisor:
             held_by=self.attempts.held_by() if self._attempts is not None else None,
             throughput=throughput_or_none(self.store, self._throughput),
             startup=self._reports.startup_status() if self._reports is not None else None,
+            whole_tree_resumes=whole_tree_resumes(self.store),
             **self._checkpoints.standing.status_fields(),
         )
 

@@ -26,6 +26,7 @@ from engine.run.endurance_report import endurance_report
 from engine.run.status import offline_status
 from engine.run.store import Store
 from engine.run.throughput import throughput_of
+from memtui.status_report import status_rows
 
 T0 = 1_700_000_000.0
 # (attempt, first step, last step): attempt 2 replays 41..60 after a restart, attempt 3 (a
@@ -148,6 +149,18 @@ def _write(run: RunDir, *, ended: bool) -> None:
         if ended:
             store.update_meta(state="stopped")
         store.flush()
+
+
+def test_status_counts_the_restarts_the_report_and_the_header_count(run: RunDir) -> None:
+    """A whole-tree death brought back by a resume is a restart in ``status`` too, said
+    apart, as the report and the console's header count it."""
+    _write(run, ended=True)
+    with Store(run.store, readonly=True) as store:
+        report = endurance_report(run, store)
+    status = offline_status(run)
+    assert status.whole_tree_resumes == report.whole_tree_resumes == 1
+    shown = dict(status_rows(status, now=0.0))["restarts"]
+    assert shown == f"{status.restarts + 1}, 1 after the whole tree died"
 
 
 @pytest.mark.parametrize("ended", [True, False])
