@@ -118,3 +118,16 @@ async def until(
         if loop.time() >= deadline:
             raise probe.failure(timeout, what)
         await asyncio.sleep(every_s)
+
+
+def is_event(kind: str, attempt: int | None = None) -> Any:
+    """A predicate over a console's messages: an event of ``kind`` (of ``attempt``, if given)."""
+
+    def match(message: Any) -> bool:
+        return (
+            message.kind == "event"
+            and message.event.type == kind
+            and (attempt is None or message.event.attempt == attempt)
+        )
+
+    return match

@@ -21,17 +21,7 @@ from engine.run.store import Store
 from memtui.cli.live_status import fetch_status, status_from_result
 from memtui.endurance_markdown import figure_rows
 from memtui.status_report import checkpoint_text
-
-
-def is_event(kind: str, attempt: int | None = None) -> Any:
-    def match(message: Any) -> bool:
-        return (
-            message.kind == "event"
-            and message.event.type == kind
-            and (attempt is None or message.event.attempt == attempt)
-        )
-
-    return match
+from tests.waiting import is_event
 
 
 def seal(checkpoints: Path, step: int) -> None:

@@ -11,17 +11,7 @@ import pytest
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
-
-
-def is_event(kind: str, attempt: int | None = None) -> Any:
-    def match(message: Any) -> bool:
-        return (
-            message.kind == "event"
-            and message.event.type == kind
-            and (attempt is None or message.event.attempt == attempt)
-        )
-
-    return match
+from tests.waiting import is_event
 
 
 async def preempt_first_trainer(start, connect, restart: dict[str, Any], run: RunDir) -> tuple[Any, Any]:
