@@ -92,6 +92,10 @@ class TrainConfig(_Strict):
     """Global gradient-norm clip; 0 disables clipping."""
     initial_scale_power: int = Field(12, ge=0, le=40)
     """fp16 only: the dynamic loss scale starts at 2**initial_scale_power."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer block's activations in backward instead of keeping them
+    (the built-in model per block; a Hugging Face model by its own switch): less memory
+    per sample for about a third more compute. The plan and the memory model count it."""
     ranks: int = Field(1, ge=1, le=64)
     """Data-parallel trainer processes on this host; more than 1 starts them with torchrun
     (``python -m torch.distributed.run --standalone``), rank 0 talking to the supervisor."""

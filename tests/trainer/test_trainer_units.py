@@ -301,3 +301,16 @@ def test_null_link_records() -> None:
     link = NullLink(record=True)
     link.event(FreshStart())
     assert link.sent and link.sent[0].type == "fresh_start"  # type: ignore[attr-defined]
+
+
+def test_a_forward_may_return_the_loss_alone_or_with_named_scalars() -> None:
+    from engine.trainer.forward_output import as_number, split_output
+    from engine.trainer.workload import WorkloadError
+
+    loss = torch.tensor(2.0)
+    assert split_output(loss) == (loss, {})
+    got, named = split_output((loss, {"acc": torch.tensor(0.25)}))
+    assert got is loss and as_number(named["acc"]) == 0.25
+    for bad in ((loss, [1.0]), [loss], "loss", (1.0, {})):
+        with pytest.raises(WorkloadError, match="forward returned"):
+            split_output(bad)
