@@ -239,6 +239,9 @@ class TelemetrySample(BaseModel):
     ranks: list[RankMemory] | None = None
     """Every rank's memory, rank order; only on the samples of steps where the ranks
     exchanged it (every ``train.rank_report_every`` steps) and only when world_size > 1."""
+    metrics: dict[str, float] | None = None
+    """The workload's own scalars (name -> mean over the step's micro-batches and ranks), as
+    ``engine.user_metrics.MetricScreen`` kept them; None when the workload reported none."""
 
 
 class Event(BaseModel):
@@ -403,6 +406,8 @@ class RunStatus(BaseModel):
     micro_batch: int | None = None
     grad_accum: int | None = None
     world_size: int | None = None
+    metrics: dict[str, float] | None = None
+    """The newest step's workload metrics (name -> value; see TelemetrySample)."""
     restarts: int = 0
     whole_tree_resumes: int = 0
     """Restarts across supervisor lives (one died with its trainer), apart from ``restarts``."""

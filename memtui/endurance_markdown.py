@@ -1,5 +1,6 @@
 """The endurance report as Markdown: a heading, the figures table, chaos by kind, and the
-memory adaptations (each with the optimizer's samples per step before and after).
+memory adaptations (each with the optimizer's samples per step before and after), and the
+workload's own metrics (each one's newest value).
 
 Pure: a report in, text out; ``memtui report``, ``memtui endure`` and the console's
 endurance screen share it. Torch-free.
@@ -8,6 +9,7 @@ endurance screen share it. Torch-free.
 from __future__ import annotations
 
 from engine.run.endurance_report import EnduranceReport
+from memtui.formatting import format_float
 
 
 def _rate(value: float | None) -> str:
@@ -99,4 +101,7 @@ def render_markdown(report: EnduranceReport) -> str:
         lines += [
             f"| {a.step} | {a.kind} | {a.samples_before} | {a.samples_after} |" for a in report.adaptations
         ]
+    if report.metrics:
+        lines += ["", "## Workload metrics (newest value)", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {name} | {format_float(value)} |" for name, value in report.metrics.items()]
     return "\n".join(lines) + "\n"

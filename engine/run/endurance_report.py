@@ -26,6 +26,7 @@ from engine.events import (
 )
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
+from engine.run.metric_history import last_metrics
 from engine.run.status import identity_of, whole_tree_resumes
 from engine.run.store import Store
 from engine.run.throughput import throughput_of
@@ -116,6 +117,8 @@ class EnduranceReport(BaseModel):
     directives_operator_rejected: int = 0
     directives_applied: int
     """Directives the trainer applied, each once (a restart's re-send is no apply)."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """The workload's own metrics: each name's value on the newest step that reported it."""
 
     @property
     def resume_success(self) -> float | None:
@@ -174,6 +177,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         saves=counts["checkpoint_saved"],
         saves_failed=counts["checkpoint_failed"] + counts["checkpoint_skipped"],
         **_directive_counts(store),
+        metrics=last_metrics(store),
     )
 
 

@@ -45,6 +45,7 @@ _SAMPLE_FIELDS = (
     "micro_batch",
     "grad_accum",
     "world_size",
+    "metrics",
 )
 SAVE_EVENTS = (
     CheckpointSaved.event_type,
