@@ -38,6 +38,7 @@ from engine.events.directives import (
     PlannerRestarted,
 )
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
+from engine.events.metrics import MetricWarning
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
 from engine.events.rendezvous import NodesJoined, RendezvousTimedOut, RendezvousWait
 from engine.events.run import (
@@ -101,6 +102,7 @@ __all__ = [
     "MemoryAdapted",
     "MemoryExhausted",
     "MemoryLevel",
+    "MetricWarning",
     "NodesJoined",
     "Origin",
     "PauseKept",

@@ -8,6 +8,7 @@ DeepSpeed initialised, so that every rank takes the same decision at the same st
                     write failures (all-reduce MAX; also the barrier before rank 0 seals)
 - ``broadcast``     rank 0's directives and checkpoint choices (pickled objects)
 - ``gather_ints``   every rank's memory for rank 0's telemetry (all-gather)
+- ``gather_floats`` every rank's screened workload metrics, averaged by rank 0 (all-gather)
 
 Each call is a collective: every rank must make the same calls in the same order, which
 the loop guarantees by calling them at step boundaries from code paths that do not branch
@@ -60,6 +61,15 @@ class RankGroup:
         gathered = [torch.empty_like(mine) for _ in range(self.world)]
         dist.all_gather(gathered, mine)
         return [[int(v) for v in t.tolist()] for t in gathered]
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        """Every rank's ``values`` (same length on all ranks), in rank order (float64)."""
+        if self.world == 1:
+            return [list(values)]
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        gathered = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine)
+        return [[float(v) for v in t.tolist()] for t in gathered]
 
     def broadcast(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (others pass anything, e.g. None)."""

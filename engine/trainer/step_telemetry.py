@@ -99,8 +99,10 @@ class StepTelemetry:
         overflow: bool,
         step_time_s: float,
         memory_figures: dict[str, int | None] | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> TelemetrySample:
-        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget, mem_baseline (adaptive memory)."""
+        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget, mem_baseline (adaptive memory);
+        ``metrics``: the workload's own scalars, screened (``step_metrics``)."""
         engine = self.engine
         samples = engine.global_samples  # over all ranks, restored on resume
         step_tokens = engine.train_batch_size() * self.tokens_per_sample
@@ -138,6 +140,7 @@ class StepTelemetry:
             world_size=self.world_size,
             checkpoint_stall_s=stall,
             ranks=ranks,
+            metrics=metrics,
             **(memory_figures or {}),
         )
 

@@ -14,6 +14,7 @@ from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.link import Link
 from engine.trainer.rank_group import RankGroup
+from engine.trainer.step_metrics import WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry
 from engine.trainer.workload import Workload
 
@@ -46,3 +47,5 @@ class Training:
     """What the save now being sealed stalled training (s), reported when the seal ends."""
     chaos: ChaosInjections | None = None
     """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
+    metrics: WorkloadMetrics | None = None
+    """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
