@@ -12,7 +12,7 @@ functions of their inputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +41,8 @@ class Point:
     overflow: bool = False
     attempt: int = 1
     """Trainer attempt (1 + restarts) whose step(s) these are."""
+    metrics: Mapping[str, float] | None = None
+    """The workload's own metrics (name -> value) of the step, or their means over a bucket."""
 
 
 def point_of(sample: TelemetrySample) -> Point:
@@ -54,6 +56,7 @@ def point_of(sample: TelemetrySample) -> Point:
         mem_allocated=sample.mem_allocated,
         mem_reserved=sample.mem_reserved,
         overflow=sample.overflow,
+        metrics=sample.metrics,
     )
 
 
@@ -70,8 +73,9 @@ def downsample(points: Iterable[Point], buckets: int, total: int) -> list[Point]
     Consecutive points fold into one bucket (``total / buckets`` of them); a bucket never
     spans a restart (a new attempt starts a new one, so there may be a few more than
     ``buckets``). Each holds the mean rate, step time and loss of its steps (NaN losses
-    skipped), the highest memory (a spike must survive downsampling) and whether any step
-    overflowed; it is stamped with its last step.
+    skipped), the highest memory (a spike must survive downsampling), whether any step
+    overflowed and the mean of each workload metric over the steps that reported it; it is
+    stamped with its last step.
     """
     if buckets < 1 or total < 1:
         return []
@@ -99,7 +103,7 @@ def restart_columns(points: Sequence[Point], width: int) -> list[int]:
 
 
 class _Bucket:
-    __slots__ = ("n", "rate", "time", "loss", "losses", "alloc", "reserved", "overflow", "last")
+    __slots__ = ("n", "rate", "time", "loss", "losses", "alloc", "reserved", "overflow", "last", "metrics")
 
     def __init__(self) -> None:
         self.n = self.losses = 0
@@ -107,6 +111,7 @@ class _Bucket:
         self.alloc = self.reserved = 0
         self.overflow = False
         self.last: Point | None = None
+        self.metrics: dict[str, tuple[float, int]] = {}  # name -> (sum, steps that reported it)
 
     def add(self, p: Point) -> None:
         self.n += 1
@@ -119,6 +124,9 @@ class _Bucket:
         self.reserved = max(self.reserved, p.mem_reserved)
         self.overflow = self.overflow or p.overflow
         self.last = p  # points come in the order they were recorded
+        for name, value in (p.metrics or {}).items():
+            total, count = self.metrics.get(name, (0.0, 0))
+            self.metrics[name] = (total + value, count + 1)
 
     def point(self) -> Point:
         assert self.last is not None
@@ -132,4 +140,5 @@ class _Bucket:
             mem_reserved=self.reserved,
             overflow=self.overflow,
             attempt=self.last.attempt,
+            metrics={name: total / count for name, (total, count) in self.metrics.items()} or None,
         )

@@ -4,7 +4,8 @@
 
 Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
 StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
-trainer_finished {"reason": "completed"} and exit 0. A TrainerCommand stop or SIGTERM
+trainer_finished {"reason": "completed"} and exit 0. Each step carries one workload
+metric, ``accuracy`` (``fake_accuracy``). A TrainerCommand stop or SIGTERM
 ends it early with trainer_finished {"reason": "stopped"}, exit 0. An ApplyDirective is
 echoed as the real trainer does: a directive_applied event with every value applied.
 A TrainerCommand pause holds it at the next step (run_paused) until resume (run_continued).
@@ -124,7 +125,14 @@ def sample(step: int, attempt: int, nan_at: int | None, micro_batch: int = 8) ->
         mem_capacity=1 << 30,
         micro_batch=micro_batch,
         grad_accum=8 // micro_batch,
+        metrics={"accuracy": fake_accuracy(step)},
     )
+
+
+def fake_accuracy(step: int) -> float:
+    """The workload metric every step reports (a fraction rising from 0.3 towards 1), as a
+    workload's forward returning ``(loss, {"accuracy": ...})`` makes the real trainer report."""
+    return round(1.0 - 0.7 * math.exp(-step / 150), 4)
 
 
 class FakeTrainer:
