@@ -74,11 +74,12 @@ class StepMetrics:
         """Each name's mean over the micro-batches that reported it (floats: one host sync
         for all the tensors together); non-numbers as they came."""
         names = [n for n in self._sums if n not in self._other]
-        on_device = [n for n in names if isinstance(self._sums[n], torch.Tensor)]
-        totals = {n: self._sums[n] for n in names if n not in on_device}
-        if on_device:
-            stacked = torch.stack([self._sums[n] for n in on_device])  # type: ignore[misc]
-            totals.update(zip(on_device, stacked.cpu().tolist(), strict=True))
+        tensors = {n: t for n in names if isinstance(t := self._sums[n], torch.Tensor)}
+        totals = {n: self._sums[n] for n in names if n not in tensors}
+        if tensors:
+            device = next(iter(tensors.values())).device  # a metric kept on the CPU joins the rest
+            stacked = torch.stack([t.to(device) for t in tensors.values()])
+            totals.update(zip(tensors, stacked.cpu().tolist(), strict=True))
         means: dict[object, object] = {n: float(totals[n]) / self._counts[n] for n in names}
         return {**means, **self._other}
 
