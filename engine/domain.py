@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.eval_summary import EvalSummary
 from engine.throughput_figures import ThroughputFigures
 
 Severity = Literal["info", "warning", "critical"]
@@ -233,6 +234,8 @@ class TelemetrySample(BaseModel):
     checkpoint_stall_s: float | None = Field(None, ge=0.0)
     """Seconds training stood still for the checkpoint saved just before this step's report
     (saving is synchronous); None when no save came in between."""
+    eval_s: float | None = Field(None, ge=0.0)
+    """Seconds training stood still for the eval run since the previous report; None: none ran."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)
@@ -430,6 +433,8 @@ class RunStatus(BaseModel):
     last_save: SaveReport | None = None
     """The newest save's outcome: a failed or skipped one (a final save on a full disk)
     shows here while ``checkpoint_step`` stays at the older checkpoint."""
+    last_eval: EvalSummary | None = None
+    """The newest eval (``eval_completed``): its step, held-out loss and the workload's scalars."""
     last_seq: int = 0
     node: str | None = None
     """A run over several nodes: this node's place in words (node 0 holds the run; the

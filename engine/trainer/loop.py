@@ -12,6 +12,7 @@ Reads top to bottom::
           chaos              injections the supervisor asked for take effect (chaos_injections)
           train_step()       grad_accum x (forward, backward, engine.step())
           report_step()      TelemetrySample -> StepReport, every log_every steps
+          evaluate           a held-out loss every eval.every_steps steps (evaluation)
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
           maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
@@ -47,6 +48,7 @@ from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
+from engine.trainer.evaluation import Evaluator
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
@@ -168,6 +170,7 @@ def run_steps(training: Training, until: int) -> None:
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
     )
+    evaluator = training.evaluator = training.evaluator or attach_evaluator(training)
     report_every = config.train.rank_report_every
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
@@ -195,6 +198,7 @@ def run_steps(training: Training, until: int) -> None:
             training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
         if engine.global_steps % config.log_every == 0:
             report_step(training, loss, lr, scale, overflow, step_time_s)
+        evaluator.at_boundary(int(engine.global_steps))  # every rank, when due
         collect_sealed(training)
         maybe_checkpoint(training)
 
@@ -350,6 +354,19 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.link,
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
+    )
+
+
+def attach_evaluator(training: Training) -> Evaluator:
+    """Evals on the workload's held-out batches at the configured micro-batch."""
+    return Evaluator(
+        training.config.eval,
+        training.config.train.micro_batch,
+        training.engine,
+        training.workload.eval_batch,
+        training.link,
+        training.ranks,
+        training.telemetry,
     )
 
 
