@@ -4,6 +4,7 @@ what it calls on the engine is ``eval``, ``train``, ``training``, ``device`` and
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,11 +12,13 @@ import pytest
 import torch
 
 from engine.config import EvalConfig
+from engine.config_file import build_run_config
 from engine.events import EvalCompleted, EvalSkipped
 from engine.protocol import TrainerEvent
 from engine.trainer.evaluation import NO_EVAL_BATCH, EvalShare, Evaluator, combined, rank_indices
 from engine.trainer.link import NullLink
 from engine.trainer.rank_group import RankGroup
+from engine.trainer.workload import builtin_workload
 
 
 class Scorer(torch.nn.Module):
@@ -116,3 +119,44 @@ def test_combined_keeps_any_rank_s_out_of_memory_so_every_rank_skips_together() 
     total = combined([fine, failed])
     assert total.oom == "MemoryError: " and total.batches == 1
     assert math.isnan(combined([]).loss)
+
+
+class Wrapped(torch.nn.Module):
+    """A workload's model as the engine holds it: called with the batch, on ``device``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = model
+        self.device = torch.device("cpu")
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return self.module(*inputs)
+
+
+@pytest.mark.parametrize("workload", ["built-in", "hf"])
+def test_the_built_in_and_hf_workloads_evaluate_with_the_default_config(
+    workload: str, tmp_path: Path
+) -> None:
+    """No [eval] in the config: an eval at ``eval.every_steps`` on ``eval.batches`` held-out batches."""
+    raw: dict[str, Any] = {"model": {"seq_len": 64}}
+    if workload == "hf":
+        pytest.importorskip("transformers")
+        from hf_fixture import make_model_dir, sample_texts, write_jsonl
+
+        from engine.trainer.hf_workload import hf_workload
+
+        make_model_dir(tmp_path / "model", weights=False)
+        raw["hf"] = {
+            "model_dir": str(tmp_path / "model"),
+            "data": str(write_jsonl(tmp_path / "d.jsonl", sample_texts())),
+        }
+        built = hf_workload(build_run_config(raw), tmp_path / "cache")
+    else:
+        built = builtin_workload(build_run_config(raw))
+    config = build_run_config(raw)
+    link, telemetry = NullLink(record=True), SimpleNamespace(eval_s=None)
+    made = Evaluator(config.eval, 2, Wrapped(built.model), built.eval_batch, link, RankGroup(), telemetry)  # type: ignore[arg-type]
+    made.at_boundary(config.eval.every_steps)
+    (done,) = sent(link, EvalCompleted)
+    assert done.step == config.eval.every_steps and done.batches == config.eval.batches
+    assert math.isfinite(done.loss) and 3.0 < done.loss < 8.0  # about ln(vocabulary) untrained
