@@ -18,6 +18,7 @@ from engine.events import EvalCompleted
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
+from memtui.console.run_view import MAX_EVENTS
 from memtui.console.widgets.numerics_panel import NumericsPanel
 from tests.contract_engines import FAKE_TRAINER_ENV, RealUnderTest
 from tests.memtui.console_harness import text_of
@@ -81,3 +82,15 @@ def test_numerics_with_evals_snapshot(home: Path, utc: None, snap_compare) -> No
         await pilot.press("z")
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=numerics_maximised)
+
+
+def test_a_run_read_back_charts_evals_older_than_its_newest_events(home: Path) -> None:
+    """The view folds the newest MAX_EVENTS events; the eval chart still has every eval."""
+    run = fixed_run(home)
+    with Store(run.store) as store:
+        for step in (30, 60):
+            done = EvalCompleted(step=step, loss=3.0, batches=8, seconds=0.4)
+            store.append_event(done.event_type, data=done.data(), attempt=1)
+        for n in range(MAX_EVENTS):
+            store.append_event("note", message=f"note {n}")
+    assert [e.step for e in stored_view(run).evals] == [30, 60]
