@@ -9,7 +9,11 @@ import planner_samples
 
 from engine.config_file import build_run_config
 from engine.directives.eval_trend import RISING_EVALS, EvalTrend
+from engine.directives.planners.factory import RulePlanning
 from engine.directives.planners.rules import RulePlanner
+from engine.directives.queue import DirectiveQueue
+from engine.events import EvalCompleted
+from tests.fakes.event_log import EventLog
 
 CONFIG = build_run_config({})
 
@@ -46,3 +50,23 @@ def test_the_rule_planner_cites_the_trend_in_a_learning_rate_suggestion() -> Non
     (spike,) = planner.observe(planner_samples.sample(step + 1, loss=50.0), {})
     assert spike.values == {"lr_multiplier": 0.5}
     assert "eval loss rising over the last 3 evals" in spike.evidence[-1]
+
+
+def test_the_supervisor_s_rule_planning_hands_evals_to_the_rules() -> None:
+    """Through the queue: the proposal's stored evidence carries the eval trend."""
+    config = build_run_config({"policy": {"planner": "rules"}})
+    queue = DirectiveQueue(config, EventLog(), lambda message: True, lambda: 1_000_000.0, lambda record: None)
+    planning = RulePlanning(queue)
+    step = 0
+    for eval_loss in (3.0, 3.1, 3.2):
+        for _ in range(10):
+            step += 1
+            telemetry = planner_samples.sample(step, loss=3.0 - step / 100)
+            queue.on_step(telemetry)
+            planning.on_step(telemetry, lambda task: None)
+        planning.on_eval(EvalCompleted(step=step, loss=eval_loss, batches=8, seconds=0.1))
+    spike = planner_samples.sample(step + 1, loss=50.0)
+    queue.on_step(spike)
+    planning.on_step(spike, lambda task: None)
+    (entry,) = queue.entries.values()
+    assert any("eval loss rising" in line for line in entry.directive.evidence)
