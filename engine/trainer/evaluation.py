@@ -142,8 +142,10 @@ class Evaluator:
         """This rank's batches, without gradients, in eval mode (train mode restored)."""
         assert self.eval_batch is not None
         share = EvalShare()
-        engine, was_training = self.engine, self.engine.training
-        engine.eval()  # dropout off; DeepSpeedEngine.eval() reaches the module
+        engine = self.engine
+        # DeepSpeedEngine.train(mode) sets its module's mode, not its own ``training``
+        was_training = getattr(engine, "module", engine).training
+        engine.eval()  # dropout off: DeepSpeedEngine.eval() reaches the module
         try:
             with torch.no_grad():
                 for index in rank_indices(self.config.batches, self.ranks.rank, self.ranks.world):
