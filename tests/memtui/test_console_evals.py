@@ -25,8 +25,6 @@ from tests.memtui.console_harness import text_of
 from tests.memtui.test_console_snapshot import LAST_STEP, NOW, figures_read, fixed_run
 from tests.waiting import until
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -43,7 +41,6 @@ async def test_numerics_shows_the_fake_trainer_s_evals_through_the_real_supervis
 ) -> None:
     for key, value in {**FAKE_TRAINER_ENV, "FAKE_TRAINER_EVAL_EVERY": "20"}.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the fake trainer imports this checkout's engine
     engine = RealUnderTest(home)
     try:
         await engine.start()

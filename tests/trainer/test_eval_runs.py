@@ -7,7 +7,7 @@ import math
 
 import pytest
 from test_ranks import TWO_RANKS, logs, supervise
-from trainer_harness import REPO_ROOT, make_run
+from trainer_harness import make_run
 
 from engine.events import EvalCompleted
 from engine.run.store import Store
@@ -27,7 +27,7 @@ def test_two_ranks_store_an_averaged_eval_at_the_configured_steps() -> None:
             "eval": {"every_steps": 3, "batches": 3},
         }
     )
-    proc = supervise(run, {"PYTHONPATH": REPO_ROOT})  # torchrun's ranks import this checkout
+    proc = supervise(run)
     assert proc.wait(timeout=300) == 0, logs(run, proc)
     with Store(run.store, readonly=True) as store:
         steps = {s.step: s for s in store.steps()}
