@@ -9,7 +9,7 @@ endurance screen share it. Torch-free.
 from __future__ import annotations
 
 from engine.run.endurance_report import EnduranceReport
-from memtui.formatting import format_float
+from memtui.formatting import format_float, format_loss
 
 
 def _rate(value: float | None) -> str:
@@ -55,6 +55,8 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("resume success", _resume_success(report)),
         ("steps replayed after restarts", f"{report.steps_replayed:,}"),
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
+        ("eval share", f"{_share(report.eval_share)} ({report.evals.seconds if report.evals else 0:,.1f} s)"),
+        ("eval loss first / best / last", _eval_losses(report)),
         ("saves (failed or skipped)", f"{report.saves} ({report.saves_failed})"),
         (
             "directives proposed / allowed / clamped / rejected by the policy",
@@ -68,6 +70,14 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ),
         ("directives applied (a restart's re-send is none)", str(report.directives_applied)),
     ]
+
+
+def _eval_losses(report: EnduranceReport) -> str:
+    """``5.412 (step 200) / 3.120 (step 1800) / 3.150 (step 2000)``, or ``-`` with no eval."""
+    e = report.evals
+    if e is None:
+        return "-"
+    return " / ".join(f"{format_loss(p.loss)} (step {p.step})" for p in (e.first, e.best, e.last))
 
 
 def _chaos_total(report: EnduranceReport, field: str) -> int:

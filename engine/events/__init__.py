@@ -37,6 +37,7 @@ from engine.events.directives import (
     PlannerDisabled,
     PlannerRestarted,
 )
+from engine.events.evaluation import EvalCompleted, EvalSkipped
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
 from engine.events.metrics import MetricWarning
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
@@ -95,6 +96,8 @@ __all__ = [
     "DirectivesCarried",
     "DirectivesRateLimited",
     "DoctorReported",
+    "EvalCompleted",
+    "EvalSkipped",
     "FinalSaveMissed",
     "FreshStart",
     "LegacyChaos",

@@ -26,6 +26,7 @@ from engine.events import (
 )
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
+from engine.run.eval_history import EvalLosses, stored_evals
 from engine.run.metric_history import last_metrics
 from engine.run.status import identity_of, whole_tree_resumes
 from engine.run.store import Store
@@ -103,6 +104,8 @@ class EnduranceReport(BaseModel):
     steps_replayed: int
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
     checkpoint_stall_s: float
+    evals: EvalLosses | None = None
+    """Held-out losses (first, best, last) and the seconds evals held training; None: no eval."""
     saves: int
     saves_failed: int
     directives_proposed: int
@@ -126,6 +129,12 @@ class EnduranceReport(BaseModel):
         return self.resumes_stepped / self.resumes if self.resumes else None
 
     @property
+    def eval_share(self) -> float:
+        """Eval seconds over wall seconds (evals hold training, as saves do)."""
+        seconds = self.evals.seconds if self.evals else 0.0
+        return seconds / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
     def stall_share(self) -> float:
         """Checkpoint stall seconds over wall seconds."""
         return self.checkpoint_stall_s / self.wall_s if self.wall_s > 0 else 0.0
@@ -135,6 +144,7 @@ class EnduranceReport(BaseModel):
         doc = self.model_dump(mode="json")
         doc["chaos"] = {k: {**v.model_dump(), "pending": v.pending} for k, v in self.chaos.items()}
         doc.update(resume_success=self.resume_success, checkpoint_stall_share=self.stall_share)
+        doc.update(eval_share=self.eval_share)
         return doc
 
 
@@ -174,6 +184,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         resumes_stopped=stopped,
         steps_replayed=_replayed(store),
         checkpoint_stall_s=float(stall),
+        evals=EvalLosses.of(stored_evals(store)),
         saves=counts["checkpoint_saved"],
         saves_failed=counts["checkpoint_failed"] + counts["checkpoint_skipped"],
         **_directive_counts(store),

@@ -14,6 +14,7 @@ Reads top to bottom::
                              own scalars summed on the device (step_metrics)
           report_step()      TelemetrySample (with those scalars' means) -> StepReport,
                              every log_every steps
+          evaluate           a held-out loss every eval.every_steps steps (evaluation)
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
           maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
@@ -50,6 +51,7 @@ from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
+from engine.trainer.evaluation import Evaluator
 from engine.trainer.forward_output import split_output
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
@@ -174,6 +176,7 @@ def run_steps(training: Training, until: int) -> None:
         engine, memory, training.link, config.train.precision
     )
     metrics = training.metrics = training.metrics or WorkloadMetrics(training.link, ranks)
+    evaluator = training.evaluator = training.evaluator or attach_evaluator(training, metrics)
     report_every = config.train.rank_report_every
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
@@ -204,6 +207,7 @@ def run_steps(training: Training, until: int) -> None:
         if engine.global_steps % config.log_every == 0:
             named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
             report_step(training, loss, lr, scale, overflow, step_time_s, named)
+        evaluator.at_boundary(int(engine.global_steps))  # every rank, when due
         collect_sealed(training)
         maybe_checkpoint(training)
 
@@ -372,6 +376,21 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.link,
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
+    )
+
+
+def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
+    """Evals on the workload's held-out batches at the configured micro-batch; their
+    scalars pass the run's one metric screen (one limit, one warning event per drop)."""
+    return Evaluator(
+        training.config.eval,
+        training.config.train.micro_batch,
+        training.engine,
+        training.workload.eval_batch,
+        training.link,
+        training.ranks,
+        training.telemetry,
+        metrics.screen,
     )
 
 

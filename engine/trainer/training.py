@@ -12,6 +12,7 @@ from engine.run.directory import RunDir
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.directive_applier import DirectiveApplier
+from engine.trainer.evaluation import Evaluator
 from engine.trainer.link import Link
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.step_metrics import WorkloadMetrics
@@ -49,3 +50,5 @@ class Training:
     """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
     metrics: WorkloadMetrics | None = None
     """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
+    evaluator: Evaluator | None = None
+    """Evals every ``eval.every_steps`` steps; built by ``run_steps``."""

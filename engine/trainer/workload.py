@@ -27,7 +27,9 @@ Rules:
   rank r asks for ``micro * world + r``, so no sample is drawn twice in a step.
 - ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
   figures (use 1 if tokens mean nothing for your data).
-- ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
+- ``eval_batch`` (optional) gives held-out batches by index for an eval loss: every
+  ``eval.every_steps`` steps the trainer evaluates indices ``0 .. eval.batches-1`` at the
+  configured micro-batch, without gradients (``engine.trainer.evaluation``).
 - ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
   (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.domain import TelemetrySample
+from engine.domain import Event, TelemetrySample
+from engine.events import EvalCompleted
 
 ChartWindow = Literal["live", "hour", "run"]
 """live: the newest minutes, from telemetry as it arrives; hour and run: read from the store."""
@@ -25,6 +26,14 @@ WINDOW_SECONDS: dict[ChartWindow, float | None] = {"live": 300.0, "hour": 3600.0
 WINDOW_LABELS: dict[ChartWindow, str] = {"live": "last 5 min", "hour": "last hour", "run": "whole run"}
 LIVE_POINTS = 3000
 """Newest points kept in memory for the live window (5 min at the ~10 Hz telemetry rate)."""
+MAX_EVALS = 500
+"""Newest evals kept for the eval-loss chart (a chart is narrower than this)."""
+
+
+def evals_after(event: Event, evals: tuple[EvalCompleted, ...]) -> tuple[EvalCompleted, ...]:
+    """The evals with ``event``'s appended if it is one (the newest MAX_EVALS)."""
+    done = EvalCompleted.of(event)
+    return evals if done is None else (*evals, done)[-MAX_EVALS:]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from engine.directives.planners.ask_backoff import AskBackoff, PlannerAlert
 from engine.directives.planners.reply import PlannerReply, refused, unanswered
 from engine.directives.queue import DirectiveQueue, Entry
 from engine.domain import TelemetrySample
-from engine.events import Recorder
+from engine.events import EvalCompleted, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,9 @@ class ExternalPlanner:
             return
         summary = self.summary.of(sample, {str(k): v for k, v in self.queue.effective.items()})
         self.in_flight = spawn(self.tick(summary))
+
+    def on_eval(self, result: EvalCompleted) -> None:
+        """Evals are not in the per-step summary an external planner is asked about (yet)."""
 
     async def tick(self, summary: dict[str, Any]) -> Entry | None:
         self.asked += 1
