@@ -52,8 +52,6 @@ class Measured:
 def built_description(run_path: Path) -> ModelDescription | None:
     """The model the run's newest trainer built, as its ``trainer_started`` described it;
     None without one (no store, an older trainer, a description that does not read)."""
-    import json
-
     from engine.events import TrainerStarted
     from engine.memory.model_description import from_wire
     from engine.memory.transformer_shape import ShapeError
@@ -64,13 +62,10 @@ def built_description(run_path: Path) -> ModelDescription | None:
         return None
     try:
         with Store(store_path, readonly=True) as store:
-            rows = store.query(
-                "SELECT data FROM events WHERE type = ? ORDER BY seq DESC LIMIT 1",
-                (TrainerStarted.event_type,),
-            )
-        wire = json.loads(rows[0][0]).get("model_description") if rows else None
+            started = store.newest_event((TrainerStarted.event_type,))
+        wire = started.data.get("model_description") if started is not None else None
         return from_wire(wire) if isinstance(wire, dict) else None
-    except (StoreError, OSError, sqlite3.Error, ValueError, ShapeError):
+    except (StoreError, OSError, sqlite3.Error, ShapeError):
         return None
 
 
