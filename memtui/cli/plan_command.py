@@ -129,35 +129,35 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _target(args: argparse.Namespace) -> tuple[RunConfig, TransformerShape, Path | None]:
     """(config, shape, the run's directory when TARGET is a run)."""
     from engine.config_file import ConfigError, load_run_config
-    from engine.memory.transformer_shape import ShapeError, from_hf_config, from_model_config
+    from engine.memory.transformer_shape import ShapeError, from_hf_config
 
     target = Path(args.target) if args.target else None
     try:
         if target is None or target.is_file():
-            config, run_path = load_run_config(target, args.settings), None
-        elif target.is_dir() and not (target / "run.json").is_file():
+            config = load_run_config(target, args.settings)
+            return config, _config_shape(config, args.seq_len), None
+        if target.is_dir() and not (target / "run.json").is_file():
             hf = _read_hf_config(target)
             config = load_run_config(None, args.settings)
             return config, from_hf_config(hf, str(target / "config.json"), args.seq_len), None
-        else:
-            run_path = target if target.is_dir() else _run_by_name(args.target)
-            config = _run_config(run_path, args.settings)
-            built = _built_shape(run_path, args.seq_len)
-            if built is not None:
-                return config, built, run_path
-        if config.hf.model_dir is not None:
-            model_dir = Path(config.hf.model_dir)
-            hf_file = str(model_dir / "config.json")
-            return (
-                config,
-                from_hf_config(_read_hf_config(model_dir), hf_file, args.seq_len or config.model.seq_len),
-                run_path,
-            )
-        m = config.model
-        shape = from_model_config(m.n_layer, m.n_head, m.d_model, args.seq_len or m.seq_len)
+        run_path = target if target.is_dir() else _run_by_name(args.target)
+        config = _run_config(run_path, args.settings)
+        return config, _built_shape(run_path, args.seq_len) or _config_shape(config, args.seq_len), run_path
     except (ConfigError, ShapeError) as err:
         raise CliError(str(err), code=2) from None
-    return config, shape, run_path
+
+
+def _config_shape(config: RunConfig, seq_len: int | None) -> TransformerShape:
+    """The model a config trains: ``hf.model_dir``'s config.json, else the built-in model."""
+    from engine.memory.transformer_shape import from_hf_config, from_model_config
+
+    m = config.model
+    if config.hf.model_dir is not None:
+        model_dir = Path(config.hf.model_dir)
+        return from_hf_config(
+            _read_hf_config(model_dir), str(model_dir / "config.json"), seq_len or m.seq_len
+        )
+    return from_model_config(m.n_layer, m.n_head, m.d_model, seq_len or m.seq_len)
 
 
 def _built_shape(run_path: Path, seq_len: int | None) -> TransformerShape | None:
