@@ -55,5 +55,6 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         **training.telemetry.peak_fields(),
     )
     training.link.event(
-        started, f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}"
+        started,
+        f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}; {description.words}",
     )

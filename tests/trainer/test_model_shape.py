@@ -141,6 +141,24 @@ def test_the_trainer_announces_the_gpt2_it_built(scratch: Path) -> None:
     assert started["planned_memory"]["params"] == 4 * described.params  # fp32 weights
 
 
+@pytest.mark.deepspeed
+def test_a_workload_without_a_shape_is_said_to_be_known_by_its_parameters() -> None:
+    from engine.memory.model_description import from_wire
+
+    raw = {"steps": 2, "checkpoint": {"every_steps": 0}, "workload": "shapeless_workload:build"}
+    run = make_run({**raw, "workload_dir": str(Path(__file__).parent)})
+    supervisor = SupervisorStub(run.socket)
+    done = run_trainer(run)
+    supervisor.close()
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    started = supervisor.events("trainer_started")[0]
+    described = from_wire(started.data["model_description"])
+    assert described.shape is None and described.source == "workload shapeless_workload:build"
+    assert started.data["flops_per_token"] == 6 * described.params
+    assert started.data["planned_memory"] is None
+    assert "shape not declared (MFU from 6N, activations learned from measured peaks)" in started.message
+
+
 def test_the_prior_counts_checkpointing_and_the_config_s_offload() -> None:
     base = {"model": {"n_layer": 8}, "train": {"zero_stage": 3, "micro_batch": 8, "global_batch": 8}}
     config = build_run_config(base)
