@@ -47,6 +47,7 @@ from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
@@ -109,6 +110,7 @@ def _train(
     share_cpu_cores()
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
+    description = describe_built(workload, config)  # before ZeRO-3 partitions the parameters
     prepare_ops(phases.op)  # a build once per environment, or a wait for one
     phases.enter("initialising")
     engine = build_engine(config, workload)
@@ -130,13 +132,14 @@ def _train(
             world_size(),
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
-            meter=build_meter(config, workload.model, engine.device, world_size()),
+            meter=build_meter(config, description, engine.device, world_size()),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
         resumed_directives=dict(resumed.client_state.get("directives") or {}) if resumed else {},
         ranks=ranks,
         sealer=CheckpointSealer() if config.checkpoint.background and ranks.leader else None,
+        description=description,
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -376,6 +379,7 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.link,
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
+        description=training.described(),
     )
 
 

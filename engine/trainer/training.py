@@ -8,8 +8,10 @@ from typing import Any
 
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
+from engine.memory.model_description import ModelDescription
 from engine.run.directory import RunDir
 from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.evaluation import Evaluator
@@ -52,3 +54,11 @@ class Training:
     """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
     evaluator: Evaluator | None = None
     """Evals every ``eval.every_steps`` steps; built by ``run_steps``."""
+    description: ModelDescription | None = None
+    """The model built (``described`` builds it when a bench left it out)."""
+
+    def described(self) -> ModelDescription:
+        """The description of the model trained: MFU, memory prior, plan and start report read it."""
+        if self.description is None:
+            self.description = describe_built(self.workload, self.config)
+        return self.description
