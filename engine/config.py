@@ -188,6 +188,12 @@ class RestartConfig(_Strict):
     on_preemption: bool = False
     """Also restart a trainer that stopped itself on SIGTERM without the run being asked to
     stop (a preempted node); False ends the run as stopped."""
+    standby: bool = True
+    """Keep one spare trainer that has already imported torch and DeepSpeed and loaded the
+    ops, so that a restart skips the cold start (seconds on a CPU, more on a GPU host). It
+    costs its resident memory while it waits (``standby_ready`` says how much). One rank on
+    one node only: torchrun's ranks are started by torchrun after the rendezvous, and are
+    always started cold."""
     hang_s: float | None = Field(None, gt=0.0, le=7 * 86400.0)
     """Seconds without a sign of life (a step, a start-up phase) after which a running
     trainer is taken for hung: its Python stacks are dumped into its log, its processes

@@ -64,6 +64,7 @@ from engine.events.run import (
     TrainerResumed,
     TrainerStarted,
 )
+from engine.events.standby import StandbyLost, StandbyReady
 from engine.events.startup import PhaseName, StartupPhase, nodes_met
 
 SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if m.origin == "supervisor")
@@ -123,6 +124,8 @@ __all__ = [
     "RunEnded",
     "RunPaused",
     "RunStarted",
+    "StandbyLost",
+    "StandbyReady",
     "StartupPhase",
     "StateChanged",
     "StopRequested",

@@ -88,6 +88,8 @@ class TrainerLaunched(Payload):
     attempt: int
     pid: int
     command: list[str]
+    standby: bool = False
+    """The attempt was handed to the waiting spare (``restart.standby``): no cold start."""
 
 
 class TrainerLaunchFailed(Payload):

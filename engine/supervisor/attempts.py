@@ -40,6 +40,7 @@ from engine.events import (
 from engine.protocol import TrainerCommand
 from engine.run.directory import RunDir
 from engine.run.node_outcome import read_node_outcome
+from engine.run.standby_orders import StandbyOrders
 from engine.run.status import save_report
 from engine.supervisor.essential_pool import off_loop
 from engine.supervisor.exit_records import record_exit, record_restart
@@ -47,6 +48,7 @@ from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.supervisor.resumption import Resumption
+from engine.supervisor.standby import Standby
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
@@ -82,6 +84,7 @@ class Attempts:
         attempt: int = 0,
         restarts: int = 0,
         hold: bool = False,
+        standby: Standby | None = None,
     ) -> None:
         self.run = run
         self.journal = journal
@@ -108,6 +111,8 @@ class Attempts:
         Apart from the operator's: an unpause does not release it, a stored write does."""
         self._link = link
         self._latest_step = latest_step
+        self.standby = standby
+        """The spare a restart is handed to (``engine.supervisor.standby``); None: always cold."""
         self.resumption = Resumption(journal)
         """Says where a restarted attempt really resumed, once its trainer has loaded."""
         self._fresh_pending = fresh_start  # pass --fresh to the next trainer (once)
@@ -189,7 +194,7 @@ class Attempts:
         elif not self.follower:  # tags sealed but never announced go into the history
             await reconcile_saves(self.journal, self.run.checkpoints, attempt - 1 or None)
         try:
-            proc = await self._launch(command, attempt)
+            proc, warm = await self._launch(command, attempt)
         except OSError as err:
             reason = f"could not launch the trainer ({shlex.join(command)}): {err.strerror or err}"
             self.journal.record(TrainerLaunchFailed(), reason, attempt=attempt)
@@ -197,8 +202,8 @@ class Attempts:
         self._proc = proc
         self.journal.store.update_meta(attempt=attempt, trainer_pid=proc.pid)
         self.journal.record(
-            TrainerLaunched(attempt=attempt, pid=proc.pid, command=command),
-            f"trainer attempt {attempt} started (pid {proc.pid})",
+            TrainerLaunched(attempt=attempt, pid=proc.pid, command=command, standby=warm),
+            f"trainer attempt {attempt} started (pid {proc.pid}{', the standby' if warm else ''})",
             attempt=attempt,
         )
         self.alerts.trainer_launched()  # the heartbeat clock starts here
@@ -218,7 +223,12 @@ class Attempts:
             finished = await off_loop(read_node_outcome, self.run, attempt)
         return TrainerExit(attempt, returncode, finished, error)
 
-    async def _launch(self, command: list[str], attempt: int) -> LaunchedProcess:
+    async def _launch(self, command: list[str], attempt: int) -> tuple[LaunchedProcess, bool]:
+        """The attempt's trainer, and whether it is the waiting spare (else started cold)."""
+        orders = StandbyOrders(command[len(self.command) :], str(self.run.trainer_log(attempt)))
+        spare = self.standby.take(orders) if self.standby is not None else None
+        if spare is not None:
+            return spare, True
         env = trainer_environment(os.environ, self.ranks)
         with open(self.run.trainer_log(attempt), "ab") as out:
             return await launch(  # forked at the user's priority, above the supervisor's
@@ -229,7 +239,7 @@ class Attempts:
                 cwd=self.run.path,
                 env=env,
                 start_new_session=True,  # its own process group: a stop can kill torchrun's ranks too
-            )
+            ), False
 
     async def _await_disconnect(self) -> None:
         """The trainer's last lines (trainer_finished) may still be in the socket."""
@@ -343,6 +353,8 @@ class Attempts:
         self.journal.record(StopRequested(reason=reason), f"stop requested: {reason}")
         self.journal.set_state("stopping")
         self._stopping.set()
+        if self.standby is not None:
+            self.standby.retire()
         self._signal_stop()
 
     def _signal_stop(self) -> None:
@@ -400,6 +412,8 @@ class Attempts:
         """Leave no trainer behind (a running one here means the supervisor crashed or was cancelled)."""
         if self._kill_timer is not None:
             self._kill_timer.cancel()
+        if self.standby is not None:
+            await self.standby.close()
         proc = self._proc
         if proc is not None and proc.returncode is None:
             self.kill()

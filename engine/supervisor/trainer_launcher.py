@@ -51,6 +51,9 @@ class LaunchedProcess:
     def __init__(self, popen: subprocess.Popen[Any], loop: asyncio.AbstractEventLoop) -> None:
         self._popen = popen
         self.pid = popen.pid
+        self.stdin = popen.stdin
+        """Its stdin, if it was started with a pipe there (a standby trainer's orders)."""
+        self.stdout = popen.stdout
         self._exited: asyncio.Future[int] = loop.create_future()
         threading.Thread(
             target=self._reap, args=(loop,), name=f"trainer-reaper-{popen.pid}", daemon=True

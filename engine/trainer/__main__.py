@@ -30,6 +30,7 @@ from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.run.report_spool import SpoolWriter, spool_path
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
+from engine.trainer.standby import await_orders, is_standby
 from engine.trainer.startup_phases import StartupPhases
 
 log = logging.getLogger("engine.trainer")
@@ -168,8 +169,30 @@ def exit_rank(code: int) -> None:
     os._exit(code)
 
 
+def warm_up() -> None:
+    """A spare's head start: what every attempt does before its process group (seconds)."""
+    os.umask(PRIVATE_UMASK)
+    configure_logging()
+    log.info("standby: DeepSpeed op cache %s", set_extensions_dir())
+    import deepspeed  # noqa: F401
+
+    import engine.trainer.checkpoint  # noqa: F401
+    import engine.trainer.loop  # noqa: F401
+    from engine.trainer.op_cache import prepare_ops
+
+    prepare_ops()  # loaded ops stay loaded: the attempt's deepspeed.initialize finds them
+
+
+def entry(argv: list[str]) -> int:
+    """``main``, after a spare's wait for its orders when started with ``--standby``."""
+    if not is_standby(argv):
+        return main(argv)
+    orders = await_orders(warm_up)
+    return 0 if orders is None else main(orders)
+
+
 if __name__ == "__main__":
-    status = main()
+    status = entry(sys.argv[1:])
     if "LOCAL_WORLD_SIZE" in os.environ:
         exit_rank(status)
     sys.exit(status)

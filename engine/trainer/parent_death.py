@@ -1,4 +1,4 @@
-"""A rank under torchrun dies with its launcher.
+"""A rank under torchrun, and a standby trainer while it waits, die with their parent.
 
 torchrun starts every rank in a session of its own, so a SIGKILL of the launcher's process
 group (the supervisor's chaos kill or stop timeout, the OOM killer, a power-loss rehearsal)
@@ -18,6 +18,17 @@ import sys
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def outlive_parent() -> bool:
+    """Undo ``die_with_parent``: a spare trainer that becomes an attempt outlives its
+    supervisor as a cold-started one does (it saves, and spools what nobody heard)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def die_with_parent() -> bool:

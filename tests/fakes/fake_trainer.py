@@ -1,6 +1,7 @@
 """A torch-free stand-in for ``python -m engine.trainer`` that speaks the real protocol.
 
     python tests/fakes/fake_trainer.py RUN_DIR --attempt N
+    python tests/fakes/fake_trainer.py --standby     (a spare: waits for its orders on stdin)
 
 Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
 StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
@@ -77,6 +78,7 @@ from engine.protocol import (
     encode,
     read_line,
 )
+from engine.trainer.standby import await_orders, is_standby
 
 NO_CONNECT_READY = "fake trainer: not connecting; SIGTERM ends me"
 """Printed (to the trainer log) once a FAKE_TRAINER_NO_CONNECT trainer handles SIGTERM."""
@@ -316,10 +318,15 @@ class FakeTrainer:
 
 
 def main() -> int:
+    argv: list[str] | None = sys.argv[1:]
+    if is_standby(sys.argv[1:]):  # a spare: nothing to import, it waits for its attempt at once
+        argv = await_orders(lambda: None)
+        if argv is None:
+            return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--attempt", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], all_threads=True)  # as the real one
     return asyncio.run(FakeTrainer(args.run_dir, args.attempt).run())
 

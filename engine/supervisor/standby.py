@@ -1,0 +1,265 @@
+"""The warm standby trainer: one spare process, already past its imports, that the next
+restart hands its attempt to instead of starting a trainer cold. Torch-free.
+
+A restart that starts ``python -m engine.trainer`` cold pays for importing torch and
+DeepSpeed and loading the ops (seconds on a CPU) before it even reads its checkpoint. So
+the supervisor keeps a spare, ``python -m engine.trainer --standby`` (``restart.standby``,
+on by default): started in a session of its own, once the running trainer steps (its imports
+never slow a trainer's start), it warms up, says ``ready`` on its stdout and waits on its
+stdin (``engine.run.standby_orders``). A restart writes the attempt's orders (its arguments
+and its log) and the spare becomes that attempt: the same pid, its own process group, an
+ordinary trainer from then on; a new spare starts behind it once that attempt steps.
+
+- Its cost while it waits (resident memory, CPU over ``IDLE_WINDOW_S``) is measured once it
+  is ready and recorded (``standby_ready``).
+- A spare that dies while it waits is recorded (``standby_lost``) and replaced after a
+  backoff that doubles for each spare in a row that dies within ``HEALTHY_AFTER_S``: a
+  spare that cannot start never becomes a restart loop.
+- It never outlives the run: a stop or the run's end kills it (``retire``), and while it
+  waits it dies with the supervisor (``PR_SET_PDEATHSIG``: a whole-tree kill leaves none,
+  and the next supervisor starts its first trainer cold). It is never the run's trainer
+  until it is handed an attempt: not in the meta's ``trainer_pid``, the hang watch, the
+  hardware panel's processes or a chaos kill.
+- One rank on one node only. With several ranks the processes are torchrun's, started after
+  the rendezvous with the attempt's world; a spare torchrun would still rendezvous, start
+  its ranks and import in each, so it would save little, and torchrun's own restarts would
+  go behind the supervisors' backs (``trainer_process.Placement``). Several ranks start cold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from engine.config import RunConfig
+from engine.events import StandbyLost, StandbyReady
+from engine.run.directory import RunDir
+from engine.run.standby_orders import READY, STANDBY_FLAG, StandbyOrders
+from engine.supervisor.journal import Journal
+from engine.supervisor.trainer_launcher import LaunchedProcess, launch
+from engine.supervisor.trainer_process import TRAINER_CMD_ENV, kill_group, trainer_environment
+
+log = logging.getLogger("engine.supervisor.standby")
+
+IDLE_WINDOW_S = 5.0  # s over which a ready spare's idle CPU is measured
+BACKOFF_INITIAL_S = 1.0  # s before replacing the first spare of a row that died young
+BACKOFF_MAX_S = 60.0  # s: the longest wait between two spares
+HEALTHY_AFTER_S = 60.0  # s a spare must have lived for its death to start a new row
+POLL_S = 0.5  # s between looks at the run's state while waiting for the trainer to step
+STANDBY_CMD_ENV = "MEMTUI_STANDBY_CMD"  # shlex string: a custom trainer command's spare, if it has one
+LOG_NAME = "standby.log"  # in logs/: what spares print before they have an attempt
+
+
+class Spare:
+    """One spare process and what the supervisor knows of it."""
+
+    def __init__(self, proc: LaunchedProcess, started: float) -> None:
+        self.proc = proc
+        self.started = started
+        """``time.monotonic()`` at its launch."""
+        self.taken = asyncio.Event()
+        """Set once it was handed an attempt (it is the run's trainer from then on)."""
+
+
+class Standby:
+    """Keeps one spare trainer for ``run`` while the run trains; ``take`` hands it an attempt."""
+
+    def __init__(
+        self, run: RunDir, command: list[str], journal: Journal, running: Callable[[], bool]
+    ) -> None:
+        self.run = run
+        self.command = command
+        """The spare's command line (``python -m engine.trainer --standby``)."""
+        self.journal = journal
+        self._running = running
+        """The run's trainer is stepping: a spare may start without slowing its start-up."""
+        self._spare: Spare | None = None
+        self._retired = asyncio.Event()
+        self._deaths = 0  # spares in a row that died young
+
+    @property
+    def pid(self) -> int | None:
+        """The waiting spare's pid, or None."""
+        spare = self._spare
+        return spare.proc.pid if spare is not None and spare.proc.returncode is None else None
+
+    async def keep(self) -> None:
+        """Keep a spare until the run is retired: start one once the trainer steps, replace it
+        when it is taken (after the next trainer steps) or dies (after a backoff)."""
+        while not self._retired.is_set():
+            await self._until_running()
+            if self._retired.is_set():
+                return
+            spare = await self._start()
+            if spare is None:
+                await self._pause(self._backoff(0.0))
+                continue
+            self._spare = spare
+            await self._watch(spare)
+
+    async def _until_running(self) -> None:
+        while not (self._retired.is_set() or self._running()):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._retired.wait(), POLL_S)
+
+    async def _start(self) -> Spare | None:
+        log_path = self.run.path / "logs" / LOG_NAME
+        try:
+            with open(log_path, "ab") as err:
+                proc = await launch(
+                    self.command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    cwd=self.run.path,
+                    env=trainer_environment(os.environ, 1),
+                    start_new_session=True,  # its own group: once taken, a stop kills what it starts
+                )
+        except OSError as err:
+            log.warning("could not start a standby trainer (%s): %s", " ".join(self.command), err)
+            return None
+        log.info("standby trainer started (pid %d)", proc.pid)
+        return Spare(proc, time.monotonic())
+
+    async def _watch(self, spare: Spare) -> None:
+        """Until the spare is taken or dies: its ready line and idle cost, or its death."""
+        measure = asyncio.create_task(self._measure(spare))
+        ended = asyncio.create_task(spare.proc.wait())
+        taken = asyncio.create_task(spare.taken.wait())
+        await asyncio.wait({ended, taken}, return_when=asyncio.FIRST_COMPLETED)
+        measure.cancel()
+        taken.cancel()
+        if spare.taken.is_set():
+            ended.cancel()
+            self._deaths = 0
+            return
+        self._spare = None
+        if self._retired.is_set():
+            return
+        lived = time.monotonic() - spare.started
+        delay = self._backoff(lived)
+        code = ended.result()
+        self.journal.record(
+            StandbyLost(pid=spare.proc.pid, returncode=code, retry_in_s=delay),
+            f"standby trainer pid {spare.proc.pid} died while it waited (status {code}); "
+            f"another starts in {delay:g} s",
+        )
+        await self._pause(delay)
+
+    async def _measure(self, spare: Spare) -> None:
+        """Read its ready line, then record what it costs while it waits."""
+        pipe: IO[bytes] | None = spare.proc.stdout
+        if pipe is None:
+            return
+        reading = asyncio.ensure_future(asyncio.to_thread(pipe.readline))
+        reading.add_done_callback(lambda _: pipe.close())  # its thread ends at EOF, even if we do not wait
+        line = await asyncio.shield(reading)
+        if line != READY:
+            return  # it died (or was taken) before it was ready
+        warmup = time.monotonic() - spare.started
+        before = await asyncio.to_thread(_usage, spare.proc.pid)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(spare.taken.wait(), IDLE_WINDOW_S)
+        after = await asyncio.to_thread(_usage, spare.proc.pid)
+        if before is None or after is None:
+            return
+        window = max(after[0] - before[0], 1e-3)
+        cpu = 100.0 * (after[1] - before[1]) / window
+        rss = after[2] / 2**20
+        self.journal.record(
+            StandbyReady(
+                pid=spare.proc.pid, warmup_s=warmup, rss_mib=rss, idle_cpu_percent=cpu, idle_window_s=window
+            ),
+            f"standby trainer ready (pid {spare.proc.pid}, warmed up in {warmup:.1f} s): "
+            f"{rss:.0f} MiB resident, {cpu:.1f}% of a core while it waits",
+        )
+
+    def _backoff(self, lived_s: float) -> float:
+        self._deaths = 1 if lived_s >= HEALTHY_AFTER_S else self._deaths + 1
+        return min(BACKOFF_INITIAL_S * 2.0 ** (self._deaths - 1), BACKOFF_MAX_S)
+
+    async def _pause(self, delay_s: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._retired.wait(), delay_s)
+
+    # ------------------------------------------------------------------ handing over
+
+    def take(self, orders: StandbyOrders) -> LaunchedProcess | None:
+        """Hand the waiting spare ``orders``: it is that attempt's trainer from now on. None:
+        there is no live spare (the attempt starts cold)."""
+        spare, self._spare = self._spare, None
+        if spare is None or spare.proc.returncode is not None or spare.proc.stdin is None:
+            return None
+        try:
+            spare.proc.stdin.write(orders.encode())  # one short line: the pipe takes it at once
+            spare.proc.stdin.close()
+        except OSError as err:  # it died a moment ago
+            log.warning("standby trainer pid %d could not take its orders: %s", spare.proc.pid, err)
+            kill_group(spare.proc.pid, signal.SIGKILL)
+            return None
+        spare.taken.set()
+        return spare.proc
+
+    def retire(self) -> None:
+        """The run stops or ends: no more spares, and the waiting one is killed."""
+        self._retired.set()
+        spare = self._spare
+        if spare is not None and spare.proc.returncode is None:
+            kill_group(spare.proc.pid, signal.SIGKILL)
+        if spare is not None and spare.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                spare.proc.stdin.close()
+
+    async def close(self) -> None:
+        """Retire, and wait for the killed spare to be gone."""
+        spare = self._spare
+        self.retire()
+        if spare is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(spare.proc.wait(), 5.0)
+
+
+def default_standby_command(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """The spare trainer's command (``engine.supervisor.standby``): ``$MEMTUI_STANDBY_CMD``,
+    else ``python -m engine.trainer --standby``; None for a custom ``$MEMTUI_TRAINER_CMD``
+    without a spare command of its own (several ranks have none: ``standby_for``)."""
+    env = os.environ if environ is None else environ
+    custom = env.get(STANDBY_CMD_ENV, "").strip()
+    if custom:
+        return shlex.split(custom)
+    if env.get(TRAINER_CMD_ENV, "").strip():
+        return None
+    return [sys.executable, "-m", "engine.trainer", STANDBY_FLAG]
+
+
+def standby_for(
+    config: RunConfig, run: RunDir, journal: Journal, command: list[str] | None, running: Callable[[], bool]
+) -> Standby | None:
+    """The run's standby, if it has one: ``restart.standby`` on, one rank on one node, and a
+    spare command (a custom trainer command has none unless one is given)."""
+    train = config.train
+    if not config.restart.standby or command is None or train.ranks > 1 or train.nodes > 1:
+        return None
+    return Standby(run, command, journal, running)
+
+
+def _usage(pid: int) -> tuple[float, float, int] | None:
+    """(monotonic s, CPU s used, resident bytes) of ``pid``; None if it is gone."""
+    import psutil  # imported when needed, as the other process probes here
+
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            cpu: Any = process.cpu_times()
+            return time.monotonic(), cpu.user + cpu.system, process.memory_info().rss
+    except psutil.Error:
+        return None

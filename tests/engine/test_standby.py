@@ -1,0 +1,117 @@
+"""The warm standby trainer: the in-process supervisor with the torch-free fake trainer,
+which waits as a spare the way the real one does (``engine.trainer.standby``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from engine.config import RestartConfig
+from engine.run.directory import RunDir, pid_alive
+from engine.run.standby_orders import STANDBY_FLAG, StandbyOrders
+from engine.run.store import Store
+from engine.supervisor.standby import STANDBY_CMD_ENV, default_standby_command
+from engine.supervisor.trainer_process import TRAINER_CMD_ENV
+from tests.engine.conftest import FAKE_TRAINER_CMD
+
+pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds
+
+SPARE_CMD = [*FAKE_TRAINER_CMD, STANDBY_FLAG]
+
+
+def events(run: RunDir, type_: str) -> list[dict[str, Any]]:
+    with Store(run.store, readonly=True) as store:
+        return [e.data for e in store.events_since(0) if e.type == type_]
+
+
+def launch_of(run: RunDir, attempt: int) -> dict[str, Any] | None:
+    return next((e for e in events(run, "trainer_launched") if e["attempt"] == attempt), None)
+
+
+def stepped(run: RunDir, attempt: int) -> bool:
+    with Store(run.store, readonly=True) as store:
+        latest = store.latest_step()
+    return latest is not None and latest.attempt == attempt
+
+
+def ready_other_than(run: RunDir, *pids: int) -> dict[str, Any] | None:
+    return next((e for e in events(run, "standby_ready") if e["pid"] not in pids), None)
+
+
+async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_it(
+    run: RunDir, start, fake_env, wait_until
+) -> None:
+    running = await start(standby_cmd=SPARE_CMD)
+    spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
+    assert spare["rss_mib"] > 0 and spare["idle_cpu_percent"] >= 0  # its idle cost, measured
+    first = running.supervisor.attempts.pid
+    assert first is not None and first != spare["pid"]  # the spare is not the run's trainer
+    assert running.supervisor.attempts.pids() == {"trainer": first}
+    os.killpg(first, signal.SIGKILL)
+
+    second = await wait_until(lambda: launch_of(run, 2), "attempt 2 launched")
+    assert second["pid"] == spare["pid"] and second["standby"] is True
+    await wait_until(lambda: stepped(run, 2), "a step of the spare turned trainer")
+    assert running.supervisor.attempts.pid == spare["pid"]
+    behind = await wait_until(lambda: ready_other_than(run, spare["pid"]), "a new spare behind it")
+    assert behind["pid"] != spare["pid"] and pid_alive(behind["pid"])
+
+
+async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_until) -> None:
+    await start(standby_cmd=SPARE_CMD)
+    spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
+    os.killpg(spare["pid"], signal.SIGKILL)
+    lost = await wait_until(lambda: events(run, "standby_lost"), "the spare's death recorded")
+    assert lost[0]["pid"] == spare["pid"] and lost[0]["returncode"] == -signal.SIGKILL
+    assert lost[0]["retry_in_s"] > 0  # a backoff, never a loop
+    await wait_until(lambda: ready_other_than(run, spare["pid"]), "a replacement spare")
+
+
+async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, fake_env, wait_until) -> None:
+    running = await start(standby_cmd=SPARE_CMD)
+    spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
+    running.supervisor.attempts.stop("test")
+    assert await running.result() == 0
+    await wait_until(lambda: not pid_alive(spare["pid"]), "the spare gone with the run")
+
+
+async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, fake_env, wait_until) -> None:
+    config = run.read_config()
+    config = config.model_copy(update={"restart": config.restart.model_copy(update={"standby": False})})
+    running = await start(standby_cmd=SPARE_CMD, config=config)
+    assert running.supervisor.attempts.standby is None
+    await wait_until(lambda: stepped(run, 1), "a first step")
+    first = running.supervisor.attempts.pid
+    assert first is not None
+    os.killpg(first, signal.SIGKILL)
+    await wait_until(lambda: stepped(run, 2), "a step of the restarted trainer")
+    second = launch_of(run, 2)
+    assert second is not None and second["standby"] is False and second["pid"] != first
+    assert events(run, "standby_ready") == []
+
+
+def test_standby_is_on_by_default() -> None:
+    assert RestartConfig().standby is True
+
+
+def test_the_spare_command() -> None:
+    assert default_standby_command({})[-3:] == ["-m", "engine.trainer", STANDBY_FLAG]  # type: ignore[index]
+    assert default_standby_command({TRAINER_CMD_ENV: "my-trainer"}) is None  # it may not speak --standby
+    assert default_standby_command({TRAINER_CMD_ENV: "t", STANDBY_CMD_ENV: "t --standby"}) == [
+        "t",
+        "--standby",
+    ]
+
+
+def test_orders_round_trip_and_bad_orders_name_the_field() -> None:
+    orders = StandbyOrders(["/r", "--attempt", "2"], "/r/logs/trainer-2.log")
+    assert StandbyOrders.decode(orders.encode()) == orders
+    with pytest.raises(ValueError, match="'argv'"):
+        StandbyOrders.decode(b'{"argv": "x", "log": "/l"}\n')
+    with pytest.raises(ValueError, match="'log'"):
+        StandbyOrders.decode(b'{"argv": [], "log": ""}\n')
+    with pytest.raises(ValueError, match="not JSON"):
+        StandbyOrders.decode(b"ready\n")

@@ -1,0 +1,69 @@
+"""A whole-tree kill leaves no standby trainer behind, and the next supervisor starts cold.
+
+The real CLI and the real supervisor, with the torch-free fake trainer and its spare: the
+supervisor's and the trainer's process groups are SIGKILLed as ``memtui endure`` does (a host
+reboot), the waiting spare dies with its supervisor (``PR_SET_PDEATHSIG``), and ``memtui
+resume`` starts its first trainer cold.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import memtui, throwaway_home
+
+from engine.run.directory import RunDir, pid_alive
+from engine.run.standby_orders import STANDBY_FLAG
+from engine.run.store import Store
+from engine.supervisor.standby import STANDBY_CMD_ENV
+from engine.supervisor.trainer_process import TRAINER_CMD_ENV
+from memtui.cli.endurance_driver import kill_tree, look
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
+ENV = {
+    TRAINER_CMD_ENV: f"{sys.executable} {FAKE_TRAINER}",
+    STANDBY_CMD_ENV: f"{sys.executable} {FAKE_TRAINER} {STANDBY_FLAG}",
+    "FAKE_TRAINER_STEPS": "100000",
+    "FAKE_TRAINER_RATE_HZ": "50",
+}
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    yield from throwaway_home("mtsb")
+
+
+def events(run: RunDir, type_: str) -> list[dict[str, Any]]:
+    with Store(run.store, readonly=True) as store:
+        return [e.data for e in store.events_since(0) if e.type == type_]
+
+
+def stepped(run: RunDir, attempt: int) -> bool:
+    with Store(run.store, readonly=True) as store:
+        latest = store.latest_step()
+    return latest is not None and latest.attempt == attempt
+
+
+def test_a_whole_tree_kill_leaves_no_spare_and_the_run_cold_starts(home: Path) -> None:
+    started = memtui(home, "run", "--preset", "tiny", "--steps", "100000", "--detach", "--json", env=ENV)
+    assert started.returncode == 0, started.stderr
+    run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
+    spare = wait_for(lambda: events(run, "standby_ready"), what="a spare ready")[0]["pid"]
+
+    kill_tree(run, look(run))
+    wait_for(lambda: not pid_alive(spare), what=f"the spare {spare} gone with its supervisor")
+
+    resumed = memtui(home, "resume", run.run_id, "--detach", "--json", env=ENV)
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for(lambda: stepped(run, 2), what="a step of attempt 2")
+    second = next(e for e in events(run, "trainer_launched") if e["attempt"] == 2)
+    assert second["standby"] is False and second["pid"] != spare
+    assert memtui(home, "stop", run.run_id).returncode == 0
