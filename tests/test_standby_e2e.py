@@ -1,14 +1,17 @@
-"""A whole-tree kill leaves no standby trainer behind, and the next supervisor starts cold.
+"""The standby trainer end to end, with the real CLI and the real supervisor.
 
-The real CLI and the real supervisor, with the torch-free fake trainer and its spare: the
-supervisor's and the trainer's process groups are SIGKILLed as ``memtui endure`` does (a host
-reboot), the waiting spare dies with its supervisor (``PR_SET_PDEATHSIG``), and ``memtui
-resume`` starts its first trainer cold.
+- Real DeepSpeed (the tiny preset): after a SIGKILL of the trainer the waiting spare becomes
+  the next attempt (same pid) and goes on from the newest verified checkpoint.
+- The fake trainer and its spare: the supervisor's and the trainer's process groups are
+  SIGKILLed as ``memtui endure`` does (a host reboot), the waiting spare dies with its
+  supervisor (``PR_SET_PDEATHSIG``), and ``memtui resume`` starts its first trainer cold.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 import pytest
 from cli_harness import memtui, throwaway_home
 
+from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import STANDBY_FLAG
 from engine.run.store import Store
@@ -25,7 +29,7 @@ from engine.supervisor.trainer_process import TRAINER_CMD_ENV
 from memtui.cli.endurance_driver import kill_tree, look
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
 ENV = {
@@ -66,4 +70,29 @@ def test_a_whole_tree_kill_leaves_no_spare_and_the_run_cold_starts(home: Path) -
     wait_for(lambda: stepped(run, 2), what="a step of attempt 2")
     second = next(e for e in events(run, "trainer_launched") if e["attempt"] == 2)
     assert second["standby"] is False and second["pid"] != spare
+    assert memtui(home, "stop", run.run_id).returncode == 0
+
+
+@pytest.mark.deepspeed
+def test_the_spare_takes_over_a_killed_deepspeed_trainer_from_its_checkpoint(home: Path) -> None:
+    config = home / "warm.toml"
+    config.write_text(
+        'name = "warm"\nsteps = 100000\n[checkpoint]\nevery_steps = 5\n'
+        "[restart]\nbackoff_initial_s = 0.1\nstandby = true\n"
+    )
+    started = memtui(home, "run", str(config), "--detach", "--json")
+    assert started.returncode == 0, started.stderr
+    run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
+    spare = wait_for(lambda: events(run, "standby_ready"), what="a spare ready", timeout=300)[0]["pid"]
+    saved = wait_for(lambda: newest_verified_step(run.checkpoints), what="a verified checkpoint", timeout=300)
+    with Store(run.store, readonly=True) as store:
+        trainer = store.read_meta().trainer_pid
+    assert trainer is not None and trainer != spare
+    os.killpg(trainer, signal.SIGKILL)
+
+    resumed = wait_for(lambda: events(run, "trainer_resumed"), what="attempt 2 resumed", timeout=300)[0]
+    second = next(e for e in events(run, "trainer_launched") if e["attempt"] == 2)
+    assert second["pid"] == spare and second["standby"] is True
+    assert resumed["attempt"] == 2 and resumed["resume_step"] >= saved  # from the checkpoint, not step 0
+    wait_for(lambda: stepped(run, 2), what="a step of attempt 2", timeout=300)
     assert memtui(home, "stop", run.run_id).returncode == 0
