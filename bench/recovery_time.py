@@ -5,11 +5,11 @@ stall per save.
     python bench/recovery_time.py [--kills 10] [--mode both|standby|cold] [--json PATH]
 
 Each mode starts its own tiny run (checkpoint every 20 steps, restart backoff 0.1 s,
-``restart.standby`` on or off) with ``memtui run``, kills the trainer KILLS times (each time
-a few steps into the attempt, not as it saves, and, with the standby, once a spare is ready), and reads the
-store: the recovery is the first step of the next attempt (the trainer's own timestamp)
-minus the moment of the kill. The spare's idle cost is what its ``standby_ready`` events
-say. Not part of the test suite.
+``restart.standby`` on or off) with ``memtui run``, kills the trainer KILLS times (each
+time a few steps into the attempt, not as it saves, once a checkpoint verifies and, with the
+standby, once a spare is ready), and reads the store: the recovery is the first step of the
+next attempt (the trainer's own timestamp) minus the moment of the kill. The spare's idle
+cost is what its ``standby_ready`` events say. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir
 from engine.run.store import Store
 
@@ -74,7 +75,8 @@ def measure(standby: bool, kills: int) -> dict[str, Any]:
                 if latest is not None and latest.attempt == attempt:
                     first = latest.step if first is None else first
                     settled = latest.step >= first + SETTLE_STEPS and latest.step % EVERY > 1  # not mid-save
-                    if settled and (not standby or spare_ready(run)):
+                    saved = newest_verified_step(run.checkpoints) is not None  # a restart loads one
+                    if settled and saved and (not standby or spare_ready(run)):
                         break
                 time.sleep(POLL_S)
             killed_at = time.time()

@@ -57,7 +57,7 @@ from engine.trainer.forward_output import split_output
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.mfu_meter import build_meter
+from engine.trainer.mfu_meter import CPU_PEAK_FILE, build_meter
 from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
@@ -132,7 +132,7 @@ def _train(
             world_size(),
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
-            meter=build_meter(config, description, engine.device, world_size()),
+            meter=build_meter(config, description, engine.device, world_size(), run.path / CPU_PEAK_FILE),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,

@@ -5,16 +5,23 @@ FLOPs per token: the description of the model built (``engine.memory.model_descr
 6N plus the attention term from its shape (built-in, Hugging Face or declared), 6N alone
 for a workload that declares none; N is the module's own count. The peak, for the run's
 precision: ``[hardware] peak_tflops``, else memtui's table by the CUDA device's name, else
-on the CPU a short matrix-multiply probe at start (labelled ``measured``: the CPU has no
-datasheet figure memtui can trust). A step that beats the peak gives no MFU (the console
-flags the peak as unreliable): an MFU is never above 100%. A GPU the table does not know gives no MFU.
+on the CPU a short matrix-multiply probe (labelled ``measured``: the CPU has no
+datasheet figure memtui can trust), run by a run's first attempt on a host and kept in the
+run directory (``CPU_PEAK_FILE``) for its restarts: a restart spends no half-second probing
+before its first step, and MFU stays comparable across attempts. A step that beats the peak
+gives no MFU (the console flags the peak as unreliable): an MFU is never above 100%. A GPU
+the table does not know gives no MFU.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -29,6 +36,7 @@ log = logging.getLogger(__name__)
 PROBE_SIZE = 512  # square matrices of the probe: 2 x 512^3 = 0.27 GFLOP each
 PROBE_SECONDS = 0.5  # wall time the probe multiplies for in all (after one warm-up)
 PROBE_ROUNDS = 5  # rounds apart in time: a burst of load spoils one, not the peak
+CPU_PEAK_FILE = "cpu_peak.json"  # in the run directory: the probe's figure, for later attempts
 PROBE_DTYPES = {"fp16": torch.float32, "bf16": torch.bfloat16, "fp32": torch.float32}
 """fp16 on the CPU multiplies in fp32 (engine/trainer/model.py), so its peak is fp32's."""
 
@@ -53,21 +61,50 @@ class MfuMeter:
 
 
 def build_meter(
-    config: RunConfig, description: ModelDescription, device: torch.device | str, devices: int
+    config: RunConfig,
+    description: ModelDescription,
+    device: torch.device | str,
+    devices: int,
+    kept: Path | None = None,
 ) -> MfuMeter:
-    peak, source = device_peak(config, torch.device(device))
+    """``kept``: where a CPU probe's peak is kept for the run's later attempts (None: probe)."""
+    peak, source = device_peak(config, torch.device(device), kept)
     return MfuMeter(description.flops_per_token(), peak, source, devices)
 
 
-def device_peak(config: RunConfig, device: torch.device) -> tuple[float | None, str]:
+def device_peak(
+    config: RunConfig, device: torch.device, kept: Path | None = None
+) -> tuple[float | None, str]:
     precision = config.train.precision
     if config.hardware.peak_tflops:
         return config.hardware.peak_tflops, "config"
     if device.type == "cuda":
         return device_peak_of(torch.cuda.get_device_name(device), precision)
     if device.type == "cpu":
-        return probe_cpu_peak(precision), "measured"
+        return kept_cpu_peak(kept, precision), "measured"
     return None, "unknown"
+
+
+def kept_cpu_peak(path: Path | None, precision: str) -> float:
+    """The probe's peak as an earlier attempt of this run on this host, at this precision
+    and thread count, kept it in ``path``; else probed now and kept there (best effort)."""
+    key = {"precision": precision, "threads": torch.get_num_threads(), "host": socket.gethostname()}
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        if isinstance(kept, dict) and kept.get("key") == key and float(kept["tflops"]) > 0:
+            log.info("CPU matmul peak: %.3f TFLOP/s, as probed by an earlier attempt", kept["tflops"])
+            return float(kept["tflops"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none kept yet (or unreadable): probe
+    peak = probe_cpu_peak(precision)
+    if path is not None:
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            scratch.write_text(json.dumps({"key": key, "tflops": peak}), encoding="utf-8")
+            os.replace(scratch, path)  # ranks of one host may write at once: whole files only
+        except OSError as err:
+            log.warning("could not keep the CPU peak in %s: %s", path, err)
+    return peak
 
 
 def probe_cpu_peak(precision: str) -> float:

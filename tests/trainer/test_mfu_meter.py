@@ -3,6 +3,8 @@ table or the CPU's matmul probe, and the per-step figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,8 +12,9 @@ from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.memory.flops import flops_per_token
 from engine.memory.transformer_shape import TransformerShape, from_model_config
+from engine.trainer import mfu_meter
 from engine.trainer.built_model import describe_built
-from engine.trainer.mfu_meter import MfuMeter, build_meter, probe_cpu_peak
+from engine.trainer.mfu_meter import MfuMeter, build_meter, kept_cpu_peak, probe_cpu_peak
 from engine.trainer.model import ByteTransformer
 from engine.trainer.workload import Workload
 
@@ -66,3 +69,19 @@ def test_the_cpu_probe_leaves_the_global_rng_alone() -> None:
     torch.manual_seed(7)
     probe_cpu_peak("fp32")
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_restart_reads_the_cpu_peak_its_run_probed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first attempt probes and keeps the figure; a later one (a restart) reads it back
+    instead of probing for half a second before its first step."""
+    kept = tmp_path / mfu_meter.CPU_PEAK_FILE
+    first = kept_cpu_peak(kept, "fp32")
+    assert kept.exists() and first > 0
+
+    def no_probe(precision: str) -> float:
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr(mfu_meter, "probe_cpu_peak", no_probe)
+    assert kept_cpu_peak(kept, "fp32") == first
+    with pytest.raises(AssertionError, match="probed again"):
+        kept_cpu_peak(kept, "bf16")  # another precision: its own probe
