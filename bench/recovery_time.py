@@ -66,6 +66,7 @@ def measure(standby: bool, kills: int) -> dict[str, Any]:
     )
     run = RunDir(Path(json.loads(out.stdout)["run_dir"]))
     recoveries: list[float] = []
+    load_before = os.getloadavg()  # 1, 5, 15 min: the modes run one after the other
     try:
         for attempt in range(1, kills + 1):
             first = None  # the attempt's first step: the kill comes a few steps later
@@ -102,6 +103,7 @@ def measure(standby: bool, kills: int) -> dict[str, Any]:
         "warm_restarts": sum(1 for e in launches if e.get("standby")),
         "spare": _spare_cost(spares),
         "median_checkpoint_stall_s": round(statistics.median(stalls), 4) if stalls else None,
+        "loadavg": {"before": load_before, "after": os.getloadavg()},
     }
 
 

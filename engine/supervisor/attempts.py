@@ -7,7 +7,8 @@ its own with its output in ``logs/trainer-<attempt>.log``. When it ends,
 newest verified checkpoint; a restart is announced (``trainer_exited`` then
 ``trainer_restarted`` with the steps it cost) before its backoff. A stop request signals
 the trainer (a command if it is connected, SIGTERM if not) and SIGKILLs its process group
-after the grace. The command line and the endings are ``engine.supervisor.trainer_process``.
+after the grace. The command line and the endings are ``engine.supervisor.trainer_process``;
+a restart goes to the waiting spare when there is one (``engine.supervisor.standby``).
 Torch-free.
 """
 
