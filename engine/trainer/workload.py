@@ -28,6 +28,14 @@ Rules:
 - ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
   figures (use 1 if tokens mean nothing for your data).
 - ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
+- Sequence lengths may vary by step (documents of their real length, a length that grows
+  over the run). Then give ``lengths(step, micro, micro_batch)``: the tokens each sample of
+  that batch trains (int64, shape (micro_batch,)), a pure function like ``batch`` and cheap
+  (no batch built): the memory controller reads the coming step's longest before the step
+  (and shrinks the micro-batch when it would not fit), and tokens and tokens/s count these.
+  A batch is padded to its longest sample; ``pad`` gives each tensor's padding value (the
+  inputs' pad token, -100 for labels the loss ignores) for when the trainer joins two
+  batches of different lengths into one micro-batch.
 - ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
   (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
@@ -52,6 +60,8 @@ from engine.config import RunConfig
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
 """(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""
+LengthsFn = Callable[[int, int, int], torch.Tensor]
+"""(step, micro, micro_batch) -> int64 (micro_batch,): tokens each sample of that batch trains."""
 
 
 @dataclass
@@ -66,6 +76,10 @@ class Workload:
     """Optional (index, micro_batch) -> held-out batch."""
     lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None
     """Optional optimizer -> LR scheduler (stepped once per applied optimizer step)."""
+    lengths: LengthsFn | None = None
+    """Optional (step, micro, micro_batch) -> tokens each sample trains (varying lengths)."""
+    pad: tuple[int, ...] | None = None
+    """Per tensor of a batch, the value its shorter samples are padded with (varying lengths)."""
 
 
 class WorkloadError(RuntimeError):
@@ -76,13 +90,16 @@ def builtin_workload(config: RunConfig) -> Workload:
     """The byte-level transformer on the standard library's source."""
     from engine.trainer.corpus import ByteCorpus
     from engine.trainer.model import ByteTransformer
+    from engine.trainer.sequence_growth import SequenceGrowth
 
-    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed)
+    growth = SequenceGrowth.of(config.model)
+    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed, growth=growth)
     return Workload(
         model=ByteTransformer(config.model),
         batch=corpus.batch,
         tokens_per_sample=config.model.seq_len,
         eval_batch=corpus.heldout_batch,
+        lengths=corpus.lengths if growth is not None else None,
     )
 
 
