@@ -1,4 +1,6 @@
-"""The sequence length doubles mid-run under a CPU budget: the controller shrinks the
+"""Sequence lengths that vary, with real DeepSpeed on the CPU.
+
+The sequence length doubles mid-run under a CPU budget: the controller shrinks the
 micro-batch before the longer step (or, at most once, redoes an OOM in place), the global
 batch is kept, and tokens count what each step trained.
 
@@ -10,10 +12,16 @@ with ``memory.cpu_enforce`` (an RSS over the budget after a forward is an OOM).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from hf_fixture import make_model_dir, sample_texts, write_jsonl
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
+from engine.config_file import build_run_config
 from engine.run.directory import RunDir
+from engine.trainer.hf_workload import hf_workload
+from engine.trainer.step_lengths import StepLengths
 
 pytestmark = pytest.mark.deepspeed
 
@@ -80,3 +88,33 @@ def test_sequences_doubling_under_a_budget_shrink_the_micro_batch_before_the_lon
     else:  # an OOM redone in place names the step redone (1-based, as telemetry does)
         assert first["kind"] == "oom" and first["step"] == DOUBLED_AT + 1, story
     assert all((s.mem_step_peak or 0) <= budget for s in samples[DOUBLED_AT + 1 :]), story
+
+
+def test_documents_of_their_own_length_train_through_micro_batch_changes(tmp_path: Path) -> None:
+    """``hf.packing = false`` on a tiny GPT-2: the controller grows the micro-batch from 2
+    to 8 (blocks of different lengths joined with their padding), every step keeps the
+    global batch, and tokens are the documents' tokens, not 64 per sample."""
+    pytest.importorskip("transformers")
+    make_model_dir(tmp_path / "model", weights=False)
+    write_jsonl(tmp_path / "data.jsonl", sample_texts())
+    hf = {"model_dir": str(tmp_path / "model"), "data": str(tmp_path / "data.jsonl"), "packing": False}
+    raw = {
+        "name": "docs",
+        "steps": 8,
+        "model": {"seq_len": 64},
+        "hf": hf,
+        "checkpoint": {"every_steps": 0},
+        "train": {"micro_batch": 2, "global_batch": 8, "precision": "fp32"},
+        "memory": {"max_micro_batch": 8, "steady_steps": 1, "cooldown_steps": 0, "throughput_margin": 0.99},
+    }
+    supervisor = attempt(make_run(raw))
+    samples = supervisor.samples
+    story = f"{[(s.step, s.micro_batch, s.tokens) for s in samples]}"
+    assert [s.step for s in samples] == list(range(1, 9)), story
+    assert all(s.samples == 8 * s.step for s in samples), story
+    assert max(s.micro_batch for s in samples) > 2, story  # blocks were joined
+    workload = hf_workload(build_run_config(raw), tmp_path / "cache")
+    assert workload.lengths is not None
+    lengths = StepLengths(workload.lengths, base_micro_batch=2, global_batch=8)
+    assert [s.tokens for s in samples] == [lengths.tokens_before(s.step) for s in samples], story
+    assert samples[-1].tokens < 8 * 8 * 64, story  # padding is not counted
