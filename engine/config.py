@@ -42,11 +42,20 @@ class ModelConfig(_Strict):
     """Context length in bytes (tokens)."""
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     """Dropout probability in attention and MLP."""
+    seq_len_start: int | None = Field(None, ge=2)
+    """Built-in model: train sequences of this many tokens first, doubled every
+    ``seq_len_doubling_steps`` optimizer steps up to ``seq_len`` (a longer-context phase
+    later in the run; the memory controller shrinks the micro-batch before a longer step
+    would not fit). None: every step trains ``seq_len``."""
+    seq_len_doubling_steps: int = Field(1000, ge=1)
+    """Optimizer steps between doublings of the sequence length (with ``seq_len_start``)."""
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_head ({self.n_head})")
+        if self.seq_len_start is not None and self.seq_len_start > self.seq_len:
+            raise ValueError(f"seq_len_start ({self.seq_len_start}) must not exceed seq_len ({self.seq_len})")
         return self
 
 
@@ -63,6 +72,11 @@ class HfConfig(_Strict):
     once by the model's tokenizer into a cache, then packed into sequences."""
     text_key: str = Field("text", min_length=1)
     """The field of each JSONL line that holds the text."""
+    packing: bool = True
+    """True: documents are packed into one token stream cut into ``model.seq_len`` windows.
+    False: each sample is one document (its first ``model.seq_len + 1`` tokens), the
+    micro-batch padded to its longest with the padding left out of the loss, so sequence
+    lengths vary by step as the documents do (the memory controller predicts by tokens)."""
 
     @model_validator(mode="after")
     def _data_with_model(self) -> HfConfig:
@@ -333,6 +347,10 @@ class RunConfig(_Strict):
     def _one_workload(self) -> RunConfig:
         if self.hf.model_dir is not None and self.workload is not None:
             raise ValueError("workload and hf.model_dir both name the model: choose one")
+        if self.model.seq_len_start is not None and (self.hf.model_dir or self.workload):
+            raise ValueError(
+                "model.seq_len_start grows the built-in workload's data: not with workload or hf"
+            )
         return self
 
     @model_validator(mode="after")

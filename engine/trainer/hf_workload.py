@@ -11,8 +11,11 @@ trained on a local text or JSONL file (``[hf]`` in the run config).
   (step, micro) draws windows of ``model.seq_len + 1`` tokens at offsets that are a pure
   function of (seed, step, micro). A resumed run gets exactly the batches an uninterrupted
   one would have had (the same sampler as the built-in byte corpus).
+- With ``hf.packing = false`` each sample is one document instead, padded to the
+  micro-batch's longest (``engine.trainer.document_corpus``): lengths vary by step.
 - The loss is the mean next-token cross-entropy in nats per token, computed here from the
-  model's logits (fp32), so the batch is the same ``(x, y)`` pair as the built-in workload's.
+  model's logits (fp32), so the batch is the same ``(x, y)`` pair as the built-in workload's;
+  labels of -100 (padding) are left out of the mean.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch import nn
 from engine.config import RunConfig
 from engine.memory.transformer_shape import ShapeError, TransformerShape, from_hf_config
 from engine.trainer.corpus import ByteCorpus
+from engine.trainer.document_corpus import IGNORE_INDEX, DocumentCorpus
 from engine.trainer.token_cache import load_tokens
 from engine.trainer.workload import Workload, WorkloadError
 
@@ -71,6 +75,11 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
             f"model.seq_len {config.model.seq_len} is longer than {model_dir}/config.json allows ({limit})"
         )
     tokens = load_tokens(Path(hf.data), tokenizer, hf.text_key, cache_dir)
+    log.info("hf model %s: %d parameters; %d tokens of %s", model_dir, _count(lm), len(tokens), hf.data)
+    if not hf.packing:
+        return _documents(
+            config, CausalLmLoss(lm), tokenizer, tokens, _shape(lm, model_dir, config.model.seq_len)
+        )
     split = int(len(tokens) * (1.0 - HELDOUT_FRACTION))
     if split <= config.model.seq_len + 1 or len(tokens) - split <= config.model.seq_len + 1:
         raise WorkloadError(
@@ -79,7 +88,6 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
     corpus = ByteCorpus(
         train=tokens[:split], heldout=tokens[split:], seq_len=config.model.seq_len, seed=config.seed
     )
-    log.info("hf model %s: %d parameters; %d tokens of %s", model_dir, _count(lm), len(tokens), hf.data)
     return Workload(
         model=CausalLmLoss(lm),
         batch=corpus.batch,
@@ -99,6 +107,27 @@ def _shape(lm: Any, model_dir: Path, seq_len: int) -> TransformerShape | None:
             "hf model %s: shape not understood (%s): MFU from 6N, activations learned", model_dir, err
         )
         return None
+
+
+def _documents(
+    config: RunConfig, model: nn.Module, tokenizer: Any, tokens: torch.Tensor, shape: TransformerShape | None
+) -> Workload:
+    """``hf.packing = false``: one document per sample, the micro-batch padded to its longest."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise WorkloadError("hf.packing = false: the tokenizer has no end-of-text token to find documents by")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    seq_len = config.model.seq_len
+    corpus = DocumentCorpus.of(tokens, eos, seq_len, config.seed, pad, HELDOUT_FRACTION)
+    return Workload(
+        model=model,
+        batch=corpus.batch,
+        tokens_per_sample=seq_len,
+        eval_batch=corpus.heldout_batch,
+        lengths=corpus.lengths,
+        pad=(pad, IGNORE_INDEX),
+        shape=shape,  # planned at the longest sample, model.seq_len
+    )
 
 
 def _transformers() -> Any:

@@ -67,10 +67,11 @@ from engine.trainer.sample_window import for_rank
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
+from engine.trainer.step_lengths import StepLengths
 from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
-from engine.trainer.workload import BatchFn, load_workload
+from engine.trainer.workload import BatchFn, Workload, load_workload
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ def _train(
     store = checkpoint.store_for(config, run)
     on_load = lambda tag: phases.enter("loading_checkpoint", tag=tag)  # noqa: E731
     resumed = checkpoint.resume(engine, store, allow_fresh, link, ranks, before_load=on_load)
+    lengths = step_lengths(config, workload)
     training = Training(
         config=config,
         engine=engine,
@@ -133,6 +135,8 @@ def _train(
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
             meter=build_meter(config, description, engine.device, world_size()),
+            lengths=lengths,
+            tokens=trained_tokens(lengths, resumed.client_state if resumed else {}, int(engine.global_steps)),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
@@ -173,7 +177,7 @@ def run_steps(training: Training, until: int) -> None:
     agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory = training.memory = training.memory or attach_memory(training)
     # a step's samples whatever the geometry; each rank its own share of them
-    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world))
+    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world), training.workload.pad)
     directives = training.directives = training.directives or attach_directives(training)
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
@@ -361,6 +365,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "grad_accum": int(engine.gradient_accumulation_steps()),
         "world_size": training.telemetry.world_size,
         "overflow_count": training.telemetry.overflow_count,
+        "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
     }
@@ -380,6 +385,7 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
         description=training.described(),
+        lengths=training.telemetry.lengths,
     )
 
 
@@ -396,6 +402,21 @@ def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
         training.telemetry,
         metrics.screen,
     )
+
+
+def step_lengths(config: RunConfig, workload: Workload) -> StepLengths | None:
+    """Each step's tokens, when the workload's sequence lengths vary."""
+    if workload.lengths is None:
+        return None
+    return StepLengths(workload.lengths, config.train.micro_batch, config.train.global_batch)
+
+
+def trained_tokens(lengths: StepLengths | None, client_state: dict[str, Any], step: int) -> int:
+    """Tokens trained before ``step`` (varying lengths): the checkpoint's count, else summed."""
+    if lengths is None:
+        return 0
+    saved = client_state.get("tokens")
+    return int(saved) if isinstance(saved, int) and saved > 0 else lengths.tokens_before(step)
 
 
 def attach_directives(training: Training) -> DirectiveApplier:

@@ -34,6 +34,14 @@ Rules:
   layers, width, heads, sequence, vocabulary) for the FLOPs per token, the memory prior
   and the plan; without it the model is known by its parameter count alone (MFU from 6N,
   activations learned from measured peaks).
+- Sequence lengths may vary by step (documents of their real length, a length that grows
+  over the run). Then give ``lengths(step, micro, micro_batch)``: the tokens each sample of
+  that batch trains (int64, shape (micro_batch,)), a pure function like ``batch`` and cheap
+  (no batch built): the memory controller reads the coming step's longest before the step
+  (and shrinks the micro-batch when it would not fit), and tokens and tokens/s count these.
+  A batch is padded to its longest sample; ``pad`` gives each tensor's padding value (the
+  inputs' pad token, -100 for labels the loss ignores) for when the trainer joins two
+  batches of different lengths into one micro-batch.
 - ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
   (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
@@ -59,6 +67,8 @@ from engine.memory.transformer_shape import TransformerShape, from_model_config
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
 """(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""
+LengthsFn = Callable[[int, int, int], torch.Tensor]
+"""(step, micro, micro_batch) -> int64 (micro_batch,): tokens each sample of that batch trains."""
 
 
 @dataclass
@@ -75,6 +85,10 @@ class Workload:
     """Optional optimizer -> LR scheduler (stepped once per applied optimizer step)."""
     shape: TransformerShape | None = None
     """Optional: the model's shape (the parameter count is taken from the module)."""
+    lengths: LengthsFn | None = None
+    """Optional (step, micro, micro_batch) -> tokens each sample trains (varying lengths)."""
+    pad: tuple[int, ...] | None = None
+    """Per tensor of a batch, the value its shorter samples are padded with (varying lengths)."""
 
 
 class WorkloadError(RuntimeError):
@@ -85,8 +99,10 @@ def builtin_workload(config: RunConfig) -> Workload:
     """The byte-level transformer on the standard library's source."""
     from engine.trainer.corpus import ByteCorpus
     from engine.trainer.model import ByteTransformer
+    from engine.trainer.sequence_growth import SequenceGrowth
 
-    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed)
+    growth = SequenceGrowth.of(config.model)
+    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed, growth=growth)
     m = config.model
     return Workload(
         model=ByteTransformer(m),
@@ -94,6 +110,7 @@ def builtin_workload(config: RunConfig) -> Workload:
         tokens_per_sample=m.seq_len,
         eval_batch=corpus.heldout_batch,
         shape=from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len),
+        lengths=corpus.lengths if growth is not None else None,
     )
 
 
