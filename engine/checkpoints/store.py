@@ -218,6 +218,18 @@ class CheckpointStore:
         for _step, name in catalog.pruning_tags(self.directory):
             shutil.rmtree(self.directory / name, ignore_errors=True)
 
+    def room_for_checkpoints(self) -> tuple[int, int]:
+        """(the newest checkpoint's size, the bytes checkpoints may occupy: free disk plus
+        the committed checkpoints, which the rotation replaces, less ``min_free_bytes``)."""
+        held = 0
+        for _step, tag in catalog.committed_tags(self.directory):
+            try:
+                held += read_manifest(self.directory / tag).size_bytes
+            except (OSError, ValueError):
+                continue
+        room = self.free_bytes(self.directory) + held - self.min_free_bytes
+        return self._newest_size(), max(0, room)
+
     def _newest_size(self) -> int:
         for _step, tag in reversed(catalog.committed_tags(self.directory)):
             try:

@@ -14,7 +14,8 @@ Reads top to bottom::
           report_step()      TelemetrySample -> StepReport, every log_every steps
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
-          maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
+          maybe_checkpoint() every checkpoint.every_steps, or as the auto cadence decides
+                             (the write; the seal goes on behind)
       final checkpoint (sealed before exit), trainer_finished
 
 ``train_step`` is the whole of the DeepSpeed work; everything else is bookkeeping that
@@ -31,7 +32,6 @@ from typing import Any, Literal
 
 import torch
 
-from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
 from engine.events import (
@@ -57,6 +57,7 @@ from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
+from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
@@ -169,6 +170,7 @@ def run_steps(training: Training, until: int) -> None:
         engine, memory, training.link, config.train.precision
     )
     report_every = config.train.rank_report_every
+    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -189,6 +191,7 @@ def run_steps(training: Training, until: int) -> None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
+        cadence.note_step(step_time_s)
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if ranks.world > 1 and engine.global_steps % report_every == 0:
@@ -253,15 +256,13 @@ def report_step(
 
 
 def maybe_checkpoint(training: Training) -> None:
-    """Save every ``checkpoint.every_steps`` steps and/or ``checkpoint.every_minutes``."""
-    ck = training.config.checkpoint
-    due = checkpoint_policy.save_due(
-        int(training.engine.global_steps),
-        training.last_saved_step,
-        time.monotonic() - training.last_saved_at,
-        ck.every_steps,
-        ck.every_minutes,
-    )
+    """Save every ``checkpoint.every_steps`` steps (``auto``: the cadence's interval) and/or
+    every ``checkpoint.every_minutes``."""
+    ck, cadence = training.config.checkpoint, training.cadence
+    if cadence is None:
+        return  # run_steps builds it
+    step, since_s = int(training.engine.global_steps), time.monotonic() - training.last_saved_at
+    due = cadence.due(step, training.last_saved_step, since_s)
     if ck.every_minutes and training.ranks.world > 1:
         due = bool(training.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
     if training.run is not None and due:
@@ -290,6 +291,8 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     if saved.status in ("saved", "sealing"):
         training.last_saved_step = saved.step  # every rank: the cadence counts from here
         training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
+        if background and training.cadence is not None:  # the cadence's saves, not the final one
+            training.cadence.after_save(saved.step, stall_s, store if training.ranks.leader else None)
     if saved.status == "sealing":
         training.sealing_stall_s = stall_s
         return
