@@ -95,7 +95,12 @@ def hash_file(path: Path) -> str:
 def hashes(paths: list[Path]) -> Generator[tuple[Path, str | OSError], None, None]:
     """sha256 of each file, on ``HASH_WORKERS`` threads, largest first, as each ends (an
     unreadable one gives its OSError). Closing the iterator early cancels the rest."""
-    if not paths:
+    if len(paths) <= 1 or HASH_WORKERS == 1:  # nothing to share: no threads
+        for path in paths:
+            try:
+                yield path, hash_file(path)
+            except OSError as err:
+                yield path, err
         return
     ordered = sorted(paths, key=lambda p: p.stat().st_size if p.exists() else 0, reverse=True)
     pool = ThreadPoolExecutor(min(HASH_WORKERS, len(ordered)), thread_name_prefix="sha256")
