@@ -1,45 +1,73 @@
 """The auto checkpoint cadence in a real DeepSpeed trainer: it starts from the default, says
-each interval it picks with its figures, and saves on the interval it said."""
+each interval it picks with its figures, and saves on the interval it said; with two ranks
+both save at the same steps (rank 0 decides, the interval is broadcast at each save)."""
 
 from __future__ import annotations
 
-import pytest
-from trainer_harness import SupervisorStub, make_run, run_trainer
+from typing import Any
 
+import pytest
+from test_ranks import TWO_RANKS, logs, supervise
+from trainer_harness import REPO_ROOT, SupervisorStub, make_run, run_trainer
+
+from engine.checkpoints.catalog import committed_tags
 from engine.events import CheckpointCadence, CheckpointSaved
+from engine.run.store import Store
 
 pytestmark = pytest.mark.deepspeed
 
 STEPS = 24
+BOUNDS = {"min_interval_steps": 3, "max_interval_steps": 5, "keep": 10}  # every_steps: auto
 
 
-def test_auto_cadence_saves_on_the_interval_it_announces() -> None:
-    checkpoint = {"min_interval_steps": 3, "max_interval_steps": 5, "keep": 10}  # every_steps: auto
-    run = make_run({"name": "cadence", "steps": STEPS, "checkpoint": checkpoint})
-    stub = SupervisorStub(run.socket)
-    done = run_trainer(run, 1, 180.0)
-    stub.close()
-    assert done.returncode == 0, done.stdout + done.stderr
+def expected_saves(decisions: list[CheckpointCadence], steps: int) -> list[int]:
+    """The steps saved when each interval holds from the save that decided it (and the final save)."""
+    first, changes = decisions[0], {d.step: d.interval for d in decisions[1:]}
+    in_force, last, saves = first.interval, 0, []
+    while last + in_force <= steps:
+        last += in_force
+        saves.append(last)
+        in_force = changes.get(last, in_force)
+    return saves if saves and saves[-1] == steps else [*saves, steps]
 
-    cadence_events = stub.events(CheckpointCadence.event_type)
-    decisions = [CheckpointCadence.model_validate(e.data) for e in cadence_events]
+
+def check_decisions(decisions: list[CheckpointCadence], messages: list[str]) -> None:
     first, measured = decisions[0], decisions[1:]
     assert (first.step, first.interval, first.limit) == (0, 5, "first")  # the default, clamped
-    assert "until a save is measured" in cadence_events[0].message
+    assert "until a save is measured" in messages[0]
     assert measured, "no interval was decided from a measured save"
     for decision in measured:
         assert 3 <= decision.interval <= 5
         assert decision.stall_s is not None and decision.step_s is not None and decision.share is not None
         assert decision.max_stall == 0.01 and decision.room_bytes is not None
 
-    # every save but the final one lands one interval (the one in force) after the last
+
+def test_auto_cadence_saves_on_the_interval_it_announces() -> None:
+    run = make_run({"name": "cadence", "steps": STEPS, "checkpoint": BOUNDS})
+    stub = SupervisorStub(run.socket)
+    done = run_trainer(run, 1, 180.0)
+    stub.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = stub.events(CheckpointCadence.event_type)
+    decisions = [CheckpointCadence.model_validate(e.data) for e in events]
+    check_decisions(decisions, [e.message for e in events])
     saves = [CheckpointSaved.model_validate(e.data).step for e in stub.events(CheckpointSaved.event_type)]
-    in_force, last, expected = first.interval, 0, []
-    changes = {d.step: d.interval for d in measured}
-    while last + in_force <= STEPS:
-        last += in_force
-        expected.append(last)
-        in_force = changes.get(last, in_force)
-    if expected[-1] != STEPS:
-        expected.append(STEPS)  # the final save when the run stops
-    assert saves == expected
+    assert saves == expected_saves(decisions, STEPS)
+
+
+@pytest.mark.e2e
+def test_two_ranks_save_at_the_steps_rank_0_decides() -> None:
+    raw: dict[str, Any] = {"name": "cadence2", "steps": STEPS, "checkpoint": BOUNDS, "train": TWO_RANKS}
+    run = make_run(raw)
+    proc = supervise(run, {"PYTHONPATH": str(REPO_ROOT)})  # the ranks run this checkout's engine
+    assert proc.wait(timeout=300) == 0, logs(run, proc)
+    with Store(run.store, readonly=True) as store:
+        events = store.events_since(0)
+        state = store.read_meta().state
+    assert state == "completed", logs(run, proc)
+    cadence = [e for e in events if e.type == CheckpointCadence.event_type]
+    decisions = [CheckpointCadence.model_validate(e.data) for e in cadence]
+    check_decisions(decisions, [e.message for e in cadence])
+    saves = [CheckpointSaved.model_validate(e.data).step for e in events if e.type == "checkpoint_saved"]
+    assert saves == expected_saves(decisions, STEPS)
+    assert [s for s, _ in committed_tags(run.checkpoints)] == saves  # every rank wrote each one
