@@ -8,7 +8,8 @@ is the smallest that keeps that share under ``AIM`` x the budget (a margin for a
 save or faster steps before the next decision), within ``[min, max]`` steps; while the disk
 cannot hold ``keep`` checkpoints of the newest one's size (plus the one being written) it
 is the maximum, saving as rarely as allowed. Before any save is measured it is
-``FIRST_INTERVAL_STEPS``. (CheckFreq, FAST '21, tunes the interval the same way.)
+``FIRST_INTERVAL_STEPS``; a resumed trainer starts from the figures its checkpoint
+carried. (CheckFreq, FAST '21, tunes the interval the same way.)
 
 Figures are smoothed (exponential averages), and a decision is made at each save only: a
 new interval within ``CHANGE`` of the current one is no change, so a noisy step or one
@@ -122,6 +123,20 @@ class Cadence:
     @property
     def interval(self) -> int:
         return self.decision.interval
+
+    def figures(self) -> dict[str, float]:
+        """The smoothed figures, for a checkpoint to carry into the next trainer."""
+        if self.step_s is None or self.stall_s is None:
+            return {}
+        return {"step_s": self.step_s, "stall_s": self.stall_s}
+
+    def resume(self, figures: dict[str, float]) -> None:
+        """Start from the figures a checkpoint carried (``figures``), not the default: a
+        restart keeps the interval the run had (ignored unless both are positive numbers)."""
+        step_s, stall_s = figures.get("step_s"), figures.get("stall_s")
+        if isinstance(step_s, (int, float)) and isinstance(stall_s, (int, float)) and step_s > 0 <= stall_s:
+            self.step_s, self.stall_s = float(step_s), float(stall_s)
+            self.decision = choose_interval(self.bounds, self.stall_s, self.step_s)
 
     def due(self, step: int, last_saved_step: int) -> bool:
         return interval_due(step, last_saved_step, self.interval)

@@ -135,6 +135,8 @@ def _train(
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
+    carried = dict(resumed.client_state.get("cadence") or {}) if resumed else {}
+    training.cadence = SaveCadence(config.checkpoint, ranks, link, int(engine.global_steps), carried)
     phases.enter("first_step")  # over when its StepReport arrives
 
     try:
@@ -170,7 +172,9 @@ def run_steps(training: Training, until: int) -> None:
         engine, memory, training.link, config.train.precision
     )
     report_every = config.train.rank_report_every
-    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
+    cadence = training.cadence = training.cadence or SaveCadence(
+        config.checkpoint, ranks, training.link, int(engine.global_steps)
+    )
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -337,6 +341,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "overflow_count": training.telemetry.overflow_count,
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
+        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
     }
 
 

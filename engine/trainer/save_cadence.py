@@ -3,8 +3,9 @@
 With ``"auto"``, rank 0 feeds ``engine.checkpoints.cadence`` the step times and each
 save's stall and decides; the interval is broadcast at every save (a collective the
 ranks are in anyway), so every rank saves at the same step. Each new interval is a
-``checkpoint_cadence`` event with the figures it came from. The figures start afresh with
-each trainer (a restart's first save comes ``FIRST_INTERVAL_STEPS`` after its resume).
+``checkpoint_cadence`` event with the figures it came from. Each checkpoint carries the
+smoothed figures (``client_state["cadence"]``), so a restarted trainer starts from the
+interval the run had rather than from ``FIRST_INTERVAL_STEPS``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from engine.trainer.rank_group import RankGroup
 class SaveCadence:
     """When the loop saves: ``due`` after each step, ``after_save`` after each save."""
 
-    def __init__(self, config: CheckpointConfig, ranks: RankGroup, link: Link) -> None:
+    def __init__(
+        self,
+        config: CheckpointConfig,
+        ranks: RankGroup,
+        link: Link,
+        step: int = 0,
+        resumed: dict[str, float] | None = None,
+    ) -> None:
+        """``step``: where training starts (a resume's step); ``resumed``: the figures the
+        resumed checkpoint carried (``figures``), so that a restart keeps the interval."""
         self.config, self.ranks, self.link = config, ranks, link
         self.cadence: Cadence | None = None
         self.interval = config.every_steps if isinstance(config.every_steps, int) else 0
@@ -31,8 +41,13 @@ class SaveCadence:
                 config.max_stall, config.min_interval_steps, config.max_interval_steps, config.keep
             )
             self.cadence = Cadence(bounds)
-            self.interval = self.cadence.interval
-            self._announce(self.cadence.decision, step=0)
+            self.cadence.resume(resumed or {})
+            self.interval = int(ranks.broadcast(self.cadence.interval))  # rank 0's figures hold
+            self._announce(self.cadence.decision, step)
+
+    def figures(self) -> dict[str, float]:
+        """What a checkpoint carries into the next trainer (``resumed``)."""
+        return self.cadence.figures() if self.cadence is not None else {}
 
     def note_step(self, step_s: float) -> None:
         """One optimizer step took ``step_s`` seconds (rank 0's figure is the one used)."""

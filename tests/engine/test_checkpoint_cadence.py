@@ -176,6 +176,22 @@ def test_small_changes_are_no_decision() -> None:
     assert cadence.interval > first.interval
 
 
+def test_a_restart_starts_from_the_figures_its_checkpoint_carried() -> None:
+    before = Cadence(BOUNDS)
+    for _ in range(50):
+        before.note_step(0.05)
+    before.note_save(0.4)
+    carried = before.figures()
+    assert carried == {"step_s": pytest.approx(0.05), "stall_s": pytest.approx(0.4)}
+    after = Cadence(BOUNDS)
+    after.resume(carried)
+    assert after.decision == before.decision and after.decision.limit == "stall_budget"
+    for bad in ({}, {"step_s": 0.0, "stall_s": 1.0}, {"step_s": "fast", "stall_s": 1.0}, {"step_s": 1.0}):
+        fresh = Cadence(BOUNDS)
+        fresh.resume(bad)  # type: ignore[arg-type]
+        assert fresh.decision.limit == "first"
+
+
 def test_auto_is_the_default_and_explicit_numbers_still_win() -> None:
     assert CheckpointConfig().every_steps == "auto"
     assert CheckpointConfig(every_steps=200).every_steps == 200

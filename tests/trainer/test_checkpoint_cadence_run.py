@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from test_ranks import TWO_RANKS, logs, supervise
-from trainer_harness import REPO_ROOT, SupervisorStub, make_run, run_trainer
+from trainer_harness import REPO_ROOT, SupervisorStub, make_run, rewrite_config, run_trainer
 
 from engine.checkpoints.catalog import committed_tags
+from engine.config_file import build_run_config
 from engine.events import CheckpointCadence, CheckpointSaved
 from engine.run.store import Store
 
@@ -53,6 +54,17 @@ def test_auto_cadence_saves_on_the_interval_it_announces() -> None:
     check_decisions(decisions, [e.message for e in events])
     saves = [CheckpointSaved.model_validate(e.data).step for e in stub.events(CheckpointSaved.event_type)]
     assert saves == expected_saves(decisions, STEPS)
+
+    # a restarted trainer starts from the figures its checkpoint carried, not the default
+    rewrite_config(run, build_run_config({"name": "cadence", "steps": STEPS + 6, "checkpoint": BOUNDS}))
+    run.socket.unlink()
+    stub = SupervisorStub(run.socket)
+    done = run_trainer(run, 2, 180.0)
+    stub.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    resumed = CheckpointCadence.model_validate(stub.events(CheckpointCadence.event_type)[0].data)
+    assert resumed.step == STEPS and resumed.limit != "first"
+    assert resumed.stall_s is not None and resumed.step_s is not None
 
 
 @pytest.mark.e2e
