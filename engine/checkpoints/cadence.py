@@ -11,11 +11,11 @@ is the maximum, saving as rarely as allowed. Before any save is measured it is
 ``FIRST_INTERVAL_STEPS``; a resumed trainer starts from the figures its checkpoint
 carried. (CheckFreq, FAST '21, tunes the interval the same way.)
 
-Figures are smoothed (exponential averages), and a decision is made at each save only: a
-new interval within ``CHANGE`` of the current one is no change, so a noisy step or one
-slow save does not move it. Pure: no clock, no I/O; the trainer feeds it measurements
-(``engine.trainer.save_cadence``) and rank 0's decision is broadcast at the save, so every
-rank counts the same interval. Torch-free.
+Figures are smoothed (exponential averages), and a decision is made at each save only: the
+interval in force stays while the share it gives stays within ``KEEP_BAND`` of the aim, so
+a noisy step or one slow save does not move it. Pure: no clock, no I/O; the trainer feeds
+it measurements (``engine.trainer.save_cadence``) and rank 0's decision is
+broadcast at the save, so every rank counts the same interval. Torch-free.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ SAVE_WEIGHT = 0.5
 AIM = 0.8
 """Of ``max_stall``: the share the interval aims at, so that drift until the next save's
 decision stays under the budget."""
-CHANGE = 0.2
-"""A new interval within this fraction of the current one is no change (no event)."""
+KEEP_BAND = (0.5, 1.2)
+"""Of the aimed share: the interval in force stays while the share it gives on the newest
+figures lies in this band (a noisy step time moves no interval; 1.2 x aim is still under
+the budget, and a smoothed figure still catching up with a costlier save is let in early)."""
 
 Limit = Literal["first", "stall_budget", "min_interval", "max_interval", "disk_room"]
 """What set the interval: the start-up default, the budget, a bound, or the disk's room."""
@@ -149,12 +151,18 @@ class Cadence:
         self, stall_s: float, size_bytes: int = 0, room_bytes: int | None = None
     ) -> CadenceDecision | None:
         """A save stalled training ``stall_s``; returns the new decision, or None when the
-        interval stays (within ``CHANGE`` of the current one, for the same reason)."""
+        interval stays (the same one, or the one in force still gives a share in
+        ``KEEP_BAND``)."""
         self.stall_s = _smoothed(self.stall_s, stall_s, SAVE_WEIGHT)
-        new = choose_interval(self.bounds, self.stall_s, self.step_s or 0.0, size_bytes, room_bytes)
+        step_s = self.step_s or 0.0
+        new = choose_interval(self.bounds, self.stall_s, step_s, size_bytes, room_bytes)
         old = self.decision
-        same = new.limit == old.limit != "first"
-        if same and abs(new.interval - old.interval) <= CHANGE * old.interval:
+        if (new.interval, new.limit) == (old.interval, old.limit):
+            return None
+        share = self.stall_s / (old.interval * step_s) if step_s > 0 else 0.0
+        aim = AIM * self.bounds.max_stall
+        in_band = KEEP_BAND[0] * aim <= share <= KEEP_BAND[1] * aim
+        if in_band and old.limit != "first" and "disk_room" not in (old.limit, new.limit):
             return None
         self.decision = new
         return new

@@ -118,6 +118,16 @@ def test_varying_costs_keep_the_stall_share_under_the_budget(
     assert len(after) > 2
 
 
+def test_noise_moves_no_interval() -> None:
+    """Step times that jump 3x every few steps and saves that alternate between two costs:
+    a handful of decisions while the averages settle, then none (one event each)."""
+    run = FakeRun(Cadence(BOUNDS))
+    run.run(40_000, lambda s: 0.3 if s % 4 == 0 else 0.1, lambda s: 0.3 if s % 2 else 0.6)
+    assert len(run.windows) > 20
+    assert len(run.decisions) <= 3
+    assert run.share < BUDGET
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     step_s=st.floats(0.01, 2.0),
