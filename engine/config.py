@@ -14,9 +14,10 @@ from pydantic import Field, model_validator
 
 from engine.chaos_kinds import ChaosConfig
 from engine.domain import Thresholds
+from engine.eval_config import EvalConfig
 from engine.oversight_config import AlertConfig, PolicyConfig, StrictSection
 
-__all__ = ["AlertConfig", "PolicyConfig"]  # re-exported: every part of the config from one place
+__all__ = ["AlertConfig", "EvalConfig", "PolicyConfig"]  # re-exported: every part of the config here
 
 Precision = Literal["fp16", "bf16", "fp32"]
 PresetName = Literal["tiny", "small"]
@@ -330,6 +331,8 @@ class RunConfig(_Strict):
     restart: RestartConfig = Field(default_factory=RestartConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """What the supervisor does while the run's store cannot write."""
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    """A held-out loss every ``eval.every_steps`` steps (``engine.eval_config``)."""
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     """Scheduled chaos (``engine.chaos_kinds``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.eval_summary import EvalSummary
 from engine.throughput_figures import ThroughputFigures
 
 Severity = Literal["info", "warning", "critical"]
@@ -95,52 +96,6 @@ class Verdict(BaseModel):
     @property
     def admitted(self) -> bool:
         return self.decision != "reject"
-
-
-class EffectWindow(BaseModel):
-    """Steps on one side of an applied directive, summed up (one rank's memory, bytes)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
-
-    first_step: int
-    last_step: int
-    loss_slope: float | None = None
-    """Least-squares loss change per optimizer step (nats/token/step); None: under 2 finite losses."""
-    tokens_per_s: float = 0.0
-    """Mean over the window's steps, all ranks."""
-    overflows: int = 0
-    """fp16 overflows (skipped steps) in the window."""
-    mem_peak: int | None = None
-    """Largest step peak in the window, bytes; None where the trainer reported none."""
-
-
-class DirectiveEffect(BaseModel):
-    """What an applied directive did: ``steps`` optimizer steps after it against as many before."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    applied_step: int
-    steps: int
-    before: EffectWindow
-    after: EffectWindow
-
-    def describe(self) -> str:
-        """``over 100 steps before -> after step 450: loss slope -2.10e-04 -> -5.00e-05/step,
-        tokens/s 5,210 -> 5,380, overflows 0 -> 0, peak 310.0 MiB -> 312.0 MiB``."""
-        b, a = self.before, self.after
-
-        def slope(value: float | None) -> str:
-            return "-" if value is None else f"{value:+.2e}"
-
-        def peak(value: int | None) -> str:
-            return "-" if value is None else f"{value / (1 << 20):,.1f} MiB"
-
-        return (
-            f"over {self.steps} steps before -> after step {self.applied_step}: "
-            f"loss slope {slope(b.loss_slope)} -> {slope(a.loss_slope)}/step, "
-            f"tokens/s {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}, "
-            f"overflows {b.overflows} -> {a.overflows}, peak {peak(b.mem_peak)} -> {peak(a.mem_peak)}"
-        )
 
 
 # ------------------------------------------------------------------------ telemetry
@@ -233,12 +188,17 @@ class TelemetrySample(BaseModel):
     checkpoint_stall_s: float | None = Field(None, ge=0.0)
     """Seconds training stood still for the checkpoint saved just before this step's report
     (saving is synchronous); None when no save came in between."""
+    eval_s: float | None = Field(None, ge=0.0)
+    """Seconds training stood still for the eval run since the previous report; None: none ran."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)
     ranks: list[RankMemory] | None = None
     """Every rank's memory, rank order; only on the samples of steps where the ranks
     exchanged it (every ``train.rank_report_every`` steps) and only when world_size > 1."""
+    metrics: dict[str, float] | None = None
+    """The workload's own scalars (name -> mean over the step's micro-batches and ranks), as
+    ``engine.user_metrics.MetricScreen`` kept them; None when the workload reported none."""
 
 
 class Event(BaseModel):
@@ -403,6 +363,8 @@ class RunStatus(BaseModel):
     micro_batch: int | None = None
     grad_accum: int | None = None
     world_size: int | None = None
+    metrics: dict[str, float] | None = None
+    """The newest step's workload metrics (name -> value; see TelemetrySample)."""
     restarts: int = 0
     whole_tree_resumes: int = 0
     """Restarts across supervisor lives (one died with its trainer), apart from ``restarts``."""
@@ -430,6 +392,8 @@ class RunStatus(BaseModel):
     last_save: SaveReport | None = None
     """The newest save's outcome: a failed or skipped one (a final save on a full disk)
     shows here while ``checkpoint_step`` stays at the older checkpoint."""
+    last_eval: EvalSummary | None = None
+    """The newest eval (``eval_completed``): its step, held-out loss and the workload's scalars."""
     last_seq: int = 0
     node: str | None = None
     """A run over several nodes: this node's place in words (node 0 holds the run; the

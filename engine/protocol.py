@@ -40,9 +40,9 @@ from pydantic import (
 
 from engine import wire_json
 from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
+from engine.directive_effect import DirectiveEffect
 from engine.domain import (
     DIRECTIVE_FIELDS,
-    DirectiveEffect,
     DirectiveField,
     DirectiveState,
     DirectiveValue,

@@ -1,5 +1,6 @@
 """The endurance report as Markdown: a heading, the figures table, chaos by kind, and the
-memory adaptations (each with the optimizer's samples per step before and after).
+memory adaptations (each with the optimizer's samples per step before and after), and the
+workload's own metrics (each one's newest value).
 
 Pure: a report in, text out; ``memtui report``, ``memtui endure`` and the console's
 endurance screen share it. Torch-free.
@@ -8,6 +9,7 @@ endurance screen share it. Torch-free.
 from __future__ import annotations
 
 from engine.run.endurance_report import EnduranceReport
+from memtui.formatting import format_float, format_loss
 
 
 def _rate(value: float | None) -> str:
@@ -54,6 +56,8 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("steps replayed after restarts", f"{report.steps_replayed:,}"),
         ("chaos cost: outage / replay / slowed steps", _chaos_cost(report)),
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
+        ("eval share", f"{_share(report.eval_share)} ({report.evals.seconds if report.evals else 0:,.1f} s)"),
+        ("eval loss first / best / last", _eval_losses(report)),
         ("saves (failed or skipped)", f"{report.saves} ({report.saves_failed})"),
         (
             "directives proposed / allowed / clamped / rejected by the policy",
@@ -99,6 +103,14 @@ def _restart_rows(report: EnduranceReport) -> list[str]:
     return lines
 
 
+def _eval_losses(report: EnduranceReport) -> str:
+    """``5.412 (step 200) / 3.120 (step 1800) / 3.150 (step 2000)``, or ``-`` with no eval."""
+    e = report.evals
+    if e is None:
+        return "-"
+    return " / ".join(f"{format_loss(p.loss)} (step {p.step})" for p in (e.first, e.best, e.last))
+
+
 def _chaos_total(report: EnduranceReport, field: str) -> int:
     return sum(getattr(tally, field) for tally in report.chaos.values())
 
@@ -132,4 +144,7 @@ def render_markdown(report: EnduranceReport) -> str:
         lines += [
             f"| {a.step} | {a.kind} | {a.samples_before} | {a.samples_after} |" for a in report.adaptations
         ]
+    if report.metrics:
+        lines += ["", "## Workload metrics (newest value)", "", "| metric | value |", "|---|---|"]
+        lines += [f"| {name} | {format_float(value)} |" for name, value in report.metrics.items()]
     return "\n".join(lines) + "\n"

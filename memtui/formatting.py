@@ -93,6 +93,18 @@ def format_float(x: float | None, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+LOSS_FIXED_FROM, LOSS_FIXED_BELOW = 0.01, 10_000.0
+"""Losses in this range show with three decimals."""
+
+
+def format_loss(loss: float | None) -> str:
+    """Three decimals in the usual range (``3.000``, not ``3``: raw and smoothed line up and
+    a change in the third decimal shows); significant digits outside it."""
+    if loss is None or not math.isfinite(loss) or not LOSS_FIXED_FROM <= abs(loss) < LOSS_FIXED_BELOW:
+        return format_float(loss)
+    return f"{loss:.3f}"
+
+
 def format_percent(fraction: float | None) -> str:
     """``0.4567 -> "45.7%"``."""
     if fraction is None or not math.isfinite(fraction):

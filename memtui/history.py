@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.domain import Event, RunState, TelemetrySample, Thresholds
+from engine.events import EvalCompleted
 from engine.run.directory import RunDir
 
 PAGE_ROWS = 5000
@@ -51,6 +52,8 @@ class StoredRun:
     """The newest events, in seq order."""
     newest_data_at: float | None = None
     """Unix time of the newest stored step; None without one."""
+    evals: tuple[EvalCompleted, ...] = ()
+    """Every stored eval, oldest first (older ones too than the newest events)."""
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,25 @@ def read_stored_run(run: RunDir, *, steps: int, events: int) -> StoredRun:
     and the state."""
     from engine.run.status import offline_status
 
-    samples, newest, latest_ts = _newest(run.store, steps, events) if run.store.exists() else ((), (), None)
+    samples, newest, latest_ts, evals = _newest(run.store, steps, events) if run.store.exists() else NOTHING
     return StoredRun(
         read_identity(run),
         state=offline_status(run).state,
         samples=samples,
         events=newest,
         newest_data_at=latest_ts,
+        evals=evals,
     )
 
 
-def _newest(
-    store_path: Path, steps: int, events: int
-) -> tuple[tuple[TelemetrySample, ...], tuple[Event, ...], float | None]:
-    """(newest samples, newest events, the newest step's ts); nothing from a store that cannot be read."""
+Newest = tuple[tuple[TelemetrySample, ...], tuple[Event, ...], float | None, tuple[EvalCompleted, ...]]
+NOTHING: Newest = ((), (), None, ())
+
+
+def _newest(store_path: Path, steps: int, events: int) -> Newest:
+    """(newest samples, newest events, the newest step's ts, every eval); nothing from a
+    store that cannot be read."""
+    from engine.run.eval_history import stored_evals
     from engine.run.store import Store, StoreError
 
     try:
@@ -113,9 +121,10 @@ def _newest(
             latest = store.latest_step()
             samples = [] if latest is None else store.steps(since_step=max(0, latest.step - steps))
             newest = store.events_since(max(0, store.last_seq() - events))
+            evals = tuple(e.result for e in stored_evals(store))
     except (StoreError, OSError, sqlite3.Error):
-        return (), (), None
-    return tuple(samples), tuple(newest), latest.ts if latest else None
+        return NOTHING
+    return tuple(samples), tuple(newest), latest.ts if latest else None, evals
 
 
 @contextlib.contextmanager

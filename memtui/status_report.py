@@ -11,6 +11,7 @@ from memtui.formatting import (
     format_bytes,
     format_duration,
     format_float,
+    format_loss,
     format_rate,
     format_scale,
 )
@@ -27,6 +28,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         *([("start-up", startup_text(s, now))] if s.startup else []),
         ("step", f"{s.step}{target}"),
         ("loss", format_float(s.loss)),
+        *([("eval loss", eval_text(s))] if s.last_eval else []),
         ("throughput", format_rate(s.tokens_per_s)),
         ("loss scale", format_scale(s.loss_scale)),
         ("memory", memory_text(s)),
@@ -44,6 +46,15 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("dir", s.run_dir),
     ]
     return rows
+
+
+def eval_text(s: RunStatus) -> str:
+    """The newest eval's held-out loss, its step, and the workload's scalars of it."""
+    e = s.last_eval
+    if e is None:
+        return PLACEHOLDER
+    metrics = "".join(f", {name} {format_float(value)}" for name, value in e.metrics.items())
+    return f"{format_loss(e.loss)} at step {e.step}{metrics}"
 
 
 def restarts_text(s: RunStatus) -> str:

@@ -13,8 +13,9 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
+from engine.directive_effect import DirectiveEffect, EffectWindow
 from engine.directives.slope import slope
-from engine.domain import DirectiveEffect, EffectWindow, TelemetrySample
+from engine.domain import TelemetrySample
 
 MAX_WAITING = 64  # applied directives measured at once; older ones are dropped unmeasured
 

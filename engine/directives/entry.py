@@ -7,8 +7,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engine.directive_effect import DirectiveEffect
 from engine.directives.directive import Directive
-from engine.domain import DirectiveEffect, DirectiveField, DirectiveState, DirectiveValue, Verdict
+from engine.domain import DirectiveField, DirectiveState, DirectiveValue, Verdict
 from engine.protocol import DirectiveView
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.config import RunConfig
+from engine.directive_effect import DirectiveEffect
 from engine.directives.context import judging_context
 from engine.directives.directive import Directive, DirectiveRefused, draft, edited_values
 from engine.directives.effect import EffectWatch
@@ -37,7 +38,6 @@ from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.domain import (
     ONE_SHOT_FIELDS,
     DecisionRecord,
-    DirectiveEffect,
     DirectiveField,
     DirectiveState,
     DirectiveValue,

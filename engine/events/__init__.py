@@ -38,7 +38,9 @@ from engine.events.directives import (
     PlannerDisabled,
     PlannerRestarted,
 )
+from engine.events.evaluation import EvalCompleted, EvalSkipped
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
+from engine.events.metrics import MetricWarning
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
 from engine.events.rendezvous import NodesJoined, RendezvousTimedOut, RendezvousWait
 from engine.events.run import (
@@ -96,6 +98,8 @@ __all__ = [
     "DirectivesCarried",
     "DirectivesRateLimited",
     "DoctorReported",
+    "EvalCompleted",
+    "EvalSkipped",
     "FinalSaveMissed",
     "FreshStart",
     "LegacyChaos",
@@ -103,6 +107,7 @@ __all__ = [
     "MemoryAdapted",
     "MemoryExhausted",
     "MemoryLevel",
+    "MetricWarning",
     "NodesJoined",
     "Origin",
     "PauseKept",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.domain import DirectiveEffect, Verdict
+from engine.directive_effect import DirectiveEffect
+from engine.domain import Verdict
 from engine.events.payload import Payload
 from engine.protocol import DirectiveView
 

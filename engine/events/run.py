@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -204,6 +204,10 @@ class TrainerStarted(Payload):
     """``config``, ``table (KEY)``, ``measured`` (the CPU's matmul probe) or ``unknown``."""
     planned_memory: PlannedMemory | None = None
     """What ``memtui plan`` predicts per rank for this configuration, by part."""
+    model_description: dict[str, Any] | None = None
+    """The model built: parameters counted from the module, its shape and source, as
+    ``engine.memory.model_description.ModelDescription.as_wire`` writes it (read back by
+    ``from_wire``; a plain mapping because the contract imports no engine package)."""
 
 
 class TrainerFinished(Payload):

@@ -131,14 +131,15 @@ def transformer_activation_bytes(
 
     Per layer and token about 34 * d_model bytes at 16 bits (Korthikanti et al. 2022, no
     dropout masks), times 2 at fp32; no attention-score matrix (SDPA's fused kernels keep
-    none; ``n_head`` is kept for a math-path variant); plus the logits at the head and
-    their fp32 copy for the loss (vocab x (element + 8) bytes per token). With activation
+    none; ``n_head`` is kept for a math-path variant); plus, per token and vocabulary entry,
+    the logits at the head (element bytes), their fp32 copy for the loss when they are 16-bit
+    (4; at fp32 ``.float()`` copies nothing) and the loss's fp32 log-softmax (4). With activation
     checkpointing each layer keeps only its input (d_model elements per token) and one
     layer's full activations live again while it is recomputed.
     """
     element = ELEMENT_BYTES.get(precision, 4)
     per_token_layer = 17 * d_model * element
-    logits = vocab * (element + 8)
+    logits = vocab * (element + (4 if element < 4 else 0) + 4)
     if checkpointing:
         return float(seq_len * (n_layer * d_model * element + per_token_layer + logits))
     return float(seq_len * (n_layer * per_token_layer + logits))

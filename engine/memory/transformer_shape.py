@@ -46,6 +46,9 @@ class TransformerShape:
     """The output head shares the token embedding's matrix."""
     source: str = "built-in"
     """Where the shape came from: ``built-in`` or a config.json's path."""
+    counted_params: int | None = None
+    """Parameters counted from the built module; when given it wins over the formula
+    (``params``), which a model with extra parts (an unusual head, adapters) would miss."""
 
     @property
     def head_dim(self) -> int:
@@ -64,7 +67,12 @@ class TransformerShape:
         return 2 * self.d_model if self.biases else self.d_model
 
     def params(self) -> int:
-        """All distinct parameters (a tied head counted once), as ``model_to_params`` counts."""
+        """All distinct parameters (a tied head counted once): the built module's count when
+        known, else the formula (``formula_params``)."""
+        return self.formula_params() if self.counted_params is None else self.counted_params
+
+    def formula_params(self) -> int:
+        """Parameters the shape implies (a tied head counted once), as ``model_to_params`` counts."""
         embeddings = (self.vocab + self.learned_positions) * self.d_model
         head = 0 if self.tied_head else self.vocab * self.d_model
         return embeddings + self.n_layer * self.layer_params() + self.norm_params() + head

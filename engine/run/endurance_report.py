@@ -26,6 +26,8 @@ from engine.events import (
 from engine.run.chaos_cost import ChaosCost, chaos_cost
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
+from engine.run.eval_history import EvalLosses, stored_evals
+from engine.run.metric_history import last_metrics
 from engine.run.status import identity_of, whole_tree_resumes
 from engine.run.store import Store
 from engine.run.stored_events import payloads_of
@@ -105,6 +107,8 @@ class EnduranceReport(BaseModel):
     chaos_cost: ChaosCost = Field(default_factory=ChaosCost)
     """Outage and replay per restart, and the steps chaos slowed (engine.run.chaos_cost)."""
     checkpoint_stall_s: float
+    evals: EvalLosses | None = None
+    """Held-out losses (first, best, last) and the seconds evals held training; None: no eval."""
     saves: int
     saves_failed: int
     directives_proposed: int
@@ -119,6 +123,8 @@ class EnduranceReport(BaseModel):
     directives_operator_rejected: int = 0
     directives_applied: int
     """Directives the trainer applied, each once (a restart's re-send is no apply)."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    """The workload's own metrics: each name's value on the newest step that reported it."""
 
     @property
     def resume_success(self) -> float | None:
@@ -131,6 +137,12 @@ class EnduranceReport(BaseModel):
         return self.chaos_cost.total_s / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def eval_share(self) -> float:
+        """Eval seconds over wall seconds (evals hold training, as saves do)."""
+        seconds = self.evals.seconds if self.evals else 0.0
+        return seconds / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
     def stall_share(self) -> float:
         """Checkpoint stall seconds over wall seconds."""
         return self.checkpoint_stall_s / self.wall_s if self.wall_s > 0 else 0.0
@@ -141,6 +153,7 @@ class EnduranceReport(BaseModel):
         doc["chaos"] = {k: {**v.model_dump(), "pending": v.pending} for k, v in self.chaos.items()}
         doc["chaos_cost"].update(self.chaos_cost.totals(), share=self.chaos_share)
         doc.update(resume_success=self.resume_success, checkpoint_stall_share=self.stall_share)
+        doc.update(eval_share=self.eval_share)
         return doc
 
 
@@ -182,9 +195,11 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         steps_replayed=cost.steps_replayed,
         chaos_cost=cost,
         checkpoint_stall_s=float(stall),
+        evals=EvalLosses.of(stored_evals(store)),
         saves=counts["checkpoint_saved"],
         saves_failed=counts["checkpoint_failed"] + counts["checkpoint_skipped"],
         **_directive_counts(store),
+        metrics=last_metrics(store),
     )
 
 

@@ -6,7 +6,8 @@
   skips it rather than counting it, and named in the row's ``nonfinite`` column (JSON
   text, ``{"loss": "nan"}``), from which it is read back as it was. Stores written before
   kept the text ``'NaN'`` in the column: still read as ``float('nan')`` (and moved to
-  ``nonfinite`` by ``store_file``'s migration). A list of models (``ranks``) is JSON text.
+  ``nonfinite`` by ``store_file``'s migration). A list of models (``ranks``) and a mapping
+  (the workload's ``metrics``) are JSON text.
 * Policy verdicts (``DecisionRecord``): one column per field, reasons, patch and bounds as
   JSON text.
 
@@ -57,8 +58,8 @@ STEP_COLUMNS: dict[str, str] = _step_columns()
 _INSERTED = [*STEP_COLUMNS, NONFINITE_COLUMN]
 STEP_INSERT = f"INSERT INTO steps ({', '.join(_INSERTED)}) VALUES ({', '.join('?' * len(_INSERTED))})"
 
-_JSON_COLUMNS = frozenset({"ranks"})
-"""TelemetrySample fields that hold a list of models: stored as JSON text."""
+_JSON_COLUMNS = frozenset({"ranks", "metrics"})
+"""TelemetrySample fields that hold a list of models or a mapping: stored as JSON text."""
 
 # Optional fields whose NULL means None (not "missing"); other NULLs are left to defaults.
 _NULLABLE = frozenset(
@@ -76,6 +77,8 @@ def _encode_value(value: Any) -> Any:
         return None  # named in NONFINITE_COLUMN
     if isinstance(value, list):
         return json.dumps([v.model_dump() if isinstance(v, BaseModel) else v for v in value])
+    if isinstance(value, dict):
+        return json.dumps(value)  # metrics: finite floats by name (the screen kept only those)
     return value
 
 

@@ -21,8 +21,16 @@ from engine.domain import (
     TelemetrySample,
     ThroughputFigures,
 )
-from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, FinalSaveMissed, RunStarted
+from engine.eval_summary import EvalSummary
+from engine.events import (
+    CheckpointFailed,
+    CheckpointSaved,
+    CheckpointSkipped,
+    FinalSaveMissed,
+    RunStarted,
+)
 from engine.run.directory import RunDir
+from engine.run.eval_history import stored_evals
 from engine.run.meta import RunMeta
 from engine.run.store import Store, StoreError
 from engine.run.throughput import throughput_of
@@ -45,6 +53,7 @@ _SAMPLE_FIELDS = (
     "micro_batch",
     "grad_accum",
     "world_size",
+    "metrics",
 )
 SAVE_EVENTS = (
     CheckpointSaved.event_type,
@@ -66,13 +75,14 @@ def offline_status(
     latest: TelemetrySample | None = None
     report: TelemetrySample | None = None
     save: SaveReport | None = None
+    last_eval: EvalSummary | None = None
     throughput: ThroughputFigures | None = None
     last_seq = whole_tree = 0
     if run.store.exists():
         try:
             with Store(run.store, readonly=True) as store:
                 meta, latest, last_seq = store.read_meta(), store.latest_step(), store.last_seq()
-                report, save = rank_report(store, latest), save_report(store)
+                report, save, last_eval = rank_report(store, latest), save_report(store), eval_report(store)
                 throughput, whole_tree = throughput_of(store), whole_tree_resumes(store)
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
@@ -87,6 +97,7 @@ def offline_status(
         supervisor_alive=alive,
         rank_report=report,
         last_save=save,
+        last_eval=last_eval,
         throughput=throughput,
         checkpoint_step=checkpoint_step,
         checkpoint_rejected=checkpoint_rejected,
@@ -136,6 +147,12 @@ def save_report(store: Store) -> SaveReport | None:
     )
 
 
+def eval_report(store: Store) -> EvalSummary | None:
+    """The newest eval that reads (a damaged row is passed over); None before any."""
+    evals = stored_evals(store)
+    return evals[-1].summary() if evals else None
+
+
 def compose_status(
     run: RunDir,
     identity: RunIdentity,
@@ -146,6 +163,7 @@ def compose_status(
     supervisor_alive: bool,
     rank_report: TelemetrySample | None = None,
     last_save: SaveReport | None = None,
+    last_eval: EvalSummary | None = None,
     held_by: str | None = None,
     throughput: ThroughputFigures | None = None,
     startup: StartupStatus | None = None,
@@ -186,6 +204,7 @@ def compose_status(
         checkpoint_step=checkpoint_step,
         checkpoint_rejected=checkpoint_rejected or [],
         last_save=last_save,
+        last_eval=last_eval,
         held_by=held_by if supervisor_alive else None,
         last_seq=last_seq,
         throughput=throughput,

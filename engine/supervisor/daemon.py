@@ -44,6 +44,7 @@ from engine.run.ownership import Ownership, OwnershipRefused
 from engine.run.status import (
     RunIdentity,
     compose_status,
+    eval_report,
     node_role,
     rank_report,
     save_report,
@@ -383,6 +384,7 @@ class Supervisor:
             supervisor_alive=True,
             rank_report=rank_report(self.store, latest),
             last_save=save_report(self.store),
+            last_eval=eval_report(self.store),
             held_by=self.attempts.held_by() if self._attempts is not None else None,
             throughput=throughput_or_none(self.store, self._throughput),
             startup=self._reports.startup_status() if self._reports is not None else None,

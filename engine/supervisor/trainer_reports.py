@@ -23,6 +23,7 @@ from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, StartupStatus, TelemetrySample
 from engine.events import (
     DirectiveApplied,
+    EvalCompleted,
     MemoryAdapted,
     Payload,
     RunContinued,
@@ -71,6 +72,7 @@ class TrainerReports:
             RunContinued.event_type: self._continued,
             TrainerFinished.event_type: self._finished,
             MemoryAdapted.event_type: self._adapted,
+            EvalCompleted.event_type: self._evaluated,
         }
 
     def on_step(self, sample: TelemetrySample) -> None:
@@ -121,6 +123,15 @@ class TrainerReports:
             self.alerts.trainer_launched()
         elif event.type in (TrainerExited.event_type, RunEnded.event_type) or nodes_met(event, self.startup):
             self.startup = None
+
+    def _evaluated(self, payload: Payload) -> None:
+        """An eval: the planner may cite its trend (a planner bug never costs the supervisor)."""
+        if self.planner is None or not isinstance(payload, EvalCompleted):
+            return
+        try:
+            self.planner.on_eval(payload)
+        except Exception:
+            log.exception("directive planner failed on the eval of step %d", payload.step)
 
     def _started(self, payload: Payload) -> None:
         if self.journal.state in ("starting", "restarting"):

@@ -53,13 +53,16 @@ from engine.memory.controller import (
     failed,
     review_request,
 )
-from engine.memory.model import MemoryModel, Predictions, model_state_bytes, transformer_activation_bytes
+from engine.memory.model import Predictions
+from engine.memory.model_description import ModelDescription
 from engine.memory.size_history import SizeHistory
 from engine.trainer.ballast import Ballast
+from engine.trainer.built_model import describe_module
 from engine.trainer.geometry import apply_geometry, current_geometry
 from engine.trainer.geometry_file import GEOMETRY_FILE, HISTORY_EVERY, read_geometry, write_geometry
 from engine.trainer.link import Link
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
+from engine.trainer.memory_prior import build_memory_model
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
 from engine.trainer.oom_injection import OomInjector
 from engine.trainer.oom_recovery import (
@@ -75,8 +78,6 @@ from engine.trainer.workload import BatchFn
 
 log = logging.getLogger(__name__)
 
-VOCAB_SIZE = 256  # the built-in byte-level model's vocabulary
-
 
 class MemoryHalt(RuntimeError):
     """The memory path cannot go on; the message is the run's reason."""
@@ -85,20 +86,6 @@ class MemoryHalt(RuntimeError):
         super().__init__(reason)
         self.restartable = restartable
         """True when a restart (with the micro-batch in memory.json) is the way on."""
-
-
-def build_memory_model(config: RunConfig, module: torch.nn.Module, world_size: int) -> MemoryModel:
-    """Model states from the parameters; activations from the shape for the built-in model."""
-    params = sum({p.data_ptr(): p.numel() for p in module.parameters()}.values())
-    largest = max((sum(p.numel() for p in m.parameters(recurse=False)) for m in module.modules()), default=0)
-    train, shape = config.train, config.model
-    states = model_state_bytes(params, train.precision, train.zero_stage, world_size, largest)
-    per_sample = 0.0  # a user's workload: learned from measured peaks
-    if config.workload is None:
-        per_sample = transformer_activation_bytes(
-            shape.seq_len, shape.d_model, shape.n_layer, shape.n_head, VOCAB_SIZE, train.precision
-        )
-    return MemoryModel(model_states=states.total, per_sample=per_sample, seq_len=shape.seq_len)
 
 
 class AdaptiveMemory:
@@ -111,6 +98,7 @@ class AdaptiveMemory:
         link: Link,
         geometry_file: Path | None = None,
         ranks: RankGroup | None = None,
+        description: ModelDescription | None = None,
     ) -> None:
         self.ranks = ranks or RankGroup()
         world_size = self.ranks.world
@@ -125,7 +113,7 @@ class AdaptiveMemory:
         self.budget = budget_bytes(config.memory.budget, probe.capacity)
         """Bytes the controller steers by."""
         self.enforced = enforce_budget(probe, self.budget)
-        self.model = build_memory_model(config, module, world_size)
+        self.model = build_memory_model(config, description or describe_module(module), world_size)
         self.state = ControllerState()
         self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
         self.injector = OomInjector.from_env(self.ranks.rank)

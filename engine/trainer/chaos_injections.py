@@ -41,6 +41,7 @@ from engine.chaos_kinds import Ballast, DiskFull, NanLoss, Oom, Overflow, Releas
 from engine.events import ChaosApplied
 from engine.protocol import InjectChaos
 from engine.trainer.disk_full_injection import full_disk
+from engine.trainer.forward_output import split_output
 from engine.trainer.oom_injection import Injection
 from engine.trainer.oom_recovery import discard_window, is_oom
 from engine.trainer.workload import BatchFn
@@ -178,7 +179,7 @@ def skipped_step(engine: Any, batch: BatchFn, step: int, loss: float) -> torch.T
     micro_batch = engine.train_micro_batch_size_per_gpu()
     for micro in range(grad_accum):
         inputs = [t.to(engine.device, non_blocking=True) for t in batch(step, micro, micro_batch)]
-        engine.backward(engine(*inputs))
+        engine.backward(split_output(engine(*inputs))[0])  # the workload's scalars unreported
         if micro < grad_accum - 1:
             engine.step()  # inside the window: no optimizer step, the micro-step counted
     discard_window(engine)  # gradients and ZeRO's reduction state gone; a window starts next
@@ -203,8 +204,14 @@ class _InfiniteGradient(torch.autograd.Function):
 
 @contextlib.contextmanager
 def _forward_hook(module: torch.nn.Module, change: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[None]:
-    """The workload's forward (its scalar loss) passed through ``change`` while inside."""
-    handle = module.register_forward_hook(lambda _m, _inputs, out: change(out))
+    """The workload's forward (its scalar loss) passed through ``change`` while inside; a
+    forward that returns ``(loss, named)`` keeps its named values as they are."""
+
+    def hook(_module: torch.nn.Module, _inputs: object, out: object) -> object:
+        loss, named = split_output(out)
+        return (change(loss), named) if isinstance(out, tuple) else change(loss)
+
+    handle = module.register_forward_hook(hook)
     try:
         yield
     finally:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import RunConfig
+from engine.memory.transformer_shape import ShapeError, TransformerShape, from_hf_config
 from engine.trainer.corpus import ByteCorpus
 from engine.trainer.token_cache import load_tokens
 from engine.trainer.workload import Workload, WorkloadError
@@ -84,7 +85,20 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
         batch=corpus.batch,
         tokens_per_sample=config.model.seq_len,
         eval_batch=corpus.heldout_batch,
+        shape=_shape(lm, model_dir, config.model.seq_len),
     )
+
+
+def _shape(lm: Any, model_dir: Path, seq_len: int) -> TransformerShape | None:
+    """The built model's own config (``lm.config``, as loaded), at the run's sequence length;
+    None (parameters alone) for a config whose keys ``from_hf_config`` does not know."""
+    try:
+        return from_hf_config(lm.config.to_dict(), str(model_dir / "config.json"), seq_len)
+    except ShapeError as err:
+        log.warning(
+            "hf model %s: shape not understood (%s): MFU from 6N, activations learned", model_dir, err
+        )
+        return None
 
 
 def _transformers() -> Any:

@@ -10,8 +10,11 @@ Reads top to bottom::
           link.sync()        several ranks: agree on stop, pause and directives at the boundary
           hold()             while the operator has paused training
           chaos              injections the supervisor asked for take effect (chaos_injections)
-          train_step()       grad_accum x (forward, backward, engine.step())
-          report_step()      TelemetrySample -> StepReport, every log_every steps
+          train_step()       grad_accum x (forward, backward, engine.step()); the workload's
+                             own scalars summed on the device (step_metrics)
+          report_step()      TelemetrySample (with those scalars' means) -> StepReport,
+                             every log_every steps
+          evaluate           a held-out loss every eval.every_steps steps (evaluation)
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
           maybe_checkpoint() every checkpoint.every_steps, or as the auto cadence decides
@@ -25,6 +28,7 @@ Reads top to bottom::
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -43,10 +47,13 @@ from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
+from engine.trainer.evaluation import Evaluator
+from engine.trainer.forward_output import split_output
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
@@ -61,6 +68,7 @@ from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
+from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
 from engine.trainer.workload import BatchFn, load_workload
@@ -103,6 +111,7 @@ def _train(
     share_cpu_cores()
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
+    description = describe_built(workload, config)  # before ZeRO-3 partitions the parameters
     prepare_ops(phases.op)  # a build once per environment, or a wait for one
     phases.enter("initialising")
     engine = build_engine(config, workload)
@@ -124,13 +133,14 @@ def _train(
             world_size(),
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
-            meter=build_meter(config, workload.model, engine.device, world_size()),
+            meter=build_meter(config, description, engine.device, world_size()),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
         resumed_directives=dict(resumed.client_state.get("directives") or {}) if resumed else {},
         ranks=ranks,
         sealer=CheckpointSealer() if config.checkpoint.background and ranks.leader else None,
+        description=description,
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -171,10 +181,10 @@ def run_steps(training: Training, until: int) -> None:
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
     )
+    metrics = training.metrics = training.metrics or WorkloadMetrics(training.link, ranks)
+    evaluator = training.evaluator = training.evaluator or attach_evaluator(training, metrics)
     report_every = config.train.rank_report_every
-    cadence = training.cadence = training.cadence or SaveCadence(
-        config.checkpoint, ranks, training.link, int(engine.global_steps)
-    )
+    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -188,9 +198,11 @@ def run_steps(training: Training, until: int) -> None:
         memory.before_step(step)  # the controller may change the geometry here, and only here
         lr = engine.get_lr()[0]  # the scheduler set it for this step
         scale = loss_scale(engine)  # the scale this step's backward uses
+        sums = StepMetrics()  # this step's own: a step chaos skips reports none
         started = time.perf_counter()
 
-        loss = chaos.run_step(memory, train_step, engine, batch, step)  # an OOM: shrink, redo the window
+        step_fn = functools.partial(train_step, sums=sums)
+        loss = chaos.run_step(memory, step_fn, engine, batch, step)  # an OOM: shrink, redo the window
         if loss is None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
@@ -201,23 +213,31 @@ def run_steps(training: Training, until: int) -> None:
         if ranks.world > 1 and engine.global_steps % report_every == 0:
             training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
         if engine.global_steps % config.log_every == 0:
-            report_step(training, loss, lr, scale, overflow, step_time_s)
+            named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
+            report_step(training, loss, lr, scale, overflow, step_time_s, named)
+        evaluator.at_boundary(int(engine.global_steps))  # every rank, when due
         collect_sealed(training)
         maybe_checkpoint(training)
 
 
-def train_step(engine: Any, batch: BatchFn, step: int) -> torch.Tensor:
+def train_step(engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None = None) -> torch.Tensor:
     """One optimizer step: grad_accum x (forward, backward), the optimizer at the boundary.
 
     Returns the mean loss over the micro-batches, a detached 0-dim tensor (no host sync).
+    The workload's own scalars (a forward returning ``(loss, {name: value})``) are summed
+    into ``sums``, on the device; a window redone after an OOM starts them afresh.
     """
+    if sums is not None:
+        sums.start()
     grad_accum = engine.gradient_accumulation_steps()
     micro_batch = engine.train_micro_batch_size_per_gpu()
     manual_scale = needs_manual_loss_scale(engine)  # DeepSpeed 0.19.8 stage-0 fp16 gap
     total = torch.zeros((), device=engine.device)
     for micro in range(grad_accum):
         inputs = [t.to(engine.device, non_blocking=True) for t in batch(step, micro, micro_batch)]
-        loss = engine(*inputs)  # the workload's forward returns the scalar loss
+        loss, named = split_output(engine(*inputs))  # the scalar loss (and the workload's scalars)
+        if sums is not None and named:
+            sums.add(named)
         engine.backward(scaled_for_backward(engine, loss, manual_scale))  # also divides by grad_accum
         engine.step()  # only steps the optimizer at the accumulation boundary
         total += loss.detach().float()
@@ -246,7 +266,13 @@ def hold(training: Training, agree: Callable[[], None] | None) -> None:
 
 
 def report_step(
-    training: Training, loss: torch.Tensor, lr: float, scale: float | None, overflow: bool, step_time_s: float
+    training: Training,
+    loss: torch.Tensor,
+    lr: float,
+    scale: float | None,
+    overflow: bool,
+    step_time_s: float,
+    metrics: dict[str, float] | None = None,
 ) -> None:
     sample = training.telemetry.sample(
         loss=float(loss.item()),
@@ -255,21 +281,16 @@ def report_step(
         overflow=overflow,
         step_time_s=step_time_s,
         memory_figures=training.memory.figures() if training.memory else None,
+        metrics=metrics,
     )
     training.link.send(StepReport(sample=sample))
 
 
 def maybe_checkpoint(training: Training) -> None:
-    """Save every ``checkpoint.every_steps`` steps (``auto``: the cadence's interval) and/or
-    every ``checkpoint.every_minutes``."""
-    ck, cadence = training.config.checkpoint, training.cadence
-    if cadence is None:
-        return  # run_steps builds it
-    step, since_s = int(training.engine.global_steps), time.monotonic() - training.last_saved_at
-    due = cadence.due(step, training.last_saved_step, since_s)
-    if ck.every_minutes and training.ranks.world > 1:
-        due = bool(training.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
-    if training.run is not None and due:
+    """Save when the cadence says (``checkpoint.every_steps``, fixed or auto, and/or minutes)."""
+    since_s = time.monotonic() - training.last_saved_at
+    step, cadence = int(training.engine.global_steps), training.cadence
+    if training.run is not None and cadence and cadence.due(step, training.last_saved_step, since_s):
         save_checkpoint(training)
 
 
@@ -358,6 +379,22 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         training.link,
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
+        description=training.described(),
+    )
+
+
+def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
+    """Evals on the workload's held-out batches at the configured micro-batch; their
+    scalars pass the run's one metric screen (one limit, one warning event per drop)."""
+    return Evaluator(
+        training.config.eval,
+        training.config.train.micro_batch,
+        training.engine,
+        training.workload.eval_batch,
+        training.link,
+        training.ranks,
+        training.telemetry,
+        metrics.screen,
     )
 
 

@@ -1,8 +1,9 @@
 """MFU during the run: the model's FLOPs per token, the device's peak, and per step the
 utilisation they give (``engine.memory.flops`` has the formulas).
 
-FLOPs per token: the built-in model's shape (6N plus the attention term); a user's
-workload, whose shape is unknown, counts 6N from its parameters. The peak, for the run's
+FLOPs per token: the description of the model built (``engine.memory.model_description``):
+6N plus the attention term from its shape (built-in, Hugging Face or declared), 6N alone
+for a workload that declares none; N is the module's own count. The peak, for the run's
 precision: ``[hardware] peak_tflops``, else memtui's table by the CUDA device's name, else
 on the CPU a short matrix-multiply probe at start (labelled ``measured``: the CPU has no
 datasheet figure memtui can trust). A step that beats the peak gives no MFU (the console
@@ -19,15 +20,8 @@ import torch
 
 from engine.config import RunConfig
 from engine.memory.device_peaks import device_peak_of
-from engine.memory.flops import (
-    TERA,
-    dense_flops_per_token,
-    flops_per_token,
-    mfu,
-    model_tflops,
-)
-from engine.memory.transformer_shape import from_model_config
-from engine.trainer.model import parameter_count
+from engine.memory.flops import TERA, mfu, model_tflops
+from engine.memory.model_description import ModelDescription
 from engine.utilisation import credible_mfu
 
 log = logging.getLogger(__name__)
@@ -59,15 +53,10 @@ class MfuMeter:
 
 
 def build_meter(
-    config: RunConfig, module: torch.nn.Module, device: torch.device | str, devices: int
+    config: RunConfig, description: ModelDescription, device: torch.device | str, devices: int
 ) -> MfuMeter:
-    if config.workload is None:
-        m = config.model
-        per_token = flops_per_token(from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len))
-    else:
-        per_token = dense_flops_per_token(parameter_count(module))
     peak, source = device_peak(config, torch.device(device))
-    return MfuMeter(per_token, peak, source, devices)
+    return MfuMeter(description.flops_per_token(), peak, source, devices)
 
 
 def device_peak(config: RunConfig, device: torch.device) -> tuple[float | None, str]:

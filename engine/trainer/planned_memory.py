@@ -1,8 +1,10 @@
 """What ``memtui plan`` predicts for the run being trained, by part, for ``trainer_started``:
 the console's memory panel shows it beside what the step really used.
 
-The built-in model only: a user's workload has no shape memtui knows (its activations are
-learned from measured peaks instead), so it gets no plan.
+Planned for the model built (``engine.memory.model_description``: the module's parameter
+count, the shape of the built-in or Hugging Face model or the one a workload declares), the
+offload of the run's ``deepspeed_config`` and its activation checkpointing. A workload that
+declares no shape gets no plan: its activations are learned from measured peaks instead.
 """
 
 from __future__ import annotations
@@ -10,17 +12,20 @@ from __future__ import annotations
 from engine.config import RunConfig
 from engine.events import PlannedMemory
 from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, CUDA_CONTEXT_BYTES, PlanRequest, breakdown
-from engine.memory.transformer_shape import from_model_config
+from engine.memory.model_description import ModelDescription
+from engine.memory.offload_setting import offload_setting
 
 UNBOUNDED = 1 << 62  # the plan's capacity plays no part in the breakdown
 
 
-def planned_memory(config: RunConfig, world_size: int, device_type: str) -> PlannedMemory | None:
-    if config.workload is not None:
+def planned_memory(
+    config: RunConfig, description: ModelDescription, world_size: int, device_type: str
+) -> PlannedMemory | None:
+    if description.shape is None:
         return None
-    m, train = config.model, config.train
+    train = config.train
     request = PlanRequest(
-        shape=from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len),
+        shape=description.shape,
         precision=train.precision,
         zero_stage=train.zero_stage,
         micro_batch=train.micro_batch,
@@ -28,6 +33,8 @@ def planned_memory(config: RunConfig, world_size: int, device_type: str) -> Plan
         gpus_per_node=world_size,
         nodes=1,
         gpu_memory=UNBOUNDED,
+        offload=offload_setting(config).offload,
+        checkpointing=train.activation_checkpointing,
         context_bytes=CUDA_CONTEXT_BYTES if device_type == "cuda" else CPU_RUNTIME_BYTES,
         on_cpu=device_type != "cuda",
     )

@@ -8,6 +8,8 @@ DeepSpeed initialised, so that every rank takes the same decision at the same st
                     write failures (all-reduce MAX; also the barrier before rank 0 seals)
 - ``broadcast``     rank 0's directives and checkpoint choices (pickled objects)
 - ``gather_ints``   every rank's memory for rank 0's telemetry (all-gather)
+- ``gather_floats`` every rank's screened workload metrics, averaged by rank 0 (all-gather)
+- ``gather``        every rank's eval sums (pickled objects, all-gather)
 
 Each call is a collective: every rank must make the same calls in the same order, which
 the loop guarantees by calling them at step boundaries from code paths that do not branch
@@ -61,6 +63,15 @@ class RankGroup:
         dist.all_gather(gathered, mine)
         return [[int(v) for v in t.tolist()] for t in gathered]
 
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        """Every rank's ``values`` (same length on all ranks), in rank order (float64)."""
+        if self.world == 1:
+            return [list(values)]
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        gathered = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine)
+        return [[float(v) for v in t.tolist()] for t in gathered]
+
     def broadcast(self, value: Any) -> Any:
         """Rank 0's ``value`` on every rank (others pass anything, e.g. None)."""
         if self.world == 1:
@@ -68,3 +79,11 @@ class RankGroup:
         box = [value if self.leader else None]
         dist.broadcast_object_list(box, src=0, device=self.device)
         return box[0]
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (picklable), in rank order, on every rank."""
+        if self.world == 1:
+            return [value]
+        gathered: list[Any] = [None] * self.world
+        dist.all_gather_object(gathered, value)
+        return gathered

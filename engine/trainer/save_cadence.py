@@ -55,12 +55,17 @@ class SaveCadence:
             self.cadence.note_step(step_s)
 
     def due(self, step: int, last_saved_step: int, seconds_since_save: float) -> bool:
-        """Whether the step just completed should be saved (steps and/or wall clock)."""
+        """Whether the step just completed should be saved (steps and/or wall clock); with
+        ``every_minutes`` and several ranks, any rank's clock counts (every rank calls it)."""
         minutes = self.config.every_minutes
         if self.cadence is None:
-            return save_due(step, last_saved_step, seconds_since_save, self.interval, minutes)
-        by_steps = interval_due(step, last_saved_step, self.interval)
-        return by_steps or save_due(step, last_saved_step, seconds_since_save, 0, minutes)
+            due = save_due(step, last_saved_step, seconds_since_save, self.interval, minutes)
+        else:
+            by_steps = interval_due(step, last_saved_step, self.interval)
+            due = by_steps or save_due(step, last_saved_step, seconds_since_save, 0, minutes)
+        if minutes and self.ranks.world > 1:
+            due = bool(self.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
+        return due
 
     def after_save(self, step: int, stall_s: float, store: CheckpointStore | None) -> None:
         """A save at ``step`` stalled training ``stall_s`` seconds: re-decide (rank 0) and

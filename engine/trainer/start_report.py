@@ -1,6 +1,6 @@
 """What a trainer says when it starts: the checkpoint it loaded (``checkpoint_loaded``) and
-its own start (``trainer_started``: device, geometry, parameters, the MFU terms and the
-plan's memory for this configuration)."""
+its own start (``trainer_started``: device, geometry, the model built (its description),
+the MFU terms and the plan's memory for this configuration)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import torch
 
 from engine.events import CheckpointLoaded, TrainerStarted
 from engine.trainer import checkpoint
-from engine.trainer.model import parameter_count
 from engine.trainer.planned_memory import planned_memory
 from engine.trainer.training import Training
 
@@ -38,21 +37,24 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
                 else ""
             ),
         )
+    description = training.described()
     device = engine.device.type if isinstance(engine.device, torch.device) else str(engine.device)
     started = TrainerStarted(
         attempt=attempt,
         pid=os.getpid(),
         device=device,
         world_size=training.telemetry.world_size,
-        params=parameter_count(training.workload.model),
+        params=description.params,
         precision=config.train.precision,
         zero_stage=config.train.zero_stage,
         micro_batch=int(engine.train_micro_batch_size_per_gpu()),
         grad_accum=int(engine.gradient_accumulation_steps()),
         resumed_from_step=resumed.step if resumed else None,
-        planned_memory=planned_memory(config, training.telemetry.world_size, device),
+        planned_memory=planned_memory(config, description, training.telemetry.world_size, device),
+        model_description=description.as_wire(),
         **training.telemetry.peak_fields(),
     )
     training.link.event(
-        started, f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}"
+        started,
+        f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}; {description.words}",
     )

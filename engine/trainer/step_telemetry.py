@@ -71,6 +71,8 @@ class StepTelemetry:
         """fp16 overflows so far in this run (restored from the checkpoint on resume)."""
         self.checkpoint_stall_s: float | None = None
         """Stall of a save not yet reported; the next sample carries it, then it clears."""
+        self.eval_s: float | None = None
+        """Seconds of evals not yet reported; the next sample carries them, then it clears."""
         self.ranks: list[RankMemory] | None = None
         """Every rank's memory from the last exchange, not yet reported (several ranks)."""
 
@@ -99,13 +101,16 @@ class StepTelemetry:
         overflow: bool,
         step_time_s: float,
         memory_figures: dict[str, int | None] | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> TelemetrySample:
-        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget, mem_baseline (adaptive memory)."""
+        """``memory_figures``: mem_step_peak, mem_predicted, mem_budget, mem_baseline (adaptive memory);
+        ``metrics``: the workload's own scalars, screened (``step_metrics``)."""
         engine = self.engine
         samples = engine.global_samples  # over all ranks, restored on resume
         step_tokens = engine.train_batch_size() * self.tokens_per_sample
         memory = self.probe.read()
         stall, self.checkpoint_stall_s = self.checkpoint_stall_s, None
+        eval_s, self.eval_s = self.eval_s, None
         ranks, self.ranks = self.ranks, None
         tokens_per_s = step_tokens / step_time_s if step_time_s > 0 else 0.0
         utilisation = self.meter.figures(tokens_per_s) if self.meter else {}
@@ -137,7 +142,9 @@ class StepTelemetry:
             grad_accum=engine.gradient_accumulation_steps(),
             world_size=self.world_size,
             checkpoint_stall_s=stall,
+            eval_s=eval_s,
             ranks=ranks,
+            metrics=metrics,
             **(memory_figures or {}),
         )
 

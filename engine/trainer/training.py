@@ -8,13 +8,17 @@ from typing import Any
 
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
+from engine.memory.model_description import ModelDescription
 from engine.run.directory import RunDir
 from engine.trainer.adaptive_memory import AdaptiveMemory
+from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.directive_applier import DirectiveApplier
+from engine.trainer.evaluation import Evaluator
 from engine.trainer.link import Link
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.save_cadence import SaveCadence
+from engine.trainer.step_metrics import WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry
 from engine.trainer.workload import Workload
 
@@ -49,3 +53,15 @@ class Training:
     """When to save (``checkpoint.every_steps``, fixed or auto); built by ``run_steps``."""
     chaos: ChaosInjections | None = None
     """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
+    metrics: WorkloadMetrics | None = None
+    """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
+    evaluator: Evaluator | None = None
+    """Evals every ``eval.every_steps`` steps; built by ``run_steps``."""
+    description: ModelDescription | None = None
+    """The model built (``described`` builds it when a bench left it out)."""
+
+    def described(self) -> ModelDescription:
+        """The description of the model trained: MFU, memory prior, plan and start report read it."""
+        if self.description is None:
+            self.description = describe_built(self.workload, self.config)
+        return self.description

@@ -27,7 +27,13 @@ Rules:
   rank r asks for ``micro * world + r``, so no sample is drawn twice in a step.
 - ``tokens_per_sample`` counts the tokens in one sample, for the tokens and tokens/s
   figures (use 1 if tokens mean nothing for your data).
-- ``eval_batch`` (optional) gives held-out batches by index for an eval loss.
+- ``eval_batch`` (optional) gives held-out batches by index for an eval loss: every
+  ``eval.every_steps`` steps the trainer evaluates indices ``0 .. eval.batches-1`` at the
+  configured micro-batch, without gradients (``engine.trainer.evaluation``).
+- ``shape`` (optional) declares a transformer's shape (``engine.memory.transformer_shape``:
+  layers, width, heads, sequence, vocabulary) for the FLOPs per token, the memory prior
+  and the plan; without it the model is known by its parameter count alone (MFU from 6N,
+  activations learned from measured peaks).
 - ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
   (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
@@ -49,6 +55,7 @@ from typing import Any
 import torch
 
 from engine.config import RunConfig
+from engine.memory.transformer_shape import TransformerShape, from_model_config
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
 """(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""
@@ -66,6 +73,8 @@ class Workload:
     """Optional (index, micro_batch) -> held-out batch."""
     lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None
     """Optional optimizer -> LR scheduler (stepped once per applied optimizer step)."""
+    shape: TransformerShape | None = None
+    """Optional: the model's shape (the parameter count is taken from the module)."""
 
 
 class WorkloadError(RuntimeError):
@@ -78,11 +87,13 @@ def builtin_workload(config: RunConfig) -> Workload:
     from engine.trainer.model import ByteTransformer
 
     corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed)
+    m = config.model
     return Workload(
-        model=ByteTransformer(config.model),
+        model=ByteTransformer(m),
         batch=corpus.batch,
-        tokens_per_sample=config.model.seq_len,
+        tokens_per_sample=m.seq_len,
         eval_batch=corpus.heldout_batch,
+        shape=from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len),
     )
 
 
@@ -126,4 +137,9 @@ def _checked(workload: object, spec: str) -> Workload:
         raise WorkloadError(f"workload {spec}: batch is not callable")
     if not isinstance(workload.tokens_per_sample, int) or workload.tokens_per_sample < 1:
         raise WorkloadError(f"workload {spec}: tokens_per_sample must be a positive int")
+    if workload.shape is not None and not isinstance(workload.shape, TransformerShape):
+        raise WorkloadError(
+            f"workload {spec}: shape is {type(workload.shape).__name__}, "
+            "expected engine.memory.transformer_shape.TransformerShape (or None)"
+        )
     return workload

@@ -93,7 +93,7 @@ def decision_line(d: Any) -> str:
 def render(views: list[dict[str, Any]]) -> str:
     """Each view: its id, state, source and step, then its change in the console's words
     (``memtui.directive_phrases``: in effect → new value), reasons, evidence and effect."""
-    from engine.domain import DirectiveEffect
+    from engine.directive_effect import DirectiveEffect
     from memtui.directive_phrases import changes_text
 
     lines = []

@@ -35,7 +35,9 @@ def add_export_parser(sub: Any) -> None:
     )
     add_run(export, NEWEST)
     export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
-    export.add_argument("--what", choices=("steps", "events", "all"), default="steps", help="default steps")
+    export.add_argument(
+        "--what", choices=("steps", "events", "evals", "all"), default="steps", help="default steps"
+    )
     export.add_argument(
         "--out", metavar="PATH", help="file to write (default stdout); a directory for csv --what all"
     )

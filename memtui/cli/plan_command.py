@@ -1,8 +1,12 @@
 """``memtui plan [TARGET] [--set KEY=VALUE]... [--gpus N --gpu-memory 80G ...] [--json]``.
 
 Will a model train on these GPUs, at which ZeRO stage and micro-batch, and how fast?
-TARGET is a run config (TOML), a Hugging Face model directory (its ``config.json``) or a
-run (id, prefix or directory: the plan for its config against its measured peak). The
+TARGET is a run config (TOML; with ``[hf]`` the plan is for ``hf.model_dir``'s
+``config.json``), a Hugging Face model directory (its ``config.json``) or a run (id,
+prefix or directory: the plan for the model its trainer built, against its measured peak).
+Offload comes from the config's ``deepspeed_config`` (``engine.memory.offload_setting``)
+unless ``--offload`` says otherwise; activation checkpointing from
+``train.activation_checkpointing`` or ``--checkpointing``. The
 plan itself is ``engine.memory.capacity_plan``; this module gathers its inputs (the config,
 NVML when present, the flags) and prints it (``memtui.cli.plan_report``). Torch-free and
 instant: nothing here imports torch or DeepSpeed.
@@ -72,10 +76,15 @@ def add_parser(sub: Any) -> None:
     plan.add_argument(
         "--offload",
         choices=("none", "optimizer", "all"),
-        default="none",
-        help="ZeRO-Offload to host memory: optimizer states, or (stage 3) parameters too",
+        default=None,
+        help="ZeRO-Offload to host memory: optimizer states, or (stage 3) parameters too "
+        "(default: what the config's deepspeed_config offloads)",
     )
-    plan.add_argument("--checkpointing", action="store_true", help="activation checkpointing on")
+    plan.add_argument(
+        "--checkpointing",
+        action="store_true",
+        help="activation checkpointing on (default: train.activation_checkpointing)",
+    )
     plan.add_argument("--seq-len", type=positive_int, metavar="N", help="tokens per sample (over the config)")
     plan.add_argument(
         "--mfu",
@@ -94,11 +103,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from memtui.cli.plan_report import plan_document, print_plan
 
     config, shape, run_path = _target(args)
-    request, hw = _request(args, config, shape)
+    request, hw, notes = _request(args, config, shape)
     try:
         plan = make_plan(request)
     except ValueError as err:
         raise CliError(str(err), code=2) from None
+    plan.notes.extend(notes)
     if config.workload and shape.source == "built-in":
         plan.notes.append(
             f"the config trains the workload {config.workload}: this plan is for the built-in model's "
@@ -119,25 +129,48 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _target(args: argparse.Namespace) -> tuple[RunConfig, TransformerShape, Path | None]:
     """(config, shape, the run's directory when TARGET is a run)."""
     from engine.config_file import ConfigError, load_run_config
-    from engine.memory.transformer_shape import ShapeError, from_hf_config, from_model_config
+    from engine.memory.transformer_shape import ShapeError, from_hf_config
 
     target = Path(args.target) if args.target else None
     try:
         if target is None or target.is_file():
-            config, run_path = load_run_config(target, args.settings), None
-        elif target.is_dir() and not (target / "run.json").is_file():
-            hf_file = target / "config.json"
+            config = load_run_config(target, args.settings)
+            return config, _config_shape(config, args.seq_len), None
+        if target.is_dir() and not (target / "run.json").is_file():
             hf = _read_hf_config(target)
             config = load_run_config(None, args.settings)
-            return config, from_hf_config(hf, str(hf_file), args.seq_len), None
-        else:
-            run_path = target if target.is_dir() else _run_by_name(args.target)
-            config = _run_config(run_path, args.settings)
-        m = config.model
-        shape = from_model_config(m.n_layer, m.n_head, m.d_model, args.seq_len or m.seq_len)
+            return config, from_hf_config(hf, str(target / "config.json"), args.seq_len), None
+        run_path = target if target.is_dir() else _run_by_name(args.target)
+        config = _run_config(run_path, args.settings)
+        return config, _built_shape(run_path, args.seq_len) or _config_shape(config, args.seq_len), run_path
     except (ConfigError, ShapeError) as err:
         raise CliError(str(err), code=2) from None
-    return config, shape, run_path
+
+
+def _config_shape(config: RunConfig, seq_len: int | None) -> TransformerShape:
+    """The model a config trains: ``hf.model_dir``'s config.json, else the built-in model."""
+    from engine.memory.transformer_shape import from_hf_config, from_model_config
+
+    m = config.model
+    if config.hf.model_dir is not None:
+        model_dir = Path(config.hf.model_dir)
+        return from_hf_config(
+            _read_hf_config(model_dir), str(model_dir / "config.json"), seq_len or m.seq_len
+        )
+    return from_model_config(m.n_layer, m.n_head, m.d_model, seq_len or m.seq_len)
+
+
+def _built_shape(run_path: Path, seq_len: int | None) -> TransformerShape | None:
+    """The shape of the model the run's trainer built (``trainer_started``), at ``seq_len``
+    when given; None when it announced none (an older trainer, a workload without one)."""
+    import dataclasses
+
+    from memtui.cli.plan_reality import built_description
+
+    described = built_description(run_path)
+    if described is None or described.shape is None:
+        return None
+    return dataclasses.replace(described.shape, seq_len=seq_len) if seq_len else described.shape
 
 
 def _read_hf_config(directory: Path) -> dict[str, Any]:
@@ -178,13 +211,21 @@ def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
 
 def _request(
     args: argparse.Namespace, config: RunConfig, shape: TransformerShape
-) -> tuple[PlanRequest, Hardware]:
+) -> tuple[PlanRequest, Hardware, list[str]]:
+    """The plan's request, the hardware it is for, and notes on where settings came from."""
     from engine.memory.capacity_plan import PlanRequest
+    from engine.memory.offload_setting import OffloadError, offload_setting
     from memtui.cli.plan_hardware import resolve_hardware
 
     if args.mfu > 1:
         raise CliError(f"--mfu: a fraction of the peak, at most 1 (got {args.mfu:g})", code=2)
     train = config.train
+    try:
+        setting = offload_setting(config)
+    except OffloadError as err:
+        raise CliError(str(err), code=2) from None
+    notes = [] if args.offload else [f"offload from {key}" for key in setting.keys]
+    notes += [setting.note] if setting.note and not args.offload else []
     hw = resolve_hardware(args, config)
     request = PlanRequest(
         shape=shape,
@@ -195,12 +236,12 @@ def _request(
         gpus_per_node=hw.gpus_per_node,
         nodes=args.nodes,
         gpu_memory=hw.memory,
-        offload=args.offload,
-        checkpointing=args.checkpointing,
+        offload=args.offload or setting.offload,
+        checkpointing=args.checkpointing or train.activation_checkpointing,
         peak_tflops=hw.peak_tflops,
         link=hw.link,
         assumed_mfu=args.mfu,
         context_bytes=hw.context,
         on_cpu=hw.cpu,
     )
-    return request, hw
+    return request, hw, notes

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.memory.capacity_plan import PlanRequest
+    from engine.memory.model_description import ModelDescription
 
 _PEAK_QUERY = (
     "SELECT step, mem_step_peak - {ballast}, {ballast}, micro_batch, world_size, mem_kind FROM steps"
@@ -46,6 +47,26 @@ class Measured:
     predicted_peak: int
     ratio: float
     """predicted / measured: above 1 the plan was cautious, below 1 it under-counted."""
+
+
+def built_description(run_path: Path) -> ModelDescription | None:
+    """The model the run's newest trainer built, as its ``trainer_started`` described it;
+    None without one (no store, an older trainer, a description that does not read)."""
+    from engine.events import TrainerStarted
+    from engine.memory.model_description import from_wire
+    from engine.memory.transformer_shape import ShapeError
+    from engine.run.store import Store, StoreError
+
+    store_path = run_path / "telemetry.sqlite"
+    if not store_path.exists():
+        return None
+    try:
+        with Store(store_path, readonly=True) as store:
+            started = store.newest_event((TrainerStarted.event_type,))
+        wire = started.data.get("model_description") if started is not None else None
+        return from_wire(wire) if isinstance(wire, dict) else None
+    except (StoreError, OSError, sqlite3.Error, ShapeError):
+        return None
 
 
 def measured_against(run_path: Path, request: PlanRequest) -> Measured | None:

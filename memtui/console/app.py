@@ -51,6 +51,7 @@ from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.memory_panel import MemoryPanel
+from memtui.console.widgets.metrics_panel import MetricsPanel
 from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from memtui.console.widgets.run_header import RunHeader
@@ -84,6 +85,7 @@ PANEL_KEYS: dict[str, str] = {
     "4": "directives",
     "5": "events",
     "6": "hardware",
+    "7": "metrics",
 }
 
 
@@ -174,6 +176,7 @@ class MemtuiApp(DisplayCommands):
             yield NumericsPanel(id="numerics")
             yield DirectivesPanel(id="directives")
             yield EventLog(id="events")
+            yield MetricsPanel(id="metrics")
         yield HardwarePanel(id="hardware")
         yield Footer()
 

@@ -10,6 +10,7 @@ import dataclasses
 
 from engine.run.directory import RunDir
 from memtui.console.run_view import DEFAULT_THRESHOLDS, MAX_EVENTS, RunView
+from memtui.console.series import MAX_EVALS
 from memtui.history import RunIdentity, read_identity, read_stored_run
 
 SAMPLES_FOLDED = 200
@@ -40,4 +41,5 @@ def stored_view(run: RunDir) -> RunView:
         view = view.with_sample(sample)
     for event in stored.events:
         view = view.with_event(event)
-    return dataclasses.replace(view, newest_data_at=stored.newest_data_at, state=stored.state)
+    evals = stored.evals[-MAX_EVALS:] or view.evals  # older ones too than the newest events
+    return dataclasses.replace(view, newest_data_at=stored.newest_data_at, state=stored.state, evals=evals)

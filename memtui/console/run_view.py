@@ -31,6 +31,7 @@ from engine.events import (
     DirectiveDecided,
     DirectiveProposed,
     DoctorReported,
+    EvalCompleted,
     MemoryAdapted,
     RunContinued,
     RunEnded,
@@ -52,6 +53,7 @@ from memtui.console.series import (
     ChartWindow,
     Point,
     downsample,
+    evals_after,
     point_of,
     within,
 )
@@ -157,6 +159,8 @@ class RunView:
     started: TrainerStarted | None = None
     """The newest trainer's start: its MFU terms (where the peak came from) and what the
     plan predicted for its memory."""
+    evals: tuple[EvalCompleted, ...] = ()
+    """Evals in arrival order (the newest ``series.MAX_EVALS``): the eval line and chart."""
 
     # ------------------------------------------------------------------ folding
 
@@ -256,6 +260,7 @@ class RunView:
             alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
             startup=_startup_after(event, self.startup, self.sample),
             started=TrainerStarted.of(event) or self.started,
+            evals=evals_after(event, self.evals),
         ).with_stored_hardware(event)
 
     def with_stored_hardware(self, event: Event) -> RunView:

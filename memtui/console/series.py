@@ -12,11 +12,12 @@ functions of their inputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.domain import TelemetrySample
+from engine.domain import Event, TelemetrySample
+from engine.events import EvalCompleted
 
 ChartWindow = Literal["live", "hour", "run"]
 """live: the newest minutes, from telemetry as it arrives; hour and run: read from the store."""
@@ -25,6 +26,14 @@ WINDOW_SECONDS: dict[ChartWindow, float | None] = {"live": 300.0, "hour": 3600.0
 WINDOW_LABELS: dict[ChartWindow, str] = {"live": "last 5 min", "hour": "last hour", "run": "whole run"}
 LIVE_POINTS = 3000
 """Newest points kept in memory for the live window (5 min at the ~10 Hz telemetry rate)."""
+MAX_EVALS = 500
+"""Newest evals kept for the eval-loss chart (a chart is narrower than this)."""
+
+
+def evals_after(event: Event, evals: tuple[EvalCompleted, ...]) -> tuple[EvalCompleted, ...]:
+    """The evals with ``event``'s appended if it is one (the newest MAX_EVALS)."""
+    done = EvalCompleted.of(event)
+    return evals if done is None else (*evals, done)[-MAX_EVALS:]
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class Point:
     overflow: bool = False
     attempt: int = 1
     """Trainer attempt (1 + restarts) whose step(s) these are."""
+    metrics: Mapping[str, float] | None = None
+    """The workload's own metrics (name -> value) of the step, or their means over a bucket."""
 
 
 def point_of(sample: TelemetrySample) -> Point:
@@ -54,6 +65,7 @@ def point_of(sample: TelemetrySample) -> Point:
         mem_allocated=sample.mem_allocated,
         mem_reserved=sample.mem_reserved,
         overflow=sample.overflow,
+        metrics=sample.metrics,
     )
 
 
@@ -70,8 +82,9 @@ def downsample(points: Iterable[Point], buckets: int, total: int) -> list[Point]
     Consecutive points fold into one bucket (``total / buckets`` of them); a bucket never
     spans a restart (a new attempt starts a new one, so there may be a few more than
     ``buckets``). Each holds the mean rate, step time and loss of its steps (NaN losses
-    skipped), the highest memory (a spike must survive downsampling) and whether any step
-    overflowed; it is stamped with its last step.
+    skipped), the highest memory (a spike must survive downsampling), whether any step
+    overflowed and the mean of each workload metric over the steps that reported it; it is
+    stamped with its last step.
     """
     if buckets < 1 or total < 1:
         return []
@@ -99,7 +112,7 @@ def restart_columns(points: Sequence[Point], width: int) -> list[int]:
 
 
 class _Bucket:
-    __slots__ = ("n", "rate", "time", "loss", "losses", "alloc", "reserved", "overflow", "last")
+    __slots__ = ("n", "rate", "time", "loss", "losses", "alloc", "reserved", "overflow", "last", "metrics")
 
     def __init__(self) -> None:
         self.n = self.losses = 0
@@ -107,6 +120,7 @@ class _Bucket:
         self.alloc = self.reserved = 0
         self.overflow = False
         self.last: Point | None = None
+        self.metrics: dict[str, tuple[float, int]] = {}  # name -> (sum, steps that reported it)
 
     def add(self, p: Point) -> None:
         self.n += 1
@@ -119,6 +133,9 @@ class _Bucket:
         self.reserved = max(self.reserved, p.mem_reserved)
         self.overflow = self.overflow or p.overflow
         self.last = p  # points come in the order they were recorded
+        for name, value in (p.metrics or {}).items():
+            total, count = self.metrics.get(name, (0.0, 0))
+            self.metrics[name] = (total + value, count + 1)
 
     def point(self) -> Point:
         assert self.last is not None
@@ -132,4 +149,5 @@ class _Bucket:
             mem_reserved=self.reserved,
             overflow=self.overflow,
             attempt=self.last.attempt,
+            metrics={name: total / count for name, (total, count) in self.metrics.items()} or None,
         )

@@ -4,7 +4,8 @@
 
 Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
 StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
-trainer_finished {"reason": "completed"} and exit 0. A TrainerCommand stop or SIGTERM
+trainer_finished {"reason": "completed"} and exit 0. Each step carries one workload
+metric, ``accuracy`` (``fake_accuracy``). A TrainerCommand stop or SIGTERM
 ends it early with trainer_finished {"reason": "stopped"}, exit 0. An ApplyDirective is
 echoed as the real trainer does: a directive_applied event with every value applied.
 A TrainerCommand pause holds it at the next step (run_paused) until resume (run_continued).
@@ -19,6 +20,9 @@ Environment (all optional):
   FAKE_TRAINER_NO_CONNECT  "1": never connect; just run until SIGTERM (exit 0) or the steps' time
   FAKE_TRAINER_NAN_AT      step whose loss is NaN (default none)
   FAKE_TRAINER_EVENT_EVERY send a "fake.tick" event every N steps (default 0 = never)
+  FAKE_TRAINER_EVAL_EVERY  an eval (``eval_completed``, loss a little above the step's, one
+                           ``accuracy`` metric) after every N steps, its seconds on the next
+                           step's ``eval_s``, as the real trainer's (default 0 = never)
   FAKE_TRAINER_PHASES      start-up phases to say before the first step, comma-separated
                            (e.g. "importing,building_op,initialising"; default none)
   FAKE_TRAINER_GATE        a path: after its phases, the first step waits until it exists
@@ -49,6 +53,7 @@ from engine.domain import STACK_DUMP_SIGNAL, TelemetrySample
 from engine.events import (
     ChaosApplied,
     DirectiveApplied,
+    EvalCompleted,
     MemoryAdapted,
     Payload,
     RunContinued,
@@ -99,6 +104,18 @@ def started(attempt: int) -> TrainerStarted:
     )
 
 
+EVAL_SECONDS = 0.01
+"""What each fake eval says it held training (s)."""
+
+
+def evaluated(step: int, train_loss: float) -> EvalCompleted:
+    """An eval after ``step``: the held-out loss a little above the training loss."""
+    accuracy = min(0.99, step / 1000)
+    return EvalCompleted(
+        step=step, loss=train_loss + 0.2, batches=8, seconds=EVAL_SECONDS, metrics={"accuracy": accuracy}
+    )
+
+
 def _env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
@@ -124,7 +141,14 @@ def sample(step: int, attempt: int, nan_at: int | None, micro_batch: int = 8) ->
         mem_capacity=1 << 30,
         micro_batch=micro_batch,
         grad_accum=8 // micro_batch,
+        metrics={"accuracy": fake_accuracy(step)},
     )
+
+
+def fake_accuracy(step: int) -> float:
+    """The workload metric every step reports (a fraction rising from 0.3 towards 1), as a
+    workload's forward returning ``(loss, {"accuracy": ...})`` makes the real trainer report."""
+    return round(1.0 - 0.7 * math.exp(-step / 150), 4)
 
 
 class FakeTrainer:
@@ -139,6 +163,7 @@ class FakeTrainer:
         nan_at = os.environ.get("FAKE_TRAINER_NAN_AT")
         self.nan_at = int(nan_at) if nan_at else None
         self.event_every = int(_env_float("FAKE_TRAINER_EVENT_EVERY", 0))
+        self.eval_every = int(_env_float("FAKE_TRAINER_EVAL_EVERY", 0))
         self.first_step = 1 + (attempt - 1) * int(_env_float("FAKE_TRAINER_ADVANCE", 0))
         self.stop = asyncio.Event()
         self.running = asyncio.Event()  # cleared while paused
@@ -268,7 +293,11 @@ class FakeTrainer:
             report = sample(step, self.attempt, self.nan_at, self.micro_batch)
             if step <= self.bad_steps[0]:
                 report = report.model_copy(update={"loss": math.nan, "overflow": self.bad_steps[1]})
+            if self.eval_every and step > 1 and (step - 1) % self.eval_every == 0:
+                report = report.model_copy(update={"eval_s": EVAL_SECONDS})  # the eval just before
             writer.write(encode(StepReport(sample=report)))
+            if self.eval_every and step % self.eval_every == 0:
+                event(evaluated(step, report.loss), f"eval at step {step}")
             if self.event_every and step % self.event_every == 0:
                 tick = TrainerEvent(type="fake.tick", message=f"step {step}", data={"step": step})
                 writer.write(encode(tick))  # a type the supervisor does not know: stored as sent

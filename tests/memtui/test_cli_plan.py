@@ -153,3 +153,74 @@ def test_a_user_workload_is_named_as_not_planned(tmp_path: Path, capsys: pytest.
     config.write_text('workload = "my_model:build"\n')
     doc = plan_json(capsys, str(config))
     assert any("my_model:build" in note for note in doc["notes"])
+
+
+SEED_ZERO3 = Path(__file__).resolve().parents[1] / "fixtures" / "zero3_offload_seed.json"
+
+
+def test_the_seed_zero3_json_plans_its_optimizer_offload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The seed's ZeRO-3 JSON (``offload_optimizer: cpu, pin_memory``) as users write it."""
+    (tmp_path / "ds.json").write_text(SEED_ZERO3.read_text())
+    config = tmp_path / "run.toml"
+    config.write_text('deepspeed_config = "ds.json"\n')
+    doc = plan_json(capsys, str(config), *GPUS)
+    assert (doc["train"]["zero_stage"], doc["train"]["offload"]) == (3, "optimizer")
+    assert "offload from deepspeed_config.zero_optimization.offload_optimizer.device = cpu" in doc["notes"]
+    assert doc["per_gpu"]["optimizer"] == 0 and doc["host_memory"] > 0
+    assert main(["plan", str(config), *GPUS]) == 0
+    assert "ZeRO-3, optimizer offload" in capsys.readouterr().out.splitlines()[2]
+    assert plan_json(capsys, str(config), *GPUS, "--offload", "none")["train"]["offload"] == "none"
+
+
+def test_parameter_offload_and_a_bad_device_in_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(
+        "[train]\nzero_stage = 3\n[deepspeed_config.zero_optimization]\n"
+        'offload_param = {device = "nvme"}\noffload_optimizer = {device = "nvme"}\n'
+    )
+    assert plan_json(capsys, str(config))["train"]["offload"] == "all"
+    config.write_text('[deepspeed_config.zero_optimization]\noffload_optimizer = {device = "gpu"}\n')
+    assert main(["plan", str(config)]) == 2
+    assert "deepspeed_config.zero_optimization.offload_optimizer.device" in capsys.readouterr().err
+
+
+def test_the_config_s_activation_checkpointing_is_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text("[model]\nn_layer = 8\n")
+    without = plan_json(capsys, str(config))
+    config.write_text("[model]\nn_layer = 8\n[train]\nactivation_checkpointing = true\n")
+    with_it = plan_json(capsys, str(config))
+    assert with_it["train"]["activation_checkpointing"] is True
+    assert with_it["per_gpu"]["activations_per_sample"] < without["per_gpu"]["activations_per_sample"] / 2
+
+
+def test_a_run_is_planned_for_the_model_its_trainer_built(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config says the built-in model; the trainer built (and announced) a GPT-2."""
+    from engine.memory.model_description import describe
+    from engine.memory.transformer_shape import from_hf_config
+
+    gpt2 = {
+        "model_type": "gpt2",
+        "n_embd": 256,
+        "n_head": 4,
+        "n_layer": 4,
+        "n_positions": 64,
+        "vocab_size": 50257,
+    }
+    built = describe(
+        16_123_456, 0, "/models/gpt2/config.json", from_hf_config(gpt2, "/models/gpt2/config.json", 64)
+    )
+    run = RunDir.create(build_run_config(name="built", steps=10), home)
+    with Store(run.store) as store:
+        store.append_event("trainer_started", data={"model_description": built.as_wire()})
+    doc = plan_json(capsys, run.run_id)
+    assert doc["model"]["params"] == 16_123_456 and doc["model"]["source"] == "/models/gpt2/config.json"
+    assert (doc["model"]["n_layer"], doc["model"]["vocab"]) == (4, 50257)

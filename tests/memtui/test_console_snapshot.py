@@ -1,5 +1,6 @@
 """The main screen, cell for cell, against the fake engine with fixed data and a fixed clock:
-80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme; the "terminal too
+80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme, with two workload
+metrics in their panel; the "terminal too
 small" screen below the minimum; a two-rank run's memory panel (compact, and maximised with
 a row per rank); and the alert list.
 
@@ -53,6 +54,10 @@ def sample(step: int):  # type: ignore[no-untyped-def]
         mem_allocated=1536 * 2**20,
         mem_reserved=(1600 + (step % 50)) * 2**20,
         mem_peak=1900 * 2**20,
+        metrics={
+            "accuracy": round(0.9 - 0.6 * math.exp(-step / 80), 4),
+            "perplexity": 10.4 + 30 * math.exp(-step / 60),
+        },
     )
 
 

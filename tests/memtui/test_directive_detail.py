@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.domain import DirectiveEffect, EffectWindow
+from engine.directive_effect import DirectiveEffect, EffectWindow
 from engine.protocol import DirectiveView
 from memtui.console.screens.directive_screen import render_details
 

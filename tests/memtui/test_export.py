@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.events import EvalCompleted
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
@@ -62,3 +63,22 @@ def test_read_window(stored: RunDir) -> None:
     recent = read_window(stored.store, "hour", now=1030.0 + 3600 - 10.5, buckets=100)
     assert [p.step for p in recent] == list(range(20, 31))
     assert read_window(stored.path / "nothing.sqlite", "run", now=0.0) == []
+
+
+def test_export_evals_in_jsonl_and_csv(stored: RunDir, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    with Store(stored.store) as store:
+        for step, loss in ((10, 3.0), (20, 2.5)):
+            done = EvalCompleted(step=step, loss=loss, batches=4, seconds=0.5, metrics={"acc": step / 100})
+            store.append_event(done.event_type, data=done.data(), attempt=1)
+    assert main(["export", stored.run_id, "--format", "jsonl", "--what", "evals"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["step"], e["loss"], e["metrics.acc"]) for e in lines] == [(10, 3.0, 0.1), (20, 2.5, 0.2)]
+    assert main(["export", stored.run_id, "--what", "evals"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    last = rows[-1]
+    assert (last["step"], last["loss"], last["batches"], last["metrics.acc"]) == ("20", "2.5", "4", "0.2")
+    assert main(["export", stored.run_id, "--what", "all", "--out", str(tmp_path / "x")]) == 0
+    assert len(list(csv.DictReader((tmp_path / "x" / "evals.csv").open()))) == 2
+    assert main(["export", stored.run_id, "--format", "jsonl", "--what", "all"]) == 0
+    records = [json.loads(line)["record"] for line in capsys.readouterr().out.splitlines()]
+    assert records.count("eval") == 2

@@ -65,9 +65,9 @@ def main() -> None:
     scales: dict[int, float | None] = {}
     original_step = loop.train_step
 
-    def scaled_step(engine: Any, batch: Any, step: int) -> Any:
+    def scaled_step(engine: Any, batch: Any, step: int, **rest: Any) -> Any:
         scales[step + 1] = loss_scale(engine)  # 0-based index -> the step number it reports as
-        return original_step(engine, batch, step)
+        return original_step(engine, batch, step, **rest)
 
     loop.save_checkpoint = capture  # type: ignore[assignment]
     loop.train_step = scaled_step  # type: ignore[assignment]

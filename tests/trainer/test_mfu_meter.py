@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.memory.flops import flops_per_token
-from engine.memory.transformer_shape import from_model_config
+from engine.memory.transformer_shape import TransformerShape, from_model_config
+from engine.trainer.built_model import describe_built
 from engine.trainer.mfu_meter import MfuMeter, build_meter, probe_cpu_peak
 from engine.trainer.model import ByteTransformer
+from engine.trainer.workload import Workload
 
 
 def test_meter_figures_on_a_known_case() -> None:
@@ -29,12 +32,18 @@ def test_a_step_above_the_peak_gives_no_mfu() -> None:
 
 def test_built_in_model_counts_its_shape_and_the_config_peak_wins() -> None:
     config = build_run_config({"hardware": {"peak_tflops": 2.5}})
-    meter = build_meter(config, ByteTransformer(config.model), torch.device("cpu"), 1)
+    workload = Workload(ByteTransformer(config.model), lambda *_: (), 1, shape=shape_of(config))
+    meter = build_meter(config, describe_built(workload, config), torch.device("cpu"), 1)
     m = config.model
     assert meter.flops_per_token == flops_per_token(
         from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len)
     )
     assert (meter.peak_tflops, meter.peak_source) == (2.5, "config")
+
+
+def shape_of(config: RunConfig) -> TransformerShape:
+    m = config.model
+    return from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len)
 
 
 def test_cpu_probe_measures_a_positive_peak() -> None:

@@ -16,7 +16,7 @@ from engine.directives.planners.external import Adapter, ExternalPlanner, Spawne
 from engine.directives.planners.rules import RulePlanner
 from engine.directives.queue import DirectiveQueue, Entry
 from engine.domain import TelemetrySample
-from engine.events import Recorder
+from engine.events import EvalCompleted, Recorder
 
 SOURCE = "rules"
 
@@ -25,6 +25,8 @@ class Planner(Protocol):
     """What the supervisor drives."""
 
     def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None: ...
+
+    def on_eval(self, result: EvalCompleted) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -59,6 +61,10 @@ class RulePlanning:
                 )
                 self.open[entry.directive.id] = entry
         self._follow_up()
+
+    def on_eval(self, result: EvalCompleted) -> None:
+        """An eval: the rules cite its trend in a learning-rate suggestion's evidence."""
+        self.rules.observe_eval(result.step, result.loss)
 
     def _follow_up(self) -> None:
         for directive_id, entry in list(self.open.items()):

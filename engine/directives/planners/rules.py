@@ -20,6 +20,9 @@ Rules:
 - repeated fp16 overflows (``OVERFLOWS`` within the window) -> a loss-scale power below
   the scale now in use;
 - gradient-norm explosion (over ``GRAD_FACTOR`` x its recent median) -> a tighter clip;
+- the held-out loss rising over the last evals while the train loss falls
+  (``engine.directives.eval_trend``) is no rule of its own: it is cited in the evidence
+  of a learning-rate suggestion (spike, plateau) made meanwhile;
 - steady memory headroom (peak under ``HEADROOM`` of the usable room, the budget less the
   trainer's measured baseline, for the whole window)
   -> the next larger micro-batch the global batch allows, never one at or above a size that
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config import RunConfig
+from engine.directives.eval_trend import EvalTrend
 from engine.directives.failed_sizes import growth_refusal
 from engine.directives.policy import MemoryFigures
 from engine.directives.slope import slope
@@ -81,6 +85,8 @@ class RulePlanner:
         """Field -> values rejected once; never suggested again."""
         self.ooms: dict[int, int] = {}
         """Micro-batch -> the optimizer step of its newest OOM (as ``observe`` was told)."""
+        self.eval_trend = EvalTrend()
+        """The newest evals beside the train loss of their moment (``observe_eval``)."""
 
     def observe(
         self, sample: TelemetrySample, effective: dict[str, Any], ooms: Mapping[int, int] | None = None
@@ -92,6 +98,16 @@ class RulePlanner:
         out = [s for s in (rule(sample, effective) for rule in rules) if s is not None]
         self._remember(sample)
         return out
+
+    def observe_eval(self, step: int, loss: float) -> None:
+        """An eval after ``step``: noted with the mean train loss of the last WINDOW steps."""
+        recent = list(self.losses)[-WINDOW:]
+        self.eval_trend.note(step, loss, statistics.fmean(recent) if recent else None)
+
+    def _lr_evidence(self, evidence: list[str]) -> list[str]:
+        """A learning-rate suggestion's evidence, with the eval trend when it shows one."""
+        trend = self.eval_trend.evidence()
+        return [*evidence, trend] if trend else evidence
 
     def refuse(self, values: dict[DirectiveField, DirectiveValue]) -> None:
         """These values were rejected: never suggest any of them again."""
@@ -117,7 +133,7 @@ class RulePlanner:
             f"lr multiplier in effect {current:g}",
         ]
         why = f"loss {sample.loss:.4g} over {SPIKE_FACTOR:g}x its recent mean: lower the learning rate"
-        return Suggestion({"lr_multiplier": value}, why, evidence)
+        return Suggestion({"lr_multiplier": value}, why, self._lr_evidence(evidence))
 
     def _plateau(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
         if len(self.losses) < PLATEAU_STEPS or sample.step <= self.config.train.warmup_steps + PLATEAU_STEPS:
@@ -141,7 +157,7 @@ class RulePlanner:
             f"lr {sample.lr:.3g} at multiplier {current:g}",
         ]
         why = f"loss plateaued over {len(self.losses)} steps: lower the learning rate to {value:g}x"
-        return Suggestion({"lr_multiplier": value}, why, evidence)
+        return Suggestion({"lr_multiplier": value}, why, self._lr_evidence(evidence))
 
     def _overflows(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
         count = sum(self.overflows) + int(sample.overflow)

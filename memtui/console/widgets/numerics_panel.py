@@ -1,16 +1,22 @@
-"""Numerics: loss raw and smoothed, lr, grad norm, and the fp16 loss scale with its alerts."""
+"""Numerics: loss raw and smoothed, the newest eval loss, lr, grad norm, and the fp16 loss
+scale with its alerts; under them the train-loss chart and, once there are evals, the
+eval-loss chart beside it."""
 
 from __future__ import annotations
 
 import math
 
+from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
+from memtui.console.series import WINDOW_LABELS, restart_columns
 from memtui.console.widgets.panel import Panel
-from memtui.formatting import format_float, format_scale
+from memtui.formatting import format_float, format_loss, format_scale
 
 LABEL_WIDTH = 10
-LOSS_FIXED_FROM, LOSS_FIXED_BELOW = 0.01, 10_000.0
-"""Losses in this range show with three decimals."""
+EVAL_CHART_SHARE = 0.4
+"""Share of the chart width the eval-loss chart takes (one point per eval, far fewer than steps)."""
+MIN_EVAL_CHART = 12
+"""Columns the eval-loss chart keeps however narrow the panel (its label and a few evals)."""
 
 
 def render_numerics(view: RunView) -> str:
@@ -19,6 +25,7 @@ def render_numerics(view: RunView) -> str:
     rows = [
         ("loss", _loss(s.loss if s else None)),
         ("smoothed", format_loss(view.loss_smoothed)),
+        *_eval_rows(view),
         ("lr", format_float(s.lr if s else None, 3)),
         ("grad norm", format_float(s.grad_norm if s else None, 3)),
         *_scale_rows(view),
@@ -26,6 +33,48 @@ def render_numerics(view: RunView) -> str:
     lines = [f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{value}" for label, value in rows]
     lines += [f"[$text-error b]▲ {alert}[/]" for alert in view.numerics_alerts()]
     return "\n".join(lines)
+
+
+def _eval_rows(view: RunView) -> list[tuple[str, str]]:
+    """The newest eval's loss and step; no row before the first eval."""
+    if not view.evals:
+        return []
+    newest = view.evals[-1]
+    return [("eval", f"{_loss(newest.loss)} [$text-muted]at step[/] {newest.step}")]
+
+
+def render_loss_charts(view: RunView, width: int, height: int, now: float) -> str:
+    """The train-loss chart over the chosen window; once there are evals, the eval-loss
+    chart beside it, a column apart (EVAL_CHART_SHARE of the width: evals are few)."""
+    if not view.evals:
+        return _train_loss_chart(view, width, height, now)
+    right = max(MIN_EVAL_CHART, int((width - 1) * EVAL_CHART_SHARE))
+    train = _train_loss_chart(view, width - right - 1, height, now).split("\n")
+    evals = render_scaled(
+        "eval loss",
+        lambda plot: (_widened([e.loss for e in view.evals], plot), []),
+        right,
+        height,
+        style="$secondary",
+        fmt=format_loss,
+    ).split("\n")
+    return "\n".join(f"{a} {b}" for a, b in zip(train, evals, strict=False))
+
+
+def _widened(values: list[float], width: int) -> list[float]:
+    """The newest ``width`` columns, each value repeated to fill them while they are few
+    (seven evals as seven bars of a 40-column chart, not seven thin columns at its right)."""
+    repeat = max(1, width // max(1, len(values)))
+    return [v for v in values for _ in range(repeat)][-width:]
+
+
+def _train_loss_chart(view: RunView, width: int, height: int, now: float) -> str:
+    def series(plot: int) -> tuple[list[float], list[int]]:
+        points = view.chart_points(now, plot)
+        return [p.loss for p in points], restart_columns(points, plot)
+
+    label = f"loss, {WINDOW_LABELS[view.window]}"
+    return render_scaled(label, series, width, height, style="$primary", fmt=format_loss)
 
 
 def _scale_rows(view: RunView) -> list[tuple[str, str]]:
@@ -49,19 +98,16 @@ def _loss(loss: float | None) -> str:
     return f"[b]{format_loss(loss)}[/b]"
 
 
-def format_loss(loss: float | None) -> str:
-    """Three decimals in the usual range (``3.000``, not ``3``: raw and smoothed line up and
-    a change in the third decimal shows); significant digits outside it."""
-    if loss is None or not math.isfinite(loss) or not LOSS_FIXED_FROM <= abs(loss) < LOSS_FIXED_BELOW:
-        return format_float(loss)
-    return f"{loss:.3f}"
-
-
 class NumericsPanel(Panel):
     """Loss, learning rate, gradient norm and the fp16 loss scale of the newest step."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(title="Numerics", id=id)
 
+    HAS_CHART = True
+
     def draw(self, view: RunView, now: float) -> str:
         return render_numerics(view)
+
+    def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
+        return render_loss_charts(view, width, height, now)
