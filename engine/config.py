@@ -8,7 +8,7 @@ from the run. Torch-free.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -163,8 +163,22 @@ class TrainConfig(_Strict):
 class CheckpointConfig(_Strict):
     """When and how many checkpoints to keep."""
 
-    every_steps: int = Field(500, ge=0)
-    """Save every N optimizer steps; 0 saves only when the run stops."""
+    every_steps: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    """Save every N optimizer steps; 0 saves only when the run stops. ``"auto"``: the
+    trainer picks the interval from what a save stalls training and the step time, so that
+    saves take at most ``max_stall`` of the run's time, between ``min_interval_steps`` and
+    ``max_interval_steps`` (see engine.checkpoints.cadence); each choice is a
+    ``checkpoint_cadence`` event with the figures it came from."""
+    max_stall: float = Field(0.01, gt=0.0, lt=1.0)
+    """``every_steps = "auto"``: the largest share of the run's time that training may stand
+    still for saves (0.01 = 1%)."""
+    min_interval_steps: int = Field(10, ge=1)
+    """``every_steps = "auto"``: never save more often than every this many steps (a save
+    that costs nothing would otherwise be taken every step)."""
+    max_interval_steps: int = Field(5000, ge=1)
+    """``every_steps = "auto"``: never save less often than every this many steps (bounds what
+    a restart replays when a save is costly); also the interval while the disk cannot hold
+    ``keep`` checkpoints of the newest one's size."""
     keep: int = Field(3, ge=1, le=1000)
     """Newest checkpoints kept."""
     every_minutes: float = Field(0.0, ge=0.0)
@@ -187,6 +201,15 @@ class CheckpointConfig(_Strict):
     stop_grace_s: float = Field(60.0, gt=0.0)
     """Seconds from a stop request or SIGTERM to SIGKILL: the trainer finishes its step and
     writes an emergency checkpoint in this time (a kill mid-save leaves the previous one)."""
+
+    @model_validator(mode="after")
+    def _interval_bounds_ordered(self) -> CheckpointConfig:
+        if self.min_interval_steps > self.max_interval_steps:
+            raise ValueError(
+                f"min_interval_steps ({self.min_interval_steps}) must not exceed "
+                f"max_interval_steps ({self.max_interval_steps})"
+            )
+        return self
 
 
 class RestartConfig(_Strict):

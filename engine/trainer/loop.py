@@ -17,7 +17,8 @@ Reads top to bottom::
           evaluate           a held-out loss every eval.every_steps steps (evaluation)
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
-          maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
+          maybe_checkpoint() every checkpoint.every_steps, or as the auto cadence decides
+                             (the write; the seal goes on behind)
       final checkpoint (sealed before exit), trainer_finished
 
 ``train_step`` is the whole of the DeepSpeed work; everything else is bookkeeping that
@@ -35,7 +36,6 @@ from typing import Any, Literal
 
 import torch
 
-from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
 from engine.events import (
@@ -64,6 +64,7 @@ from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
+from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
@@ -148,6 +149,8 @@ def _train(
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
+    carried = dict(resumed.client_state.get("cadence") or {}) if resumed else {}
+    training.cadence = SaveCadence(config.checkpoint, ranks, link, int(engine.global_steps), carried)
     phases.enter("first_step")  # over when its StepReport arrives
 
     try:
@@ -185,6 +188,7 @@ def run_steps(training: Training, until: int) -> None:
     metrics = training.metrics = training.metrics or WorkloadMetrics(training.link, ranks)
     evaluator = training.evaluator = training.evaluator or attach_evaluator(training, metrics)
     report_every = config.train.rank_report_every
+    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -207,6 +211,7 @@ def run_steps(training: Training, until: int) -> None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
+        cadence.note_step(step_time_s)
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if ranks.world > 1 and engine.global_steps % report_every == 0:
@@ -286,18 +291,10 @@ def report_step(
 
 
 def maybe_checkpoint(training: Training) -> None:
-    """Save every ``checkpoint.every_steps`` steps and/or ``checkpoint.every_minutes``."""
-    ck = training.config.checkpoint
-    due = checkpoint_policy.save_due(
-        int(training.engine.global_steps),
-        training.last_saved_step,
-        time.monotonic() - training.last_saved_at,
-        ck.every_steps,
-        ck.every_minutes,
-    )
-    if ck.every_minutes and training.ranks.world > 1:
-        due = bool(training.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
-    if training.run is not None and due:
+    """Save when the cadence says (``checkpoint.every_steps``, fixed or auto, and/or minutes)."""
+    since_s = time.monotonic() - training.last_saved_at
+    step, cadence = int(training.engine.global_steps), training.cadence
+    if training.run is not None and cadence and cadence.due(step, training.last_saved_step, since_s):
         save_checkpoint(training)
 
 
@@ -323,6 +320,8 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     if saved.status in ("saved", "sealing"):
         training.last_saved_step = saved.step  # every rank: the cadence counts from here
         training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
+        if background and training.cadence is not None:  # the cadence's saves, not the final one
+            training.cadence.after_save(saved.step, stall_s, store if training.ranks.leader else None)
     if saved.status == "sealing":
         training.sealing_stall_s = stall_s
         return
@@ -368,6 +367,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
+        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
     }
 
 
