@@ -26,8 +26,9 @@ MICRO_BATCH = 32
 STEPS = 4
 
 
-def train(checkpointing: bool) -> tuple[list[TelemetrySample], TrainerEvent]:
-    """(every step's sample, the trainer_started event) of a short fixed-geometry run."""
+def train(checkpointing: bool, **train: object) -> tuple[list[TelemetrySample], TrainerEvent]:
+    """(every step's sample, the trainer_started event) of a short fixed-geometry run;
+    ``train``: keys of [train] instead of the fp32 ZeRO-0 default."""
     run = make_run(
         {
             "name": "ckpt" if checkpointing else "plain",
@@ -39,7 +40,8 @@ def train(checkpointing: bool) -> tuple[list[TelemetrySample], TrainerEvent]:
                 "global_batch": MICRO_BATCH,
                 "warmup_steps": 0,
                 "activation_checkpointing": checkpointing,
-            },
+            }
+            | train,
             "memory": {"adaptive": False},  # the micro-batch stays where it is
             "checkpoint": {"every_steps": 0},
         }
@@ -77,4 +79,14 @@ def test_checkpointing_lowers_the_measured_step_peak_and_trains_the_same() -> No
     assert drop > predicted_drop() / 2, (step_peak(plain), step_peak(recomputed), predicted_drop())
 
     assert [s.step for s in recomputed] == [s.step for s in plain] == list(range(1, STEPS + 1))
+    assert [s.loss for s in recomputed] == pytest.approx([s.loss for s in plain], rel=1e-4)
+
+
+def test_checkpointing_trains_the_same_under_zero_3_in_fp16_with_accumulation() -> None:
+    """ZeRO-3 gathers each block's parameters by hooks, again for the recompute."""
+    small = {"zero_stage": 3, "precision": "fp16", "micro_batch": 4, "global_batch": 8}
+    plain, _ = train(checkpointing=False, **small)
+    recomputed, started = train(checkpointing=True, **small)
+    assert started.data["activation_checkpointing"] and started.data["zero_stage"] == 3
+    assert {(s.micro_batch, s.grad_accum) for s in plain + recomputed} == {(4, 2)}
     assert [s.loss for s in recomputed] == pytest.approx([s.loss for s in plain], rel=1e-4)
