@@ -72,6 +72,7 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
     model_dir = _checked_dir(Path(hf.model_dir))
     tokenizer = _tokenizer(transformers, model_dir)
     lm = _model(transformers, model_dir, config.seed)
+    lm.train()  # from_pretrained leaves it in eval mode: no dropout, no checkpointing
     if config.train.activation_checkpointing:
         _enable_checkpointing(lm, model_dir)
     limit = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)

@@ -79,6 +79,7 @@ def scratch() -> Iterator[Path]:
     pytest.importorskip("transformers")
     path = Path(tempfile.mkdtemp(prefix="mtck", dir="/tmp"))
     make_model_dir(path / "gpt2", weights=False)
+    make_model_dir(path / "gpt2-weights", weights=True)
     write_jsonl(path / "data.jsonl", sample_texts())
     yield path
     shutil.rmtree(path, ignore_errors=True)
@@ -92,15 +93,17 @@ def hf_run(scratch: Path, model: str, checkpointing: bool) -> dict:
     }
 
 
-def test_an_hf_model_turns_on_its_own_gradient_checkpointing(scratch: Path) -> None:
-    on = hf_workload(build_run_config(hf_run(scratch, "gpt2", True)), scratch / "cache")
-    off = hf_workload(build_run_config(hf_run(scratch, "gpt2", False)), scratch / "cache")
+@pytest.mark.parametrize("model", ["gpt2", "gpt2-weights"])
+def test_an_hf_model_turns_on_its_own_gradient_checkpointing(scratch: Path, model: str) -> None:
+    on = hf_workload(build_run_config(hf_run(scratch, model, True)), scratch / "cache")
+    off = hf_workload(build_run_config(hf_run(scratch, model, False)), scratch / "cache")
     assert on.model.lm.is_gradient_checkpointing and not off.model.lm.is_gradient_checkpointing
+    # HF checkpoints (and drops out) only in training mode, which from_pretrained leaves
+    assert on.model.lm.training and off.model.lm.training
     off.model.load_state_dict(on.model.state_dict())  # the same weights: compare the gradients
     x, y = on.batch(0, 0, 2)
     for workload in (on, off):
         torch.manual_seed(3)
-        workload.model.train()
         workload.model(x, y).backward()
     for a, b in zip(on.model.parameters(), off.model.parameters(), strict=True):
         assert a.grad is not None and b.grad is not None
