@@ -16,6 +16,9 @@ trained on a local text or JSONL file (``[hf]`` in the run config).
 - The loss is the mean next-token cross-entropy in nats per token, computed here from the
   model's logits (fp32), so the batch is the same ``(x, y)`` pair as the built-in workload's;
   labels of -100 (padding) are left out of the mean.
+- ``train.activation_checkpointing`` turns on the model's own switch,
+  ``gradient_checkpointing_enable`` (non-reentrant, as the built-in model's); a model class
+  without one is a ``WorkloadError`` that names the key.
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
     model_dir = _checked_dir(Path(hf.model_dir))
     tokenizer = _tokenizer(transformers, model_dir)
     lm = _model(transformers, model_dir, config.seed)
+    lm.train()  # from_pretrained leaves it in eval mode: no dropout, no checkpointing
+    if config.train.activation_checkpointing:
+        _enable_checkpointing(lm, model_dir)
     limit = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)
     if limit is not None and config.model.seq_len > int(limit):
         raise WorkloadError(
@@ -169,6 +175,22 @@ def _model(transformers: Any, model_dir: Path, seed: int) -> nn.Module:
         return auto.from_config(config, torch_dtype=torch.float32)
     except (OSError, ValueError, KeyError) as err:
         raise WorkloadError(f"hf.model_dir {model_dir}: cannot build the causal LM: {err}") from None
+
+
+def _enable_checkpointing(lm: nn.Module, model_dir: Path) -> None:
+    """The model's own per-layer recomputation (``use_reentrant=False``: works under
+    ZeRO-3's parameter hooks and replays dropout's RNG)."""
+    name = type(lm).__name__
+    if not getattr(lm, "supports_gradient_checkpointing", False):
+        raise WorkloadError(
+            f"train.activation_checkpointing: {name} (hf.model_dir {model_dir}) does not support "
+            "gradient checkpointing; turn the key off for this model"
+        )
+    try:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+    except (ValueError, NotImplementedError) as err:
+        raise WorkloadError(f"train.activation_checkpointing: {name} refused it: {err}") from None
+    log.info("hf model %s: activation checkpointing on (the model's gradient checkpointing)", name)
 
 
 def _count(module: nn.Module) -> int:

@@ -47,6 +47,13 @@ Rules:
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
   (and a deepspeed_config ``scheduler``). An lr directive multiplies the lr it sets,
   without compounding, and telemetry reports the lr the optimizer used.
+- ``config.train.activation_checkpointing``: when it is true, your model should recompute
+  its activations in backward instead of keeping them, e.g. each block through
+  ``torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`` (non-reentrant: it
+  works under ZeRO-3 and keeps dropout's masks), or a Hugging Face model's
+  ``gradient_checkpointing_enable()``. memtui cannot do it for you (it does not know where
+  your blocks are) but plans and predicts memory as if you did; the built-in and ``[hf]``
+  models honour it.
 - The function is imported in the trainer process (``module:function``, with
   ``workload_dir`` first on ``sys.path``: by default the config file's directory, or
   where ``memtui run`` was started) and called once with the ``RunConfig``.
@@ -105,7 +112,7 @@ def builtin_workload(config: RunConfig) -> Workload:
     corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed, growth=growth)
     m = config.model
     return Workload(
-        model=ByteTransformer(m),
+        model=ByteTransformer(m, checkpointing=config.train.activation_checkpointing),
         batch=corpus.batch,
         tokens_per_sample=m.seq_len,
         eval_batch=corpus.heldout_batch,
