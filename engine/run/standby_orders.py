@@ -1,6 +1,6 @@
 """What the supervisor and a standby trainer say to each other over the spare's stdio.
 
-A standby trainer (``python -m engine.trainer --standby``) imports torch and DeepSpeed,
+A standby trainer (``python -m engine.trainer --standby RUN_DIR``) imports torch and DeepSpeed,
 loads the ops, writes ``READY`` on its stdout and waits on its stdin for one line: the
 orders of the attempt it becomes (the arguments ``python -m engine.trainer`` would get, and
 the attempt's log file). End of file instead of orders: the spare is not needed, it exits.
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 STANDBY_FLAG = "--standby"
-"""A spare's only argument: ``python -m engine.trainer --standby``."""
+"""A spare's first argument: ``python -m engine.trainer --standby RUN_DIR``."""
 
 READY = b"ready\n"
 """The spare's whole stdout before its orders: imports done, ops loaded, waiting."""

@@ -3,7 +3,7 @@ restart hands its attempt to instead of starting a trainer cold. Torch-free.
 
 A restart that starts ``python -m engine.trainer`` cold pays for importing torch and
 DeepSpeed and loading the ops (seconds on a CPU) before it even reads its checkpoint. So
-the supervisor keeps a spare, ``python -m engine.trainer --standby`` (``restart.standby``,
+the supervisor keeps a spare, ``python -m engine.trainer --standby RUN_DIR`` (``restart.standby``,
 on by default): started in a session of its own, once the running trainer steps (its imports
 never slow a trainer's start), it warms up, says ``ready`` on its stdout and waits on its
 stdin (``engine.run.standby_orders``). A restart writes the attempt's orders (its arguments
@@ -78,7 +78,7 @@ class Standby:
     ) -> None:
         self.run = run
         self.command = command
-        """The spare's command line (``python -m engine.trainer --standby``)."""
+        """The spare's command line (``python -m engine.trainer --standby``); its run dir is appended."""
         self.journal = journal
         self._running = running
         """The run's trainer is stepping: a spare may start without slowing its start-up."""
@@ -116,7 +116,7 @@ class Standby:
         try:
             with open(log_path, "ab") as err:
                 proc = await launch(
-                    self.command,
+                    [*self.command, str(self.run.path)],  # names its run in ps
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=err,

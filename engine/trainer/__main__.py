@@ -1,5 +1,5 @@
 """``python -m engine.trainer RUN_DIR [--attempt N]``: one trainer process of a run.
-``python -m engine.trainer --standby``: a spare that warms up, then waits for the arguments
+``python -m engine.trainer --standby RUN_DIR``: a spare that warms up, then waits for the arguments
 of the attempt it becomes (``engine.trainer.standby``; the supervisor's ``standby``).
 
 The supervisor starts it with stdout/stderr redirected to ``logs/trainer-<attempt>.log``.

@@ -1,6 +1,6 @@
 """A standby trainer's wait: warm up, say ready, take one attempt's orders, become it.
 
-The supervisor starts ``python -m engine.trainer --standby`` ahead of any restart (see
+The supervisor starts ``python -m engine.trainer --standby RUN_DIR`` ahead of any restart (see
 ``engine.supervisor.standby``). While it waits it dies with the supervisor
 (``PR_SET_PDEATHSIG``): a spare never outlives its run. Once it has its orders it is an
 ordinary trainer: it outlives the supervisor as a cold one does, its stdin is /dev/null
@@ -19,8 +19,9 @@ from engine.trainer.parent_death import die_with_parent, outlive_parent
 
 
 def is_standby(argv: list[str]) -> bool:
-    """The process was started as a spare (``--standby`` is its only argument)."""
-    return argv == [STANDBY_FLAG]
+    """The process was started as a spare: ``--standby [RUN_DIR]`` (the run dir only names
+    the spare's run in ``ps``; its orders say which run it trains)."""
+    return argv[:1] == [STANDBY_FLAG] and len(argv) <= 2
 
 
 def await_orders(warm: Callable[[], None]) -> list[str] | None:

@@ -7,6 +7,7 @@ import os
 import signal
 from typing import Any
 
+import psutil
 import pytest
 
 from engine.config import RestartConfig
@@ -15,6 +16,7 @@ from engine.run.standby_orders import STANDBY_FLAG, StandbyOrders
 from engine.run.store import Store
 from engine.supervisor.standby import STANDBY_CMD_ENV, default_standby_command
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV
+from engine.trainer.standby import is_standby
 from tests.engine.conftest import FAKE_TRAINER_CMD
 
 pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds
@@ -63,6 +65,7 @@ async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_i
 async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_until) -> None:
     await start(standby_cmd=SPARE_CMD)
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
+    assert str(run.path) in psutil.Process(spare["pid"]).cmdline()  # ps names its run
     os.killpg(spare["pid"], signal.SIGKILL)
     lost = await wait_until(lambda: events(run, "standby_lost"), "the spare's death recorded")
     assert lost[0]["pid"] == spare["pid"] and lost[0]["returncode"] == -signal.SIGKILL
@@ -115,3 +118,8 @@ def test_orders_round_trip_and_bad_orders_name_the_field() -> None:
         StandbyOrders.decode(b'{"argv": [], "log": ""}\n')
     with pytest.raises(ValueError, match="not JSON"):
         StandbyOrders.decode(b"ready\n")
+
+
+def test_a_spare_is_told_by_its_first_argument() -> None:
+    assert is_standby([STANDBY_FLAG]) and is_standby([STANDBY_FLAG, "/runs/r"])
+    assert not is_standby(["/runs/r", "--attempt", "2"]) and not is_standby([STANDBY_FLAG, "/r", "x"])

@@ -1,7 +1,7 @@
 """A torch-free stand-in for ``python -m engine.trainer`` that speaks the real protocol.
 
     python tests/fakes/fake_trainer.py RUN_DIR --attempt N
-    python tests/fakes/fake_trainer.py --standby     (a spare: waits for its orders on stdin)
+    python tests/fakes/fake_trainer.py --standby RUN_DIR   (a spare: waits for its orders on stdin)
 
 Connects to RUN_DIR/engine.sock as role "trainer", sends trainer_started, then one
 StepReport per step at FAKE_TRAINER_RATE_HZ until FAKE_TRAINER_STEPS, then
