@@ -36,6 +36,7 @@ from engine.events.directives import (
     DirectivesRateLimited,
     PlannerDisabled,
     PlannerRestarted,
+    RolledBack,
 )
 from engine.events.evaluation import EvalCompleted, EvalSkipped
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
@@ -94,6 +95,7 @@ __all__ = [
     "DirectiveProposed",
     "DirectiveRecord",
     "DirectivesCarried",
+    "RolledBack",
     "DirectivesRateLimited",
     "DoctorReported",
     "EvalCompleted",

@@ -23,6 +23,7 @@ from engine.events import (
     ChaosRecovered,
     LegacyChaos,
     MemoryAdapted,
+    RolledBack,
 )
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
@@ -103,6 +104,8 @@ class EnduranceReport(BaseModel):
     neither a success nor a failure of the resume, so in neither figure above."""
     steps_replayed: int
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
+    rollbacks: list[RolledBack] = Field(default_factory=list)
+    """Rollbacks performed, oldest first: the tag, the steps given up, the data skipped."""
     checkpoint_stall_s: float
     evals: EvalLosses | None = None
     """Held-out losses (first, best, last) and the seconds evals held training; None: no eval."""
@@ -183,6 +186,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         resumes_stepped=stepped,
         resumes_stopped=stopped,
         steps_replayed=_replayed(store),
+        rollbacks=_payloads(store, RolledBack),
         checkpoint_stall_s=float(stall),
         evals=EvalLosses.of(stored_evals(store)),
         saves=counts["checkpoint_saved"],

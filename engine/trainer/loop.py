@@ -44,11 +44,13 @@ from engine.events import (
     TrainerFinished,
 )
 from engine.protocol import StepReport
+from engine.rollback import OFFSET_KEY
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
@@ -140,6 +142,7 @@ def _train(
         ranks=ranks,
         sealer=CheckpointSealer() if config.checkpoint.background and ranks.leader else None,
         description=description,
+        data_offset=offset_of(store.directory, resumed),
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -173,7 +176,9 @@ def run_steps(training: Training, until: int) -> None:
     agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory = training.memory = training.memory or attach_memory(training)
     # a step's samples whatever the geometry; each rank its own share of them
-    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world))
+    batch = memory.batches(
+        for_rank(shifted(training.workload.batch, training.data_offset), ranks.rank, ranks.world)
+    )
     directives = training.directives = training.directives or attach_directives(training)
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
@@ -363,6 +368,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "overflow_count": training.telemetry.overflow_count,
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
+        OFFSET_KEY: training.data_offset,
     }
 
 
