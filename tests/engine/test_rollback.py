@@ -103,8 +103,10 @@ def test_the_tag_chosen_is_the_newest_before_the_spike_within_the_horizon() -> N
 def test_the_rule_planner_proposes_a_rollback_with_its_evidence() -> None:
     planner = RulePlanner(CONFIG)
     for step, loss in enumerate(noisy(60), start=1):
-        assert planner.observe(sample(step, loss=loss), {}, checkpoints={"global_step50": 50}) == []
-    [suggestion] = planner.observe(sample(61, loss=9.0), {}, checkpoints={"global_step50": 50})
+        at = sample(step, loss=loss, grad_norm=1.0)
+        assert planner.observe(at, {}, checkpoints={"global_step50": 50}) == []
+    spiked = sample(61, loss=9.0, grad_norm=1000.0)  # the gradient rule is tripped too: one answer
+    [suggestion] = planner.observe(spiked, {}, checkpoints={"global_step50": 50})
     assert suggestion.rollback == Rollback(tag="global_step50", skip_batches=11) and suggestion.values == {}
     evidence = "\n".join(suggestion.evidence)
     assert "robust z" in evidence and "50-step window" in evidence and "global_step50" in evidence
@@ -164,3 +166,36 @@ def test_a_rollback_changes_nothing_else() -> None:
     directive = draft(values, source="operator", step=320, ttl_s=60.0, now=NOW)
     verdict = policy.evaluate(directive, PolicyContext(now=NOW + 1, step=320, checkpoints=VERIFIED))
     assert verdict.decision == "reject" and "changes nothing else" in verdict.reasons[0]
+
+
+# ------------------------------------------------------------------ the queue
+
+
+def queue_at(step: int) -> tuple[Any, list[Any], list[Any]]:
+    from engine.directives.queue import DirectiveQueue
+
+    performed: list[Any] = []
+    sent: list[Any] = []
+    queue = DirectiveQueue(CONFIG, lambda *_a, **_k: None, lambda m: sent.append(m) or True, lambda: NOW)
+    queue.latest = sample(step)
+    queue.checkpoints = lambda: dict(VERIFIED)
+    queue.perform_rollback = lambda entry, at: performed.append((entry.directive.rollback, at))
+    return queue, performed, sent
+
+
+def test_an_approved_rollback_goes_to_the_supervisor_not_the_trainer() -> None:
+    queue, performed, sent = queue_at(320)
+    entry = queue.propose_raw({"rollback": {"tag": "global_step300", "skip_batches": 20}}, "operator")
+    assert entry.state == "pending"
+    queue.approve(entry.directive.id)
+    assert performed == [(Rollback(tag="global_step300", skip_batches=20), 320)] and sent == []
+    assert entry.state == "applied" and queue.rolled_back_to == [300]
+    again = queue.propose_raw({"rollback": {"tag": "global_step300", "skip_batches": 1}}, "operator")
+    assert again.state == "rejected" and "rollback_min_gap_steps" in again.reasons[0]  # at once again
+
+
+def test_without_a_performer_every_rollback_is_refused() -> None:
+    queue, _performed, _sent = queue_at(320)
+    queue.perform_rollback = None
+    entry = queue.propose_raw({"rollback": {"tag": "global_step300", "skip_batches": 1}}, "operator")
+    assert entry.state == "rejected" and "not a checkpoint of this run" in entry.reasons[0]

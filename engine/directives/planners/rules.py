@@ -12,7 +12,8 @@ cool-down, and each suggestion carries its evidence: the telemetry it read.
 Rules:
 - loss spike with a checkpoint to go back to (a robust z-score over the window,
   ``engine.directives.spike_score``) -> a rollback to the newest verified tag before the
-  spike, skipping the data through it (the LR rule below then stays quiet for that step);
+  spike, skipping the data through it (the LR and gradient rules below, which the same
+  spike trips, then stay quiet for that step: the rollback is the one answer);
 - loss spike or divergence (loss over ``SPIKE_FACTOR`` x its recent mean, or not finite)
   -> half the LR multiplier in effect;
 - loss plateau (the best line through the last ``PLATEAU_STEPS`` losses gains under
@@ -112,7 +113,7 @@ class RulePlanner:
         self._last_step = sample.step
         rollback = self._rollback(sample, checkpoints or {})
         rules = (self._loss_spike, self._plateau, self._overflows, self._grad_explosion, self._headroom)
-        skipped = {self._loss_spike} if rollback else set()
+        skipped = {self._loss_spike, self._grad_explosion} if rollback else set()
         out = [s for s in (rule(sample, effective) for rule in rules if rule not in skipped) if s is not None]
         self._remember(sample)
         return [rollback, *out] if rollback else out
