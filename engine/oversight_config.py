@@ -72,6 +72,13 @@ class PolicyConfig(StrictSection):
     effect_steps: int = Field(100, ge=2, le=100_000)
     """An applied directive's effect compares this many optimizer steps after it with as
     many before (loss slope, tokens/s, overflows, peak memory)."""
+    rollback_horizon_steps: int = Field(2000, ge=1, le=10**9)
+    """A rollback's tag is at most this many optimizer steps behind the newest step (and
+    skips at most as many steps of data)."""
+    rollback_min_gap_steps: int = Field(100, ge=0, le=10**9)
+    """Optimizer steps trained since the last rollback resumed before another is allowed."""
+    rollback_max: int = Field(5, ge=0, le=10_000)
+    """Rollbacks one supervisor performs at most (0: none)."""
     require_accelerator: bool | None = None
     """True: the run needs a GPU, so every directive (remedies included) is rejected while
     the doctor finds none (or has not reported yet). Unset: the same, once the doctor has

@@ -40,6 +40,7 @@ PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "oom": lambda v: f"raise an out-of-memory error in the next step's {v.get('phase')} pass",
     "nan_loss": lambda v: f"make the loss {v.get('value')} for {_steps(v.get('steps'))} (each skipped)",
     "overflow": lambda v: f"overflow the fp16 gradients for {_steps(v.get('steps'))} in a row",
+    "spike": lambda v: f"multiply the next step's loss (and its gradients) by {v.get('factor'):g}",
     "slow_steps": lambda v: (
         f"add {v.get('delay_s')} s (+ up to {v.get('jitter_s')} s jitter) to each of the next "
         f"{_steps(v.get('steps'))}"

@@ -37,6 +37,7 @@ from engine.events.directives import (
     DirectivesRateLimited,
     PlannerDisabled,
     PlannerRestarted,
+    RolledBack,
 )
 from engine.events.evaluation import EvalCompleted, EvalSkipped
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
@@ -96,6 +97,7 @@ __all__ = [
     "DirectiveProposed",
     "DirectiveRecord",
     "DirectivesCarried",
+    "RolledBack",
     "DirectivesRateLimited",
     "DoctorReported",
     "EvalCompleted",

@@ -47,6 +47,7 @@ from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.supervisor.resumption import Resumption
+from engine.supervisor.rollback_restart import PendingRollback, record_rollback
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
@@ -122,6 +123,7 @@ class Attempts:
         self._streak_step = -1  # furthest step reached when the streak began
         self._hung: str | None = None  # why this attempt was killed as hung (hang_recovery)
         self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
+        self.rollback: PendingRollback | None = None  # approved: the next attempt resumes from its tag
 
     @property
     def held(self) -> bool:
@@ -188,6 +190,9 @@ class Attempts:
             self._fresh_pending = False
         elif not self.follower:  # tags sealed but never announced go into the history
             await reconcile_saves(self.journal, self.run.checkpoints, attempt - 1 or None)
+        if self.rollback is not None:  # no trainer runs now: the tags can move
+            pending, self.rollback = self.rollback, None
+            record_rollback(self.journal, await off_loop(pending.apply), attempt)
         try:
             proc = await self._launch(command, attempt)
         except OSError as err:
@@ -250,6 +255,8 @@ class Attempts:
         (a newer checkpoint, or a step beyond the furthest one reached when the streak began)
         resets the streak. Returns the decision and the step a restart would resume from
         (None: step 0). Its own threads: a hung planner or probe never delays it."""
+        if self.rollback is not None and self.stop_reason is None:  # asked for: nothing failed
+            return RestartDecision("restart", self.rollback.cause, 0.0, self._streak), self.rollback.tag_step
         newest = await off_loop(newest_verified_step, self.run.checkpoints)
         furthest = self._latest_step()
         progressed = (newest is not None and newest > self._streak_checkpoint) or furthest > self._streak_step

@@ -62,6 +62,7 @@ from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
+from engine.supervisor.rollback_restart import RollbackDesk
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
 from engine.supervisor.stop_signals import install_stop_signals
@@ -269,6 +270,9 @@ class Supervisor:
             restarts=before.restarts,
             hold=before.hold,
         )
+        if not follower:  # node 0 owns the run's checkpoints and restarts
+            desk = RollbackDesk(self.run, self.journal, self.attempts)
+            self.directives.checkpoints, self.directives.perform_rollback = desk.verified, desk.perform
         if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
             self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
         meeting = self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)

@@ -44,11 +44,13 @@ from engine.events import (
     TrainerFinished,
 )
 from engine.protocol import StepReport
+from engine.rollback import OFFSET_KEY
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
@@ -122,7 +124,8 @@ def _train(
     store = checkpoint.store_for(config, run)
     on_load = lambda tag: phases.enter("loading_checkpoint", tag=tag)  # noqa: E731
     resumed = checkpoint.resume(engine, store, allow_fresh, link, ranks, before_load=on_load)
-    lengths = step_lengths(config, workload)
+    offset = offset_of(store.directory, resumed)  # data skipped by a rollback, in steps
+    lengths = step_lengths(config, workload, offset)
     training = Training(
         config=config,
         engine=engine,
@@ -145,6 +148,7 @@ def _train(
         ranks=ranks,
         sealer=CheckpointSealer() if config.checkpoint.background and ranks.leader else None,
         description=description,
+        data_offset=offset,
     )
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
@@ -180,7 +184,8 @@ def run_steps(training: Training, until: int) -> None:
     agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory = training.memory = training.memory or attach_memory(training)
     # a step's samples whatever the geometry; each rank its own share of them
-    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world), training.workload.pad)
+    shifted_batch = shifted(training.workload.batch, training.data_offset)  # a rollback's skip
+    batch = memory.batches(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
     directives = training.directives = training.directives or attach_directives(training)
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
@@ -368,6 +373,7 @@ def client_state(training: Training) -> dict[str, Any]:
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
         "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
+        OFFSET_KEY: training.data_offset,
     }
 
 
@@ -404,11 +410,13 @@ def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
     )
 
 
-def step_lengths(config: RunConfig, workload: Workload) -> StepLengths | None:
-    """Each step's tokens, when the workload's sequence lengths vary."""
+def step_lengths(config: RunConfig, workload: Workload, offset: int) -> StepLengths | None:
+    """Each step's tokens, when the workload's sequence lengths vary (at the data position
+    a rollback moved the step to, as its batches are)."""
     if workload.lengths is None:
         return None
-    return StepLengths(workload.lengths, config.train.micro_batch, config.train.global_batch)
+    lengths = shifted(workload.lengths, offset)
+    return StepLengths(lengths, config.train.micro_batch, config.train.global_batch)
 
 
 def trained_tokens(lengths: StepLengths | None, client_state: dict[str, Any], step: int) -> int:

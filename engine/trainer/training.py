@@ -57,6 +57,8 @@ class Training:
     """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
     evaluator: Evaluator | None = None
     """Evals every ``eval.every_steps`` steps; built by ``run_steps``."""
+    data_offset: int = 0
+    """Step index + this = the data position a step draws (``engine.rollback``)."""
     description: ModelDescription | None = None
     """The model built (``described`` builds it when a bench left it out)."""
 

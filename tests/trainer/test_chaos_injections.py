@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps
+from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps, Spike
 from engine.protocol import InjectChaos, TrainerEvent
 from engine.trainer import chaos_injections
 from engine.trainer.ballast import Ballast as BallastHolder
@@ -136,6 +136,18 @@ def test_fp16_nan_loss_poisons_the_loss_for_its_steps_then_stops() -> None:
     injections.at_boundary(0)
     assert [math.isinf(v) for v in losses(injections, memory, 3)] == [True, True, False]
     assert not memory.module._forward_hooks  # nothing of ours is left on the model
+
+
+def test_a_spike_multiplies_one_steps_loss_and_its_gradients_then_stops() -> None:
+    injections, link, memory = chaos("fp32")
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Spike(factor=500.0)))
+    injections.at_boundary(3)
+    assert "multiplied by 500" in applied(link)[0]["detail"]
+    loss = injections.run_step(memory, forward, None, memory.module, 3)
+    loss.backward()
+    assert float(loss.detach()) == 1000.0  # what the model trains on, not only what is shown
+    assert memory.module.w.grad is not None and memory.module.w.grad.tolist() == [500.0, 500.0]
+    assert losses(injections, memory, 2) == [2.0, 2.0] and not memory.module._forward_hooks
 
 
 def test_an_overflow_burst_leaves_the_loss_and_makes_the_gradients_infinite() -> None:
