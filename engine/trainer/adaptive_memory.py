@@ -64,6 +64,7 @@ from engine.trainer.link import Link
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
 from engine.trainer.memory_prior import build_memory_model
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
+from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.oom_injection import OomInjector
 from engine.trainer.oom_recovery import (
     discard_window,
@@ -137,6 +138,8 @@ class AdaptiveMemory:
         self._sampled = False
         """CPU: the running step's post-forward RSS has been read (once per step is enough:
         every micro-batch of a step has the same size, so the same activations)."""
+        self.forensics: OomForensics | None = None
+        """What each OOM leaves in the run's directory (set by the loop; None in bare tests)."""
         self.injector.attach(module)
 
     # ----------------------------------------------------------------- the step
@@ -336,10 +339,13 @@ class AdaptiveMemory:
         redone. Events and messages name it as telemetry does (``step + 1``: the steps done
         once it completes), so an OOM event names the step that is redone."""
         redone = step + 1
-        drop_frames(err)  # the failed window's activations, freed now
         before = current_geometry(self.engine)
         peak = self.probe.step_peak()
         smaller = after_oom(before, self.policy)
+        if self.forensics is not None:  # while the failed window's tensors are still held
+            after = smaller.micro_batch if smaller else None
+            self.forensics.record(self, redone, before.micro_batch, after, err, peak, self._baseline())
+        drop_frames(err)  # the failed window's activations, freed now
         self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         if not recoverable_in_place(self.engine) or self.ranks.world > 1:
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"

@@ -58,6 +58,7 @@ from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import build_meter
+from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
@@ -371,7 +372,7 @@ def client_state(training: Training) -> dict[str, Any]:
 
 def attach_memory(training: Training) -> AdaptiveMemory:
     """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
-    return AdaptiveMemory(
+    memory = AdaptiveMemory(
         training.config,
         training.engine,
         training.workload.model,
@@ -381,6 +382,12 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         ranks=training.ranks,
         description=training.described(),
     )
+    if training.run is not None:  # what each OOM leaves in RUN_DIR/oom/ (a bench keeps none)
+        attempt, described = training.telemetry.attempt, training.described()
+        memory.forensics = OomForensics.for_run(
+            training.config, training.run.path, attempt, memory, described
+        )
+    return memory
 
 
 def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
