@@ -78,9 +78,10 @@ def oom_dir(run_path: Path) -> Path:
     return run_path / OOM_DIR
 
 
-def oom_stem(step: int, attempt: int, rank: int, world_size: int) -> str:
-    """``step-00000012-attempt-1`` (``-rank-N`` with several ranks): sorts by step."""
-    stem = f"step-{step:08d}-attempt-{attempt}"
+def oom_stem(step: int, attempt: int, micro_batch: int, rank: int, world_size: int) -> str:
+    """``step-00000012-attempt-1-mb-8`` (``-rank-N`` with several ranks): sorts by step; the
+    micro-batch that failed tells apart two OOMs of one step (redone smaller, failed again)."""
+    stem = f"step-{step:08d}-attempt-{attempt}-mb-{micro_batch}"
     return f"{stem}-rank-{rank}" if world_size > 1 else stem
 
 

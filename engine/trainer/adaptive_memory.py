@@ -70,7 +70,7 @@ from engine.trainer.oom_recovery import (
     discard_window,
     drop_frames,
     is_oom,
-    recoverable_in_place,
+    redone_in_place,
     release_memory,
 )
 from engine.trainer.rank_group import RankGroup
@@ -347,7 +347,7 @@ class AdaptiveMemory:
             self.forensics.record(self, redone, before.micro_batch, after, err, peak, self._baseline())
         drop_frames(err)  # the failed window's activations, freed now
         self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
-        if not recoverable_in_place(self.engine) or self.ranks.world > 1:
+        if not redone_in_place(self.engine, self.ranks.world):
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
             self._write_geometry(smaller or before, f"OOM at {where} in step {redone}: {err}")
             raise MemoryHalt(

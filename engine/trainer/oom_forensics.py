@@ -36,7 +36,7 @@ from engine.run.oom_files import (
 )
 from engine.trainer.ballast import Ballast
 from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.oom_recovery import recoverable_in_place
+from engine.trainer.oom_recovery import redone_in_place
 from engine.trainer.planned_memory import planned_memory
 from engine.trainer.rank_group import RankGroup
 
@@ -107,7 +107,7 @@ class OomForensics:
         """At the OOM of ``step`` (telemetry's name) at micro-batch ``before``, going to
         ``after`` (None: none smaller): the breakdown's path, None if it could not be written."""
         ranks = memory.ranks
-        stem = oom_stem(step, self.attempt, ranks.rank, ranks.world)
+        stem = oom_stem(step, self.attempt, before, ranks.rank, ranks.world)
         try:
             snapshot = self._dump_snapshot(stem)
             breakdown = OomBreakdown(
@@ -163,7 +163,6 @@ class OomForensics:
 
 
 def _outcome(memory: MemoryAtOom, after: int | None) -> Outcome:
-    """As ``AdaptiveMemory._recover`` goes on: a restart at ZeRO-3 or with several ranks."""
-    if not recoverable_in_place(memory.engine) or memory.ranks.world > 1:
-        return "restart" if after is not None else "halted"
-    return "redone" if after is not None else "halted"
+    if after is None:
+        return "halted"
+    return "redone" if redone_in_place(memory.engine, memory.ranks.world) else "restart"

@@ -14,7 +14,7 @@ GIB = 1 << 30
 
 
 def recorded(run: RunDir, step: int, attempt: int, snapshot: bool) -> None:
-    stem = oom_stem(step, attempt, 0, 1)
+    stem = oom_stem(step, attempt, 16, 0, 1)
     name = f"{stem}.pickle" if snapshot else None
     if name:
         (oom_dir(run.path) / name).parent.mkdir(parents=True, exist_ok=True)
@@ -37,9 +37,9 @@ def test_lists_each_oom_with_its_files_and_the_command_to_open_the_snapshot(
     lines = out.splitlines()
     assert lines[0].split()[:5] == ["STEP", "ATTEMPT", "RANK", "MICRO-BATCH", "OUTCOME"]
     assert lines[1].split()[:6] == ["40", "1", "0", "16", "→", "8"]
-    assert "step-00000040-attempt-1.json" in lines[1] and lines[1].rstrip().endswith("-")  # no snapshot
-    assert "step-00000120-attempt-2.pickle" in lines[2]
-    snapshot = oom_dir(run_dir.path) / "step-00000120-attempt-2.pickle"
+    assert "step-00000040-attempt-1-mb-16.json" in lines[1] and lines[1].rstrip().endswith("-")  # no snapshot
+    assert "step-00000120-attempt-2-mb-16.pickle" in lines[2]
+    snapshot = oom_dir(run_dir.path) / "step-00000120-attempt-2-mb-16.pickle"
     assert f"python -m torch.cuda._memory_viz trace_plot {snapshot} -o {snapshot}.html" in out
     assert "https://pytorch.org/memory_viz" in out
 
@@ -48,12 +48,12 @@ def test_json_lists_every_field_and_a_pruned_snapshot_as_none(
     run_dir: RunDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
     recorded(run_dir, 7, 1, snapshot=True)
-    (oom_dir(run_dir.path) / "step-00000007-attempt-1.pickle").unlink()  # pruned since
+    (oom_dir(run_dir.path) / "step-00000007-attempt-1-mb-16.pickle").unlink()  # pruned since
     assert main(["oom", str(run_dir.path), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["step"], row["attempt"], row["micro_batch_before"], row["micro_batch_after"]) == (7, 1, 16, 8)
     assert row["snapshot_file"] is None and row["open_command"] is None
-    assert row["breakdown_file"].endswith("oom/step-00000007-attempt-1.json")
+    assert row["breakdown_file"].endswith("oom/step-00000007-attempt-1-mb-16.json")
     assert row["breakdown"]["step_peak"] == 79 * GIB
 
 

@@ -81,14 +81,14 @@ def test_cuda_history_is_recorded_and_each_oom_dumps_a_snapshot_the_newest_kept(
     dumps = [arg for name, arg in fake.calls if name == "dump"]
     assert len(dumps) == 3 and all(arg.endswith(".pickle.partial") for arg in dumps)  # then renamed
     assert sorted(p.name for p in tmp_path.glob("*.pickle")) == [
-        "step-00000011-attempt-2.pickle",
-        "step-00000012-attempt-2.pickle",
+        "step-00000011-attempt-2-mb-8.pickle",
+        "step-00000012-attempt-2-mb-8.pickle",
     ]  # the oldest pruned
     assert not list(tmp_path.glob("*.partial"))
     found = read_breakdowns(tmp_path)
     assert [b.step for _, b in found] == [10, 11, 12]  # every breakdown kept (small)
     newest = found[-1][1]
-    assert newest.snapshot == "step-00000012-attempt-2.pickle"
+    assert newest.snapshot == "step-00000012-attempt-2-mb-8.pickle"
     assert newest.allocator == {"allocated": 60 * GIB, "reserved": 70 * GIB, "inactive_split": 3 * GIB}
     assert (newest.mem_kind, newest.outcome, newest.micro_batch_before, newest.micro_batch_after) == (
         "cuda",
@@ -118,7 +118,7 @@ def test_on_the_cpu_the_breakdown_holds_the_plan_and_the_measured_figures(
     forensics = OomForensics(tmp_path, 1, torch.device("cpu"), history_entries=100_000, planned=PLANNED)
     path = oom(forensics, memory_at_oom("cpu-rss"), 7, before=8, after=None)
     assert fake.calls == []  # the CPU has no allocator history: the setting is ignored
-    assert path is not None and path.name == "step-00000007-attempt-1.json"
+    assert path is not None and path.name == "step-00000007-attempt-1-mb-8.json"
     written = json.loads(path.read_text())
     assert written["planned"]["optimizer"] == 4 * GIB and written["planned_activations"] == GIB
     assert (written["baseline"], written["step_peak"], written["ballast"]) == (7 * GIB, 71 * GIB, GIB)
@@ -130,7 +130,9 @@ def test_an_oom_at_zero3_or_on_several_ranks_is_named_as_a_restart(tmp_path: Pat
     forensics = OomForensics(tmp_path, 1, torch.device("cpu"))
     first = oom(forensics, memory_at_oom("cpu-rss", zero_stage=3), 3)
     ranked = oom(forensics, memory_at_oom("cpu-rss", world=2), 4)
-    assert first is not None and ranked is not None and ranked.name == "step-00000004-attempt-1-rank-0.json"
+    assert (
+        first is not None and ranked is not None and ranked.name == "step-00000004-attempt-1-mb-8-rank-0.json"
+    )
     assert [b.outcome for _, b in read_breakdowns(tmp_path)] == ["restart", "restart"]
 
 
@@ -138,3 +140,11 @@ def test_a_directory_that_cannot_be_written_does_not_stop_the_recovery(tmp_path:
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the directory should be
     assert oom(OomForensics(blocked / "oom", 1, torch.device("cpu")), memory_at_oom("cpu-rss"), 3) is None
+
+
+def test_a_step_that_runs_out_twice_keeps_both_breakdowns(tmp_path: Path) -> None:
+    forensics = OomForensics(tmp_path, 1, torch.device("cpu"))
+    oom(forensics, memory_at_oom("cpu-rss"), 5, before=8, after=4)
+    oom(forensics, memory_at_oom("cpu-rss"), 5, before=4, after=2)  # redone smaller, out again
+    found = [(b.step, b.micro_batch_before, b.micro_batch_after) for _, b in read_breakdowns(tmp_path)]
+    assert found == [(5, 8, 4), (5, 4, 2)]

@@ -24,7 +24,7 @@ def test_an_oom_leaves_a_breakdown_that_memtui_oom_lists(capsys: pytest.CaptureF
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["step"], row["attempt"], row["outcome"]) == (3, 1, "redone")
     assert (row["micro_batch_before"], row["micro_batch_after"]) == (4, 2)
-    assert row["breakdown_file"] == str(run.path / "oom" / "step-00000003-attempt-1.json")
+    assert row["breakdown_file"] == str(run.path / "oom" / "step-00000003-attempt-1-mb-4.json")
     assert row["snapshot_file"] is None  # no allocator history on the CPU
     breakdown = row["breakdown"]
     assert breakdown["mem_kind"] == "cpu-rss" and "MemoryError" in breakdown["error"]
@@ -33,4 +33,4 @@ def test_an_oom_leaves_a_breakdown_that_memtui_oom_lists(capsys: pytest.CaptureF
     assert breakdown["planned_activations"] == breakdown["planned"]["activations_per_sample"] * 4
 
     assert main(["oom", str(run.path)]) == 0
-    assert "step-00000003-attempt-1.json" in capsys.readouterr().out
+    assert "step-00000003-attempt-1-mb-4.json" in capsys.readouterr().out
