@@ -248,7 +248,7 @@ def oom_forensics(check: Check) -> dict[str, Any]:
     result.unlink()
     run = figures["run"]
     try:
-        rows = check.memtui_json("oom", run["run_dir"], "--json", timeout=60)
+        rows = check.memtui_json("oom", run["run_dir"], timeout=60)
         figures["listed"] = [{k: r[k] for k in ("step", "outcome", "snapshot_file")} for r in rows]
         snapshots = [Path(r["snapshot_file"]) for r in rows if r["snapshot_file"]]
         figures["snapshot_bytes"] = [p.stat().st_size for p in snapshots]
