@@ -7,7 +7,7 @@ Each round trains the preset twice through the real ``train()`` (no supervisor),
 ``--every`` steps gives many saves; the stall is what the ``checkpoint_saved`` event
 reports (the time training waited). Prints, per mode: median stall and its parts, median
 step time, the stall as a share of run time at the bench's cadence and at the default
-cadence (``checkpoint.every_steps`` = 500), and the wall clock of the steps (saves and any
+cadence before ``"auto"`` (``checkpoint.every_steps`` = 500), and the wall clock of the steps (saves and any
 slow-down by the seal thread included). Not part of the test suite.
 """
 
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEFAULT_EVERY = 500  # CheckpointConfig.every_steps's default
+DEFAULT_EVERY = 500  # the fixed interval before every_steps = "auto" became the default
 
 
 def one(preset: str, steps: int, every: int, background: bool) -> dict[str, Any]:

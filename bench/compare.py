@@ -247,7 +247,7 @@ def rate(runs: list[dict[str, Any]]) -> float:
 
 
 def checkpoint_rows(plan: Plan) -> list[Row]:
-    default_every = 500  # CheckpointConfig.every_steps's default
+    default_every = 500  # the fixed interval before every_steps = "auto" became the default
     shares = []
     for _ in range(plan.rounds):
         got = child("checkpoint", preset="tiny", steps=plan.checkpoint_steps, every=plan.checkpoint_every)

@@ -8,7 +8,7 @@ from the run. Torch-free.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,11 +42,20 @@ class ModelConfig(_Strict):
     """Context length in bytes (tokens)."""
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     """Dropout probability in attention and MLP."""
+    seq_len_start: int | None = Field(None, ge=2)
+    """Built-in model: train sequences of this many tokens first, doubled every
+    ``seq_len_doubling_steps`` optimizer steps up to ``seq_len`` (a longer-context phase
+    later in the run; the memory controller shrinks the micro-batch before a longer step
+    would not fit). None: every step trains ``seq_len``."""
+    seq_len_doubling_steps: int = Field(1000, ge=1)
+    """Optimizer steps between doublings of the sequence length (with ``seq_len_start``)."""
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
         if self.d_model % self.n_head:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_head ({self.n_head})")
+        if self.seq_len_start is not None and self.seq_len_start > self.seq_len:
+            raise ValueError(f"seq_len_start ({self.seq_len_start}) must not exceed seq_len ({self.seq_len})")
         return self
 
 
@@ -63,6 +72,11 @@ class HfConfig(_Strict):
     once by the model's tokenizer into a cache, then packed into sequences."""
     text_key: str = Field("text", min_length=1)
     """The field of each JSONL line that holds the text."""
+    packing: bool = True
+    """True: documents are packed into one token stream cut into ``model.seq_len`` windows.
+    False: each sample is one document (its first ``model.seq_len + 1`` tokens), the
+    micro-batch padded to its longest with the padding left out of the loss, so sequence
+    lengths vary by step as the documents do (the memory controller predicts by tokens)."""
 
     @model_validator(mode="after")
     def _data_with_model(self) -> HfConfig:
@@ -149,8 +163,22 @@ class TrainConfig(_Strict):
 class CheckpointConfig(_Strict):
     """When and how many checkpoints to keep."""
 
-    every_steps: int = Field(500, ge=0)
-    """Save every N optimizer steps; 0 saves only when the run stops."""
+    every_steps: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
+    """Save every N optimizer steps; 0 saves only when the run stops. ``"auto"``: the
+    trainer picks the interval from what a save stalls training and the step time, so that
+    saves take at most ``max_stall`` of the run's time, between ``min_interval_steps`` and
+    ``max_interval_steps`` (see engine.checkpoints.cadence); each choice is a
+    ``checkpoint_cadence`` event with the figures it came from."""
+    max_stall: float = Field(0.01, gt=0.0, lt=1.0)
+    """``every_steps = "auto"``: the largest share of the run's time that training may stand
+    still for saves (0.01 = 1%)."""
+    min_interval_steps: int = Field(10, ge=1)
+    """``every_steps = "auto"``: never save more often than every this many steps (a save
+    that costs nothing would otherwise be taken every step)."""
+    max_interval_steps: int = Field(5000, ge=1)
+    """``every_steps = "auto"``: never save less often than every this many steps (bounds what
+    a restart replays when a save is costly); also the interval while the disk cannot hold
+    ``keep`` checkpoints of the newest one's size."""
     keep: int = Field(3, ge=1, le=1000)
     """Newest checkpoints kept."""
     every_minutes: float = Field(0.0, ge=0.0)
@@ -173,6 +201,15 @@ class CheckpointConfig(_Strict):
     stop_grace_s: float = Field(60.0, gt=0.0)
     """Seconds from a stop request or SIGTERM to SIGKILL: the trainer finishes its step and
     writes an emergency checkpoint in this time (a kill mid-save leaves the previous one)."""
+
+    @model_validator(mode="after")
+    def _interval_bounds_ordered(self) -> CheckpointConfig:
+        if self.min_interval_steps > self.max_interval_steps:
+            raise ValueError(
+                f"min_interval_steps ({self.min_interval_steps}) must not exceed "
+                f"max_interval_steps ({self.max_interval_steps})"
+            )
+        return self
 
 
 class RestartConfig(_Strict):
@@ -340,6 +377,10 @@ class RunConfig(_Strict):
     def _one_workload(self) -> RunConfig:
         if self.hf.model_dir is not None and self.workload is not None:
             raise ValueError("workload and hf.model_dir both name the model: choose one")
+        if self.model.seq_len_start is not None and (self.hf.model_dir or self.workload):
+            raise ValueError(
+                "model.seq_len_start grows the built-in workload's data: not with workload or hf"
+            )
         return self
 
     @model_validator(mode="after")

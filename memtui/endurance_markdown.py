@@ -54,6 +54,7 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("whole-tree kills resumed", str(report.whole_tree_resumes)),
         ("resume success", _resume_success(report)),
         ("steps replayed after restarts", f"{report.steps_replayed:,}"),
+        ("chaos cost: outage / replay / slowed steps", _chaos_cost(report)),
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
         ("eval share", f"{_share(report.eval_share)} ({report.evals.seconds if report.evals else 0:,.1f} s)"),
         ("eval loss first / best / last", _eval_losses(report)),
@@ -70,6 +71,36 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ),
         ("directives applied (a restart's re-send is none)", str(report.directives_applied)),
     ]
+
+
+def _chaos_cost(report: EnduranceReport) -> str:
+    cost = report.chaos_cost
+    return (
+        f"{cost.outage_s:,.1f} / {cost.replay_s:,.1f} / {cost.slowed_s:,.1f} s = {cost.total_s:,.1f} s "
+        f"({_share(report.chaos_share)} of wall time)"
+    )
+
+
+def _restart_rows(report: EnduranceReport) -> list[str]:
+    """The cost of each restart, and the total (seconds)."""
+    cost = report.chaos_cost
+    lines = [
+        "",
+        "## Restarts: outage and replay",
+        "",
+        "| attempt | cause | outage | steps replayed | replay |",
+        "|---|---|---|---|---|",
+    ]
+    rows = [(str(r.attempt), r.cause or "-", r.outage_s, r.steps_replayed, r.replay_s) for r in cost.restarts]
+    rows.append(("total", "", cost.outage_s, cost.steps_replayed, cost.replay_s))
+    lines += [f"| {a} | {c} | {o:,.1f} s | {n:,} | {r:,.1f} s |" for a, c, o, n, r in rows]
+    median = "-" if cost.median_step_s is None else f"{cost.median_step_s:.3f} s"
+    lines += [
+        "",
+        f"Slowed steps: {cost.steps_slowed:,} steps slower than the median ({median}) while a chaos "
+        f"effect lasted, {cost.slowed_s:,.1f} s beyond it.",
+    ]
+    return lines
 
 
 def _eval_losses(report: EnduranceReport) -> str:
@@ -100,6 +131,8 @@ def render_markdown(report: EnduranceReport) -> str:
             f"| {kind} | {t.injected} | {t.recovered} | {t.failed} | {t.pending} |"
             for kind, t in report.chaos.items()
         ]
+    if report.chaos_cost.restarts or report.chaos_cost.steps_slowed:
+        lines += _restart_rows(report)
     if report.adaptations:
         lines += [
             "",

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.checkpoints.manifest import Check, Verdict, verify_tag
+from engine.checkpoints.manifest import Check, RecordUse, Verdict, verify_tag
 
 TAG_PATTERN = re.compile(r"^global_step(\d+)$")
 STAGING_PATTERN = re.compile(r"^global_step(\d+)\.staging$")
@@ -92,10 +92,13 @@ def committed_before(directory: Path) -> bool:
     return (directory / LATEST_NAME).is_file() or bool(committed_tags(directory))
 
 
-def verdicts_newest_first(directory: Path, check: Check = "full") -> Iterator[Verdict]:
-    """Each committed tag checked, newest first, lazily (a full check reads the whole tag)."""
+def verdicts_newest_first(
+    directory: Path, check: Check = "full", record: RecordUse = "ignore"
+) -> Iterator[Verdict]:
+    """Each committed tag checked, newest first, lazily (a full check reads the whole tag,
+    but for what its verification record vouches for: see ``verify_tag``)."""
     for step, tag in reversed(committed_tags(directory)):
-        yield verify_tag(directory / tag, step, check)
+        yield verify_tag(directory / tag, step, check, record)
 
 
 def quarantine(directory: Path, name: str) -> Path:

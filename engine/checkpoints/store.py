@@ -180,7 +180,7 @@ class CheckpointStore:
             catalog.quarantine(self.directory, tag)
         os.rename(staged, final)
         fsync_dir(self.directory)
-        verdict = verify_tag(final, step, "full")
+        verdict = verify_tag(final, step, "full", record="update")  # a resume need not hash it again
         if not verdict.ok:
             moved = catalog.quarantine(self.directory, tag)
             return SaveOutcome(
@@ -218,6 +218,18 @@ class CheckpointStore:
         for _step, name in catalog.pruning_tags(self.directory):
             shutil.rmtree(self.directory / name, ignore_errors=True)
 
+    def room_for_checkpoints(self) -> tuple[int, int]:
+        """(the newest checkpoint's size, the bytes checkpoints may occupy: free disk plus
+        the committed checkpoints, which the rotation replaces, less ``min_free_bytes``)."""
+        held = 0
+        for _step, tag in catalog.committed_tags(self.directory):
+            try:
+                held += read_manifest(self.directory / tag).size_bytes
+            except (OSError, ValueError):
+                continue
+        room = self.free_bytes(self.directory) + held - self.min_free_bytes
+        return self._newest_size(), max(0, room)
+
     def _newest_size(self) -> int:
         for _step, tag in reversed(catalog.committed_tags(self.directory)):
             try:
@@ -249,9 +261,11 @@ class CheckpointStore:
     # -------------------------------------------------------------------- resume
 
     def plan_resume(self, allow_fresh: bool) -> tuple[ResumePlan, list[Verdict]]:
-        """Choose the newest tag that verifies (full check); returns the plan and the newer
-        tags rejected on the way, each with its problem."""
-        selection = select_newest_verified(catalog.verdicts_newest_first(self.directory, "full"))
+        """Choose the newest tag that verifies (full check, hashing only the files changed
+        since a verification recorded beside the tag); returns the plan and the newer tags
+        rejected on the way, each with its problem."""
+        verdicts = catalog.verdicts_newest_first(self.directory, "full", record="update")
+        selection = select_newest_verified(verdicts)
         plan = plan_resume(selection, catalog.committed_before(self.directory), allow_fresh)
         return plan, selection.rejected
 

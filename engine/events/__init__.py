@@ -17,6 +17,7 @@ from engine.events.alerts import (
 )
 from engine.events.chaos import ChaosApplied, ChaosInjected, ChaosRecovered, LegacyChaos
 from engine.events.checkpoints import (
+    CheckpointCadence,
     CheckpointFailed,
     CheckpointLoaded,
     CheckpointNotSaved,
@@ -81,6 +82,7 @@ __all__ = [
     "ChaosApplied",
     "ChaosInjected",
     "ChaosRecovered",
+    "CheckpointCadence",
     "CheckpointFailed",
     "CheckpointLoaded",
     "CheckpointNotSaved",

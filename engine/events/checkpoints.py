@@ -30,6 +30,31 @@ class CheckpointSaved(Payload):
     sealed on disk (its manifest and sizes check) but its trainer died before announcing it."""
 
 
+class CheckpointCadence(Payload):
+    """``checkpoint.every_steps = "auto"`` chose the interval between saves, and why."""
+
+    event_type = "checkpoint_cadence"
+    origin = "trainer"
+    step: int
+    """The step at which the choice was made (the save that measured it)."""
+    interval: int
+    """Optimizer steps between saves from now on."""
+    limit: str
+    """What set it: ``first`` (no save measured yet), ``stall_budget``, ``min_interval``,
+    ``max_interval`` or ``disk_room`` (see engine.checkpoints.cadence)."""
+    max_stall: float
+    """The budget: largest share of the run's time stalled for saves."""
+    step_s: float | None = None
+    """Smoothed step time (s)."""
+    stall_s: float | None = None
+    """Smoothed training stall of one save (s)."""
+    share: float | None = None
+    """Expected stall share at this interval."""
+    size_bytes: int = 0
+    room_bytes: int | None = None
+    """Free disk plus the checkpoints already there (bytes)."""
+
+
 class CheckpointNotSaved(Payload):
     """A save that did not happen; every older checkpoint is kept."""
 

@@ -208,6 +208,8 @@ class TrainerStarted(Payload):
     """The model built: parameters counted from the module, its shape and source, as
     ``engine.memory.model_description.ModelDescription.as_wire`` writes it (read back by
     ``from_wire``; a plain mapping because the contract imports no engine package)."""
+    activation_checkpointing: bool = False
+    """The model recomputes its activations in backward (``train.activation_checkpointing``)."""
 
 
 class TrainerFinished(Payload):

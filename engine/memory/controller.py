@@ -13,7 +13,9 @@ looks at the expected peak of the coming step:
   left only below the threshold minus ``hysteresis``;
 - critical: shrink at once (cool-down or not) to the largest micro-batch predicted below
   ``warn - hysteresis``, else the smallest; warn: shrink one notch (to half), cool-down
-  permitting, never further in one step. Either way the size left is remembered as failed;
+  permitting, never further in one step. Either way the size left is remembered as failed.
+  The expected peak is the coming step's, at its sequence length: when its data is longer
+  than the last step's, the shrink comes before the step that would not fit;
 - ok: grow one notch (to double) when the larger size is predicted below ``grow_below``
   for ``steady_steps`` steps (predicted from the measured peak at this size plus the
   model's per-sample cost), the cool-down has passed, it did not fail within
@@ -156,6 +158,9 @@ class Reading:
     reserved bytes (``set_per_process_memory_fraction``) while ``peak`` counts allocated
     ones, so every peak is judged with these added: the allocator raises at the cap,
     before an allocated-only "critical"."""
+    grown: tuple[int, int] | None = None
+    """(tokens per sample of the last step, of the coming one) when the data grew: the
+    peak is then predicted at the longer length, and a shrink says why."""
 
     @property
     def room(self) -> int:
@@ -212,6 +217,9 @@ def decide(
             smaller = _shrink_target(geometry.micro_batch, level, reading, policy)
             if smaller is not None:
                 why = f"expected peak {ratio:.0%} of the usable room ({level})"
+                if reading.grown is not None:
+                    before, after = reading.grown
+                    why = f"the data grew from {before} to {after} tokens per sample: {why}"
                 state = failed(state, geometry.micro_batch, reading.step, reading.room)
                 return _changed(state, reading.step), Change(
                     geometry, policy.geometry(smaller), "shrink", why

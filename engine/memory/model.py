@@ -6,11 +6,14 @@ Torch-free and pure. ``peak = baseline + activations(micro_batch, seq_len)``:
   the same accounting as DeepSpeed's ``estimate_zero2/3_model_states_mem_needs`` (checked
   against them in tests); the baseline before anything is measured.
 - activations: bytes per sample from the transformer's shape (a prior; 0 for a workload we
-  know nothing of), linear in the micro-batch.
+  know nothing of), linear in the tokens of a micro-batch (micro-batch x padded sequence
+  length: SDPA keeps no score matrix, so nothing is quadratic in the sequence), so a
+  micro-batch of sequences twice as long is predicted as one twice as large.
 - calibration from measured peaks: the baseline becomes ``measured - activations`` at the
-  micro-batch measured (so outside pressure, a fragmenting allocator or the CPU's whole
-  process RSS is in it at once), and two steps at different micro-batches give the measured
-  slope, which scales the activation prior (smoothed, clamped).
+  tokens measured (so outside pressure, a fragmenting allocator or the CPU's whole
+  process RSS is in it at once), and two steps with different tokens per micro-batch (another
+  micro-batch, or longer data) give the measured slope per token, which scales the
+  activation prior (smoothed, clamped).
 
 ``Predictions`` is the controller's view of the model: predicted peaks per allowed
 micro-batch, computed only for the sizes asked.
@@ -160,7 +163,7 @@ class MemoryModel:
     baseline: int | None = None
     """Calibrated bytes that do not grow with the micro-batch; None until measured."""
     _last: tuple[int, int] | None = field(default=None, repr=False)
-    """(micro_batch, measured peak) of the previous observation."""
+    """(tokens per micro-batch, measured peak) of the previous observation."""
     _resident: int | None = field(default=None, repr=False)
     """Bytes resident at the step boundary when the baseline was last set."""
 
@@ -170,19 +173,33 @@ class MemoryModel:
         ratio = 1.0 if seq_len is None else seq_len / self.seq_len
         return self.per_sample * self.scale * ratio
 
-    def predict(self, micro_batch: int, seq_len: int | None = None) -> int:
-        """Peak bytes per rank for one forward+backward of ``micro_batch`` samples."""
-        base = self.model_states if self.baseline is None else self.baseline
-        return int(base + self.slope(seq_len) * micro_batch)
+    @property
+    def per_token(self) -> float:
+        """Calibrated activation bytes per token of a micro-batch."""
+        return self.per_sample * self.scale / self.seq_len
 
-    def observe(self, micro_batch: int, measured_peak: int, resident: int | None = None) -> None:
-        """Calibrate from one step's measured peak (bytes) at ``micro_batch``; ``resident``
-        is what stayed allocated at the step's end (see ``drift``)."""
-        last, self._last = self._last, (micro_batch, measured_peak)
-        if last is not None and last[0] != micro_batch:
-            observed = (measured_peak - last[1]) / (micro_batch - last[0])
-            self._fit_slope(observed)
-        self.baseline = max(0, int(measured_peak - self.slope() * micro_batch))
+    def predict(self, micro_batch: int, seq_len: int | None = None) -> int:
+        """Peak bytes per rank for one forward+backward of ``micro_batch`` samples of
+        ``seq_len`` tokens (padded length; None: the prior's ``seq_len``)."""
+        return self.predict_tokens(micro_batch * (seq_len or self.seq_len))
+
+    def predict_tokens(self, tokens: int) -> int:
+        """Peak bytes per rank for a micro-batch of ``tokens`` (samples x padded length)."""
+        base = self.model_states if self.baseline is None else self.baseline
+        return int(base + self.per_token * tokens)
+
+    def observe(
+        self, micro_batch: int, measured_peak: int, resident: int | None = None, seq_len: int | None = None
+    ) -> None:
+        """Calibrate from one step's measured peak (bytes) at ``micro_batch`` samples of
+        ``seq_len`` tokens (None: the prior's); ``resident`` is what stayed allocated at the
+        step's end (see ``drift``)."""
+        tokens = micro_batch * (seq_len or self.seq_len)
+        last, self._last = self._last, (tokens, measured_peak)
+        if last is not None and last[0] != tokens:
+            per_token = (measured_peak - last[1]) / (tokens - last[0])
+            self._fit_slope(per_token * self.seq_len)  # the prior's unit: bytes per sample at seq_len
+        self.baseline = max(0, int(measured_peak - self.per_token * tokens))
         self._resident = resident
 
     def seed(self, resident: int) -> None:
@@ -216,7 +233,8 @@ class MemoryModel:
 
 
 class Predictions(Mapping[int, int]):
-    """Predicted peak (bytes) per allowed micro-batch, computed only for the keys asked.
+    """Predicted peak (bytes) per allowed micro-batch at the coming step's sequence length,
+    computed only for the keys asked.
 
     The controller looks at one or two candidates per step (the next larger; the smaller
     ones when shrinking), so a dict of every candidate would be O(candidates) per step.
@@ -225,12 +243,14 @@ class Predictions(Mapping[int, int]):
     def __init__(self, model: MemoryModel, allowed: tuple[int, ...]) -> None:
         self.model = model
         self.allowed = allowed  # ascending
+        self.seq_len: int | None = None
+        """Tokens per sample of the coming step (its padded length); None: the model's."""
 
     def __getitem__(self, micro_batch: int) -> int:
         i = bisect_left(self.allowed, micro_batch)
         if i == len(self.allowed) or self.allowed[i] != micro_batch:
             raise KeyError(micro_batch)
-        return self.model.predict(micro_batch)
+        return self.model.predict(micro_batch, self.seq_len)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.allowed)

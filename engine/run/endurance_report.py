@@ -11,25 +11,26 @@ Torch-free.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.domain import TERMINAL_STATES, Event, ThroughputFigures
+from engine.domain import TERMINAL_STATES, ThroughputFigures
 from engine.events import (
     ChaosInjected,
     ChaosRecovered,
     LegacyChaos,
     MemoryAdapted,
 )
+from engine.run.chaos_cost import ChaosCost, chaos_cost
 from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
 from engine.run.eval_history import EvalLosses, stored_evals
 from engine.run.metric_history import last_metrics
 from engine.run.status import identity_of, whole_tree_resumes
 from engine.run.store import Store
+from engine.run.stored_events import payloads_of
 from engine.run.throughput import throughput_of
 
 LEGACY_KINDS = {"kill_trainer": "kill"}
@@ -103,6 +104,8 @@ class EnduranceReport(BaseModel):
     neither a success nor a failure of the resume, so in neither figure above."""
     steps_replayed: int
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
+    chaos_cost: ChaosCost = Field(default_factory=ChaosCost)
+    """Outage and replay per restart, and the steps chaos slowed (engine.run.chaos_cost)."""
     checkpoint_stall_s: float
     evals: EvalLosses | None = None
     """Held-out losses (first, best, last) and the seconds evals held training; None: no eval."""
@@ -129,6 +132,11 @@ class EnduranceReport(BaseModel):
         return self.resumes_stepped / self.resumes if self.resumes else None
 
     @property
+    def chaos_share(self) -> float:
+        """Outages, replays and slowed steps over wall seconds."""
+        return self.chaos_cost.total_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
     def eval_share(self) -> float:
         """Eval seconds over wall seconds (evals hold training, as saves do)."""
         seconds = self.evals.seconds if self.evals else 0.0
@@ -143,6 +151,7 @@ class EnduranceReport(BaseModel):
         """The JSON document: every field plus the derived shares."""
         doc = self.model_dump(mode="json")
         doc["chaos"] = {k: {**v.model_dump(), "pending": v.pending} for k, v in self.chaos.items()}
+        doc["chaos_cost"].update(self.chaos_cost.totals(), share=self.chaos_share)
         doc.update(resume_success=self.resume_success, checkpoint_stall_share=self.stall_share)
         doc.update(eval_share=self.eval_share)
         return doc
@@ -162,6 +171,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
     counts = _type_counts(store)
     adaptations = [_adaptation(p) for p in _payloads(store, MemoryAdapted)]
     resumes, stepped, stopped = _resumes(store)
+    cost = chaos_cost(store)
     state = store.read_meta().state
     return EnduranceReport(
         run_id=run_id,
@@ -182,7 +192,8 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         resumes=resumes,
         resumes_stepped=stepped,
         resumes_stopped=stopped,
-        steps_replayed=_replayed(store),
+        steps_replayed=cost.steps_replayed,
+        chaos_cost=cost,
         checkpoint_stall_s=float(stall),
         evals=EvalLosses.of(stored_evals(store)),
         saves=counts["checkpoint_saved"],
@@ -199,21 +210,9 @@ def _type_counts(store: Store) -> Counter[str]:
     return Counter({t: int(n) for t, n in store.query("SELECT type, COUNT(*) FROM events GROUP BY type")})
 
 
-def _events(store: Store, *types: str) -> list[Event]:
-    rows = store.query(
-        "SELECT seq, ts, type, severity, message, data, attempt FROM events"
-        f" WHERE type IN ({', '.join('?' * len(types))}) ORDER BY seq",
-        types,
-    )
-    return [
-        Event(seq=s, ts=ts, type=t, severity=sev, message=m, data=json.loads(d), attempt=a)
-        for s, ts, t, sev, m, d, a in rows
-    ]
-
-
 def _payloads(store: Store, model: Any) -> list[Any]:
     """Typed payloads of ``model``'s events (a damaged row is left out, never a crash)."""
-    return [p for p in (model.of(e) for e in _events(store, model.event_type)) if p is not None]
+    return [payload for _, payload in payloads_of(store, model)]
 
 
 def _adaptation(p: MemoryAdapted) -> Adaptation:
@@ -267,25 +266,6 @@ def _resumes(store: Store) -> tuple[int, int, int]:
     }
     counted = [a for a, _, _ in later if a not in stopped]
     return len(counted), sum(1 for a in counted if a in stepped), len(stopped)
-
-
-def _replayed(store: Store) -> int:
-    """Step rows at or below the highest step of the attempts before theirs. An attempt's
-    rows are one run of row ids (attempts follow one another), so each count reads only
-    that attempt's rows through the primary key: one pass over the table in all."""
-    rows = store.query(
-        "SELECT attempt, MIN(id), MAX(id), MAX(step) FROM steps GROUP BY attempt ORDER BY attempt"
-    )
-    replayed, reached = 0, None
-    for _, first_id, last_id, top in rows:
-        if reached is not None:
-            (n,) = store.query(
-                "SELECT COUNT(*) FROM steps WHERE id BETWEEN ? AND ? AND step <= ?",
-                (first_id, last_id, reached),
-            )[0]
-            replayed += int(n)
-        reached = top if reached is None else max(reached, top)
-    return replayed
 
 
 def _directive_counts(store: Store) -> dict[str, int]:

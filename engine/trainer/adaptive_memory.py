@@ -2,7 +2,8 @@
 
 The loop calls, per optimizer step::
 
-    memory.before_step(step)       ballast (tests), drift, controller -> maybe a new geometry
+    memory.before_step(step)       ballast (tests), drift, the coming step's sequence length,
+                                   controller -> maybe a new geometry
     memory.run_step(train_step...) the step; an OOM throws the window away, shrinks, redoes it
     memory.after_step(...)         measured peak -> calibration; fp16 loss-scale floor watch
 
@@ -10,6 +11,9 @@ Geometry changes happen only here, at optimizer-step boundaries (or after a wind
 thrown away), and keep ``micro_batch x grad_accum x world_size == train.global_batch``.
 Batches come through a ``SampleWindow``, so a step's samples do not depend on the geometry.
 Every change is a ``memory_adapted`` event (from -> to, reason, memory before/after).
+
+Sequence lengths that vary (``StepLengths``): the coming step is predicted at its longest
+sample's length, read before it, so data that grew is a shrink before the step, not an OOM.
 
 When the memory path cannot go on (an OOM at the smallest micro-batch, the fp16 loss-scale
 floor), ``run_step`` returns None, the loop checkpoints and ``raise_if_halted`` ends the
@@ -37,8 +41,7 @@ from typing import Any
 import torch
 
 from engine.config import RunConfig
-from engine.domain import Severity
-from engine.events import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel
+from engine.events import LossScaleFloor, MemoryExhausted
 from engine.memory.budget import budget_bytes
 from engine.memory.controller import (
     Change,
@@ -55,13 +58,15 @@ from engine.memory.controller import (
 )
 from engine.memory.model import Predictions
 from engine.memory.model_description import ModelDescription
-from engine.memory.size_history import SizeHistory
+from engine.trainer.adaptation_events import adapted_event, level_event
 from engine.trainer.ballast import Ballast
 from engine.trainer.built_model import describe_module
+from engine.trainer.forward_sampler import ForwardSampler
 from engine.trainer.geometry import apply_geometry, current_geometry
-from engine.trainer.geometry_file import GEOMETRY_FILE, HISTORY_EVERY, read_geometry, write_geometry
+from engine.trainer.geometry_file import GEOMETRY_FILE, HISTORY_EVERY, GeometryRecord, read_geometry
 from engine.trainer.link import Link
 from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
+from engine.trainer.memory_halt import MemoryHalt
 from engine.trainer.memory_prior import build_memory_model
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
 from engine.trainer.oom_forensics import OomForensics
@@ -75,18 +80,10 @@ from engine.trainer.oom_recovery import (
 )
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.sample_window import SampleWindow
+from engine.trainer.step_lengths import StepLengths
 from engine.trainer.workload import BatchFn
 
 log = logging.getLogger(__name__)
-
-
-class MemoryHalt(RuntimeError):
-    """The memory path cannot go on; the message is the run's reason."""
-
-    def __init__(self, reason: str, restartable: bool) -> None:
-        super().__init__(reason)
-        self.restartable = restartable
-        """True when a restart (with the micro-batch in memory.json) is the way on."""
 
 
 class AdaptiveMemory:
@@ -100,8 +97,12 @@ class AdaptiveMemory:
         geometry_file: Path | None = None,
         ranks: RankGroup | None = None,
         description: ModelDescription | None = None,
+        lengths: StepLengths | None = None,
     ) -> None:
         self.ranks = ranks or RankGroup()
+        self.lengths = lengths  # None: every sample has the model's seq_len
+        self.seq_len: int | None = None
+        """Tokens per sample (the longest) of the running step; None: fixed lengths."""
         world_size = self.ranks.world
         self.config = config
         self.engine = engine
@@ -120,6 +121,7 @@ class AdaptiveMemory:
         self.injector = OomInjector.from_env(self.ranks.rank)
         self.floor = FloorWatch(config.memory.floor_skips)
         self.geometry_file = geometry_file
+        self.record = GeometryRecord(geometry_file, self.ranks.rank)
         self.requested: Geometry | None = None
         """A planner's or operator's accepted micro-batch, applied at the next boundary."""
         self.halted: MemoryHalt | None = None
@@ -133,20 +135,17 @@ class AdaptiveMemory:
         self.step_seconds: float | None = None
         """Wall seconds of the last completed optimizer step (the slowest rank's)."""
         self._started = 0.0
-        self._saved_history: SizeHistory | None = None
-        """The history memory.json holds (None: not written by this attempt)."""
-        self._sampled = False
-        """CPU: the running step's post-forward RSS has been read (once per step is enough:
-        every micro-batch of a step has the same size, so the same activations)."""
+        self.sampler = ForwardSampler(probe, self.budget, self.cpu_enforce, every_forward=lengths is not None)
         self.forensics: OomForensics | None = None
         """What each OOM leaves in the run's directory (set by the loop; None in bare tests)."""
         self.injector.attach(module)
 
     # ----------------------------------------------------------------- the step
 
-    def batches(self, batch: BatchFn) -> BatchFn:
-        """``batch`` through a SampleWindow at the configured micro-batch."""
-        window = SampleWindow(batch, self.config.train.micro_batch)
+    def batches(self, batch: BatchFn, pad: tuple[int, ...] | None = None) -> BatchFn:
+        """``batch`` through a SampleWindow at the configured micro-batch (``pad``: the
+        workload's padding values, for blocks of different lengths)."""
+        window = SampleWindow(batch, self.config.train.micro_batch, pad)
         if not self.injector.injections:
             return window  # nothing to tell the injector: no wrapper call per micro-batch
 
@@ -165,13 +164,14 @@ class AdaptiveMemory:
         agreed, self.fragmented = self.ranks.max_ints([resident, self.probe.fragmentation()])
         self.model.seed(agreed)
         self.model.drift(agreed)
+        grown = self._coming_length(step)
         geometry = current_geometry(self.engine)
-        change, expected = self._decide(step, geometry)
+        change, expected = self._decide(step, geometry, grown)
         if change is not None:
             self._apply(change, step, mem_before=expected)
             geometry = change.after
-        self.predicted = self.model.predict(geometry.micro_batch)
-        self._begin_window(None if change is not None else resident)  # a shrink freed memory: read again
+        self.predicted = self.model.predict(geometry.micro_batch, self.seq_len)
+        self.sampler.begin(None if change is not None else resident)  # a shrink freed memory: read again
 
     def run_step(
         self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
@@ -179,17 +179,12 @@ class AdaptiveMemory:
         """``train_step(engine, batch, step)``, redone at a smaller micro-batch after an OOM.
 
         None when the memory path halted (see ``halted``): the loop checkpoints and stops.
-        The CPU's post-forward RSS hook is on the model only while this runs, so nothing of
-        ours is left on the model between steps (nor in bench/overhead.py's bare loop).
+        The CPU's post-forward RSS hook is on the model only while this runs (nor in
+        bench/overhead.py's bare loop).
         """
-        cpu = self.probe.kind == "cpu-rss"  # CUDA has the allocator's own peak counter
-        hook = self.module.register_forward_hook(self._after_forward) if cpu else None  # ~2 us
         self._started = time.perf_counter()
-        try:
+        with self.sampler.attached(self.module):
             return self._run_window(train_step, engine, batch, step)
-        finally:
-            if hook is not None:
-                hook.remove()
 
     def _run_window(
         self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
@@ -216,9 +211,9 @@ class AdaptiveMemory:
         # The worst rank's: every rank's controller must see the same numbers.
         peak, resident, micros = self.ranks.max_ints([self.step_peak, resident, micros])
         self.step_seconds = micros / 1e6 if micros > 0 else None
-        self.model.observe(micro_batch, peak, resident)
+        self.model.observe(micro_batch, peak, resident, self.seq_len)
         if int(self.engine.global_steps) % HISTORY_EVERY == 0:
-            self._save_history(current_geometry(self.engine))
+            self.record.keep(current_geometry(self.engine), self.state.history)
         minimum = min_loss_scale(self.engine) if overflow else None  # at the floor only if overflowing
         if self.floor.note(overflow, scale, minimum):
             self._halt_for_floor(int(self.engine.global_steps), f"{self.floor.run} steps skipped in a row")
@@ -241,9 +236,8 @@ class AdaptiveMemory:
 
     def request_micro_batch(self, micro_batch: int) -> Verdict:
         """Ask for ``micro_batch`` from the next step on; refused if predicted not to fit."""
-        verdict = review_request(
-            micro_batch, self.model.predict(micro_batch), self.budget, self.policy, self._baseline()
-        )
+        predicted = self.model.predict(micro_batch, self.seq_len)
+        verdict = review_request(micro_batch, predicted, self.budget, self.policy, self._baseline())
         if verdict.accepted:
             self.requested = verdict.geometry
         return verdict
@@ -274,8 +268,19 @@ class AdaptiveMemory:
 
     # --------------------------------------------------------------- internals
 
-    def _decide(self, step: int, geometry: Geometry) -> tuple[Change | None, int]:
-        expected = self.model.predict(geometry.micro_batch)
+    def _coming_length(self, step: int) -> tuple[int, int] | None:
+        """Read the coming step's tokens per sample into ``seq_len`` (and the predictions);
+        (last, coming) when the data grew."""
+        if self.lengths is None:
+            return None
+        last, coming = self.seq_len, self.lengths.longest(step)
+        self.seq_len = self.predictions.seq_len = coming
+        return (last, coming) if last is not None and coming > last else None
+
+    def _decide(
+        self, step: int, geometry: Geometry, grown: tuple[int, int] | None = None
+    ) -> tuple[Change | None, int]:
+        expected = self.model.predict(geometry.micro_batch, self.seq_len)
         if self.requested is not None:
             wanted, self.requested = self.requested, None
             if wanted != geometry:
@@ -287,7 +292,9 @@ class AdaptiveMemory:
         seconds = self.step_seconds
         rate = geometry.samples(self.ranks.world) / seconds if seconds else None  # samples/s
         fragmented = self.fragmented  # the budget caps reserved bytes, not allocated ones
-        reading = Reading(step, expected, self.budget, self.predictions, self._baseline(), rate, fragmented)
+        reading = Reading(
+            step, expected, self.budget, self.predictions, self._baseline(), rate, fragmented, grown
+        )
         self.state, change = decide(self.state, geometry, reading, self.policy)
         if self.state.level != previous:
             self._level_event(previous, step, expected + fragmented)  # as the level was judged
@@ -309,30 +316,14 @@ class AdaptiveMemory:
             # collect at a boundary (an OOM's window was discarded and released already).
             release_memory(collect=False)
         self.state = changed(self.state, step)
-        before, after = change.before, change.after
-        mem_after = self.model.predict(after.micro_batch)
-        severity: Severity = "warning" if change.kind in ("shrink", "oom") else "info"
-        adapted = MemoryAdapted(
-            kind=change.kind,
-            reason=change.reason,
-            step=step if named_step is None else named_step,
-            from_micro_batch=before.micro_batch,
-            to_micro_batch=after.micro_batch,
-            from_grad_accum=before.grad_accum,
-            to_grad_accum=after.grad_accum,
-            mem_before=mem_before,
-            mem_after_predicted=mem_after,
-            mem_budget=self.budget,
-            mem_kind=self.probe.kind,
-            mem_resident_after=mem_resident_after,
-        )
+        mem_after = self.model.predict(change.after.micro_batch, self.seq_len)
+        named = step if named_step is None else named_step
         self.link.event(
-            adapted,
-            f"micro-batch {before.micro_batch}x{before.grad_accum} -> {after.micro_batch}x{after.grad_accum} "
-            f"at step {adapted.step} ({change.kind}: {change.reason})",
-            severity=severity,
+            *adapted_event(
+                change, named, mem_before, mem_after, self.budget, self.probe.kind, mem_resident_after
+            )
         )
-        self._save_history(after)
+        self.record.keep(change.after, self.state.history)
 
     def _recover(self, err: BaseException, step: int) -> bool:
         """After an OOM in the step of 0-based index ``step``: True when the window can be
@@ -349,7 +340,8 @@ class AdaptiveMemory:
         self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
         if not redone_in_place(self.engine, self.ranks.world):
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
-            self._write_geometry(smaller or before, f"OOM at {where} in step {redone}: {err}")
+            why = f"OOM at {where} in step {redone}: {err}"
+            self.record.write(smaller or before, self.state.history, why)
             raise MemoryHalt(
                 f"out of memory at {where} in step {redone} at micro-batch {before.micro_batch} ({err}); "
                 f"restart from the newest checkpoint with micro-batch {(smaller or before).micro_batch} "
@@ -358,7 +350,7 @@ class AdaptiveMemory:
             ) from err
         discard_window(self.engine)
         if smaller is None:
-            self._write_geometry(before, f"OOM at the smallest micro-batch in step {redone}")
+            self.record.write(before, self.state.history, f"OOM at the smallest micro-batch in step {redone}")
             self._halt(
                 f"out of memory at micro-batch {before.micro_batch}, the smallest allowed, "
                 f"in step {redone} ({err})",
@@ -369,8 +361,8 @@ class AdaptiveMemory:
         self._apply(
             change, step, mem_before=peak, mem_resident_after=self.probe.resident(), named_step=redone
         )
-        self.predicted = self.model.predict(smaller.micro_batch)
-        self._begin_window(None)
+        self.predicted = self.model.predict(smaller.micro_batch, self.seq_len)
+        self.sampler.begin(None)
         return True
 
     def _halt_for_floor(self, step: int, detail: str) -> None:
@@ -387,18 +379,8 @@ class AdaptiveMemory:
         self.link.event(why, reason)
 
     def _level_event(self, previous: str, step: int, expected: int) -> None:
-        level = self.state.level
-        severities: dict[str, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
-        severity = severities[level]
-        self.link.event(
-            MemoryLevel(
-                step=step, level=level, previous=previous, expected_peak=expected, mem_budget=self.budget
-            ),
-            f"memory {previous} -> {level} at step {step}: "
-            f"expected peak {expected / self.budget:.0%} of the budget ({self._room_share(expected):.0%} "
-            "of the usable room)",
-            severity=severity,
-        )
+        share = self._room_share(expected)
+        self.link.event(*level_event(previous, self.state.level, step, expected, self.budget, share))
 
     def _baseline(self) -> int:
         """Bytes no micro-batch changes (measured; model states until the first reading)."""
@@ -408,32 +390,3 @@ class AdaptiveMemory:
     def _room_share(self, peak: int) -> float:
         baseline = self._baseline()
         return (peak - baseline) / max(1, self.budget - baseline)
-
-    def _write_geometry(self, geometry: Geometry, reason: str | None) -> None:
-        """memory.json: ``geometry`` and the history; ``reason`` only for an OOM's."""
-        if self.geometry_file is not None:
-            write_geometry(self.geometry_file, geometry, self.state.history, reason)
-            self._saved_history = self.state.history
-
-    def _save_history(self, geometry: Geometry) -> None:
-        """Rank 0 keeps memory.json in step with the geometry and the history (every rank
-        holds the same: each controller decides on the same numbers). Only what changed is
-        written: with adaptive memory off the history moves only when an OOM is redone in
-        place (no "reason": the attempt goes on, nothing for the supervisor to report)."""
-        if self.ranks.rank == 0 and self.state.history is not self._saved_history:
-            self._write_geometry(geometry, None)
-
-    def _begin_window(self, resident: int | None) -> None:
-        """A new per-step peak (from ``resident``, bytes read just now, if given)."""
-        self.probe.begin_step(resident)
-        self._sampled = False
-
-    def _after_forward(self, _module: torch.nn.Module, _inputs: Any, _output: Any) -> None:
-        """CPU forward hook: all of a micro-batch's activations are alive now. One RSS read
-        per step; one per forward with ``cpu_enforce``, where each forward is a check."""
-        if self._sampled and not self.cpu_enforce:
-            return
-        self._sampled = True
-        rss = self.probe.note()
-        if self.cpu_enforce and rss > self.budget:
-            raise MemoryError(f"cpu-rss {rss} bytes over the budget of {self.budget} bytes")

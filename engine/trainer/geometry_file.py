@@ -61,3 +61,29 @@ def write_geometry(path: Path, geometry: Geometry, history: SizeHistory, reason:
         data["reason"] = reason
     data["history"] = history.as_json()
     replace_atomically(path, (json.dumps(data) + "\n").encode("utf-8"))
+
+
+class GeometryRecord:
+    """A trainer's memory.json: written at an OOM's end (with its reason), and kept by rank 0
+    in step with the geometry and the history (every rank holds the same: each controller
+    decides on the same numbers). Only what changed is written: with adaptive memory off the
+    history moves only when an OOM is redone in place (no "reason": the attempt goes on,
+    nothing for the supervisor to report)."""
+
+    def __init__(self, path: Path | None, rank: int) -> None:
+        self.path = path
+        """None: nothing is written (a bench, a test without a run directory)."""
+        self.rank = rank
+        self._saved: SizeHistory | None = None
+        """The history the file holds (None: not written by this attempt)."""
+
+    def write(self, geometry: Geometry, history: SizeHistory, reason: str | None) -> None:
+        """``geometry`` and ``history``; ``reason`` only for an OOM that ends the attempt."""
+        if self.path is not None:
+            write_geometry(self.path, geometry, history, reason)
+            self._saved = history
+
+    def keep(self, geometry: Geometry, history: SizeHistory) -> None:
+        """Rank 0: the file in step with ``geometry`` and ``history`` when the history moved."""
+        if self.rank == 0 and history is not self._saved:
+            self.write(geometry, history, None)

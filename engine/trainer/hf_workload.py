@@ -11,8 +11,14 @@ trained on a local text or JSONL file (``[hf]`` in the run config).
   (step, micro) draws windows of ``model.seq_len + 1`` tokens at offsets that are a pure
   function of (seed, step, micro). A resumed run gets exactly the batches an uninterrupted
   one would have had (the same sampler as the built-in byte corpus).
+- With ``hf.packing = false`` each sample is one document instead, padded to the
+  micro-batch's longest (``engine.trainer.document_corpus``): lengths vary by step.
 - The loss is the mean next-token cross-entropy in nats per token, computed here from the
-  model's logits (fp32), so the batch is the same ``(x, y)`` pair as the built-in workload's.
+  model's logits (fp32), so the batch is the same ``(x, y)`` pair as the built-in workload's;
+  labels of -100 (padding) are left out of the mean.
+- ``train.activation_checkpointing`` turns on the model's own switch,
+  ``gradient_checkpointing_enable`` (non-reentrant, as the built-in model's); a model class
+  without one is a ``WorkloadError`` that names the key.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from torch import nn
 from engine.config import RunConfig
 from engine.memory.transformer_shape import ShapeError, TransformerShape, from_hf_config
 from engine.trainer.corpus import ByteCorpus
+from engine.trainer.document_corpus import IGNORE_INDEX, DocumentCorpus
 from engine.trainer.token_cache import load_tokens
 from engine.trainer.workload import Workload, WorkloadError
 
@@ -65,12 +72,20 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
     model_dir = _checked_dir(Path(hf.model_dir))
     tokenizer = _tokenizer(transformers, model_dir)
     lm = _model(transformers, model_dir, config.seed)
+    lm.train()  # from_pretrained leaves it in eval mode: no dropout, no checkpointing
+    if config.train.activation_checkpointing:
+        _enable_checkpointing(lm, model_dir)
     limit = getattr(lm.config, "max_position_embeddings", None) or getattr(lm.config, "n_positions", None)
     if limit is not None and config.model.seq_len > int(limit):
         raise WorkloadError(
             f"model.seq_len {config.model.seq_len} is longer than {model_dir}/config.json allows ({limit})"
         )
     tokens = load_tokens(Path(hf.data), tokenizer, hf.text_key, cache_dir)
+    log.info("hf model %s: %d parameters; %d tokens of %s", model_dir, _count(lm), len(tokens), hf.data)
+    if not hf.packing:
+        return _documents(
+            config, CausalLmLoss(lm), tokenizer, tokens, _shape(lm, model_dir, config.model.seq_len)
+        )
     split = int(len(tokens) * (1.0 - HELDOUT_FRACTION))
     if split <= config.model.seq_len + 1 or len(tokens) - split <= config.model.seq_len + 1:
         raise WorkloadError(
@@ -79,7 +94,6 @@ def hf_workload(config: RunConfig, cache_dir: Path) -> Workload:
     corpus = ByteCorpus(
         train=tokens[:split], heldout=tokens[split:], seq_len=config.model.seq_len, seed=config.seed
     )
-    log.info("hf model %s: %d parameters; %d tokens of %s", model_dir, _count(lm), len(tokens), hf.data)
     return Workload(
         model=CausalLmLoss(lm),
         batch=corpus.batch,
@@ -99,6 +113,27 @@ def _shape(lm: Any, model_dir: Path, seq_len: int) -> TransformerShape | None:
             "hf model %s: shape not understood (%s): MFU from 6N, activations learned", model_dir, err
         )
         return None
+
+
+def _documents(
+    config: RunConfig, model: nn.Module, tokenizer: Any, tokens: torch.Tensor, shape: TransformerShape | None
+) -> Workload:
+    """``hf.packing = false``: one document per sample, the micro-batch padded to its longest."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise WorkloadError("hf.packing = false: the tokenizer has no end-of-text token to find documents by")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    seq_len = config.model.seq_len
+    corpus = DocumentCorpus.of(tokens, eos, seq_len, config.seed, pad, HELDOUT_FRACTION)
+    return Workload(
+        model=model,
+        batch=corpus.batch,
+        tokens_per_sample=seq_len,
+        eval_batch=corpus.heldout_batch,
+        lengths=corpus.lengths,
+        pad=(pad, IGNORE_INDEX),
+        shape=shape,  # planned at the longest sample, model.seq_len
+    )
 
 
 def _transformers() -> Any:
@@ -140,6 +175,22 @@ def _model(transformers: Any, model_dir: Path, seed: int) -> nn.Module:
         return auto.from_config(config, torch_dtype=torch.float32)
     except (OSError, ValueError, KeyError) as err:
         raise WorkloadError(f"hf.model_dir {model_dir}: cannot build the causal LM: {err}") from None
+
+
+def _enable_checkpointing(lm: nn.Module, model_dir: Path) -> None:
+    """The model's own per-layer recomputation (``use_reentrant=False``: works under
+    ZeRO-3's parameter hooks and replays dropout's RNG)."""
+    name = type(lm).__name__
+    if not getattr(lm, "supports_gradient_checkpointing", False):
+        raise WorkloadError(
+            f"train.activation_checkpointing: {name} (hf.model_dir {model_dir}) does not support "
+            "gradient checkpointing; turn the key off for this model"
+        )
+    try:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # type: ignore[operator]
+    except (ValueError, NotImplementedError) as err:
+        raise WorkloadError(f"train.activation_checkpointing: {name} refused it: {err}") from None
+    log.info("hf model %s: activation checkpointing on (the model's gradient checkpointing)", name)
 
 
 def _count(module: nn.Module) -> int:

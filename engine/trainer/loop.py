@@ -17,7 +17,8 @@ Reads top to bottom::
           evaluate           a held-out loss every eval.every_steps steps (evaluation)
           exchange_memory()  several ranks: every rank's memory, every rank_report_every steps
           collect_sealed()   report a checkpoint sealed in the background meanwhile
-          maybe_checkpoint() every checkpoint.every_steps (the write; the seal goes on behind)
+          maybe_checkpoint() every checkpoint.every_steps, or as the auto cadence decides
+                             (the write; the seal goes on behind)
       final checkpoint (sealed before exit), trainer_finished
 
 ``train_step`` is the whole of the DeepSpeed work; everything else is bookkeeping that
@@ -35,7 +36,6 @@ from typing import Any, Literal
 
 import torch
 
-from engine.checkpoints import selection as checkpoint_policy
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
 from engine.events import (
@@ -65,13 +65,15 @@ from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import exchange_memory
 from engine.trainer.sample_window import for_rank
+from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
+from engine.trainer.step_lengths import StepLengths
 from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
-from engine.trainer.workload import BatchFn, load_workload
+from engine.trainer.workload import BatchFn, Workload, load_workload
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,7 @@ def _train(
     store = checkpoint.store_for(config, run)
     on_load = lambda tag: phases.enter("loading_checkpoint", tag=tag)  # noqa: E731
     resumed = checkpoint.resume(engine, store, allow_fresh, link, ranks, before_load=on_load)
+    lengths = step_lengths(config, workload)
     training = Training(
         config=config,
         engine=engine,
@@ -134,6 +137,8 @@ def _train(
             attempt,
             overflow_count=int(resumed.client_state.get("overflow_count", 0)) if resumed else 0,
             meter=build_meter(config, description, engine.device, world_size()),
+            lengths=lengths,
+            tokens=trained_tokens(lengths, resumed.client_state if resumed else {}, int(engine.global_steps)),
         ),
         run=run,
         last_saved_step=resumed.step if resumed else -1,
@@ -145,6 +150,8 @@ def _train(
     announce_start(training, attempt, resumed)
     training.memory = attach_memory(training)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
+    carried = dict(resumed.client_state.get("cadence") or {}) if resumed else {}
+    training.cadence = SaveCadence(config.checkpoint, ranks, link, int(engine.global_steps), carried)
     phases.enter("first_step")  # over when its StepReport arrives
 
     try:
@@ -174,7 +181,7 @@ def run_steps(training: Training, until: int) -> None:
     agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory = training.memory = training.memory or attach_memory(training)
     # a step's samples whatever the geometry; each rank its own share of them
-    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world))
+    batch = memory.batches(for_rank(training.workload.batch, ranks.rank, ranks.world), training.workload.pad)
     directives = training.directives = training.directives or attach_directives(training)
     chaos = training.chaos = training.chaos or ChaosInjections(
         engine, memory, training.link, config.train.precision
@@ -182,6 +189,7 @@ def run_steps(training: Training, until: int) -> None:
     metrics = training.metrics = training.metrics or WorkloadMetrics(training.link, ranks)
     evaluator = training.evaluator = training.evaluator or attach_evaluator(training, metrics)
     report_every = config.train.rank_report_every
+    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -204,6 +212,7 @@ def run_steps(training: Training, until: int) -> None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
+        cadence.note_step(step_time_s)
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if ranks.world > 1 and engine.global_steps % report_every == 0:
@@ -283,18 +292,10 @@ def report_step(
 
 
 def maybe_checkpoint(training: Training) -> None:
-    """Save every ``checkpoint.every_steps`` steps and/or ``checkpoint.every_minutes``."""
-    ck = training.config.checkpoint
-    due = checkpoint_policy.save_due(
-        int(training.engine.global_steps),
-        training.last_saved_step,
-        time.monotonic() - training.last_saved_at,
-        ck.every_steps,
-        ck.every_minutes,
-    )
-    if ck.every_minutes and training.ranks.world > 1:
-        due = bool(training.ranks.max_ints([due])[0])  # clocks differ: any rank's "due" counts
-    if training.run is not None and due:
+    """Save when the cadence says (``checkpoint.every_steps``, fixed or auto, and/or minutes)."""
+    since_s = time.monotonic() - training.last_saved_at
+    step, cadence = int(training.engine.global_steps), training.cadence
+    if training.run is not None and cadence and cadence.due(step, training.last_saved_step, since_s):
         save_checkpoint(training)
 
 
@@ -320,6 +321,8 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     if saved.status in ("saved", "sealing"):
         training.last_saved_step = saved.step  # every rank: the cadence counts from here
         training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
+        if background and training.cadence is not None:  # the cadence's saves, not the final one
+            training.cadence.after_save(saved.step, stall_s, store if training.ranks.leader else None)
     if saved.status == "sealing":
         training.sealing_stall_s = stall_s
         return
@@ -362,8 +365,10 @@ def client_state(training: Training) -> dict[str, Any]:
         "grad_accum": int(engine.gradient_accumulation_steps()),
         "world_size": training.telemetry.world_size,
         "overflow_count": training.telemetry.overflow_count,
+        "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
         "attempt": training.telemetry.attempt,
         "directives": dict(training.directives.effective) if training.directives else {},
+        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
     }
 
 
@@ -381,12 +386,11 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         geometry_file=training.run.geometry_file if training.run is not None else None,
         ranks=training.ranks,
         description=training.described(),
+        lengths=training.telemetry.lengths,
     )
     if training.run is not None:  # what each OOM leaves in RUN_DIR/oom/ (a bench keeps none)
-        attempt, described = training.telemetry.attempt, training.described()
-        memory.forensics = OomForensics.for_run(
-            training.config, training.run.path, attempt, memory, described
-        )
+        run_facts = (training.config, training.run.path, training.telemetry.attempt)
+        memory.forensics = OomForensics.for_run(*run_facts, memory, training.described())
     return memory
 
 
@@ -403,6 +407,21 @@ def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
         training.telemetry,
         metrics.screen,
     )
+
+
+def step_lengths(config: RunConfig, workload: Workload) -> StepLengths | None:
+    """Each step's tokens, when the workload's sequence lengths vary."""
+    if workload.lengths is None:
+        return None
+    return StepLengths(workload.lengths, config.train.micro_batch, config.train.global_batch)
+
+
+def trained_tokens(lengths: StepLengths | None, client_state: dict[str, Any], step: int) -> int:
+    """Tokens trained before ``step`` (varying lengths): the checkpoint's count, else summed."""
+    if lengths is None:
+        return 0
+    saved = client_state.get("tokens")
+    return int(saved) if isinstance(saved, int) and saved > 0 else lengths.tokens_before(step)
 
 
 def attach_directives(training: Training) -> DirectiveApplier:

@@ -4,6 +4,12 @@ Token + learned position embedding, ``n_layer`` pre-LN blocks of causal self-att
 (``F.scaled_dot_product_attention``) and a 4x GELU MLP, a final LayerNorm and a head tied
 to the token embedding. ``forward(x, y)`` returns the mean cross-entropy in nats per byte,
 so DeepSpeed's ``engine(x, y)`` is the loss.
+
+With ``checkpointing`` (``train.activation_checkpointing``) each block keeps only its input
+in forward and recomputes the rest in backward (``torch.utils.checkpoint``, non-reentrant:
+it works under ZeRO-3's parameter hooks). The RNG state is saved with each block's input and
+restored for the recompute, so dropout draws the same masks twice and a run's losses and
+gradients match those of a run without checkpointing.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from engine.config import ModelConfig
 
@@ -92,9 +99,11 @@ class Block(nn.Module):
 
 
 class ByteTransformer(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, checkpointing: bool = False) -> None:
         super().__init__()
         self.config = config
+        self.checkpointing = checkpointing
+        """Recompute each block in backward instead of keeping its activations."""
         self.tok_emb = nn.Embedding(VOCAB_SIZE, config.d_model)
         self.pos_emb = nn.Embedding(config.seq_len, config.d_model)
         self.drop = nn.Dropout(config.dropout)
@@ -120,8 +129,10 @@ class ByteTransformer(nn.Module):
         """x: int64 (batch, time) -> logits (batch, time, 256)."""
         pos = torch.arange(x.shape[1], device=x.device)
         h = self.drop(self.tok_emb(x) + self.pos_emb(pos))
+        recompute = self.checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            h = block(h)
+            # preserve_rng_state (the default): the recompute replays this forward's dropout
+            h = checkpoint(block, h, use_reentrant=False) if recompute else block(h)
         return self.head(self.ln_f(h))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

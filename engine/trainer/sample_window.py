@@ -6,12 +6,15 @@ geometry, the optimizer must still see the same samples in that step (the config
 so the trainer asks for them through a ``SampleWindow``: the step's ``global_batch / world``
 samples are numbered 0..n-1 and drawn in blocks of the configured (base) micro-batch;
 micro-batch ``k`` of size ``m`` is samples ``k*m .. k*m+m-1``, cut from (or joined across)
-those blocks. At the base micro-batch the workload is called directly (no copy).
+those blocks. At the base micro-batch the workload is called directly (no copy). Blocks
+of different lengths (a workload whose sequence lengths vary) are joined by padding the
+shorter ones' last dimension with the workload's ``pad`` value for that tensor.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from engine.trainer.workload import BatchFn
 
@@ -38,9 +41,11 @@ class SampleWindow:
     is drawn once).
     """
 
-    def __init__(self, batch: BatchFn, base_micro_batch: int) -> None:
+    def __init__(self, batch: BatchFn, base_micro_batch: int, pad: tuple[int, ...] | None = None) -> None:
         self.batch = batch
         self.base = base_micro_batch
+        self.pad = pad
+        """Per tensor, the value that pads a shorter block when blocks are joined."""
         self._cached: tuple[int, int, Batch] | None = None  # (step, block, tensors)
 
     def __call__(self, step: int, micro: int, micro_batch: int) -> Batch:
@@ -56,7 +61,9 @@ class SampleWindow:
             pieces.append(tuple(t[lo:hi] for t in tensors))
         if len(pieces) == 1:
             return pieces[0]
-        return tuple(torch.cat(parts, dim=0) for parts in zip(*pieces, strict=True))
+        columns = list(zip(*pieces, strict=True))  # per tensor of the batch, its pieces
+        pads = self.pad or (None,) * len(columns)
+        return tuple(_joined(parts, value) for parts, value in zip(columns, pads, strict=True))
 
     def _block(self, step: int, block: int) -> Batch:
         cached = self._cached
@@ -65,3 +72,13 @@ class SampleWindow:
         tensors = self.batch(step, block, self.base)
         self._cached = (step, block, tensors)
         return tensors
+
+
+def _joined(parts: tuple[torch.Tensor, ...], pad: int | None) -> torch.Tensor:
+    """``parts`` concatenated along the samples, the shorter padded to the longest at the end."""
+    width = max(t.shape[-1] for t in parts) if parts[0].dim() > 1 else 0
+    if all(t.dim() < 2 or t.shape[-1] == width for t in parts):
+        return torch.cat(parts, dim=0)
+    if pad is None:
+        raise ValueError("the workload's batches differ in length in a step: give Workload.pad to join them")
+    return torch.cat([F.pad(t, (0, width - t.shape[-1]), value=pad) for t in parts], dim=0)

@@ -52,9 +52,12 @@ def announce_start(training: Training, attempt: int, resumed: checkpoint.Resumed
         resumed_from_step=resumed.step if resumed else None,
         planned_memory=planned_memory(config, description, training.telemetry.world_size, device),
         model_description=description.as_wire(),
+        activation_checkpointing=config.train.activation_checkpointing,
         **training.telemetry.peak_fields(),
     )
+    recompute = ", activation checkpointing on" if started.activation_checkpointing else ""
     training.link.event(
         started,
-        f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}; {description.words}",
+        f"attempt {attempt} on {device}, step {engine.global_steps} of {config.steps}{recompute}; "
+        f"{description.words}",
     )

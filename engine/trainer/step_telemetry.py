@@ -7,6 +7,9 @@ Where DeepSpeed keeps the numbers (0.19.8; see shared/DEEPSPEED-NOTES.md):
   stores it still multiplied by the loss scale, so it is divided by the step's scale here.
   Plain fp32 at stage 0 computes none (None).
 - overflow: ``engine.was_step_applied()`` is False when fp16 skipped the step.
+
+Tokens are ``tokens_per_sample`` per sample, or, when sequence lengths vary, the tokens
+each step trained (``StepLengths``, padding left out), counted every step.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 from engine.domain import RankMemory, TelemetrySample
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import MfuMeter
+from engine.trainer.step_lengths import StepLengths
 
 _SCALED_NORM_OPTIMIZERS = {"FP16_UnfusedOptimizer"}  # report grad norm x loss scale
 
@@ -59,8 +63,16 @@ class StepTelemetry:
         attempt: int,
         overflow_count: int = 0,
         meter: MfuMeter | None = None,
+        lengths: StepLengths | None = None,
+        tokens: int = 0,
     ) -> None:
         self.engine = engine
+        self.lengths = lengths
+        """The tokens of each step when sequence lengths vary (None: tokens_per_sample each)."""
+        self.tokens = tokens
+        """With ``lengths``: tokens trained so far in the run (restored on resume)."""
+        self.step_tokens = 0
+        """With ``lengths``: tokens the last step trained (over every rank)."""
         self.meter = meter
         """FLOPs per token and the device's peak: MFU per step (None: not reported)."""
         self.probe = probe
@@ -91,6 +103,9 @@ class StepTelemetry:
         """Count this step's overflow (every step, reported or not); True if it overflowed."""
         overflow = not self.engine.was_step_applied()
         self.overflow_count += overflow
+        if self.lengths is not None:
+            self.step_tokens = self.lengths.tokens(int(self.engine.global_steps) - 1)  # the step just done
+            self.tokens += self.step_tokens
         return overflow
 
     def sample(
@@ -107,7 +122,13 @@ class StepTelemetry:
         ``metrics``: the workload's own scalars, screened (``step_metrics``)."""
         engine = self.engine
         samples = engine.global_samples  # over all ranks, restored on resume
-        step_tokens = engine.train_batch_size() * self.tokens_per_sample
+        if self.lengths is None:
+            step_tokens, tokens = (
+                engine.train_batch_size() * self.tokens_per_sample,
+                samples * self.tokens_per_sample,
+            )
+        else:
+            step_tokens, tokens = self.step_tokens, self.tokens
         memory = self.probe.read()
         stall, self.checkpoint_stall_s = self.checkpoint_stall_s, None
         eval_s, self.eval_s = self.eval_s, None
@@ -119,7 +140,7 @@ class StepTelemetry:
             ts=time.time(),
             attempt=self.attempt,
             samples=samples,
-            tokens=samples * self.tokens_per_sample,
+            tokens=tokens,
             loss=loss,
             lr=lr,
             grad_norm=None if overflow else _finite_or_none(grad_norm(engine, scale_during_step)),

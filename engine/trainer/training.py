@@ -17,6 +17,7 @@ from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.evaluation import Evaluator
 from engine.trainer.link import Link
 from engine.trainer.rank_group import RankGroup
+from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.step_metrics import WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry
 from engine.trainer.workload import Workload
@@ -48,6 +49,8 @@ class Training:
     """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
     sealing_stall_s: float = 0.0
     """What the save now being sealed stalled training (s), reported when the seal ends."""
+    cadence: SaveCadence | None = None
+    """When to save (``checkpoint.every_steps``, fixed or auto); built by ``run_steps``."""
     chaos: ChaosInjections | None = None
     """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
     metrics: WorkloadMetrics | None = None

@@ -34,11 +34,26 @@ Rules:
   layers, width, heads, sequence, vocabulary) for the FLOPs per token, the memory prior
   and the plan; without it the model is known by its parameter count alone (MFU from 6N,
   activations learned from measured peaks).
+- Sequence lengths may vary by step (documents of their real length, a length that grows
+  over the run). Then give ``lengths(step, micro, micro_batch)``: the tokens each sample of
+  that batch trains (int64, shape (micro_batch,)), a pure function like ``batch`` and cheap
+  (no batch built): the memory controller reads the coming step's longest before the step
+  (and shrinks the micro-batch when it would not fit), and tokens and tokens/s count these.
+  A batch is padded to its longest sample; ``pad`` gives each tensor's padding value (the
+  inputs' pad token, -100 for labels the loss ignores) for when the trainer joins two
+  batches of different lengths into one micro-batch.
 - ``lr_scheduler`` (optional) brings your own LR schedule: called once with the optimizer
   (``deepspeed.initialize(lr_scheduler=...)``), it returns a scheduler that DeepSpeed
   steps after every applied optimizer step. It replaces memtui's warm-up + cosine schedule
   (and a deepspeed_config ``scheduler``). An lr directive multiplies the lr it sets,
   without compounding, and telemetry reports the lr the optimizer used.
+- ``config.train.activation_checkpointing``: when it is true, your model should recompute
+  its activations in backward instead of keeping them, e.g. each block through
+  ``torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)`` (non-reentrant: it
+  works under ZeRO-3 and keeps dropout's masks), or a Hugging Face model's
+  ``gradient_checkpointing_enable()``. memtui cannot do it for you (it does not know where
+  your blocks are) but plans and predicts memory as if you did; the built-in and ``[hf]``
+  models honour it.
 - The function is imported in the trainer process (``module:function``, with
   ``workload_dir`` first on ``sys.path``: by default the config file's directory, or
   where ``memtui run`` was started) and called once with the ``RunConfig``.
@@ -59,6 +74,8 @@ from engine.memory.transformer_shape import TransformerShape, from_model_config
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]
 """(step, micro, micro_batch) -> the tensors passed to ``model(*batch)``."""
+LengthsFn = Callable[[int, int, int], torch.Tensor]
+"""(step, micro, micro_batch) -> int64 (micro_batch,): tokens each sample of that batch trains."""
 
 
 @dataclass
@@ -75,6 +92,10 @@ class Workload:
     """Optional optimizer -> LR scheduler (stepped once per applied optimizer step)."""
     shape: TransformerShape | None = None
     """Optional: the model's shape (the parameter count is taken from the module)."""
+    lengths: LengthsFn | None = None
+    """Optional (step, micro, micro_batch) -> tokens each sample trains (varying lengths)."""
+    pad: tuple[int, ...] | None = None
+    """Per tensor of a batch, the value its shorter samples are padded with (varying lengths)."""
 
 
 class WorkloadError(RuntimeError):
@@ -85,15 +106,18 @@ def builtin_workload(config: RunConfig) -> Workload:
     """The byte-level transformer on the standard library's source."""
     from engine.trainer.corpus import ByteCorpus
     from engine.trainer.model import ByteTransformer
+    from engine.trainer.sequence_growth import SequenceGrowth
 
-    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed)
+    growth = SequenceGrowth.of(config.model)
+    corpus = ByteCorpus.load(seq_len=config.model.seq_len, seed=config.seed, growth=growth)
     m = config.model
     return Workload(
-        model=ByteTransformer(m),
+        model=ByteTransformer(m, checkpointing=config.train.activation_checkpointing),
         batch=corpus.batch,
         tokens_per_sample=m.seq_len,
         eval_batch=corpus.heldout_batch,
         shape=from_model_config(m.n_layer, m.n_head, m.d_model, m.seq_len),
+        lengths=corpus.lengths if growth is not None else None,
     )
 
 

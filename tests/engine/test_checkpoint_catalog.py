@@ -23,6 +23,7 @@ from engine.checkpoints.catalog import (
 )
 from engine.checkpoints.manifest import MANIFEST_NAME, verify_tag
 from engine.checkpoints.store import CheckpointStore
+from engine.checkpoints.verification_record import RECORD_NAME
 
 
 def save(store: CheckpointStore, step: int):
@@ -52,8 +53,10 @@ def test_each_kind_of_tag_dir_is_listed_as_what_it_is(directory: Path) -> None:
         ("global_step10", "half-written"),
     ]
     assert "dangling.pt" in (rows["global_step20"].problem or "")
-    assert rows["global_step30.pruning"].size_bytes == 4096 + 512 + len(
-        (directory / "global_step30.pruning" / MANIFEST_NAME).read_bytes()
+    pruning = directory / "global_step30.pruning"
+    extras = [MANIFEST_NAME, RECORD_NAME]  # the manifest and the seal's verification record
+    assert rows["global_step30.pruning"].size_bytes == 4096 + 512 + sum(
+        len((pruning / name).read_bytes()) for name in extras
     )
     assert rows["global_step50.staging"].size_bytes == 100 and not rows["global_step50.staging"].latest
     assert rows["global_step40"].latest and rows["global_step40"].mtime > 0

@@ -356,3 +356,17 @@ def test_config_validates_planner_fields() -> None:
     ):
         with pytest.raises(ConfigError):
             build_run_config({"policy": bad})
+
+
+def test_the_summary_carries_the_step_s_metrics_and_the_newest_eval() -> None:
+    from engine.events import EvalCompleted
+
+    summary = TelemetrySummary()
+    before = summary.of(sample(10).model_copy(update={"metrics": {"accuracy": 0.5}}), {})
+    assert before["metrics"] == {"accuracy": 0.5}
+    assert (before["eval_step"], before["eval_loss"], before["eval_metrics"]) == (None, None, {})
+    summary.last_eval = EvalCompleted(step=8, loss=2.5, batches=4, seconds=0.1, metrics={"ppl": 12.0})
+    after = json.loads(json.dumps(summary.of(sample(11), {})))  # one JSON object, as sent
+    assert (after["eval_step"], after["eval_loss"], after["eval_metrics"]) == (8, 2.5, {"ppl": 12.0})
+    summary.last_eval = EvalCompleted(step=9, loss=float("nan"), batches=4, seconds=0.1)
+    assert summary.of(sample(12), {})["eval_loss"] is None  # JSON has no NaN

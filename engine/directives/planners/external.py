@@ -58,6 +58,7 @@ class TelemetrySummary:
 
     def __init__(self) -> None:
         self.smoothed: float | None = None
+        self.last_eval: EvalCompleted | None = None
 
     def update(self, sample: TelemetrySample) -> None:
         if math.isfinite(sample.loss):
@@ -82,6 +83,17 @@ class TelemetrySummary:
             "grad_accum": sample.grad_accum,
             "world_size": sample.world_size,
             "effective": dict(effective),  # directive values applied so far
+            "metrics": dict(sample.metrics or {}),  # the workload's own scalars, screened
+            **self._eval_figures(),
+        }
+
+    def _eval_figures(self) -> dict[str, Any]:
+        """The newest eval: its step, its held-out loss and its own scalars (None before one)."""
+        last = self.last_eval
+        return {
+            "eval_step": None if last is None else last.step,
+            "eval_loss": None if last is None else _finite(last.loss),
+            "eval_metrics": {} if last is None else dict(last.metrics),
         }
 
 
@@ -155,7 +167,8 @@ class ExternalPlanner:
         self.in_flight = spawn(self.tick(summary))
 
     def on_eval(self, result: EvalCompleted) -> None:
-        """Evals are not in the per-step summary an external planner is asked about (yet)."""
+        """The newest eval goes with every later summary (``eval_step``, ``eval_loss``)."""
+        self.summary.last_eval = result
 
     async def tick(self, summary: dict[str, Any]) -> Entry | None:
         self.asked += 1
