@@ -133,6 +133,13 @@ class AlertConfig(StrictSection):
     """Smoothed loss / its best so far at which the loss is diverging."""
     loss_scale_floor: float = Field(1.0, gt=0.0)
     """fp16 loss scale at or below which the scale is at its floor."""
+    fragmentation_share: float = Field(0.3, gt=0.0, lt=1.0)
+    """CUDA: inactive split bytes / reserved bytes at which fragmentation alerts (memory the
+    budget counts but no tensor can use; ``expandable_segments`` or a steadier micro-batch
+    may help)."""
+    fragmentation_steps: int = Field(20, ge=1)
+    """Consecutive steps over ``fragmentation_share`` before the alert, and under it (less
+    the hysteresis) before it clears."""
     temperature_c: int = Field(85, ge=30, le=120)
     """GPU temperature alert (C); lowered to the GPU's slowdown threshold minus the margin."""
     temperature_margin_c: int = Field(5, ge=0)

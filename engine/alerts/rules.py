@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.alerts.fragmentation import FragmentationCount
 from engine.config import AlertConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
@@ -104,6 +105,9 @@ class AlertRules:
         self._best_loss = math.inf
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
+        self._fragments = FragmentationCount(
+            config.fragmentation_share, config.fragmentation_steps, config.hysteresis
+        )
 
     # --------------------------------------------------------------------- inputs
 
@@ -115,6 +119,7 @@ class AlertRules:
         out = self._heartbeat_back(now)
         self._last_beat = now
         out += self._memory(sample, now)
+        out += self._fragmentation(sample, now)
         out += self._throughput(sample, now)
         out += self._loss_rules(sample, now)
         out += self._loss_scale(sample, now)
@@ -211,6 +216,26 @@ class AlertRules:
             f"memory {fraction:.0%} of {'budget' if s.mem_budget else 'capacity'} ({s.mem_kind}); "
             f"alert at {cfg.memory_fraction:.0%}",
             {"fraction": round(fraction, 4), "used": used, "limit": limit, "step": s.step},
+        )
+
+    def _fragmentation(self, s: TelemetrySample, now: float) -> list[Alert]:
+        reading, cfg = self._fragments.note(s), self.config
+        if reading is None:
+            return []
+        return self._judge(
+            "memory_fragmentation",
+            reading.firing,
+            reading.clear,
+            now,
+            "warning",
+            f"memory fragmented: {reading.share:.0%} of the reserved bytes unusable for "
+            f"{cfg.fragmentation_steps} steps (alert at {cfg.fragmentation_share:.0%})",
+            {
+                "share": round(reading.share, 4),
+                "fragmented": s.mem_fragmentation,
+                "reserved": s.mem_reserved,
+                "step": s.step,
+            },
         )
 
     def _throughput(self, s: TelemetrySample, now: float) -> list[Alert]:

@@ -60,6 +60,7 @@ from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import build_meter
+from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
@@ -382,7 +383,7 @@ def client_state(training: Training) -> dict[str, Any]:
 
 def attach_memory(training: Training) -> AdaptiveMemory:
     """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
-    return AdaptiveMemory(
+    memory = AdaptiveMemory(
         training.config,
         training.engine,
         training.workload.model,
@@ -393,6 +394,10 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         description=training.described(),
         lengths=training.telemetry.lengths,
     )
+    if training.run is not None:  # what each OOM leaves in RUN_DIR/oom/ (a bench keeps none)
+        run_facts = (training.config, training.run.path, training.telemetry.attempt)
+        memory.forensics = OomForensics.for_run(*run_facts, memory, training.described())
+    return memory
 
 
 def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:

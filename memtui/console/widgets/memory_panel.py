@@ -265,7 +265,8 @@ def _gap_line(s: TelemetrySample, headroom: int | None, width: int) -> str:
     explain = " [$text-muted](reserved−allocated)[/]" if width >= WIDE_AT else ""
     fragmented = s.mem_fragmentation
     if fragmented is not None:
-        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}"
+        share = f" ({fragmented / s.mem_reserved:.0%} of reserved)" if s.mem_reserved > 0 else ""
+        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}{share}"
     return (
         f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(s.mem_reserved - s.mem_allocated)}{explain}"
         f"  [$text-muted]headroom[/] [{room_style}]{format_bytes(headroom)}[/]"
