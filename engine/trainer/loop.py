@@ -44,12 +44,12 @@ from engine.events import (
     TrainerFinished,
 )
 from engine.protocol import StepReport
-from engine.rollback import OFFSET_KEY
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.client_state import client_state, step_lengths, trained_tokens
 from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
@@ -71,11 +71,10 @@ from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
-from engine.trainer.step_lengths import StepLengths
 from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
-from engine.trainer.workload import BatchFn, Workload, load_workload
+from engine.trainer.workload import BatchFn, load_workload
 
 log = logging.getLogger(__name__)
 
@@ -359,25 +358,6 @@ def settle_sealing(training: Training) -> None:
         log.exception("reporting the last background checkpoint failed")
 
 
-def client_state(training: Training) -> dict[str, Any]:
-    """What DeepSpeed does not restore by itself (see DEEPSPEED-NOTES: Checkpoints)."""
-    engine = training.engine
-    return {
-        "step": int(engine.global_steps),  # data position: the next step draws batch(step, ...)
-        "samples": int(engine.global_samples),
-        "seed": training.config.seed,
-        "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
-        "grad_accum": int(engine.gradient_accumulation_steps()),
-        "world_size": training.telemetry.world_size,
-        "overflow_count": training.telemetry.overflow_count,
-        "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
-        "attempt": training.telemetry.attempt,
-        "directives": dict(training.directives.effective) if training.directives else {},
-        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
-        OFFSET_KEY: training.data_offset,
-    }
-
-
 # ------------------------------------------------------------------------- set-up
 
 
@@ -413,23 +393,6 @@ def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
         training.telemetry,
         metrics.screen,
     )
-
-
-def step_lengths(config: RunConfig, workload: Workload, offset: int) -> StepLengths | None:
-    """Each step's tokens, when the workload's sequence lengths vary (at the data position
-    a rollback moved the step to, as its batches are)."""
-    if workload.lengths is None:
-        return None
-    lengths = shifted(workload.lengths, offset)
-    return StepLengths(lengths, config.train.micro_batch, config.train.global_batch)
-
-
-def trained_tokens(lengths: StepLengths | None, client_state: dict[str, Any], step: int) -> int:
-    """Tokens trained before ``step`` (varying lengths): the checkpoint's count, else summed."""
-    if lengths is None:
-        return 0
-    saved = client_state.get("tokens")
-    return int(saved) if isinstance(saved, int) and saved > 0 else lengths.tokens_before(step)
 
 
 def attach_directives(training: Training) -> DirectiveApplier:
