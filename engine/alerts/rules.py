@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.alerts.straggler import StragglerWatch
 from engine.config import AlertConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
@@ -104,6 +105,7 @@ class AlertRules:
         self._best_loss = math.inf
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
+        self._stragglers = StragglerWatch(config.straggler_slower, config.hysteresis)
 
     # --------------------------------------------------------------------- inputs
 
@@ -118,6 +120,7 @@ class AlertRules:
         out += self._throughput(sample, now)
         out += self._loss_rules(sample, now)
         out += self._loss_scale(sample, now)
+        out += self._straggler(sample, now)
         return out
 
     def on_tick(self, now: float, expecting_steps: bool) -> list[Alert]:
@@ -286,6 +289,23 @@ class AlertRules:
             f"fp16 loss scale at its floor ({s.loss_scale:g}) at step {s.step}",
             {"loss_scale": s.loss_scale, "step": s.step},
         )
+
+    def _straggler(self, s: TelemetrySample, now: float) -> list[Alert]:
+        """One rule per rank (``straggler.<rank>``), judged on the samples that carry a report."""
+        out: list[Alert] = []
+        need = self.config.straggler_reports
+        for pace in self._stragglers.on_report(s.ranks or []):
+            out += self._judge(
+                f"straggler.{pace.rank}",
+                pace.slow_reports >= need,
+                pace.back_reports >= need,
+                now,
+                "warning",
+                f"rank {pace.rank} is a straggler: {pace.step_s:.3f} s of its own work per step, "
+                f"{pace.slower:.0%} above the ranks' median {pace.median_s:.3f} s",
+                {"rank": pace.rank, "step_s": pace.step_s, "median_s": pace.median_s, "step": s.step},
+            )
+        return out
 
     # -------------------------------------------------------------------- latches
 

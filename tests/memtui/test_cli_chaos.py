@@ -36,7 +36,7 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         answer = json.loads(capsys.readouterr().out)
         assert answer["run_id"] == live_run.run_id and answer["chaos_id"] == "c-fake2"
         assert answer["kind"] == "slow_steps"
-        assert answer["params"] == {"steps": 3, "delay_s": 0.5, "jitter_s": 0.05}
+        assert answer["params"] == {"steps": 3, "delay_s": 0.5, "jitter_s": 0.05, "rank": -1}
 
         assert main(["chaos", "kill", "--json"]) == 0  # a kind without parameters
         assert chaos_sent(fake)[-1].request == Kill()
