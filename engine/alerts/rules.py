@@ -26,6 +26,8 @@ from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
+HEARTBEAT_RULE = "heartbeat"
+"""No step for ``no_step_s``: the supervisor collects every rank's stacks when it fires."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ class AlertRules:
             return []
         quiet = now - self._last_beat
         return self._judge(
-            "heartbeat",
+            HEARTBEAT_RULE,
             quiet >= self.config.no_step_s,
             False,  # only a step clears it (on_step)
             now,
@@ -194,10 +196,10 @@ class AlertRules:
     # ---------------------------------------------------------------------- rules
 
     def _heartbeat_back(self, now: float) -> list[Alert]:
-        latch = self._latches.get("heartbeat")
+        latch = self._latches.get(HEARTBEAT_RULE)
         if latch is None or not latch.active:
             return []
-        return self._judge("heartbeat", False, True, now, "info", "steps resumed", {})
+        return self._judge(HEARTBEAT_RULE, False, True, now, "info", "steps resumed", {})
 
     def _memory(self, s: TelemetrySample, now: float) -> list[Alert]:
         limit = s.mem_budget or s.mem_capacity
