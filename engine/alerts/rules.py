@@ -22,12 +22,10 @@ from engine.alerts.straggler import StragglerWatch
 from engine.config import AlertConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
-from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
+from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
-HEARTBEAT_RULE = "heartbeat"
-"""No step for ``no_step_s``: the supervisor collects every rank's stacks when it fires."""
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,15 @@ import logging
 import time
 from collections.abc import Callable
 
-from engine.alerts.rules import HEARTBEAT_RULE
 from engine.domain import Event
-from engine.events import AlertRaised, RunContinued, StacksCollected, StartupPhase, TrainerHung
+from engine.events import (
+    HEARTBEAT_RULE,
+    AlertRaised,
+    RunContinued,
+    StacksCollected,
+    StartupPhase,
+    TrainerHung,
+)
 from engine.run.stack_files import STACKS_DIR
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.hang_clock import HangClock

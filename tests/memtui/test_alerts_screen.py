@@ -138,3 +138,31 @@ async def test_alert_list_opens_updates_live_and_filters(live_run: RunDir) -> No
             assert isinstance(app.screen, KeysScreen) and ("A", "Alerts") in app.screen._keys
             await pilot.press("escape")
             assert "Alerts: list" in [c[0] for c in app.palette_commands()]
+
+
+LOOP = "engine/trainer/loop.py"
+
+
+def test_a_heartbeat_alert_shows_where_each_rank_was_when_its_stacks_were_collected() -> None:
+    stacks = {
+        "attempt": 1,
+        "rule": "heartbeat",
+        "files": {"0": "stacks/x-rank0.txt", "1": "stacks/x-rank1.txt"},
+        "where": {
+            "1": "engine/trainer/loop.py:236 in train_step",
+            "0": "engine/trainer/loop.py:240 in train_step",
+        },
+        "stopped": [1],
+    }
+    events = [
+        *history(),
+        make_event(7, "stacks_collected", "stacks of 2 of 2 ranks", ts=T0 + 410, data=stacks),
+    ]
+    episodes = alert_episodes(events)
+    assert episodes[0].rule == "heartbeat" and episodes[1].where == ()  # only the heartbeat's
+    lines = plain(render_alert_list(episodes, T0 + 600)).splitlines()
+    at = next(i for i, line in enumerate(lines) if "heartbeat" in line)
+    assert [line.split("↳ ")[1] for line in lines[at + 1 : at + 3]] == [
+        f"rank 0: {LOOP}:240 in train_step",
+        f"rank 1: {LOOP}:236 in train_step (was stopped)",
+    ]
