@@ -126,6 +126,8 @@ class HangRecovery:
         quiet = self.hang.quiet_s(self._now()) or 0.0
         limit = self.hang.limit_s()
         self.hang.sign_of_life(self._now())  # one recovery per hang, however long the kill takes
+        if self._collecting is not None and not self._collecting.done():
+            await self._collecting  # the heartbeat's collection: never two rounds of signals at once
         collected = await self.collect(HUNG_RULE)
         dumped = len(collected.files) if collected is not None else 0
         last_step = self._latest_step()
