@@ -177,9 +177,10 @@ class TrainerHung(Payload):
     """The hang limit it passed (``restart.hang_s``, or derived from the run's pace)."""
     last_step: int
     stacks_log: str
-    """The log its ranks' Python stacks were written to."""
+    """Where its ranks' Python stacks were kept, relative to the run directory (``stacks``:
+    one file per rank, named in the ``stacks_collected`` just before; older runs: a log)."""
     stacks_dumped: int = 0
-    """Stack dumps found in that log (one per process asked; 0: none came in time)."""
+    """Ranks whose dump came (0: none came in time)."""
 
 
 class StacksCollected(Payload):
