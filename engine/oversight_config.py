@@ -151,6 +151,12 @@ class AlertConfig(StrictSection):
     disk_min_free_mb: int = Field(1024, ge=0)
     """MiB that must stay free on the checkpoint disk beyond the next checkpoint; on a disk
     too small for it, 5% of the disk's size (at least 16 MiB)."""
+    straggler_slower: float = Field(0.25, gt=0.0, le=10.0)
+    """Fraction above the ranks' median own step time at which a rank is slow (0.25: a
+    quarter slower); judged on each rank report (``train.rank_report_every``)."""
+    straggler_reports: int = Field(3, ge=1, le=1000)
+    """Consecutive slow rank reports before the straggler alert names the rank, and reports
+    back under the threshold (less ``hysteresis``) before it clears."""
     hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
     """Margin (a fraction) a value must come back by before an alert clears."""
     throttle_s: float = Field(300.0, ge=0.0)

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.alerts.fragmentation import FragmentationCount
+from engine.alerts.straggler import StragglerWatch
 from engine.config import AlertConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
-from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
+from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
@@ -108,6 +109,7 @@ class AlertRules:
         self._fragments = FragmentationCount(
             config.fragmentation_share, config.fragmentation_steps, config.hysteresis
         )
+        self._stragglers = StragglerWatch(config.straggler_slower, config.hysteresis)
 
     # --------------------------------------------------------------------- inputs
 
@@ -123,6 +125,7 @@ class AlertRules:
         out += self._throughput(sample, now)
         out += self._loss_rules(sample, now)
         out += self._loss_scale(sample, now)
+        out += self._straggler(sample, now)
         return out
 
     def on_tick(self, now: float, expecting_steps: bool) -> list[Alert]:
@@ -131,7 +134,7 @@ class AlertRules:
             return []
         quiet = now - self._last_beat
         return self._judge(
-            "heartbeat",
+            HEARTBEAT_RULE,
             quiet >= self.config.no_step_s,
             False,  # only a step clears it (on_step)
             now,
@@ -196,10 +199,10 @@ class AlertRules:
     # ---------------------------------------------------------------------- rules
 
     def _heartbeat_back(self, now: float) -> list[Alert]:
-        latch = self._latches.get("heartbeat")
+        latch = self._latches.get(HEARTBEAT_RULE)
         if latch is None or not latch.active:
             return []
-        return self._judge("heartbeat", False, True, now, "info", "steps resumed", {})
+        return self._judge(HEARTBEAT_RULE, False, True, now, "info", "steps resumed", {})
 
     def _memory(self, s: TelemetrySample, now: float) -> list[Alert]:
         limit = s.mem_budget or s.mem_capacity
@@ -311,6 +314,23 @@ class AlertRules:
             f"fp16 loss scale at its floor ({s.loss_scale:g}) at step {s.step}",
             {"loss_scale": s.loss_scale, "step": s.step},
         )
+
+    def _straggler(self, s: TelemetrySample, now: float) -> list[Alert]:
+        """One rule per rank (``straggler.<rank>``), judged on the samples that carry a report."""
+        out: list[Alert] = []
+        need = self.config.straggler_reports
+        for pace in self._stragglers.on_report(s.ranks or []):
+            out += self._judge(
+                f"straggler.{pace.rank}",
+                pace.slow_reports >= need,
+                pace.back_reports >= need,
+                now,
+                "warning",
+                f"rank {pace.rank} is a straggler: {pace.step_s:.3f} s of its own work per step, "
+                f"{pace.slower:.0%} above the ranks' median {pace.median_s:.3f} s",
+                {"rank": pace.rank, "step_s": pace.step_s, "median_s": pace.median_s, "step": s.step},
+            )
+        return out
 
     # -------------------------------------------------------------------- latches
 

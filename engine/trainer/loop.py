@@ -65,7 +65,7 @@ from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
-from engine.trainer.rank_memory import exchange_memory
+from engine.trainer.rank_memory import RankPace, exchange_memory
 from engine.trainer.sample_window import for_rank
 from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
@@ -209,18 +209,20 @@ def run_steps(training: Training, until: int) -> None:
         scale = loss_scale(engine)  # the scale this step's backward uses
         sums = StepMetrics()  # this step's own: a step chaos skips reports none
         started = time.perf_counter()
+        training.pace.start()  # before chaos's delay: a slowed rank's own time includes it
 
-        step_fn = functools.partial(train_step, sums=sums)
+        step_fn = functools.partial(train_step, sums=sums, pace=training.pace)
         loss = chaos.run_step(memory, step_fn, engine, batch, step)  # an OOM: shrink, redo the window
         if loss is None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
         cadence.note_step(step_time_s)
+        training.pace.finish()
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if ranks.world > 1 and engine.global_steps % report_every == 0:
-            training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
+            training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe, training.pace)
         if engine.global_steps % config.log_every == 0:
             named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
             report_step(training, loss, lr, scale, overflow, step_time_s, named)
@@ -229,12 +231,15 @@ def run_steps(training: Training, until: int) -> None:
         maybe_checkpoint(training)
 
 
-def train_step(engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None = None) -> torch.Tensor:
+def train_step(
+    engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None = None, pace: RankPace | None = None
+) -> torch.Tensor:
     """One optimizer step: grad_accum x (forward, backward), the optimizer at the boundary.
 
     Returns the mean loss over the micro-batches, a detached 0-dim tensor (no host sync).
     The workload's own scalars (a forward returning ``(loss, {name: value})``) are summed
-    into ``sums``, on the device; a window redone after an OOM starts them afresh.
+    into ``sums``, on the device; a window redone after an OOM starts them afresh. ``pace``
+    is told when the boundary micro-batch's backward (the gradient all-reduce) begins.
     """
     if sums is not None:
         sums.start()
@@ -247,6 +252,8 @@ def train_step(engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None 
         loss, named = split_output(engine(*inputs))  # the scalar loss (and the workload's scalars)
         if sums is not None and named:
             sums.add(named)
+        if pace is not None and micro == grad_accum - 1:
+            pace.at_collective()  # the rest of the step waits for every rank
         engine.backward(scaled_for_backward(engine, loss, manual_scale))  # also divides by grad_accum
         engine.step()  # only steps the optimizer at the accumulation boundary
         total += loss.detach().float()
