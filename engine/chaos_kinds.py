@@ -6,7 +6,7 @@ from the same fields, and a bad value is refused naming the field. ``performer``
 carries a kind out: the supervisor itself (kill, preempt, corrupt the newest checkpoint,
 drop the consoles, a planner storm) or the trainer at its next step boundary, through the
 same hooks the start-time environment variables use (memory pressure, an OOM, NaN loss,
-an overflow burst, slow steps, a full disk). Torch-free: both sides read it.
+an overflow burst, a loss spike, slow steps, a full disk). Torch-free: both sides read it.
 """
 
 from __future__ import annotations
@@ -79,6 +79,21 @@ class Overflow(_Request):
     """Optimizer steps that overflow in a row."""
 
 
+class Spike(_Request):
+    title = "loss spike"
+    description = (
+        "one poisoned optimizer step: its loss is multiplied in the forward pass, so its "
+        "gradients (and the optimizer's moments) take the blow as a real bad batch does"
+    )
+    performer = "trainer"
+    kind: Literal["spike"] = "spike"
+    factor: float = Field(1000.0, ge=1.0, le=1e6, allow_inf_nan=False)
+    """What the step's loss is multiplied by (the loss it reports, trains on and backpropagates)."""
+
+
+EVERY_RANK = -1  # a slow_steps request's rank that slows every rank (a form shows ints only)
+
+
 class SlowSteps(_Request):
     title = "slow steps"
     description = "each of a number of steps takes longer (added latency with jitter)"
@@ -90,6 +105,8 @@ class SlowSteps(_Request):
     """Seconds added to each of them."""
     jitter_s: float = Field(0.05, ge=0.0, le=600.0, allow_inf_nan=False)
     """Up to this many seconds more, drawn at random per step."""
+    rank: int = Field(EVERY_RANK, ge=EVERY_RANK, le=65535)
+    """Only this (global) rank is slowed, a straggler the others wait for; -1: every rank."""
 
 
 class DiskFull(_Request):
@@ -153,6 +170,7 @@ ChaosRequest = Annotated[
     | Oom
     | NanLoss
     | Overflow
+    | Spike
     | SlowSteps
     | DiskFull
     | Kill
@@ -173,6 +191,7 @@ ChaosKind = Literal[
     "oom",
     "nan_loss",
     "overflow",
+    "spike",
     "slow_steps",
     "disk_full",
     "kill",

@@ -61,6 +61,7 @@ from engine.protocol_framing import (
     read_line,
     wire_size,
 )
+from engine.rollback import Rollback
 
 __all__ = ["MAX_LINE_BYTES", "STREAM_LIMIT", "LineTooLong", "ProtocolError", "encode", "read_line"]
 
@@ -180,6 +181,8 @@ class DirectiveView(_Message):
     """The telemetry the planner read to suggest it, one figure a line."""
     effect: DirectiveEffect | None = None
     """Once applied: the steps after against the steps before (loss slope, tokens/s, ...)."""
+    rollback: Rollback | None = None
+    """A rollback's tag and skip (then ``requested`` is empty): the trainer restarts from the tag."""
 
 
 class Approve(_Message):

@@ -11,6 +11,7 @@ the policy moved or refused what was asked. Textual-free.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from engine.domain import DIRECTIVE_FIELDS, DirectiveField
 from memtui.formatting import format_float
@@ -57,15 +58,26 @@ def change_phrase(
     return phrase
 
 
+def rollback_phrase(rollback: Mapping[str, Any] | None) -> str | None:
+    """``roll back to global_step200, skip 37 steps of data`` (None: not a rollback)."""
+    if not rollback:
+        return None
+    return f"roll back to {rollback.get('tag')}, skip {rollback.get('skip_batches')} steps of data"
+
+
 def changes_text(
     requested: Values,
     allowed: Values,
     in_effect: Values,
     mark: Mark = _plain,
     empty: str = "no changes",
+    rollback: Mapping[str, Any] | None = None,
 ) -> str:
-    """Every field the directive names, in DIRECTIVE_FIELDS order, two spaces apart."""
-    parts = [
+    """Every field the directive names, in DIRECTIVE_FIELDS order, two spaces apart; a
+    rollback's tag and skip first."""
+    back = rollback_phrase(rollback)
+    parts = [back] if back else []
+    parts += [
         change_phrase(field, in_effect.get(field), requested.get(field), allowed.get(field), mark)
         for field in DIRECTIVE_FIELDS
         if field in requested or field in allowed

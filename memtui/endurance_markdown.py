@@ -144,6 +144,12 @@ def render_markdown(report: EnduranceReport) -> str:
         lines += [
             f"| {a.step} | {a.kind} | {a.samples_before} | {a.samples_after} |" for a in report.adaptations
         ]
+    if report.rollbacks:
+        lines += ["", "## Rollbacks", "", "| to tag | from step | steps given up | steps of data skipped |"]
+        lines += ["|---|---|---|---|"]
+        lines += [
+            f"| {r.tag} | {r.from_step} | {r.steps_given_up} | {r.skip_batches} |" for r in report.rollbacks
+        ]
     if report.metrics:
         lines += ["", "## Workload metrics (newest value)", "", "| metric | value |", "|---|---|"]
         lines += [f"| {name} | {format_float(value)} |" for name, value in report.metrics.items()]

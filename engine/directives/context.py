@@ -1,7 +1,8 @@
 """What the policy judges a directive against, built from the run's newest telemetry.
 
 ``judging_context`` gathers the clock, the newest step, its memory figures, the health
-problems, the micro-batches that ran out of memory lately and the value of each directive
+problems, the micro-batches that ran out of memory lately, the checkpoints a rollback may
+go back to (and the earlier rollbacks) and the value of each directive
 field in effect now (what a remedy must not go
 above while the run is unhealthy). Pure and torch-free.
 """
@@ -43,6 +44,8 @@ def judging_context(
     now: float,
     blockers: tuple[str, ...] = (),
     ooms: Mapping[int, int] | None = None,
+    checkpoints: Mapping[str, int] | None = None,
+    rolled_back_to: tuple[int, ...] = (),
 ) -> PolicyContext:
     memory = MemoryFigures.of(sample) if sample is not None else None
     return PolicyContext(
@@ -55,4 +58,6 @@ def judging_context(
         blockers=blockers,
         current=values_in_effect(config, sample, effective),
         ooms=dict(ooms or {}),
+        checkpoints=dict(checkpoints or {}),
+        rolled_back_to=rolled_back_to,
     )

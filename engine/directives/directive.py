@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, DirectiveField, DirectiveValue
+from engine.rollback import Rollback
 
 MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
 MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
@@ -70,6 +71,9 @@ class Directive(BaseModel):
     micro_batch_size: int | None = Field(
         None, ge=EDGE_LIMITS["micro_batch_size"][0], le=EDGE_LIMITS["micro_batch_size"][1]
     )
+    rollback: Rollback | None = None
+    """Back to a verified tag with the data cursor moved (``engine.rollback``); a directive
+    that rolls back changes nothing else: the supervisor restarts the trainer, no step applies it."""
 
     def values(self) -> dict[DirectiveField, int | float]:
         """The fields it asks to change, in DIRECTIVE_FIELDS order."""

@@ -48,4 +48,5 @@ class Entry:
             state=self.state,
             evidence=list(d.evidence),
             effect=self.effect,
+            rollback=d.rollback,
         )

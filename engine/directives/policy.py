@@ -33,6 +33,7 @@ from engine.directive_defaults import run_defaults
 from engine.directives.directive import OPERATOR_SOURCE, Directive
 from engine.directives.failed_sizes import growth_refusal
 from engine.directives.risk import added_risk, remedy_note
+from engine.directives.rollback_check import RollbackLimits, rollback_refusal, rollback_summary
 from engine.domain import Bounds, Decision, DirectiveField, DirectiveValue, TelemetrySample, Verdict
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
@@ -89,6 +90,10 @@ class PolicyContext:
     """Each field's value in effect now; a field missing here counts as unknown (risky)."""
     ooms: Mapping[int, int] = field(default_factory=dict)
     """Micro-batch -> the optimizer step of its newest OOM (``engine.directives.failed_sizes``)."""
+    checkpoints: Mapping[str, int] = field(default_factory=dict)
+    """The run's checkpoints that verify now: tag -> step (what a rollback may go back to)."""
+    rolled_back_to: tuple[int, ...] = ()
+    """The tag steps earlier rollbacks resumed from, oldest first."""
 
 
 @dataclass
@@ -161,6 +166,8 @@ class LocalPolicyEngine:
         refused = self._refusal(directive, directive.values(), context)
         if refused is not None:
             return self._reject(directive, refused)
+        if directive.rollback is not None:
+            return self._rollback_verdict(directive, context)
         patch: dict[DirectiveField, DirectiveValue] = {}
         reasons: list[str] = []
         for name, value in directive.values().items():
@@ -185,6 +192,8 @@ class LocalPolicyEngine:
         rejection naming the field (an operator's explicit number is not silently moved),
         unless it is the field's run default (see ``_is_default``)."""
         refused = self._refusal(directive, values, context)
+        if refused is None and directive.rollback is not None:
+            return self._rollback_verdict(directive, context)
         notes: list[str] = []
         for name, value in values.items():
             if self._is_default(name, value) and clamp_value(name, value, self.bounds)[1] is not None:
@@ -220,7 +229,9 @@ class LocalPolicyEngine:
         behind = context.step - directive.step
         if behind > self.config.policy.max_staleness_steps:
             return f"stale: based on step {directive.step}, {behind} steps behind step {context.step}"
-        if not values:
+        if directive.rollback is not None and values:
+            return f"rollback: a rollback changes nothing else (it also asks for {', '.join(values)})"
+        if not values and directive.rollback is None:
             return "nothing to change: no directive field was given"
         if context.blockers:
             return "environment unhealthy: " + "; ".join(context.blockers)
@@ -276,6 +287,18 @@ class LocalPolicyEngine:
             int(micro_batch), figures.predict(int(micro_batch)), figures.budget, memory, figures.baseline
         )
         return None if verdict.accepted else f"micro_batch_size: {verdict.reason}"
+
+    def _rollback_verdict(self, directive: Directive, context: PolicyContext) -> Verdict:
+        """A rollback passes whole or not at all: nothing to clamp."""
+        rollback = directive.rollback
+        assert rollback is not None
+        limits = RollbackLimits.of(self.config.policy)
+        refused = rollback_refusal(
+            rollback, context.step, context.checkpoints, context.rolled_back_to, limits
+        )
+        if refused is not None:
+            return self._reject(directive, refused)
+        return self._verdict(directive, "allow", [rollback_summary(rollback, context.step)], {})
 
     # ----------------------------------------------------------------- verdicts
 

@@ -60,6 +60,7 @@ MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them
 SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood
 
 Sender = Callable[[BaseModel], bool]
+RollbackPerformer = Callable[[Entry, int], None]  # an approved rollback and the newest step
 Keeper = Callable[[DecisionRecord], None]  # Store.add_decision
 
 
@@ -97,6 +98,11 @@ class DirectiveQueue:
         self.effects = EffectWatch(config.policy.effect_steps)
         self.ended: str | None = None
         """Why the run ended (directives can no longer be applied), once it has."""
+        self.checkpoints: Callable[[], dict[str, int]] = dict
+        """The run's checkpoints that verify now, tag -> step (set by the supervisor)."""
+        self.perform_rollback: RollbackPerformer | None = None
+        """Carries out an approved rollback (the supervisor's restart); None: none can be."""
+        self.rolled_back_to: list[int] = []  # tag steps of the rollbacks performed, oldest first
         self._limited: dict[str, int] = {}  # source -> rate-limited proposals not yet summarized
         self._summarized_at = -math.inf  # clock() of the last rate-limit summary
 
@@ -104,7 +110,15 @@ class DirectiveQueue:
 
     def context(self) -> PolicyContext:
         return judging_context(
-            self.config, self.latest, self.effective, self.problems, self.clock(), self.blockers, self.ooms
+            self.config,
+            self.latest,
+            self.effective,
+            self.problems,
+            self.clock(),
+            self.blockers,
+            self.ooms,
+            self.checkpoints() if self.perform_rollback else {},  # no performer: every rollback refused
+            tuple(self.rolled_back_to),
         )
 
     def on_oom(self, micro_batch: int, step: int) -> None:
@@ -397,7 +411,14 @@ class DirectiveQueue:
         self.keep(record)
 
     def _send_values(self, entry: Entry) -> None:
-        """To the trainer if one is connected; otherwise ``trainer_connected`` sends it."""
+        """To the trainer if one is connected; otherwise ``trainer_connected`` sends it. A
+        rollback goes to the supervisor's restart instead, and counts as applied there."""
+        rollback = entry.directive.rollback
+        if rollback is not None and self.perform_rollback is not None:
+            entry.state = "applied"
+            self.rolled_back_to.append(rollback.tag_step)
+            self.perform_rollback(entry, self.latest.step if self.latest else 0)
+            return
         self.send(
             ApplyDirective(
                 directive_id=entry.directive.id,

@@ -7,6 +7,7 @@ the package registers every type in ``PAYLOADS``. Torch-free.
 from __future__ import annotations
 
 from engine.events.alerts import (
+    HEARTBEAT_RULE,
     INSTANT_RULES,
     PLANNER_RULE,
     STORAGE_RULE,
@@ -37,6 +38,7 @@ from engine.events.directives import (
     DirectivesRateLimited,
     PlannerDisabled,
     PlannerRestarted,
+    RolledBack,
 )
 from engine.events.evaluation import EvalCompleted, EvalSkipped
 from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
@@ -53,6 +55,7 @@ from engine.events.run import (
     RunEnded,
     RunPaused,
     RunStarted,
+    StacksCollected,
     StateChanged,
     StopRequested,
     TrainerError,
@@ -72,6 +75,7 @@ SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if 
 """Types only the supervisor records; a trainer that sends one is refused."""
 
 __all__ = [
+    "HEARTBEAT_RULE",
     "INSTANT_RULES",
     "PAYLOADS",
     "PLANNER_RULE",
@@ -97,6 +101,7 @@ __all__ = [
     "DirectiveProposed",
     "DirectiveRecord",
     "DirectivesCarried",
+    "RolledBack",
     "DirectivesRateLimited",
     "DoctorReported",
     "EvalCompleted",
@@ -134,6 +139,7 @@ __all__ = [
     "TrainerError",
     "TrainerExited",
     "TrainerFinished",
+    "StacksCollected",
     "TrainerHung",
     "TrainerLaunched",
     "TrainerLaunchFailed",

@@ -17,6 +17,8 @@ PLANNER_RULE = "planner"
 """The alert rule of an external planner that keeps failing to answer (firing while its
 asks are backed off, resolved once it answers again)."""
 INSTANT_RULES = frozenset({"restart", TASK_FAILED_RULE})
+HEARTBEAT_RULE = "heartbeat"
+"""No step for ``alerts.no_step_s``: the supervisor collects every rank's stacks when it fires."""
 """Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
 SUPERVISOR_RESTARTED = "supervisor_restarted"
 """``reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""

@@ -82,3 +82,22 @@ class PlannerDisabled(Payload):
     source: str
     failures: int
     reason: str
+
+
+class RolledBack(Payload):
+    """An approved rollback, performed: the trainer was ended and restarts from ``tag`` with
+    the data cursor moved; the tags newer than it are kept aside (``set_aside``), not deleted."""
+
+    event_type = "rolled_back"
+    severity = "warning"
+    directive_id: str
+    tag: str
+    tag_step: int
+    from_step: int
+    """The newest step reported before the rollback."""
+    steps_given_up: int
+    """``from_step - tag_step``: optimizer steps trained again (on other data)."""
+    skip_batches: int
+    """Steps of data the resumed run never draws (``engine.rollback``)."""
+    set_aside: list[str] = Field(default_factory=list)
+    """Tags newer than ``tag``, moved into ``checkpoints/rolled_back/<directive id>/``."""

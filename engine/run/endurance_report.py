@@ -22,6 +22,7 @@ from engine.events import (
     ChaosRecovered,
     LegacyChaos,
     MemoryAdapted,
+    RolledBack,
 )
 from engine.run.chaos_cost import ChaosCost, chaos_cost
 from engine.run.directive_tally import directive_tally
@@ -106,6 +107,8 @@ class EnduranceReport(BaseModel):
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
     chaos_cost: ChaosCost = Field(default_factory=ChaosCost)
     """Outage and replay per restart, and the steps chaos slowed (engine.run.chaos_cost)."""
+    rollbacks: list[RolledBack] = Field(default_factory=list)
+    """Rollbacks performed, oldest first: the tag, the steps given up, the data skipped."""
     checkpoint_stall_s: float
     evals: EvalLosses | None = None
     """Held-out losses (first, best, last) and the seconds evals held training; None: no eval."""
@@ -194,6 +197,7 @@ def endurance_report(run: RunDir, store: Store) -> EnduranceReport:
         resumes_stopped=stopped,
         steps_replayed=cost.steps_replayed,
         chaos_cost=cost,
+        rollbacks=_payloads(store, RolledBack),
         checkpoint_stall_s=float(stall),
         evals=EvalLosses.of(stored_evals(store)),
         saves=counts["checkpoint_saved"],

@@ -45,10 +45,12 @@ from engine.run.standby_orders import StandbyOrders
 from engine.run.status import save_report
 from engine.supervisor.essential_pool import off_loop
 from engine.supervisor.exit_records import record_exit, record_restart
+from engine.supervisor.flight_recorder import cuda_host, flight_recorder_env
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
 from engine.supervisor.resumption import Resumption
+from engine.supervisor.rollback_restart import PendingRollback, record_rollback
 from engine.supervisor.standby import Standby
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
@@ -128,6 +130,7 @@ class Attempts:
         self._streak_step = -1  # furthest step reached when the streak began
         self._hung: str | None = None  # why this attempt was killed as hung (hang_recovery)
         self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
+        self.rollback: PendingRollback | None = None  # approved: the next attempt resumes from its tag
 
     @property
     def held(self) -> bool:
@@ -194,6 +197,9 @@ class Attempts:
             self._fresh_pending = False
         elif not self.follower:  # tags sealed but never announced go into the history
             await reconcile_saves(self.journal, self.run.checkpoints, attempt - 1 or None)
+        if self.rollback is not None:  # no trainer runs now: the tags can move
+            pending, self.rollback = self.rollback, None
+            record_rollback(self.journal, await off_loop(pending.apply), attempt)
         try:
             proc, warm = await self._launch(command, attempt)
         except OSError as err:
@@ -231,6 +237,7 @@ class Attempts:
         if spare is not None:
             return spare, True
         env = trainer_environment(os.environ, self.ranks)
+        env |= flight_recorder_env(os.environ, self.run.path, cuda_host(os.environ))
         with open(self.run.trainer_log(attempt), "ab") as out:
             return await launch(  # forked at the user's priority, above the supervisor's
                 command,
@@ -261,6 +268,8 @@ class Attempts:
         (a newer checkpoint, or a step beyond the furthest one reached when the streak began)
         resets the streak. Returns the decision and the step a restart would resume from
         (None: step 0). Its own threads: a hung planner or probe never delays it."""
+        if self.rollback is not None and self.stop_reason is None:  # asked for: nothing failed
+            return RestartDecision("restart", self.rollback.cause, 0.0, self._streak), self.rollback.tag_step
         newest = await off_loop(newest_verified_step, self.run.checkpoints)
         furthest = self._latest_step()
         progressed = (newest is not None and newest > self._streak_checkpoint) or furthest > self._streak_step

@@ -12,7 +12,8 @@ and is given the time, so its decisions are tested without processes. The signal
 - ``oom``: any step reported after the trainer's ``chaos_applied`` (the step was retried,
   adapted, or the attempt restarted).
 - ``nan_loss``, ``overflow``: a step at or after the burst (applied step + K) with a finite
-  loss and no overflow.
+  loss and no overflow; ``spike``: likewise, a step after the poisoned one (which telemetry
+  numbers applied step + 1).
 - ``slow_steps``, ``ballast`` with steps > 0: a step at or after applied step + K.
 - ``ballast`` with steps = 0: a later ``release`` applied; ``release``: its own
   ``chaos_applied``.
@@ -234,8 +235,8 @@ def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:
     held_by = pending.applied_attempt
     if kind in OWNED_BY_THE_TRAINER and held_by is not None and sample.attempt > held_by:
         return f"attempt {held_by}, which held it, ended; attempt {sample.attempt} trains without it"
-    end = applied + pending.burst()
-    if kind in ("nan_loss", "overflow"):
+    end = applied + (2 if kind == "spike" else pending.burst())  # a spike: the step after the poisoned one
+    if kind in ("nan_loss", "overflow", "spike"):
         if sample.step >= end and math.isfinite(sample.loss) and not sample.overflow:
             return f"step {sample.step}: finite loss {sample.loss:.4g}, no overflow"
         return None

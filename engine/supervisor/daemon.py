@@ -62,6 +62,7 @@ from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
+from engine.supervisor.rollback_restart import RollbackDesk
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
 from engine.supervisor.standby import default_standby_command, standby_for
@@ -254,9 +255,7 @@ class Supervisor:
         )
         self.planner = build_planner(config.policy, self.directives, record, alert=self.alerts.record)
         ranks = config.train.ranks
-        standby = standby_for(
-            config, self.run, self.journal, self.standby_cmd, lambda: self.state == "running"
-        )
+        standby = standby_for(config, self.run, self.journal, self.standby_cmd, self._spawn)
         self._attempts = Attempts(
             self.run,
             self.journal,
@@ -276,8 +275,9 @@ class Supervisor:
             hold=before.hold,
             standby=standby,
         )
-        if standby is not None:
-            self._spawn(standby.keep(), "standby trainer")
+        if not follower:  # node 0 owns the run's checkpoints and restarts
+            desk = RollbackDesk(self.run, self.journal, self.attempts)
+            self.directives.checkpoints, self.directives.perform_rollback = desk.verified, desk.perform
         if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
             self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
         meeting = self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)

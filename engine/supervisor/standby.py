@@ -73,15 +73,13 @@ class Spare:
 class Standby:
     """Keeps one spare trainer for ``run`` while the run trains; ``take`` hands it an attempt."""
 
-    def __init__(
-        self, run: RunDir, command: list[str], journal: Journal, running: Callable[[], bool]
-    ) -> None:
+    def __init__(self, run: RunDir, command: list[str], journal: Journal) -> None:
         self.run = run
         self.command = command
         """The spare's command line (``python -m engine.trainer --standby``); its run dir is appended."""
         self.journal = journal
-        self._running = running
-        """The run's trainer is stepping: a spare may start without slowing its start-up."""
+        """Records the spare's events; its state ``running`` (the trainer steps) lets a spare
+        start without slowing a trainer's start-up."""
         self._spare: Spare | None = None
         self._retired = asyncio.Event()
         self._deaths = 0  # spares in a row that died young
@@ -107,7 +105,7 @@ class Standby:
             await self._watch(spare)
 
     async def _until_running(self) -> None:
-        while not (self._retired.is_set() or self._running()):
+        while not (self._retired.is_set() or self.journal.state == "running"):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._retired.wait(), POLL_S)
 
@@ -242,14 +240,17 @@ def default_standby_command(environ: Mapping[str, str] | None = None) -> list[st
 
 
 def standby_for(
-    config: RunConfig, run: RunDir, journal: Journal, command: list[str] | None, running: Callable[[], bool]
+    config: RunConfig, run: RunDir, journal: Journal, command: list[str] | None, spawn: Callable[..., Any]
 ) -> Standby | None:
-    """The run's standby, if it has one: ``restart.standby`` on, one rank on one node, and a
-    spare command (a custom trainer command has none unless one is given)."""
+    """The run's standby, keeping spares in a task ``spawn(coroutine, name)`` starts, if it
+    has one: ``restart.standby`` on, one rank on one node, and a spare command (a custom
+    trainer command has none unless one is given)."""
     train = config.train
     if not config.restart.standby or command is None or train.ranks > 1 or train.nodes > 1:
         return None
-    return Standby(run, command, journal, running)
+    standby = Standby(run, command, journal)
+    spawn(standby.keep(), "standby trainer")
+    return standby
 
 
 def _usage(pid: int) -> tuple[float, float, int] | None:

@@ -4,7 +4,8 @@ The supervisor sends ``InjectChaos`` (engine.chaos_kinds' trainer-side kinds); t
 queues it and the loop consults one ``ChaosInjections`` at fixed points::
 
     chaos.at_boundary(step)       queued requests take effect (one ``chaos_applied`` each)
-    chaos.run_step(memory, ...)   slow steps sleep; NaN loss / overflow poison (or skip) the step
+    chaos.run_step(memory, ...)   slow steps sleep; NaN loss / overflow poison (or skip) the
+                                  step; a spike multiplies one step's loss
     with chaos.saving(): save     the next K saves fail as on a full disk
 
 Each kind goes through the code its start-time environment variable uses: ``ballast`` and
@@ -37,7 +38,17 @@ from typing import Any
 
 import torch
 
-from engine.chaos_kinds import Ballast, DiskFull, NanLoss, Oom, Overflow, Release, SlowSteps
+from engine.chaos_kinds import (
+    EVERY_RANK,
+    Ballast,
+    DiskFull,
+    NanLoss,
+    Oom,
+    Overflow,
+    Release,
+    SlowSteps,
+    Spike,
+)
 from engine.events import ChaosApplied
 from engine.protocol import InjectChaos
 from engine.trainer.disk_full_injection import full_disk
@@ -67,6 +78,8 @@ class ChaosInjections:
         self.nan_value = float("nan")
         self.overflow_steps = 0
         """fp16 steps left whose gradients overflow."""
+        self.spike_factor: float | None = None
+        """The next step's loss is multiplied by this (a poisoned batch); None: no spike."""
         self.slow_steps = 0
         """Steps left that sleep ``delay_s`` + uniform(0, ``jitter_s``) first."""
         self.delay_s = 0.0
@@ -111,15 +124,28 @@ class ChaosInjections:
                 return f"not applicable in {self.precision} (no loss scale to overflow): nothing done"
             self.overflow_steps = request.steps
             return f"fp16 gradients overflow for {request.steps} steps"
+        if isinstance(request, Spike):
+            self.spike_factor = request.factor
+            return f"this step's loss (and its gradients) multiplied by {request.factor:g}"
         if isinstance(request, SlowSteps):
-            self.slow_steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
-            self.rng = random.Random(message.chaos_id)  # the same request, the same delays
-            return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s)"
+            return self._slow(request, message.chaos_id)
         if isinstance(request, DiskFull):
             self.failing_saves += request.saves
             return f"the next {self.failing_saves} saves fail as on a full disk"
         log.warning("chaos %s (%s) is not the trainer's to perform: ignored", request.kind, message.chaos_id)
         return None
+
+    def _slow(self, request: SlowSteps, chaos_id: str) -> str:
+        """Slow steps on every rank, or on the one rank the request names."""
+        world, rank = self.memory.ranks.world, self.memory.ranks.rank
+        every = request.rank == EVERY_RANK
+        on = "" if every else f" on rank {request.rank}"
+        if request.rank >= world:
+            return f"no rank {request.rank} among {world}: nothing done"
+        if every or request.rank == rank:
+            self.slow_steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
+            self.rng = random.Random(chaos_id)  # the same request, the same delays
+        return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s){on}"
 
     def _hold(self, request: Ballast, step: int) -> str:
         """Ballast planned and allocated now, so that a size the host cannot give is said
@@ -150,6 +176,10 @@ class ChaosInjections:
             if not self.fp16:
                 return memory.run_step(lambda e, b, s: skipped_step(e, b, s, value), engine, batch, step)
             with _forward_hook(self.memory.module, lambda out: out * value):
+                return memory.run_step(train_step, engine, batch, step)
+        if self.spike_factor is not None:
+            factor, self.spike_factor = self.spike_factor, None
+            with _forward_hook(self.memory.module, lambda out: out * factor):  # trained on, not only shown
                 return memory.run_step(train_step, engine, batch, step)
         if self.overflow_steps:
             self.overflow_steps -= 1

@@ -82,6 +82,18 @@ def add_parsers(sub: Any) -> None:
         metavar="FIELD",
         help="return FIELD to its run default (e.g. lr_multiplier: 1), in one directive",
     )
+    propose.add_argument(
+        "--rollback",
+        metavar="TAG",
+        help="roll back to checkpoint TAG (e.g. global_step200): the trainer restarts from it",
+    )
+    propose.add_argument(
+        "--skip-batches",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --rollback: steps of data after TAG never drawn again (the bad window)",
+    )
     propose.add_argument("--rationale", default="", metavar="TEXT", help="why, for the record")
     propose.set_defaults(handler=cmd_propose)
 
@@ -182,8 +194,12 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from engine.protocol import Propose
 
     values = parse_assignments(args.values)
+    if args.rollback is not None:
+        values["rollback"] = {"tag": args.rollback, "skip_batches": args.skip_batches}
+    elif args.skip_batches:
+        raise CliError("propose: --skip-batches goes with --rollback TAG", code=2)
     if not values and not args.reset:
-        raise CliError("propose: give --set FIELD=VALUE or --reset FIELD (or both)", code=2)
+        raise CliError("propose: give --set FIELD=VALUE, --reset FIELD or --rollback TAG", code=2)
     try:
         Propose(id="x", values=values, reset=args.reset)
     except ValidationError as err:

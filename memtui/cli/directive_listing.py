@@ -98,7 +98,8 @@ def render(views: list[dict[str, Any]]) -> str:
 
     lines = []
     for v in views:
-        change = changes_text(v.get("requested") or {}, v.get("allowed") or {}, v.get("in_effect") or {})
+        asked, allowed, now = v.get("requested") or {}, v.get("allowed") or {}, v.get("in_effect") or {}
+        change = changes_text(asked, allowed, now, rollback=v.get("rollback"))
         lines.append(f"{v.get('id')}  {v.get('state'):<8}  {v.get('source')}  step {v.get('step')}")
         lines.append(f"    {change}")
         lines.extend(f"    - {reason}" for reason in v.get("reasons") or [])

@@ -352,6 +352,7 @@ class MemtuiApp(DisplayCommands):
             ("Directive: reject", "refuse the selected directive with a reason", "reject"),
             ("Directive: details", "everything about the selected directive", "details"),
             *self.reset_palette(),
+            *self.rollback_palette(),
             *self.chaos_palette(),
             ("Run: pause training", "hold at the next step boundary; nothing is lost (key P)", "pause"),
             ("Run: continue training", "let the paused run go on (key P)", "unpause"),

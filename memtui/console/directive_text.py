@@ -19,7 +19,9 @@ def _highlight(text: str, differs: bool) -> str:
 def render_changes(directive: DirectiveView) -> str:
     """``lr × 1→0.5  clip norm 1.5→1.25 (asked 2, allowed 1.25)``: in effect → new value."""
     d = directive
-    return changes_text(d.requested, d.allowed, d.in_effect, _highlight, empty="[$text-muted]no changes[/]")
+    back = d.rollback.model_dump() if d.rollback else None
+    empty = "[$text-muted]no changes[/]"
+    return changes_text(d.requested, d.allowed, d.in_effect, _highlight, empty=empty, rollback=back)
 
 
 def render_timing(directive: DirectiveView, now: float) -> str:

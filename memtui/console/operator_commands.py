@@ -23,6 +23,7 @@ from textual.markup import escape
 
 from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import DIRECTIVE_FIELDS
+from engine.events import CheckpointSaved
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import OUTCOMES, what_happens
@@ -38,6 +39,8 @@ from memtui.console.screens.directive_screen import DirectiveScreen
 from memtui.console.screens.reject_screen import RejectScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.run_facts import RunFacts, run_facts
+
+ROLLBACK_CHOICES = 3  # tags the palette offers to roll back to, newest first
 
 OPERATOR_ACTIONS = frozenset(
     {
@@ -299,5 +302,40 @@ class OperatorCommands(App[None]):
             f"Reset {label}",
             body,
             lambda: self.send_request(request, f"{label} back to the run default: proposed"),
+            yes="Propose",
+        )
+
+    def rollback_palette(self) -> list[tuple[str, str, str]]:
+        """The palette's rollbacks: one entry per tag saved this session (the newest
+        ``ROLLBACK_CHOICES``) before the newest step, skipping the steps since it."""
+        step, tags = self.view.step, {}
+        for event in self.view.events:
+            saved = CheckpointSaved.of(event)
+            if saved is not None and saved.tag and saved.step < step:
+                tags[saved.tag] = saved.step
+        newest = sorted(tags.items(), key=lambda item: item[1])[-ROLLBACK_CHOICES:]
+        return [
+            (
+                f"Directive: roll back to {tag}",
+                f"restart from step {at}, skipping the {step - at} steps of data since (policy-checked)",
+                f"roll_back('{tag}', {step - at})",
+            )
+            for tag, at in reversed(newest)
+        ]
+
+    def action_roll_back(self, tag: str, skip_batches: int) -> None:
+        """Propose a rollback to ``tag`` skipping ``skip_batches`` steps of data, after asking."""
+        body = (
+            f"Propose a rollback of {escape(self.view.run_id)} to {escape(tag)}, skipping "
+            f"{skip_batches} steps of data after it. The policy checks it (the tag verifies, it is "
+            "recent enough) and it waits for your approval; approved, the trainer restarts from the "
+            "tag and the newer checkpoints are kept aside."
+        )
+        values = {"rollback": {"tag": tag, "skip_batches": skip_batches}}
+        request = Propose(id=new_request_id(), values=values, rationale="rollback from the console")
+        self._confirm(
+            f"Roll back to {tag}",
+            body,
+            lambda: self.send_request(request, f"rollback to {tag}: proposed"),
             yes="Propose",
         )

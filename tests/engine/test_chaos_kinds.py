@@ -41,3 +41,10 @@ def test_parse_request_fills_defaults_and_names_a_bad_field() -> None:
         parse_request("kill", {"nope": 1})
     with pytest.raises(ValueError, match="unknown chaos kind 'explode'"):
         parse_request("explode", {})
+
+
+def test_a_spike_is_a_trainer_kind_with_a_bounded_factor() -> None:
+    spec = {s.kind: s for s in chaos_specs(["spike"])}["spike"]
+    assert spec.performer == "trainer" and [p.name for p in spec.params] == ["factor"]
+    with pytest.raises(ValidationError, match="factor"):
+        parse_request("spike", {"factor": 0.5})  # a factor under 1 is no spike

@@ -71,6 +71,14 @@ def test_nan_loss_recovers_at_the_first_finite_step_after_the_burst() -> None:
     assert verdict.recovered and verdict.step == 16
 
 
+def test_a_spike_recovers_at_the_first_finite_step_after_the_poisoned_one() -> None:
+    tracked = tracker("spike", {"factor": 1000.0})
+    assert tracked.on_event(applied("spike", 20), T0) == []
+    assert tracked.on_step(step(21, loss=2000.0), T0) == []  # the poisoned step itself, finite
+    [verdict] = tracked.on_step(step(22), T0 + 1)
+    assert verdict.recovered and verdict.step == 22
+
+
 def test_an_overflow_step_is_not_a_recovery() -> None:
     tracked = tracker("overflow", {"steps": 1})
     tracked.on_event(applied("overflow", 5), T0)

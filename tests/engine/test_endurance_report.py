@@ -314,3 +314,18 @@ def test_status_carries_the_run_wide_figures_and_none_before_a_step(run: RunDir)
     _write(run, ended=True)
     figures = offline_status(run).throughput
     assert figures is not None and figures.run_avg_tokens_per_s is not None and figures.attempt == 3
+
+
+def test_the_report_lists_each_rollback_with_the_steps_given_up(run: RunDir) -> None:
+    from engine.events import RolledBack
+    from memtui.endurance_markdown import render_markdown
+
+    done = RolledBack(
+        directive_id="d-1", tag="global_step60", tag_step=60, from_step=70, steps_given_up=10, skip_batches=4
+    )
+    with Store(run.store) as store:
+        _record(store, done, attempt=1)
+    with Store(run.store, readonly=True) as store:
+        report = endurance_report(run, store)
+    assert report.rollbacks == [done]
+    assert "| global_step60 | 70 | 10 | 4 |" in render_markdown(report)

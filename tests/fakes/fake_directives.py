@@ -142,6 +142,7 @@ class FakeDirectives:
             allowed=dict(verdict.patch),
             bounds=dict(verdict.bounds),
             reasons=([directive.rationale] if directive.rationale else []) + list(verdict.reasons),
+            rollback=directive.rollback,
         )
         self.entries[view.id] = entry = FakeDirective(view, verdict)
         if verdict.admitted:

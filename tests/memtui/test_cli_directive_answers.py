@@ -64,3 +64,19 @@ def test_a_rejection_asked_for_exits_0_in_the_old_spelling_too(
         fake.propose(make_directive("d-1"))
         assert main(["reject", "d-1", "--run", live_run.run_id, "--reason", "not now"]) == 0
     assert "d-1  rejected" in capsys.readouterr().out
+
+
+def test_propose_rollback_sends_the_tag_and_skip_and_shows_the_policys_answer(
+    live_run: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
+        argv = ["propose", live_run.run_id, "--rollback", "global_step40", "--skip-batches", "10"]
+        assert main(argv) == 1  # the fake run has no checkpoint that verifies: the policy refuses
+        sent = fake.requests[-1]
+        assert isinstance(sent, Propose)
+        assert sent.values == {"rollback": {"tag": "global_step40", "skip_batches": 10}}
+    out = capsys.readouterr().out
+    assert "roll back to global_step40, skip 10 steps of data" in out
+    assert "not a checkpoint of this run that verifies" in out
+    assert main(["propose", live_run.run_id, "--skip-batches", "3"]) == 2  # a skip without a tag
+    assert "--rollback" in capsys.readouterr().err

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
-from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps
+from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps, Spike
 from engine.protocol import InjectChaos, TrainerEvent
 from engine.trainer import chaos_injections
 from engine.trainer.ballast import Ballast as BallastHolder
@@ -19,6 +20,7 @@ from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.disk_full_injection import full_disk
 from engine.trainer.link import NullLink
 from engine.trainer.oom_injection import OomInjector
+from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from tests.trainer.test_rank_link import ScriptedGroup
 
@@ -54,6 +56,7 @@ class FakeMemory:
         self.module = Loss()
         self.ballast = BallastHolder([], torch.device("cpu"))
         self.injector = OomInjector([])
+        self.ranks = RankGroup()
 
     def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int) -> Any:
         return train_step(engine, batch, step)
@@ -138,6 +141,18 @@ def test_fp16_nan_loss_poisons_the_loss_for_its_steps_then_stops() -> None:
     assert not memory.module._forward_hooks  # nothing of ours is left on the model
 
 
+def test_a_spike_multiplies_one_steps_loss_and_its_gradients_then_stops() -> None:
+    injections, link, memory = chaos("fp32")
+    injections.inbox.append(InjectChaos(chaos_id="c-1", request=Spike(factor=500.0)))
+    injections.at_boundary(3)
+    assert "multiplied by 500" in applied(link)[0]["detail"]
+    loss = injections.run_step(memory, forward, None, memory.module, 3)
+    loss.backward()
+    assert float(loss.detach()) == 1000.0  # what the model trains on, not only what is shown
+    assert memory.module.w.grad is not None and memory.module.w.grad.tolist() == [500.0, 500.0]
+    assert losses(injections, memory, 2) == [2.0, 2.0] and not memory.module._forward_hooks
+
+
 def test_an_overflow_burst_leaves_the_loss_and_makes_the_gradients_infinite() -> None:
     injections, _link, memory = chaos("fp16")
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=Overflow(steps=1)))
@@ -184,6 +199,24 @@ def test_slow_steps_sleep_within_their_bounds_and_the_same_request_sleeps_the_sa
         injections.at_boundary(0)
         losses(injections, memory, 5)
     assert len(slept) == 6 and all(0.5 <= s <= 0.6 for s in slept) and slept[:3] == slept[3:]
+
+
+def test_slow_steps_aimed_at_one_rank_slow_only_that_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: dict[int, list[float]] = {0: [], 1: []}
+    details = []
+    for rank in (0, 1):
+        monkeypatch.setattr(chaos_injections.time, "sleep", slept[rank].append)
+        injections, link, memory = chaos()
+        memory.ranks = SimpleNamespace(rank=rank, world=2)
+        for chaos_id, target in (("c-1", 1), ("c-2", 5)):
+            request = SlowSteps(steps=2, delay_s=0.5, jitter_s=0.0, rank=target)
+            injections.inbox.append(InjectChaos(chaos_id=chaos_id, request=request))
+        injections.at_boundary(0)
+        losses(injections, memory, 3)
+        details.append([a["detail"] for a in applied(link)])
+    assert slept == {0: [], 1: [0.5, 0.5]}
+    assert details[0] == details[1]  # every rank says the same
+    assert "on rank 1" in details[0][0] and "no rank 5 among 2: nothing done" in details[0][1]
 
 
 def test_an_oom_request_fires_once_in_the_next_steps_first_forward() -> None:

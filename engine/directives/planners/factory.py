@@ -8,7 +8,7 @@ task of its own. Every suggestion goes through the queue, so through the policy.
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.config import PolicyConfig
 from engine.directives.directive import DirectiveRefused
@@ -47,14 +47,21 @@ class RulePlanning:
     def on_step(self, sample: TelemetrySample, spawn: Spawner) -> None:
         self._follow_up()
         effective = {str(k): v for k, v in self.queue.effective.items()}
-        for suggestion in self.rules.observe(sample, effective, self.queue.ooms):
+        checkpoints = self.queue.checkpoints() if self.queue.perform_rollback else {}
+        for suggestion in self.rules.observe(sample, effective, self.queue.ooms, checkpoints):
             if any(
-                e.state == "pending" and e.directive.values() == suggestion.values for e in self.open.values()
+                e.state == "pending"
+                and e.directive.values() == suggestion.values
+                and (e.directive.rollback is None) == (suggestion.rollback is None)
+                for e in self.open.values()
             ):
                 continue  # the operator has not answered the same suggestion yet
+            values: dict[str, Any] = {str(k): v for k, v in suggestion.values.items()}
+            if suggestion.rollback is not None:
+                values["rollback"] = suggestion.rollback.model_dump()
             with contextlib.suppress(DirectiveRefused):  # unrepresentable: nothing to judge
                 entry = self.queue.propose_raw(
-                    {str(k): v for k, v in suggestion.values.items()},
+                    values,
                     SOURCE,
                     suggestion.rationale,
                     evidence=suggestion.evidence,

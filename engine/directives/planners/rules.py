@@ -10,6 +10,10 @@ a cool-down in optimizer steps, so a lasting condition yields one suggestion per
 cool-down, and each suggestion carries its evidence: the telemetry it read.
 
 Rules:
+- loss spike with a checkpoint to go back to (a robust z-score over the window,
+  ``engine.directives.spike_score``) -> a rollback to the newest verified tag before the
+  spike, skipping the data through it (the LR and gradient rules below, which the same
+  spike trips, then stay quiet for that step: the rollback is the one answer);
 - loss spike or divergence (loss over ``SPIKE_FACTOR`` x its recent mean, or not finite)
   -> half the LR multiplier in effect;
 - loss plateau (the best line through the last ``PLATEAU_STEPS`` losses gains under
@@ -44,9 +48,11 @@ from engine.directives.eval_trend import EvalTrend
 from engine.directives.failed_sizes import growth_refusal
 from engine.directives.policy import MemoryFigures
 from engine.directives.slope import slope
+from engine.directives.spike_score import robust_z, rollback_for, spike_evidence
 from engine.domain import DirectiveField, DirectiveValue, TelemetrySample
 from engine.memory.controller import Policy as MemoryPolicy
 from engine.memory.controller import review_request
+from engine.rollback import Rollback
 
 WINDOW = 50  # steps of history the spike, overflow, gradient and headroom rules look at
 SPIKE_FACTOR = 3.0  # loss over this x its window mean is a spike
@@ -68,6 +74,8 @@ class Suggestion:
     values: dict[DirectiveField, DirectiveValue]
     rationale: str
     evidence: list[str] = field(default_factory=list)
+    rollback: Rollback | None = None
+    """A rollback instead of values (then ``values`` is empty)."""
 
 
 class RulePlanner:
@@ -87,17 +95,28 @@ class RulePlanner:
         """Micro-batch -> the optimizer step of its newest OOM (as ``observe`` was told)."""
         self.eval_trend = EvalTrend()
         """The newest evals beside the train loss of their moment (``observe_eval``)."""
+        self._last_step = -1
 
     def observe(
-        self, sample: TelemetrySample, effective: dict[str, Any], ooms: Mapping[int, int] | None = None
+        self,
+        sample: TelemetrySample,
+        effective: dict[str, Any],
+        ooms: Mapping[int, int] | None = None,
+        checkpoints: Mapping[str, int] | None = None,
     ) -> list[Suggestion]:
-        """Suggestions for this step, given the directive values already in effect and the
-        micro-batches that ran out of memory (micro-batch -> the step of its newest OOM)."""
+        """Suggestions for this step, given the directive values already in effect, the
+        micro-batches that ran out of memory (micro-batch -> the step of its newest OOM) and
+        the checkpoints that verify (tag -> step)."""
         self.ooms = dict(ooms or {})
+        if self.losses and sample.step < self._last_step:
+            self.losses.clear()  # a rollback (or a restart) went back: judge the new branch afresh
+        self._last_step = sample.step
+        rollback = self._rollback(sample, checkpoints or {})
         rules = (self._loss_spike, self._plateau, self._overflows, self._grad_explosion, self._headroom)
-        out = [s for s in (rule(sample, effective) for rule in rules) if s is not None]
+        skipped = {self._loss_spike, self._grad_explosion} if rollback else set()
+        out = [s for s in (rule(sample, effective) for rule in rules if rule not in skipped) if s is not None]
         self._remember(sample)
-        return out
+        return [rollback, *out] if rollback else out
 
     def observe_eval(self, step: int, loss: float) -> None:
         """An eval after ``step``: noted with the mean train loss of the last WINDOW steps."""
@@ -115,6 +134,18 @@ class RulePlanner:
             self.refused.setdefault(name, set()).add(value)
 
     # ------------------------------------------------------------------- rules
+
+    def _rollback(self, sample: TelemetrySample, checkpoints: Mapping[str, int]) -> Suggestion | None:
+        if not math.isfinite(sample.loss) or not checkpoints:
+            return None
+        reading = robust_z(list(self.losses)[-WINDOW:], sample.loss)
+        if reading is None or not reading.spike:
+            return None
+        rollback = rollback_for(sample.step, checkpoints, self.config.policy.rollback_horizon_steps)
+        if rollback is None or not self._ready("rollback", sample.step, COOLDOWN_STEPS):
+            return None
+        why = f"loss spike at step {sample.step} (robust z {reading.z:.1f}): roll back to {rollback.tag}"
+        return Suggestion({}, why, spike_evidence(reading, sample.step, rollback), rollback)
 
     def _loss_spike(self, sample: TelemetrySample, effective: dict[str, Any]) -> Suggestion | None:
         recent = list(self.losses)[-WINDOW:]

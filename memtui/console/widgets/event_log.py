@@ -38,7 +38,7 @@ EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
     "alerts": lambda e: e.severity != "info" or e.type == ALERT_EVENT,  # "resolved" alerts are info
     "decisions": lambda e: e.type.startswith("directive"),
     "checkpoints": lambda e: e.type.startswith("checkpoint"),
-    "restarts": lambda e: e.type.startswith(("trainer_", "restart", "run_", "state_changed")),
+    "restarts": lambda e: e.type.startswith(("trainer_", "restart", "run_", "state_changed", "rolled_back")),
     "chaos": lambda e: e.type.startswith("chaos"),
     "adaptations": lambda e: e.type.startswith(("adapt", "memory", "micro_batch", "loss_scale")),
 }
