@@ -6,10 +6,12 @@ newest checkpoint as scraped; a port in use; the config's checks; and no
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +20,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.alerts.rules import Alert
 from engine.config_file import ConfigError, build_run_config
-from engine.domain import RankMemory, RunStatus
+from engine.domain import RankMemory, RunStatus, TelemetrySample
+from engine.eval_summary import EvalSummary
 from engine.events import METRICS_PORT_RULE, AlertRaised, CheckpointSaved
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from engine.supervisor.metrics_endpoint import RunCollector
-from engine.supervisor.scrape_figures import ScrapeFigures
+from engine.supervisor.scrape_figures import LastSave, ScrapeFigures
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -145,3 +148,33 @@ def test_every_ranks_memory_is_labelled_by_rank() -> None:
         frozenset({("run", "r1"), ("rank", str(r)), ("kind", "cuda")}): float(100 + r) for r in (0, 1)
     }
     assert series(samples, "memtui_loss") == {}  # not reported yet: left out, never 0
+
+
+def test_the_example_dashboard_and_the_readme_name_only_metrics_that_are_served() -> None:
+    sample = TelemetrySample(
+        step=5, ts=1.0, samples=10, tokens=100, loss=2.0, lr=1e-3, loss_scale=1024.0,
+        step_time_s=0.1, tokens_per_s=1000.0, mfu=0.3, mem_budget=800, micro_batch=2, grad_accum=1,
+        metrics={"accuracy": 0.5},
+    )  # fmt: skip
+    ranks = [RankMemory(rank=0, allocated=1, reserved=2, peak=3, capacity=9)]
+    status = RunStatus(
+        run_id="r1", name="r", state="running", run_dir="/x", step=5, loss=2.0, tokens_per_s=1000.0,
+        mfu=0.3, loss_scale=1024.0, mem_allocated=1, mem_reserved=2, mem_peak=3, mem_capacity=9,
+        mem_kind="cpu-rss", metrics={"accuracy": 0.5}, ranks=ranks, checkpoint_step=4, updated_at=1.0,
+        last_eval=EvalSummary(step=4, loss=2.1, metrics={"accuracy": 0.4}),
+    )  # fmt: skip
+    figures = ScrapeFigures(status, sample, {"heartbeat": "critical"}, 1, LastSave(4, 0.5), now=2.0)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(lambda: figures))
+    served = set(re.findall(r"^(memtui_\w+?)(?:\{| )", generate_latest(registry).decode(), re.M))
+    root = Path(__file__).resolve().parents[2]
+    dashboard = (root / "examples" / "grafana-dashboard.json").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"memtui_\w+", dashboard))
+    section = readme.split("## Prometheus and Grafana", 1)[1].split("\n## ", 1)[0]
+    for expanded in re.findall(r"`(memtui_[\w{},]+?)(?:\{[a-z,]+\})?`", section):
+        head, _, rest = expanded.partition("{")
+        options, _, tail = rest.partition("}")
+        named |= {head + option + tail for option in options.split(",")} if rest else {head}
+    assert {"memtui_memory_budget_bytes", "memtui_overflows_total", "memtui_rank_memory_peak_bytes"} <= named
+    assert named - served == set()
