@@ -89,25 +89,21 @@ def _status_gauges(figures: ScrapeFigures) -> Iterator[Metric]:
 
 
 def _memory(figures: ScrapeFigures) -> Iterator[Metric]:
-    """The reporting rank's memory (kind-labelled), its budget, and every rank's where reported."""
+    """The reporting rank's memory and budget (kind-labelled), every rank's where reported."""
     status, run = figures.status, figures.status.run_id
     kind = status.mem_kind or "unknown"
-    budget = figures.sample.mem_budget if figures.sample is not None else None
-    for suffix, field, _ in (*_MEMORY, ("budget", "", "")):
-        value = budget if suffix == "budget" else getattr(status, field)
-        if value is None:
-            continue
-        family = GaugeMetricFamily(
-            f"memtui_memory_{suffix}_bytes", f"Memory {suffix} (bytes).", labels=["run", "kind"]
-        )
-        family.add_metric([run, kind], float(value))
-        yield family
-    if not status.ranks:
-        return
-    for suffix, _, rank_field in _MEMORY:
+    values = {suffix: getattr(status, field) for suffix, field, _ in _MEMORY}
+    values["budget"] = figures.sample.mem_budget if figures.sample is not None else None
+    for suffix, value in values.items():
+        if value is not None:
+            name, doc = f"memtui_memory_{suffix}_bytes", f"Memory {suffix} (bytes)."
+            family = GaugeMetricFamily(name, doc, labels=["run", "kind"])
+            family.add_metric([run, kind], float(value))
+            yield family
+    for suffix, _, rank_field in _MEMORY if status.ranks else ():
         doc = f"Memory {suffix} of each rank as of its newest rank report (bytes)."
         family = GaugeMetricFamily(f"memtui_rank_memory_{suffix}_bytes", doc, labels=["run", "rank", "kind"])
-        for rank in status.ranks:
+        for rank in status.ranks or []:
             family.add_metric([run, str(rank.rank), kind], float(getattr(rank, rank_field)))
         yield family
 
