@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -235,6 +237,32 @@ def judge_oom(figures: dict[str, Any], zero_stage: int, steps: int, setting: str
         raise StageFailed(reason, figures)
 
 
+def oom_forensics(check: Check) -> dict[str, Any]:
+    """A real OOM with the allocator history on: ``memtui oom`` lists its breakdown (and on
+    CUDA its snapshot, a pickle of ``segments``); on CUDA the history's cost per step."""
+    result = check.out / "oom-forensics.json"
+    argv = ["bench/oom_forensics.py", "--json", str(result)]
+    argv += (["--cpu"] if check.cpu else []) + (["--quick"] if check.quick else [])
+    check.checked(check.python(*argv), 300, "oom_forensics.py")
+    figures: dict[str, Any] = json.loads(result.read_text())
+    result.unlink()
+    run = figures["run"]
+    try:
+        rows = check.memtui_json("oom", run["run_dir"], timeout=60)
+        figures["listed"] = [{k: r[k] for k in ("step", "outcome", "snapshot_file")} for r in rows]
+        snapshots = [Path(r["snapshot_file"]) for r in rows if r["snapshot_file"]]
+        figures["snapshot_bytes"] = [p.stat().st_size for p in snapshots]
+        if snapshots:
+            figures["snapshot_keys"] = sorted(pickle.loads(snapshots[-1].read_bytes()))
+    finally:
+        shutil.rmtree(run["home"], ignore_errors=True)
+    if not rows:
+        raise StageFailed(f"no OOM listed by memtui oom (the run exited {run['exit']})", figures)
+    if not check.cpu and "segments" not in figures.get("snapshot_keys", []):
+        raise StageFailed("no allocator snapshot with segments written at the OOM", figures)
+    return figures
+
+
 def overhead(check: Check) -> dict[str, Any]:
     result = check.out / "overhead.json"
     sized = OVERHEAD_CPU if check.cpu else OVERHEAD_CUDA
@@ -277,4 +305,5 @@ STAGES: dict[str, Callable[[Check], dict[str, Any]]] = {
     "oom-zero3": oom(3, "oom", overlap=False),
     "overhead": overhead,
     "console": console,
+    "oom-forensics": oom_forensics,
 }

@@ -91,6 +91,9 @@ class Spike(_Request):
     """What the step's loss is multiplied by (the loss it reports, trains on and backpropagates)."""
 
 
+EVERY_RANK = -1  # a slow_steps request's rank that slows every rank (a form shows ints only)
+
+
 class SlowSteps(_Request):
     title = "slow steps"
     description = "each of a number of steps takes longer (added latency with jitter)"
@@ -102,6 +105,8 @@ class SlowSteps(_Request):
     """Seconds added to each of them."""
     jitter_s: float = Field(0.05, ge=0.0, le=600.0, allow_inf_nan=False)
     """Up to this many seconds more, drawn at random per step."""
+    rank: int = Field(EVERY_RANK, ge=EVERY_RANK, le=65535)
+    """Only this (global) rank is slowed, a straggler the others wait for; -1: every rank."""
 
 
 class DiskFull(_Request):

@@ -306,6 +306,13 @@ class MemoryConfig(_Strict):
     cpu_enforce: bool = False
     """CPU only: a forward that leaves the process's RSS over the budget raises MemoryError,
     standing in for the CUDA allocator's limit (so OOM recovery runs on the CPU)."""
+    history_entries: int = Field(0, ge=0)
+    """CUDA: allocator events PyTorch's memory history keeps (the ring of
+    ``torch.cuda.memory._record_memory_history``); at each OOM its snapshot is written to
+    ``RUN_DIR/oom/`` for https://pytorch.org/memory_viz. 0: off (recording costs per
+    allocation, measured in bench/gpu_check.sh's oom-forensics stage). Ignored on the CPU."""
+    snapshots_kept: int = Field(3, ge=1)
+    """Allocator snapshots kept in ``RUN_DIR/oom/`` (the newest; each may be hundreds of MB)."""
     floor_skips: int = Field(10, ge=1)
     """fp16 at stage 0: consecutive skipped steps at the minimum loss scale that count as
     the loss-scale floor (an alert, then a stop with a checkpoint)."""

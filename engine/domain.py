@@ -114,6 +114,10 @@ class RankMemory(BaseModel):
     peak: int = Field(ge=0)
     """The step window's peak before the report (as the sample's ``mem_peak``)."""
     capacity: int = Field(ge=0)
+    step_s: float | None = Field(None, ge=0.0)
+    """Mean seconds of the rank's own work per step since its previous report: from the step's
+    start to its gradient collective, so a rank waiting for a slow one does not count the wait
+    (None: a trainer that did not measure it)."""
 
 
 class TelemetrySample(BaseModel):

@@ -133,6 +133,13 @@ class AlertConfig(StrictSection):
     """Smoothed loss / its best so far at which the loss is diverging."""
     loss_scale_floor: float = Field(1.0, gt=0.0)
     """fp16 loss scale at or below which the scale is at its floor."""
+    fragmentation_share: float = Field(0.3, gt=0.0, lt=1.0)
+    """CUDA: inactive split bytes / reserved bytes at which fragmentation alerts (memory the
+    budget counts but no tensor can use; ``expandable_segments`` or a steadier micro-batch
+    may help)."""
+    fragmentation_steps: int = Field(20, ge=1)
+    """Consecutive steps over ``fragmentation_share`` before the alert, and under it (less
+    the hysteresis) before it clears."""
     temperature_c: int = Field(85, ge=30, le=120)
     """GPU temperature alert (C); lowered to the GPU's slowdown threshold minus the margin."""
     temperature_margin_c: int = Field(5, ge=0)
@@ -144,6 +151,12 @@ class AlertConfig(StrictSection):
     disk_min_free_mb: int = Field(1024, ge=0)
     """MiB that must stay free on the checkpoint disk beyond the next checkpoint; on a disk
     too small for it, 5% of the disk's size (at least 16 MiB)."""
+    straggler_slower: float = Field(0.25, gt=0.0, le=10.0)
+    """Fraction above the ranks' median own step time at which a rank is slow (0.25: a
+    quarter slower); judged on each rank report (``train.rank_report_every``)."""
+    straggler_reports: int = Field(3, ge=1, le=1000)
+    """Consecutive slow rank reports before the straggler alert names the rank, and reports
+    back under the threshold (less ``hysteresis``) before it clears."""
     hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
     """Margin (a fraction) a value must come back by before an alert clears."""
     throttle_s: float = Field(300.0, ge=0.0)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.chaos_kinds import REQUESTS, parse_request
+from engine.chaos_kinds import EVERY_RANK, REQUESTS, parse_request
 from engine.domain import Event
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered, LegacyChaos
 from memtui.formatting import format_bytes, format_duration
@@ -44,6 +44,7 @@ PHRASES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "slow_steps": lambda v: (
         f"add {v.get('delay_s')} s (+ up to {v.get('jitter_s')} s jitter) to each of the next "
         f"{_steps(v.get('steps'))}"
+        + ("" if v.get("rank", EVERY_RANK) == EVERY_RANK else f" of rank {v.get('rank')} alone")
     ),
     "disk_full": lambda v: f"fail the next checkpoint {_saves(v.get('saves'))} as on a full disk",
     "kill": lambda v: "SIGKILL the trainer; the restart policy decides what follows",

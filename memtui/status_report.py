@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.domain import RunStatus
+from engine.domain import RankMemory, RunStatus
+from engine.rank_pace import slowest_rank
 from memtui.formatting import (
     PLACEHOLDER,
     format_age,
@@ -102,15 +103,24 @@ def checkpoint_text(s: RunStatus) -> str:
 
 
 def rank_rows(s: RunStatus) -> list[tuple[str, str]]:
-    """Several ranks: one row per rank from the newest rank report."""
+    """Several ranks: one row per rank from the newest rank report, its own step time with
+    the slowest rank (the one the others wait for) said."""
+    slow = slowest_rank(s.ranks or [])
+    slowest = None if slow is None else slow.rank
     return [
         (
             f"rank {r.rank}",
             f"{format_bytes(r.allocated)} allocated, {format_bytes(r.reserved)} reserved, "
-            f"peak {format_bytes(r.peak)} (step {s.ranks_step})",
+            f"peak {format_bytes(r.peak)}{_pace(r, slowest)} (step {s.ranks_step})",
         )
         for r in s.ranks or []
     ]
+
+
+def _pace(r: RankMemory, slowest: int | None) -> str:
+    if r.step_s is None:
+        return ""
+    return f", {r.step_s:.3f} s own step time" + (" (slowest)" if r.rank == slowest else "")
 
 
 def render_status(status: RunStatus, now: float) -> str:

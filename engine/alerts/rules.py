@@ -18,10 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.alerts.fragmentation import FragmentationCount
+from engine.alerts.straggler import StragglerWatch
 from engine.config import AlertConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
-from engine.events import INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
+from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
 
 Transition = Literal["fire", "resolve"]
@@ -104,6 +106,10 @@ class AlertRules:
         self._best_loss = math.inf
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
+        self._fragments = FragmentationCount(
+            config.fragmentation_share, config.fragmentation_steps, config.hysteresis
+        )
+        self._stragglers = StragglerWatch(config.straggler_slower, config.hysteresis)
 
     # --------------------------------------------------------------------- inputs
 
@@ -115,9 +121,11 @@ class AlertRules:
         out = self._heartbeat_back(now)
         self._last_beat = now
         out += self._memory(sample, now)
+        out += self._fragmentation(sample, now)
         out += self._throughput(sample, now)
         out += self._loss_rules(sample, now)
         out += self._loss_scale(sample, now)
+        out += self._straggler(sample, now)
         return out
 
     def on_tick(self, now: float, expecting_steps: bool) -> list[Alert]:
@@ -126,7 +134,7 @@ class AlertRules:
             return []
         quiet = now - self._last_beat
         return self._judge(
-            "heartbeat",
+            HEARTBEAT_RULE,
             quiet >= self.config.no_step_s,
             False,  # only a step clears it (on_step)
             now,
@@ -191,10 +199,10 @@ class AlertRules:
     # ---------------------------------------------------------------------- rules
 
     def _heartbeat_back(self, now: float) -> list[Alert]:
-        latch = self._latches.get("heartbeat")
+        latch = self._latches.get(HEARTBEAT_RULE)
         if latch is None or not latch.active:
             return []
-        return self._judge("heartbeat", False, True, now, "info", "steps resumed", {})
+        return self._judge(HEARTBEAT_RULE, False, True, now, "info", "steps resumed", {})
 
     def _memory(self, s: TelemetrySample, now: float) -> list[Alert]:
         limit = s.mem_budget or s.mem_capacity
@@ -211,6 +219,26 @@ class AlertRules:
             f"memory {fraction:.0%} of {'budget' if s.mem_budget else 'capacity'} ({s.mem_kind}); "
             f"alert at {cfg.memory_fraction:.0%}",
             {"fraction": round(fraction, 4), "used": used, "limit": limit, "step": s.step},
+        )
+
+    def _fragmentation(self, s: TelemetrySample, now: float) -> list[Alert]:
+        reading, cfg = self._fragments.note(s), self.config
+        if reading is None:
+            return []
+        return self._judge(
+            "memory_fragmentation",
+            reading.firing,
+            reading.clear,
+            now,
+            "warning",
+            f"memory fragmented: {reading.share:.0%} of the reserved bytes unusable for "
+            f"{cfg.fragmentation_steps} steps (alert at {cfg.fragmentation_share:.0%})",
+            {
+                "share": round(reading.share, 4),
+                "fragmented": s.mem_fragmentation,
+                "reserved": s.mem_reserved,
+                "step": s.step,
+            },
         )
 
     def _throughput(self, s: TelemetrySample, now: float) -> list[Alert]:
@@ -286,6 +314,23 @@ class AlertRules:
             f"fp16 loss scale at its floor ({s.loss_scale:g}) at step {s.step}",
             {"loss_scale": s.loss_scale, "step": s.step},
         )
+
+    def _straggler(self, s: TelemetrySample, now: float) -> list[Alert]:
+        """One rule per rank (``straggler.<rank>``), judged on the samples that carry a report."""
+        out: list[Alert] = []
+        need = self.config.straggler_reports
+        for pace in self._stragglers.on_report(s.ranks or []):
+            out += self._judge(
+                f"straggler.{pace.rank}",
+                pace.slow_reports >= need,
+                pace.back_reports >= need,
+                now,
+                "warning",
+                f"rank {pace.rank} is a straggler: {pace.step_s:.3f} s of its own work per step, "
+                f"{pace.slower:.0%} above the ranks' median {pace.median_s:.3f} s",
+                {"rank": pace.rank, "step_s": pace.step_s, "median_s": pace.median_s, "step": s.step},
+            )
+        return out
 
     # -------------------------------------------------------------------- latches
 

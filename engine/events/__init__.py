@@ -7,6 +7,7 @@ the package registers every type in ``PAYLOADS``. Torch-free.
 from __future__ import annotations
 
 from engine.events.alerts import (
+    HEARTBEAT_RULE,
     INSTANT_RULES,
     METRICS_PORT_RULE,
     PLANNER_RULE,
@@ -55,6 +56,7 @@ from engine.events.run import (
     RunEnded,
     RunPaused,
     RunStarted,
+    StacksCollected,
     StateChanged,
     StopRequested,
     TrainerError,
@@ -73,6 +75,7 @@ SUPERVISOR_EVENTS: frozenset[str] = frozenset(t for t, m in PAYLOADS.items() if 
 """Types only the supervisor records; a trainer that sends one is refused."""
 
 __all__ = [
+    "HEARTBEAT_RULE",
     "INSTANT_RULES",
     "PAYLOADS",
     "PLANNER_RULE",
@@ -135,6 +138,7 @@ __all__ = [
     "TrainerError",
     "TrainerExited",
     "TrainerFinished",
+    "StacksCollected",
     "TrainerHung",
     "TrainerLaunched",
     "TrainerLaunchFailed",

@@ -177,9 +177,31 @@ class TrainerHung(Payload):
     """The hang limit it passed (``restart.hang_s``, or derived from the run's pace)."""
     last_step: int
     stacks_log: str
-    """The log its ranks' Python stacks were written to."""
+    """Where its ranks' Python stacks were kept, relative to the run directory (``stacks``:
+    one file per rank, named in the ``stacks_collected`` just before; older runs: a log)."""
     stacks_dumped: int = 0
-    """Stack dumps found in that log (one per process asked; 0: none came in time)."""
+    """Ranks whose dump came (0: none came in time)."""
+
+
+class StacksCollected(Payload):
+    """Every rank's Python stacks, collected while the trainer was quiet (the heartbeat
+    alert, or a hang before its kill): one file per rank and where each rank is."""
+
+    event_type = "stacks_collected"
+    severity = "warning"
+    attempt: int
+    rule: str
+    """The alert or ending that asked: ``heartbeat`` or ``trainer_hung``."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """Rank -> its dump's file, relative to the run directory (ranks that answered)."""
+    where: dict[str, str] = Field(default_factory=dict)
+    """Rank -> the innermost frame of the training code in its dump (``file:line in func``)."""
+    stopped: list[int] = Field(default_factory=list)
+    """Ranks found stopped (SIGSTOP): continued just for their dump, then stopped again."""
+    silent: list[int] = Field(default_factory=list)
+    """Ranks asked that wrote no dump in time."""
+    flight: list[str] = Field(default_factory=list)
+    """NCCL flight recorder dumps present in the run directory (CUDA runs)."""
 
 
 class TrainerStarted(Payload):

@@ -8,7 +8,8 @@
     supervisor.pid        pid of the live supervisor (removed when it ends)
     telemetry.sqlite      steps, events, run state (WAL)
     checkpoints/          DeepSpeed tags
-    logs/supervisor.log   logs/trainer-<attempt>.log (a hung trainer's stacks go there too)
+    logs/supervisor.log   logs/trainer-<attempt>.log
+    stacks/  flight/      a quiet trainer's stacks per rank, NCCL flight records (stack_files)
     spool/                trainer-<attempt>.ndjson: what a trainer said after its supervisor
                           died, taken in (then removed) by the next supervisor
 

@@ -3,11 +3,12 @@
 A deadlock, a collective that never returns or a stopped process reports nothing and
 never exits: the heartbeat alert says so, and without this the run would stay "running"
 for ever. Every ``TICK_S`` while a trainer should be stepping (it runs, no stop, no hold)
-the ``HangClock`` is asked whether it has been quiet past its limit. Then each of its
-processes gets ``STACK_DUMP_SIGNAL`` (every rank registers ``faulthandler`` on it and
-writes its Python stacks to the attempt's log) and SIGCONT (a stopped process can only
-answer once continued); after the dumps (or ``STACKS_WAIT_S``) ``trainer_hung`` is
-recorded with where they are, and the process group is killed. The attempt then ends
+the ``HangClock`` is asked whether it has been quiet past its limit. Then every rank's
+Python stacks are collected (``stack_collection``: one file per rank, stopped ranks
+included), ``stacks_collected`` and ``trainer_hung`` are recorded with where each rank
+is, and the process group is killed. The heartbeat alert (``alerts.no_step_s``) firing
+collects them too, earlier and without any kill, so the operator sees where each rank
+waits while deciding. The attempt then ends
 as any unasked death does, and the restart decision restarts it from the newest verified
 checkpoint. Torch-free.
 """
@@ -15,26 +16,29 @@ checkpoint. Torch-free.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from engine.domain import STACK_DUMP_SIGNAL, Event
-from engine.events import RunContinued, StartupPhase, TrainerHung
+from engine.domain import Event
+from engine.events import (
+    HEARTBEAT_RULE,
+    AlertRaised,
+    RunContinued,
+    StacksCollected,
+    StartupPhase,
+    TrainerHung,
+)
+from engine.run.stack_files import STACKS_DIR
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.hang_clock import HangClock
 from engine.supervisor.journal import Journal
+from engine.supervisor.stack_collection import collect_stacks
 
 log = logging.getLogger("engine.supervisor.hang_recovery")
 
 TICK_S = 1.0  # s between checks; a hang is caught within its limit plus this
-STACKS_WAIT_S = 3.0  # s the dumps may take to reach the log before the kill
-STACKS_POLL_S = 0.1
-STACK_MARK = b"most recent call first"  # faulthandler's header of each thread's stack
+HUNG_RULE = TrainerHung.event_type
 
 
 class HangRecovery:
@@ -57,12 +61,31 @@ class HangRecovery:
         self._now = clock
         self.ticks = 0
         """Checks made so far (a test waits for the watch to have looked)."""
+        self._collecting: asyncio.Task[StacksCollected | None] | None = None
         journal.watchers.append(self._watch)
 
     def _watch(self, event: Event) -> None:
-        """Start-up phases are signs of life (a cold op build takes minutes before a step)."""
+        """Start-up phases are signs of life (a cold op build takes minutes before a step);
+        the heartbeat alert firing has every rank's stacks collected."""
         if event.type in (StartupPhase.event_type, RunContinued.event_type):
             self.sign_of_life()
+        alert = AlertRaised.of(event)
+        busy = self._collecting is not None and not self._collecting.done()
+        if alert is not None and alert.rule == HEARTBEAT_RULE and not alert.resolved and not busy:
+            self._collecting = asyncio.get_running_loop().create_task(self.collect(HEARTBEAT_RULE))
+
+    async def collect(self, rule: str) -> StacksCollected | None:
+        """Every rank's stacks into ``stacks/``, recorded as ``stacks_collected``; None when no
+        trainer runs."""
+        attempt, targets = self.attempts.attempt, self.attempts.stack_targets()
+        if not targets:
+            return None
+        collected = await collect_stacks(self.attempts.run.path, attempt, targets, rule)
+        where = "; ".join(f"rank {r}: {w}" for r, w in collected.where.items()) or "no rank answered"
+        stopped = f" (stopped: rank {', '.join(map(str, collected.stopped))})" if collected.stopped else ""
+        message = f"stacks of {len(collected.files)} of {len(targets)} ranks{stopped}: {where}"
+        self.journal.record(collected, message, attempt=attempt)
+        return collected
 
     def sign_of_life(self) -> None:
         """A start-up phase (or a launch, a continue): the quiet time starts again."""
@@ -103,64 +126,20 @@ class HangRecovery:
         quiet = self.hang.quiet_s(self._now()) or 0.0
         limit = self.hang.limit_s()
         self.hang.sign_of_life(self._now())  # one recovery per hang, however long the kill takes
-        where = self.attempts.run.trainer_log(attempt)
-        targets = self.attempts.stack_targets()
-        dumped = await dump_stacks(targets, pid, where)
+        if self._collecting is not None and not self._collecting.done():
+            await self._collecting  # the heartbeat's collection: never two rounds of signals at once
+        collected = await self.collect(HUNG_RULE)
+        dumped = len(collected.files) if collected is not None else 0
         last_step = self._latest_step()
-        relative = os.path.relpath(where, self.attempts.run.path)
         hung = TrainerHung(
             attempt=attempt,
             quiet_s=round(quiet, 1),
             limit_s=round(limit, 1),
             last_step=last_step,
-            stacks_log=relative,
+            stacks_log=STACKS_DIR,
             stacks_dumped=dumped,
         )
-        stacks = (
-            f"stacks of {dumped} of {len(targets)} processes in {relative}"
-            if dumped
-            else (f"no stacks came ({relative})")
-        )
+        stacks = f"stacks of {dumped} ranks in {STACKS_DIR}/" if dumped else "no stacks came"
         reason = f"hung: no sign of life for {quiet:.0f} s (limit {limit:.0f} s) after step {last_step}"
         self.journal.record(hung, f"trainer {reason}; {stacks}; killing it", attempt=attempt)
         self.attempts.kill_hung(reason)
-
-
-async def dump_stacks(pids: list[int], group: int, log_path: Path) -> int:
-    """Signal each of ``pids`` to dump its stacks, continue ``group`` (a stopped process
-    dumps only once it runs), and wait until a dump per process reached ``log_path`` or
-    STACKS_WAIT_S passed. Returns the dumps found there (at most one per process asked)."""
-    start = _size(log_path)
-    sig = signal.Signals[STACK_DUMP_SIGNAL]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGCONT)
-    deadline = time.monotonic() + STACKS_WAIT_S
-    found = 0
-    while time.monotonic() < deadline:
-        found = _dumps_since(log_path, start)
-        if found >= len(pids):
-            break
-        await asyncio.sleep(STACKS_POLL_S)
-    return min(found, len(pids))
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _dumps_since(path: Path, offset: int) -> int:
-    """Processes whose dump is in ``path`` after ``offset``: faulthandler starts each with
-    the current thread's header ("Current thread 0x... (most recent call first)")."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            text = f.read()
-    except OSError:
-        return 0
-    return text.count(b"Current thread") or min(text.count(STACK_MARK), 1)

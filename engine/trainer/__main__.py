@@ -21,6 +21,7 @@ import traceback
 import warnings
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from engine.domain import EXIT_NO_CHECKPOINT, STACK_DUMP_SIGNAL
 from engine.events import TrainerError
@@ -28,6 +29,7 @@ from engine.extension_cache import set_extensions_dir
 from engine.run.directory import PRIVATE_UMASK, RunDir
 from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.run.report_spool import SpoolWriter, spool_path
+from engine.run.stack_files import open_live_stack_file
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
 from engine.trainer.parent_death import die_with_parent
 from engine.trainer.startup_phases import StartupPhases
@@ -81,7 +83,7 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def install_signal_handlers(stop: threading.Event) -> None:
+def install_signal_handlers(stop: threading.Event, run: RunDir, attempt: int) -> None:
     def on_term(signum: int, _frame: FrameType | None) -> None:
         log.info("signal %d: finishing this step, then checkpointing", signum)
         stop.set()
@@ -89,9 +91,15 @@ def install_signal_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an SSH hang-up never stops training
-    # The supervisor asks a hung trainer (every rank) for its stacks before killing it: the
-    # dump is written from the signal handler in C, so a deadlocked interpreter still answers.
-    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], all_threads=True, chain=False)
+    # The supervisor asks a quiet trainer (every rank) for its stacks: the dump is written
+    # from the signal handler in C, so a deadlocked interpreter still answers; each rank
+    # into its own file (torchrun's ranks share one log, and a dump names no rank).
+    try:
+        sink: Any = open_live_stack_file(run.path, attempt, launcher_rank(), os.getpid())
+    except OSError as err:
+        log.warning("stacks will go to the log: %s", err)
+        sink = sys.stderr
+    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], file=sink, all_threads=True, chain=False)
 
 
 def open_link(run: RunDir, args: argparse.Namespace) -> Link:
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, LinkError) as err:
         log.error("cannot start: %s", err)
         return 1
-    install_signal_handlers(link.stop_requested)
+    install_signal_handlers(link.stop_requested, run, args.attempt)
     log.info("DeepSpeed op cache: %s", set_extensions_dir())  # before torch reads it
     phases = StartupPhases(link, args.attempt)
     try:

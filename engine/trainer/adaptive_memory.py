@@ -69,12 +69,13 @@ from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error, min_loss
 from engine.trainer.memory_halt import MemoryHalt
 from engine.trainer.memory_prior import build_memory_model
 from engine.trainer.memory_probe import MemoryProbe, enforce_budget
+from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.oom_injection import OomInjector
 from engine.trainer.oom_recovery import (
     discard_window,
     drop_frames,
     is_oom,
-    recoverable_in_place,
+    redone_in_place,
     release_memory,
 )
 from engine.trainer.rank_group import RankGroup
@@ -135,6 +136,8 @@ class AdaptiveMemory:
         """Wall seconds of the last completed optimizer step (the slowest rank's)."""
         self._started = 0.0
         self.sampler = ForwardSampler(probe, self.budget, self.cpu_enforce, every_forward=lengths is not None)
+        self.forensics: OomForensics | None = None
+        """What each OOM leaves in the run's directory (set by the loop; None in bare tests)."""
         self.injector.attach(module)
 
     # ----------------------------------------------------------------- the step
@@ -327,12 +330,15 @@ class AdaptiveMemory:
         redone. Events and messages name it as telemetry does (``step + 1``: the steps done
         once it completes), so an OOM event names the step that is redone."""
         redone = step + 1
-        drop_frames(err)  # the failed window's activations, freed now
         before = current_geometry(self.engine)
         peak = self.probe.step_peak()
         smaller = after_oom(before, self.policy)
+        if self.forensics is not None:  # while the failed window's tensors are still held
+            after = smaller.micro_batch if smaller else None
+            self.forensics.record(self, redone, before.micro_batch, after, err, peak, self._baseline())
+        drop_frames(err)  # the failed window's activations, freed now
         self.state = failed(self.state, before.micro_batch, step, self.budget - self._baseline())
-        if not recoverable_in_place(self.engine) or self.ranks.world > 1:
+        if not redone_in_place(self.engine, self.ranks.world):
             where = f"rank {self.ranks.rank} of {self.ranks.world}" if self.ranks.world > 1 else "ZeRO-3"
             why = f"OOM at {where} in step {redone}: {err}"
             self.record.write(smaller or before, self.state.history, why)

@@ -38,7 +38,17 @@ from typing import Any
 
 import torch
 
-from engine.chaos_kinds import Ballast, DiskFull, NanLoss, Oom, Overflow, Release, SlowSteps, Spike
+from engine.chaos_kinds import (
+    EVERY_RANK,
+    Ballast,
+    DiskFull,
+    NanLoss,
+    Oom,
+    Overflow,
+    Release,
+    SlowSteps,
+    Spike,
+)
 from engine.events import ChaosApplied
 from engine.protocol import InjectChaos
 from engine.trainer.disk_full_injection import full_disk
@@ -118,14 +128,24 @@ class ChaosInjections:
             self.spike_factor = request.factor
             return f"this step's loss (and its gradients) multiplied by {request.factor:g}"
         if isinstance(request, SlowSteps):
-            self.slow_steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
-            self.rng = random.Random(message.chaos_id)  # the same request, the same delays
-            return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s)"
+            return self._slow(request, message.chaos_id)
         if isinstance(request, DiskFull):
             self.failing_saves += request.saves
             return f"the next {self.failing_saves} saves fail as on a full disk"
         log.warning("chaos %s (%s) is not the trainer's to perform: ignored", request.kind, message.chaos_id)
         return None
+
+    def _slow(self, request: SlowSteps, chaos_id: str) -> str:
+        """Slow steps on every rank, or on the one rank the request names."""
+        world, rank = self.memory.ranks.world, self.memory.ranks.rank
+        every = request.rank == EVERY_RANK
+        on = "" if every else f" on rank {request.rank}"
+        if request.rank >= world:
+            return f"no rank {request.rank} among {world}: nothing done"
+        if every or request.rank == rank:
+            self.slow_steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
+            self.rng = random.Random(chaos_id)  # the same request, the same delays
+        return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s){on}"
 
     def _hold(self, request: Ballast, step: int) -> str:
         """Ballast planned and allocated now, so that a size the host cannot give is said

@@ -44,12 +44,12 @@ from engine.events import (
     TrainerFinished,
 )
 from engine.protocol import StepReport
-from engine.rollback import OFFSET_KEY
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.built_model import describe_built
 from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.client_state import client_state, step_lengths, trained_tokens
 from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.directive_applier import DirectiveApplier
@@ -60,21 +60,21 @@ from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import build_meter
+from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
-from engine.trainer.rank_memory import exchange_memory
+from engine.trainer.rank_memory import RankPace, exchange_memory
 from engine.trainer.sample_window import for_rank
 from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
-from engine.trainer.step_lengths import StepLengths
 from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
-from engine.trainer.workload import BatchFn, Workload, load_workload
+from engine.trainer.workload import BatchFn, load_workload
 
 log = logging.getLogger(__name__)
 
@@ -209,18 +209,20 @@ def run_steps(training: Training, until: int) -> None:
         scale = loss_scale(engine)  # the scale this step's backward uses
         sums = StepMetrics()  # this step's own: a step chaos skips reports none
         started = time.perf_counter()
+        training.pace.start()  # before chaos's delay: a slowed rank's own time includes it
 
-        step_fn = functools.partial(train_step, sums=sums)
+        step_fn = functools.partial(train_step, sums=sums, pace=training.pace)
         loss = chaos.run_step(memory, step_fn, engine, batch, step)  # an OOM: shrink, redo the window
         if loss is None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 
         step_time_s = time.perf_counter() - started
         cadence.note_step(step_time_s)
+        training.pace.finish()
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
         if ranks.world > 1 and engine.global_steps % report_every == 0:
-            training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe)
+            training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe, training.pace)
         if engine.global_steps % config.log_every == 0:
             named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
             report_step(training, loss, lr, scale, overflow, step_time_s, named)
@@ -229,12 +231,15 @@ def run_steps(training: Training, until: int) -> None:
         maybe_checkpoint(training)
 
 
-def train_step(engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None = None) -> torch.Tensor:
+def train_step(
+    engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None = None, pace: RankPace | None = None
+) -> torch.Tensor:
     """One optimizer step: grad_accum x (forward, backward), the optimizer at the boundary.
 
     Returns the mean loss over the micro-batches, a detached 0-dim tensor (no host sync).
     The workload's own scalars (a forward returning ``(loss, {name: value})``) are summed
-    into ``sums``, on the device; a window redone after an OOM starts them afresh.
+    into ``sums``, on the device; a window redone after an OOM starts them afresh. ``pace``
+    is told when the boundary micro-batch's backward (the gradient all-reduce) begins.
     """
     if sums is not None:
         sums.start()
@@ -247,6 +252,8 @@ def train_step(engine: Any, batch: BatchFn, step: int, sums: StepMetrics | None 
         loss, named = split_output(engine(*inputs))  # the scalar loss (and the workload's scalars)
         if sums is not None and named:
             sums.add(named)
+        if pace is not None and micro == grad_accum - 1:
+            pace.at_collective()  # the rest of the step waits for every rank
         engine.backward(scaled_for_backward(engine, loss, manual_scale))  # also divides by grad_accum
         engine.step()  # only steps the optimizer at the accumulation boundary
         total += loss.detach().float()
@@ -358,31 +365,12 @@ def settle_sealing(training: Training) -> None:
         log.exception("reporting the last background checkpoint failed")
 
 
-def client_state(training: Training) -> dict[str, Any]:
-    """What DeepSpeed does not restore by itself (see DEEPSPEED-NOTES: Checkpoints)."""
-    engine = training.engine
-    return {
-        "step": int(engine.global_steps),  # data position: the next step draws batch(step, ...)
-        "samples": int(engine.global_samples),
-        "seed": training.config.seed,
-        "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
-        "grad_accum": int(engine.gradient_accumulation_steps()),
-        "world_size": training.telemetry.world_size,
-        "overflow_count": training.telemetry.overflow_count,
-        "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
-        "attempt": training.telemetry.attempt,
-        "directives": dict(training.directives.effective) if training.directives else {},
-        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
-        OFFSET_KEY: training.data_offset,
-    }
-
-
 # ------------------------------------------------------------------------- set-up
 
 
 def attach_memory(training: Training) -> AdaptiveMemory:
     """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
-    return AdaptiveMemory(
+    memory = AdaptiveMemory(
         training.config,
         training.engine,
         training.workload.model,
@@ -393,6 +381,10 @@ def attach_memory(training: Training) -> AdaptiveMemory:
         description=training.described(),
         lengths=training.telemetry.lengths,
     )
+    if training.run is not None:  # what each OOM leaves in RUN_DIR/oom/ (a bench keeps none)
+        run_facts = (training.config, training.run.path, training.telemetry.attempt)
+        memory.forensics = OomForensics.for_run(*run_facts, memory, training.described())
+    return memory
 
 
 def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
@@ -408,23 +400,6 @@ def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
         training.telemetry,
         metrics.screen,
     )
-
-
-def step_lengths(config: RunConfig, workload: Workload, offset: int) -> StepLengths | None:
-    """Each step's tokens, when the workload's sequence lengths vary (at the data position
-    a rollback moved the step to, as its batches are)."""
-    if workload.lengths is None:
-        return None
-    lengths = shifted(workload.lengths, offset)
-    return StepLengths(lengths, config.train.micro_batch, config.train.global_batch)
-
-
-def trained_tokens(lengths: StepLengths | None, client_state: dict[str, Any], step: int) -> int:
-    """Tokens trained before ``step`` (varying lengths): the checkpoint's count, else summed."""
-    if lengths is None:
-        return 0
-    saved = client_state.get("tokens")
-    return int(saved) if isinstance(saved, int) and saved > 0 else lengths.tokens_before(step)
 
 
 def attach_directives(training: Training) -> DirectiveApplier:

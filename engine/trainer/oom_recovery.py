@@ -49,6 +49,12 @@ def recoverable_in_place(engine: Any) -> bool:
     return int(engine.zero_optimization_stage()) < 3
 
 
+def redone_in_place(engine: Any, world_size: int) -> bool:
+    """False where an OOM's step is left to a restart from the newest checkpoint: at ZeRO-3,
+    or with several ranks (the others are already inside the step's collectives)."""
+    return recoverable_in_place(engine) and world_size == 1
+
+
 def discard_window(engine: Any) -> None:
     """Undo a partial accumulation window: no optimizer step, no sample counted."""
     optimizer = engine.optimizer

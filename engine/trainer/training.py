@@ -17,6 +17,7 @@ from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.evaluation import Evaluator
 from engine.trainer.link import Link
 from engine.trainer.rank_group import RankGroup
+from engine.trainer.rank_memory import RankPace
 from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.step_metrics import WorkloadMetrics
 from engine.trainer.step_telemetry import StepTelemetry
@@ -45,6 +46,8 @@ class Training:
     """Directive values the resumed checkpoint recorded, re-applied before the first step."""
     ranks: RankGroup = field(default_factory=RankGroup)
     """This process's rank in the trainer's group (one rank unless torchrun started several)."""
+    pace: RankPace = field(default_factory=RankPace)
+    """This rank's own time per step, sent with its memory in the rank reports."""
     sealer: CheckpointSealer | None = None
     """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
     sealing_stall_s: float = 0.0

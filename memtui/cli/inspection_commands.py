@@ -68,7 +68,8 @@ def add_logs_parser(sub: Any) -> None:
         description=(
             "Print the supervisor's and every trainer attempt's log lines merged in time order, "
             "each marked with its log (supervisor, trainer-N); --trainer or --supervisor prints "
-            "one log as it is."
+            "one log as it is. The hang diagnosis files (every rank's stacks, NCCL flight records) "
+            "are named on stderr."
         ),
     )
     add_run(logs, NEWEST)
@@ -160,6 +161,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from memtui.cli.run_logs import follow, pick_log, tail_lines
 
     run = require_run(args.run, live=False, prefer_live=True)
+    _name_diagnosis(run)
     if args.log == "all":
         return _print_merged_logs(run, args)
     try:
@@ -172,6 +174,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.follow:
         follow(path, sys.stdout, alive=lambda: run.supervisor_pid() is not None)
     return 0
+
+
+def _name_diagnosis(run: RunDir) -> None:
+    """The stack dumps and flight records beside the logs, on stderr (the logs stay on stdout)."""
+    from memtui.cli.run_logs import diagnosis_note
+
+    note = diagnosis_note(run)
+    if note:
+        print(note, file=sys.stderr)
 
 
 def _print_merged_logs(run: RunDir, args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@
     memtui pause [RUN] | unpause [RUN]   hold training at a step boundary / let it go on
     memtui resume [RUN]         start an interrupted run again from its newest verified checkpoint
     memtui checkpoints [RUN]    list checkpoints: step, size, age, verification
+    memtui oom [RUN]            list OOMs: step, micro-batch, memory breakdown, allocator snapshot
     memtui doctor [--json]      check this machine: software, GPUs, host; verdict with reasons
     memtui directives [RUN] | approve ID | reject ID | clamp ID | propose [RUN]   planner directives
     memtui chaos [RUN] KIND [--PARAM VALUE ...] | chaos --list   rehearse a failure in a live run

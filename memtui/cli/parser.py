@@ -20,6 +20,7 @@ from memtui.cli import (
     endurance_commands,
     inspection_commands,
     lifecycle_commands,
+    oom_command,
     pause_commands,
     plan_command,
 )
@@ -35,6 +36,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     lifecycle_commands.add_stop_parser,
     lifecycle_commands.add_resume_parser,
     inspection_commands.add_checkpoints_parser,
+    oom_command.add_parser,
     endurance_commands.add_report_parser,
     endurance_commands.add_endure_parser,
     doctor_command.add_parsers,

@@ -3,6 +3,7 @@ merged: ``memtui.cli.merged_logs``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -69,3 +70,15 @@ def follow(path: Path, out: TextIO, *, alive: Callable[[], bool], poll_s: float 
                 out.write(f.read().decode("utf-8", "replace"))
                 return
             time.sleep(poll_s)
+
+
+def diagnosis_note(run: RunDir) -> str | None:
+    """The hang diagnosis files kept beside the logs (one stack dump per rank and collection,
+    NCCL flight records), named relative to the run directory; None when there are none."""
+    from engine.run.stack_files import diagnosis_files
+
+    files = diagnosis_files(run.path)
+    if not files:
+        return None
+    names = "\n".join(f"  {os.path.relpath(p, run.path)}" for p in files)
+    return f"stacks and flight records (hang diagnosis) in {run.path}:\n{names}"

@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Literal
 
 from engine.domain import Event
-from engine.events import INSTANT_RULES, AlertRaised
+from engine.events import INSTANT_RULES, AlertRaised, StacksCollected
 
 ALERT_EVENT = AlertRaised.event_type
+KEPT_WITH_ALERTS = frozenset({ALERT_EVENT, StacksCollected.event_type})
+"""Events the alert list reads: the alerts, and the stacks a heartbeat alert collected."""
 ToastSeverity = Literal["information", "warning", "error"]
 TOAST_SEVERITY: dict[str, ToastSeverity] = {"info": "information", "warning": "warning", "critical": "error"}
 """Event severity -> ``App.notify`` severity."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from engine.domain import Event
-from engine.events import INSTANT_RULES
+from engine.events import HEARTBEAT_RULE, INSTANT_RULES, StacksCollected
 from memtui.console.alert_state import ALERT_EVENT, alert_rule, is_resolved
 
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
@@ -36,6 +36,9 @@ class AlertEpisode:
     """Firing alerts after the first (the rule repeats itself while it stays firing)."""
     last_at: float = 0.0
     """Its newest event's time."""
+    where: tuple[str, ...] = ()
+    """Where each rank was when its stacks were collected during the episode (the heartbeat's
+    ``stacks_collected``): ``rank 0: engine/trainer/loop.py:236 in train_step``."""
 
     @property
     def firing(self) -> bool:
@@ -54,6 +57,9 @@ def alert_episodes(events: Iterable[Event]) -> list[AlertEpisode]:
     open_: dict[str, AlertEpisode] = {}
     done: list[AlertEpisode] = []
     for event in events:
+        stacks = StacksCollected.of(event)
+        if stacks is not None and HEARTBEAT_RULE in open_:  # a hang's too: the heartbeat fires first
+            open_[HEARTBEAT_RULE] = dataclasses.replace(open_[HEARTBEAT_RULE], where=rank_places(stacks))
         if event.type != ALERT_EVENT:
             continue
         rule = alert_rule(event)
@@ -66,6 +72,15 @@ def alert_episodes(events: Iterable[Event]) -> list[AlertEpisode]:
             open_[rule] = _fired(episode, event, rule)
     firing = sorted(open_.values(), key=lambda e: (-SEVERITY_RANK.get(e.severity, 0), -e.last_at))
     return [*firing, *sorted(done, key=lambda e: -e.last_at)]
+
+
+def rank_places(stacks: StacksCollected) -> tuple[str, ...]:
+    """One line per rank: where its dump says it is, a stopped or silent rank said so."""
+    places = [
+        f"rank {rank}: {frame}" + (" (was stopped)" if int(rank) in stacks.stopped else "")
+        for rank, frame in sorted(stacks.where.items(), key=lambda item: int(item[0]))
+    ]
+    return (*places, *(f"rank {rank}: no stacks came" for rank in stacks.silent))
 
 
 def _fired(episode: AlertEpisode | None, event: Event, rule: str) -> AlertEpisode:

@@ -46,7 +46,7 @@ from engine.events import (
 )
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
-from memtui.console.alert_state import ALERT_EVENT, critical_after, warning_after
+from memtui.console.alert_state import KEPT_WITH_ALERTS, critical_after, warning_after
 from memtui.console.series import (
     LIVE_POINTS,
     WINDOW_SECONDS,
@@ -141,8 +141,9 @@ class RunView:
     warning_alerts: tuple[Event, ...] = ()
     """Warning ``alert`` events still firing, likewise (instants such as a restart never)."""
     alerts: tuple[Event, ...] = ()
-    """Every ``alert`` event (firing and resolved), oldest first, the newest MAX_ALERTS:
-    kept apart from ``events`` so that chatty events never push an alert out."""
+    """Every ``alert`` event (firing and resolved) and ``stacks_collected`` (where each rank
+    was), oldest first, the newest MAX_ALERTS: kept apart from ``events`` so that chatty
+    events never push an alert out."""
     ranks: tuple[RankMemory, ...] = ()
     """Every rank's memory as of the newest rank report (rank order); kept between the steps
     that carry one, empty for a single-rank run."""
@@ -257,7 +258,7 @@ class RunView:
             critical_alerts=critical_after(event, self.critical_alerts),
             warning_alerts=warning_after(event, self.warning_alerts),
             resumed=self.resumed or event.type == RunContinued.event_type,
-            alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type == ALERT_EVENT else self.alerts,
+            alerts=(*self.alerts, event)[-MAX_ALERTS:] if event.type in KEPT_WITH_ALERTS else self.alerts,
             startup=_startup_after(event, self.startup, self.sample),
             started=TrainerStarted.of(event) or self.started,
             evals=evals_after(event, self.evals),

@@ -114,3 +114,21 @@ def test_one_rank_has_no_rank_rows(run: RunDir) -> None:
     _write(run, state="completed", pid=_dead_pid(), steps=3)
     status = offline_status(run)
     assert status.ranks is None and status.ranks_step is None
+
+
+def test_status_says_each_ranks_own_step_time_and_the_slowest(run: RunDir) -> None:
+    from engine.domain import RankMemory
+    from memtui.status_report import render_status
+
+    _write(run, state="completed", pid=_dead_pid())
+    ranks = [
+        RankMemory(rank=r, allocated=1 << 20, reserved=2 << 20, peak=3 << 20, capacity=1 << 30, step_s=s)
+        for r, s in ((0, 0.25), (1, 0.75))
+    ]
+    with Store(run.store) as store:
+        store.add_step(_sample(10).model_copy(update={"world_size": 2, "ranks": ranks}))
+    status = offline_status(run)
+    assert [r.step_s for r in status.ranks or []] == [0.25, 0.75]  # and so in status --json
+    text = render_status(status, now=time.time())
+    assert "peak 3.00 MiB, 0.250 s own step time (step 10)" in text
+    assert "peak 3.00 MiB, 0.750 s own step time (slowest) (step 10)" in text

@@ -77,6 +77,7 @@ from engine.protocol import (
     encode,
     read_line,
 )
+from engine.run.stack_files import open_live_stack_file
 
 NO_CONNECT_READY = "fake trainer: not connecting; SIGTERM ends me"
 """Printed (to the trainer log) once a FAKE_TRAINER_NO_CONNECT trainer handles SIGTERM."""
@@ -320,7 +321,9 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--attempt", type=int, default=1)
     args = parser.parse_args()
-    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], all_threads=True)  # as the real one
+    rank = int(os.environ.get("RANK", "0") or 0)
+    sink = open_live_stack_file(args.run_dir, args.attempt, rank, os.getpid())  # as the real one
+    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], file=sink, all_threads=True)
     return asyncio.run(FakeTrainer(args.run_dir, args.attempt).run())
 
 

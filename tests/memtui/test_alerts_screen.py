@@ -138,3 +138,47 @@ async def test_alert_list_opens_updates_live_and_filters(live_run: RunDir) -> No
             assert isinstance(app.screen, KeysScreen) and ("A", "Alerts") in app.screen._keys
             await pilot.press("escape")
             assert "Alerts: list" in [c[0] for c in app.palette_commands()]
+
+
+LOOP = "engine/trainer/loop.py"
+STACKS = {
+    "attempt": 1,
+    "rule": "heartbeat",
+    "files": {"0": "stacks/x-rank0.txt", "1": "stacks/x-rank1.txt"},
+    "where": {
+        "1": "engine/trainer/loop.py:236 in train_step",
+        "0": "engine/trainer/loop.py:240 in train_step",
+    },
+    "stopped": [1],
+}
+
+
+def test_a_heartbeat_alert_shows_where_each_rank_was_when_its_stacks_were_collected() -> None:
+    events = [
+        *history(),
+        make_event(7, "stacks_collected", "stacks of 2 of 2 ranks", ts=T0 + 410, data=STACKS),
+    ]
+    episodes = alert_episodes(events)
+    assert episodes[0].rule == "heartbeat" and episodes[1].where == ()  # only the heartbeat's
+    lines = plain(render_alert_list(episodes, T0 + 600)).splitlines()
+    at = next(i for i, line in enumerate(lines) if "heartbeat" in line)
+    assert [line.split("↳ ")[1] for line in lines[at + 1 : at + 3]] == [
+        f"rank 0: {LOOP}:240 in train_step",
+        f"rank 1: {LOOP}:236 in train_step (was stopped)",
+    ]
+
+
+async def test_the_console_alert_list_shows_where_each_rank_was(live_run: RunDir) -> None:
+    clock = {"now": T0 + 600}
+    async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=history()) as fake:
+        app = MemtuiApp(live_run, clock=lambda: clock["now"])
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(lambda: app.view.last_seq == 6)
+            for seq in range(7, 7 + 60):  # chatty events never push the stacks out
+                fake.add_event("note", f"note {seq}", ts=T0 + 400)
+            fake.add_event("stacks_collected", "stacks of 2 of 2 ranks", ts=T0 + 410, data=STACKS)
+            await pilot.press("A")
+            screen = app.screen
+            assert isinstance(screen, AlertsScreen)
+            await until(lambda: "rank 1: " in plain(screen.text))
+            assert f"↳ rank 1: {LOOP}:236 in train_step (was stopped)" in plain(screen.text)

@@ -36,7 +36,10 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         answer = json.loads(capsys.readouterr().out)
         assert answer["run_id"] == live_run.run_id and answer["chaos_id"] == "c-fake2"
         assert answer["kind"] == "slow_steps"
-        assert answer["params"] == {"steps": 3, "delay_s": 0.5, "jitter_s": 0.05}
+        assert answer["params"] == {"steps": 3, "delay_s": 0.5, "jitter_s": 0.05, "rank": -1}
+        assert main(["chaos", live_run.run_id, "slow_steps", "--rank", "1"]) == 0  # one straggler
+        assert chaos_sent(fake)[-1].request == SlowSteps(rank=1)
+        assert capsys.readouterr().out.rstrip().endswith("to each of the next 20 steps of rank 1 alone")
 
         assert main(["chaos", "kill", "--json"]) == 0  # a kind without parameters
         assert chaos_sent(fake)[-1].request == Kill()
@@ -45,7 +48,8 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         assert [(c.chaos_id, c.kind) for c in injected if c] == [
             ("c-fake1", "ballast"),
             ("c-fake2", "slow_steps"),
-            ("c-fake3", "kill"),
+            ("c-fake3", "slow_steps"),
+            ("c-fake4", "kill"),
         ]
         assert injected[0] and injected[0].params == {"bytes": 1 << 30, "steps": 10}
 

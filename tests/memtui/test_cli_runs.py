@@ -137,6 +137,20 @@ def test_logs_tail_and_choice(run_dir: RunDir, capsys: pytest.CaptureFixture[str
     assert "No such file" in capsys.readouterr().err
 
 
+def test_logs_name_the_hang_diagnosis_files(run_dir: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir.supervisor_log.write_text("sup\n")
+    assert main(["logs"]) == 0 and "stacks" not in capsys.readouterr().err  # none yet: nothing said
+    kept = ["stacks/20261202T041000Z-rank0.txt", "stacks/20261202T041000Z-rank1.txt"]
+    kept.append("flight/nccl-trace-rank-1")
+    for name in kept:
+        (run_dir.path / name).parent.mkdir(exist_ok=True)
+        (run_dir.path / name).write_text("dump")
+    assert main(["logs"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["supervisor | sup"]  # the logs alone on stdout
+    assert err.splitlines()[1:] == [f"  {name}" for name in kept]
+
+
 def test_without_a_run_the_newest_live_run_is_meant(
     home: Path, live_run: RunDir, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -101,6 +101,17 @@ def test_compact_panel_names_the_worst_rank_in_one_line() -> None:
     assert words(lines[-1]).endswith("1.86 GiB 93%")
 
 
+def test_rank_rows_show_each_ranks_own_step_time_and_mark_the_slowest() -> None:
+    ranks = [r.model_copy(update={"step_s": s}) for r, s in zip(two_ranks(), (0.12, 0.61), strict=True)]
+    lines = plain(render_memory(ranked_view(ranks), 68, 19)).splitlines()
+    header = next(line for line in lines if line.startswith("rank"))
+    r0, r1 = (next(line for line in lines if line.startswith(f"r{i} ")) for i in (0, 1))
+    assert header.rstrip().endswith("step") and "peak" in header
+    assert r0.rstrip().endswith("0.120s") and r1.rstrip().endswith("0.610s ◀")
+    compact = plain(render_memory(ranked_view(ranks), 44, 6)).splitlines()[-1]
+    assert compact.startswith("2 ranks   slow r1 worst r1 ")
+
+
 def test_many_ranks_show_the_worst_ones_and_how_many_are_not_shown() -> None:
     base = make_sample(4, mem_kind="cuda")
     ranks = [

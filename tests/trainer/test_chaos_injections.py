@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.disk_full_injection import full_disk
 from engine.trainer.link import NullLink
 from engine.trainer.oom_injection import OomInjector
+from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from tests.trainer.test_rank_link import ScriptedGroup
 
@@ -54,6 +56,7 @@ class FakeMemory:
         self.module = Loss()
         self.ballast = BallastHolder([], torch.device("cpu"))
         self.injector = OomInjector([])
+        self.ranks = RankGroup()
 
     def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int) -> Any:
         return train_step(engine, batch, step)
@@ -196,6 +199,24 @@ def test_slow_steps_sleep_within_their_bounds_and_the_same_request_sleeps_the_sa
         injections.at_boundary(0)
         losses(injections, memory, 5)
     assert len(slept) == 6 and all(0.5 <= s <= 0.6 for s in slept) and slept[:3] == slept[3:]
+
+
+def test_slow_steps_aimed_at_one_rank_slow_only_that_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: dict[int, list[float]] = {0: [], 1: []}
+    details = []
+    for rank in (0, 1):
+        monkeypatch.setattr(chaos_injections.time, "sleep", slept[rank].append)
+        injections, link, memory = chaos()
+        memory.ranks = SimpleNamespace(rank=rank, world=2)
+        for chaos_id, target in (("c-1", 1), ("c-2", 5)):
+            request = SlowSteps(steps=2, delay_s=0.5, jitter_s=0.0, rank=target)
+            injections.inbox.append(InjectChaos(chaos_id=chaos_id, request=request))
+        injections.at_boundary(0)
+        losses(injections, memory, 3)
+        details.append([a["detail"] for a in applied(link)])
+    assert slept == {0: [], 1: [0.5, 0.5]}
+    assert details[0] == details[1]  # every rank says the same
+    assert "on rank 1" in details[0][0] and "no rank 5 among 2: nothing done" in details[0][1]
 
 
 def test_an_oom_request_fires_once_in_the_next_steps_first_forward() -> None:

@@ -46,8 +46,17 @@ def render_alert_list(
     header = GAP.join(["TIME    ", f"{'SEV' if short else 'SEVERITY':<{sev_w}}", f"{'RULE':<{rule_w}}"])
     header += GAP + f"{'STATE':<{state_w}}" + GAP + "MESSAGE"
     widths = (sev_w, rule_w, state_w)
-    lines = [_line(e, state, widths, short) for e, state in zip(shown, states, strict=True)]
+    lines = [
+        row
+        for e, state in zip(shown, states, strict=True)
+        for row in (_line(e, state, widths, short), *_places(e))
+    ]
     return "\n".join([f"[$text-muted]{header}[/]", *lines])
+
+
+def _places(e: AlertEpisode) -> list[str]:
+    """Under a heartbeat alert: where each rank was when its stacks were collected."""
+    return [f"{' ' * 8}{GAP}[$text-muted]↳[/] {escape(place)}" for place in e.where]
 
 
 def _state(e: AlertEpisode, now: float, short: bool) -> str:

@@ -18,6 +18,7 @@ from textual.markup import escape
 
 from engine.domain import Event, MemoryLevel, RankMemory, TelemetrySample, Thresholds
 from engine.events import MemoryAdapted
+from engine.rank_pace import slowest_rank
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns
@@ -45,6 +46,8 @@ PREDICTION_OFF_AT = 0.15
 RANK_LABEL_WIDTH = 5  # "r0".."r999", a space
 RANK_FIGURES_WIDTH = 14  # " 1023 MiB  78%": reserved and its share of capacity
 RANK_COLUMN_WIDTH = 10  # " 1023.9 MiB": peak, gap
+RANK_STEP_WIDTH = 10  # "  0.312s ◀": the rank's own step time, the slowest rank marked
+SLOWEST_MARK = "◀"
 RANK_BAR_MIN = 8
 """Narrowest rank bar: below it the gap column, then the peak column, give way."""
 CHART_MIN_LINES = 3
@@ -129,7 +132,9 @@ def render_rank_rows(
 ) -> list[str]:
     """A column header and up to ``limit - 1`` rank rows, rank order; when not all fit, the
     worst ranks are the ones shown and the header says how many are not."""
-    bar, peak, gap = _rank_columns(width)
+    slow = slowest_rank(ranks)
+    timed = slow is not None
+    bar, peak, gap = _rank_columns(width - (RANK_STEP_WIDTH if timed else 0))
     shown = ranks
     if len(ranks) > limit - 1:
         kept = sorted(ranks, key=lambda r: (_fraction(r.peak, r.capacity), r.reserved), reverse=True)
@@ -140,17 +145,33 @@ def render_rank_rows(
         f"{'rank':<{RANK_LABEL_WIDTH}}{legend[:bar]:<{bar}}{'reserved':>{RANK_FIGURES_WIDTH}}"
         + (f"{'peak':>{RANK_COLUMN_WIDTH}}" if peak else "")
         + (f"{'gap':>{RANK_COLUMN_WIDTH}}" if gap else "")
+        + (f"{'step':>{RANK_STEP_WIDTH - 2}}" if timed else "")
     )
     worst = worst_rank(ranks).rank
-    rows = (_rank_row(r, bar, peak, gap, r.rank == worst, thresholds) for r in shown)
+    rows = (
+        _rank_row(r, bar, peak, gap, r.rank == worst, thresholds) + (_rank_pace(r, slow) if timed else "")
+        for r in shown
+    )
     return [f"[$text-muted]{header}[/]", *rows]
+
+
+def _rank_pace(r: RankMemory, slowest: RankMemory | None) -> str:
+    """The rank's own seconds per step; the slowest one's in the warning colour, marked."""
+    if r.step_s is None:
+        return f"{PLACEHOLDER:>{RANK_STEP_WIDTH - 2}}  "
+    figure = f"{r.step_s:.3f}s"
+    if slowest is not None and r.rank == slowest.rank:
+        return f"[$text-warning]{figure:>{RANK_STEP_WIDTH - 2}} {SLOWEST_MARK}[/]"
+    return f"{figure:>{RANK_STEP_WIDTH - 2}}  "
 
 
 def render_worst_rank(ranks: tuple[RankMemory, ...], width: int, thresholds: Thresholds) -> str:
     """One line for all ranks: how many, and the worst one's bar, reserved and share."""
     r = worst_rank(ranks)
     label = f"{len(ranks)} ranks"
-    lead = f"{label:<{LABEL_WIDTH}}worst r{r.rank} "
+    slow = slowest_rank(ranks)
+    pace = f"slow r{slow.rank} " if slow is not None else ""  # the rank the others wait for
+    lead = f"{label:<{LABEL_WIDTH}}{pace}worst r{r.rank} "
     bar = max(2, width - len(lead) - RANK_FIGURES_WIDTH)  # 3 cells in the 80x24 layout
     return (
         f"[$text-muted]{lead}[/]"
@@ -265,7 +286,8 @@ def _gap_line(s: TelemetrySample, headroom: int | None, width: int) -> str:
     explain = " [$text-muted](reserved−allocated)[/]" if width >= WIDE_AT else ""
     fragmented = s.mem_fragmentation
     if fragmented is not None:
-        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}"
+        share = f" ({fragmented / s.mem_reserved:.0%} of reserved)" if s.mem_reserved > 0 else ""
+        explain = f"  [$text-muted]fragmented[/] {format_bytes(fragmented)}{share}"
     return (
         f"[$text-muted]{'gap':<{LABEL_WIDTH}}[/]{format_bytes(s.mem_reserved - s.mem_allocated)}{explain}"
         f"  [$text-muted]headroom[/] [{room_style}]{format_bytes(headroom)}[/]"
