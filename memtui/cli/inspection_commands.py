@@ -249,6 +249,8 @@ def _export_tensorboard(run: RunDir, out: str | None) -> int:
         points = export_tensorboard(run.store, Path(out))
     except TensorBoardMissing as err:
         raise CliError(f"export: {err}", code=2) from None
+    except FileExistsError as err:
+        raise CliError(f"export: {err.args[0]}", code=2) from None
     except (StoreError, OSError) as err:
         raise CliError(f"export: {err}") from None
     print(f"{points} points written to {out} (tensorboard --logdir {out})", file=sys.stderr)

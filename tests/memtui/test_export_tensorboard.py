@@ -41,6 +41,8 @@ def test_scalars_read_back_equal_the_store(home: Path, tmp_path: Path) -> None:
         read = [(p.step, p.wall_time, np.float32(p.value)) for p in board.Scalars(tag)] if expected else []
         assert read == expected, tag  # TensorBoard keeps scalars as float32
     assert [(p.step, p.value) for p in board.Scalars("eval/loss")] == [(35, 3.0)]
+    again = main(["export", shown.run.run_id, "--format", "tensorboard", "--out", str(out)])
+    assert again == 2 and len(list(out.iterdir())) == 1  # a second export would double every curve
     assert [(p.step, np.float32(p.value)) for p in board.Scalars("eval/workload/acc")] == [
         (35, np.float32(0.4))
     ]
