@@ -38,11 +38,13 @@ class Chart:
     """Series drawn as dots too (a few points each, such as the evals)."""
 
 
-def elapsed(seconds: float) -> str:
-    """``42 s``, ``12.5 min``, ``3.20 h``."""
-    if seconds < 120:
+def elapsed(seconds: float, scale: float | None = None) -> str:
+    """``42 s``, ``12.5 min``, ``3.20 h``: the unit that suits ``scale`` (default: ``seconds``),
+    so that every label of one axis has the same unit."""
+    scale = seconds if scale is None else scale
+    if scale < 120:
         return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+    return f"{seconds / 60:.1f} min" if scale < 7200 else f"{seconds / 3600:.2f} h"
 
 
 def _number(value: float, unit: str) -> str:
@@ -115,7 +117,7 @@ def _axes(frame: _Frame, chart: Chart) -> list[str]:
         x = LEFT + share * plot_w
         ts = frame.run.start + share * frame.span
         out.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - 10}" text-anchor="{anchor}">'
-                   f"{elapsed(ts - frame.run.start)}</text>")  # fmt: skip
+                   f"{elapsed(ts - frame.run.start, frame.span)}</text>")  # fmt: skip
         out.append(f'<text class="tick step" x="{x:.1f}" y="{TOP - 6}" text-anchor="{anchor}">'
                    f"step {frame.run.step_at(ts):,}</text>")  # fmt: skip
     return out
