@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.domain import Event
-from engine.events import DirectiveApplied, MemoryAdapted
+from engine.events import DirectiveApplied, MemoryAdapted, RunStarted
 from engine.run.eval_history import stored_evals
 from engine.run.store import Store
 
@@ -59,6 +59,12 @@ def _is_oom_adaptation(event: Event) -> bool:
     return event.type != MemoryAdapted.event_type or (adapted is not None and adapted.kind == "oom")
 
 
+def _is_restart(event: Event) -> bool:
+    """A trainer restart, or a supervisor bringing back a run whose whole tree died."""
+    started = RunStarted.of(event)
+    return event.type != RunStarted.event_type or (started is not None and started.after_whole_tree_death)
+
+
 def _is_apply(event: Event) -> bool:
     applied = DirectiveApplied.of(event)
     return applied is not None and not applied.resend  # a restart's re-send applies nothing new
@@ -66,7 +72,7 @@ def _is_apply(event: Event) -> bool:
 
 MARK_KINDS: tuple[MarkKind, ...] = (
     MarkKind("chaos", ("chaos_injected",)),
-    MarkKind("restart", ("trainer_restarted",)),
+    MarkKind("restart", ("trainer_restarted", "run_started"), _is_restart),
     MarkKind("oom", ("memory_adapted", "memory_exhausted"), _is_oom_adaptation),
     MarkKind("rollback", ("rolled_back",)),
     MarkKind("directive", ("directive_applied",), _is_apply),

@@ -15,6 +15,7 @@ from engine.events import (
     EvalCompleted,
     MemoryAdapted,
     RolledBack,
+    RunStarted,
     TrainerRestarted,
 )
 from engine.events.payload import Payload
@@ -41,6 +42,7 @@ def _adapted(kind: str, step: int) -> MemoryAdapted:
 
 
 EVENTS: list[tuple[float, Payload, str, bool]] = [
+    (0.5, RunStarted(supervisor_pid=1, run_dir="/r"), "run started", False),
     (20.5, ChaosInjected(chaos_id="c1", kind="kill", source="schedule", step=20), "chaos kill", True),
     (25.5, _adapted("oom", 25), "OOM: micro-batch 8 -> 4", True),
     (26.5, _adapted("shrink", 26), "shrink", False),
@@ -61,6 +63,7 @@ EVENTS: list[tuple[float, Payload, str, bool]] = [
         True,
     ),  # fmt: skip
     (46.0, DirectiveApplied(step=31, applied={"lr_multiplier": 0.5}, resend=True), "re-sent", False),
+    (48.5, RunStarted(supervisor_pid=2, run_dir="/r", previous_state="running"), "run resumed", True),
     (50.5, EvalCompleted(step=35, loss=3.0, batches=4, seconds=0.5, metrics={"acc": 0.4}), "eval", False),
     (55.5, DirectiveApplied(step=41, applied={"lr_multiplier": 0.5}), "lr x0.5", True),
     (

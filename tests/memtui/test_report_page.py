@@ -22,6 +22,7 @@ from tests.fakes.fake_engine import make_sample
 from tests.memtui.stored_runs import T0, stored_run
 
 EXPECTED_MARKS = {
+    "run_started": ("restart", 34, "run resumed"),  # after a whole-tree death
     "chaos_injected": ("chaos", 20, "chaos kill"),
     "memory_adapted": ("oom", 25, "OOM: micro-batch 8 -> 4"),
     "trainer_restarted": ("restart", 40, "trainer restarted"),
