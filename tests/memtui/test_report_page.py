@@ -5,7 +5,9 @@ few thousand points however long the run."""
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -124,3 +126,25 @@ def test_a_long_run_is_downsampled(home: Path, tmp_path: Path) -> None:
     assert page.polylines and max(page.polylines) <= 2 * BUCKETS
     assert len(text.encode()) < 400_000  # bytes: a page a mail or a browser takes at once
     assert "100,000 step samples stored" in text and "step 100,000" in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine")
+@pytest.mark.timeout(120)
+def test_a_browser_reads_the_same_marks(home: Path, tmp_path: Path) -> None:
+    """Headless Chromium opens the page offline: the DOM it built holds every mark, and it
+    draws a screenshot."""
+    shown = stored_run(home)
+    _, page = _page(shown.run, tmp_path)
+    url = (tmp_path / "report.html").as_uri()
+    flags = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=90, check=True)
+    seen = _PageReader()
+    seen.feed(dom.stdout)
+    assert [m["data-seq"] for m in seen.marks] == [m["data-seq"] for m in page.marks]
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, "--window-size=1050,2400", f"--screenshot={shot}", url], capture_output=True,
+                   timeout=90, check=True)  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
