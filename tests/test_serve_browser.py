@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,7 @@ def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Po
     server = subprocess.Popen(
         [MEMTUI, "serve", run.run_id, "--port", str(port), *flags],
         env=cli_environment(home),
+        start_new_session=True,  # its own group, as a terminal's foreground job
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -138,6 +139,17 @@ def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Po
             server.wait()
 
 
+def stop_cleanly(server: subprocess.Popen[str], interrupt: Callable[[], None]) -> None:
+    """``interrupt`` the server: it exits 0, says no traceback and leaves no console behind."""
+    consoles = psutil.Process(server.pid).children(recursive=True)
+    assert consoles, "no console was started for the browser session"
+    interrupt()
+    assert server.wait(timeout=60) == 0
+    assert server.stderr is not None
+    assert "Traceback" not in server.stderr.read()  # stopped, not torn down
+    assert not [c for c in consoles if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
 def test_served_console_shows_the_live_step_advancing_read_only(home: Path, tmp_path: Path) -> None:
     run = start_run(home)
     shots = Path(os.environ.get("MEMTUI_SCREENSHOTS", tmp_path))
@@ -151,16 +163,14 @@ def test_served_console_shows_the_live_step_advancing_read_only(home: Path, tmp_
         step_after(page, second)
         assert offline_status(run).state == "running"
         page.screenshot(path=str(shots / "memtui-serve-console.png"))
-        consoles = psutil.Process(server.pid).children(recursive=True)
-        assert consoles, "no console was started for the browser session"
-        server.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        assert server.wait(timeout=60) == 0, server.stderr.read() if server.stderr else ""
-    assert not [c for c in consoles if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        stop_cleanly(server, lambda: server.send_signal(signal.SIGINT))  # the server alone
     assert offline_status(run).state == "running"  # the run goes on without its viewers
 
 
 def test_allow_actions_serves_a_console_that_offers_them(home: Path) -> None:
     run = start_run(home)
-    with served(home, run, "--allow-actions") as (_, page):
+    with served(home, run, "--allow-actions") as (server, page):
         text = page.evaluate(SCREEN_TEXT)
         assert "Stop run" in text and "read-only" not in text, text
+        # Ctrl-C in a terminal: SIGINT to the whole foreground group, the consoles too
+        stop_cleanly(server, lambda: os.killpg(server.pid, signal.SIGINT))

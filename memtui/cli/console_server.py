@@ -8,6 +8,8 @@ of ``textual_serve`` here is what fails without it).
 from __future__ import annotations
 
 import contextlib
+import gc
+import logging
 
 import psutil
 from aiohttp import web
@@ -20,10 +22,33 @@ CHILD_GRACE_S = 5.0
 
 
 class ConsoleServer(Server):
-    """textual-serve's server with one line on start instead of its banner."""
+    """textual-serve's server with one line on start instead of its banner, no line per
+    request, and each session's console ended before aiohttp gives up on its handler."""
+
+    def initialize_logging(self) -> None:
+        super().initialize_logging()
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
     async def on_startup(self, app: web.Application) -> None:
         print(f"serving {self.title} at {self.public_url} (Ctrl-C stops)", flush=True)
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.on_cleanup.append(self.on_cleanup)
+        return app
+
+    async def on_cleanup(self, app: web.Application) -> None:
+        """The sessions are over: free their process transports now, while the loop runs
+        (textual-serve never closes them; freed after the loop closes, each prints a traceback)."""
+        gc.collect()
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Stopping: SIGTERM to every session's console. Each session's handler then sees its
+        process end and closes its websocket itself, on a loop that is still running (left
+        to aiohttp, the handlers are cancelled and the processes outlive the loop)."""
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.terminate()
 
 
 def serve_console(command: str, *, host: str, port: int, title: str) -> None:

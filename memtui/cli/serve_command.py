@@ -83,5 +83,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     run = require_run(args.run, live=args.run is None)
     command = session_command(run, allow_actions=args.allow_actions, theme=args.theme)
     mode = "actions allowed" if args.allow_actions else "read-only"
-    serve_console(shlex.join(command), host=args.host, port=args.port, title=f"memtui {run.run_id} ({mode})")
+    # exec: the shell textual-serve starts becomes the console, one process per session
+    serve_console(
+        "exec " + shlex.join(command), host=args.host, port=args.port, title=f"memtui {run.run_id} ({mode})"
+    )
     return 0
