@@ -46,9 +46,7 @@ class ConsoleServer(Server):
         """Stopping: SIGTERM to every session's console. Each session's handler then sees its
         process end and closes its websocket itself, on a loop that is still running (left
         to aiohttp, the handlers are cancelled and the processes outlive the loop)."""
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.terminate()
+        terminate_children()
 
 
 def serve_console(command: str, *, host: str, port: int, title: str) -> None:
@@ -63,12 +61,18 @@ def serve_console(command: str, *, host: str, port: int, title: str) -> None:
         stop_children()
 
 
-def stop_children() -> None:
-    """SIGTERM to every process this one started that is still there, SIGKILL after a grace."""
+def terminate_children() -> list[psutil.Process]:
+    """SIGTERM to every process this one started that is still there; those processes."""
     children = psutil.Process().children(recursive=True)
     for child in children:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.terminate()
+    return children
+
+
+def stop_children() -> None:
+    """``terminate_children``, then SIGKILL to any still there after a grace."""
+    children = terminate_children()
     _, alive = psutil.wait_procs(children, timeout=CHILD_GRACE_S)
     for child in alive:
         with contextlib.suppress(psutil.NoSuchProcess):

@@ -4,9 +4,12 @@ unless ``--allow-actions``), a checked port, and one clear line when the extra i
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
+from pathlib import Path
 
 import pytest
+from cli_harness import memtui
 
 from engine.run.directory import RunDir
 from memtui.cli import serve_command
@@ -54,3 +57,15 @@ def test_without_the_extra_serve_says_how_to_install_it(
     )
     with pytest.raises(CliError, match=r"pip install 'memtui\[serve\]'"):
         serve_command.cmd_serve(args)
+
+
+def test_a_taken_port_is_one_line_naming_it(home: Path, live_run: RunDir) -> None:
+    pytest.importorskip("textual_serve", reason="needs textual-serve (the [serve] extra)")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = memtui(home, "serve", live_run.run_id, "--port", str(port))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"memtui: cannot serve on 127.0.0.1:{port}: "), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
