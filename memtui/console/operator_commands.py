@@ -27,7 +27,7 @@ from engine.events import CheckpointSaved
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import OUTCOMES, what_happens
-from memtui.chaos_values import request_values
+from memtui.chaos_values import describe_values, request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import FIELD_LABELS, render_changes
 from memtui.console.run_view import RunView
@@ -229,7 +229,7 @@ class OperatorCommands(App[None]):
     def _ask_chaos(self, spec: ChaosKindSpec, request: ChaosRequest, facts: RunFacts | None) -> None:
         values = request_values(request)
         doing = what_happens(request.kind, values, facts)
-        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        shown = describe_values(spec, values)
         body = (
             f"Inject [b]{escape(spec.title)}[/b] into {escape(self.view.run_id)}: "
             f"{escape(doing)}.\n\n[$text-muted]{escape(spec.description)}"
