@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.events import EvalCompleted
+from engine.hardware_report import GpuReport, HardwareSnapshot, HostReport
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.screens.alerts_screen import alert_episodes, render_alert_list
-from memtui.console.widgets.hardware_panel import HardwarePanel
+from memtui.console.widgets.hardware_panel import HardwarePanel, render_hardware
 from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.panel import Panel
 from tests.memtui.console_harness import text_of
@@ -69,3 +70,25 @@ def test_the_alert_list_wraps_a_message_at_a_word_within_its_width() -> None:
     text = plain(render_alert_list(alert_episodes(history()), T0 + 600, width=70))
     assert max(len(line) for line in text.splitlines()) <= 70
     assert "no step for 420 s" in text and "×2" in text
+
+
+def eight_gpus() -> HardwareSnapshot:
+    gpu = {"name": "NVIDIA H200", "memory_total": 141 * 2**30, "memory_used": 100 * 2**30}
+    host = HostReport(ram_total=64 * 2**30, ram_available=30 * 2**30)
+    return HardwareSnapshot(ts=0.0, gpus=[GpuReport(index=i, **gpu) for i in range(8)], host=host)  # type: ignore[arg-type]
+
+
+def test_more_gpus_than_rows_are_counted_and_the_host_kept() -> None:
+    whole = render_hardware(eight_gpus()).splitlines()
+    lines = render_hardware(eight_gpus(), height=6).splitlines()
+    assert len(lines) == 6 and lines[-1] == whole[-1]  # the host's line stays
+    assert sum("util" in line for line in lines) == 4 and "+4 more GPUs" in lines[-2]
+
+
+async def test_hardware_of_eight_gpus_shown_at_80x24_keeps_every_box_whole(home: Path) -> None:
+    run = fixed_run(home)
+    app = MemtuiApp(run, live=False, view=stored_view(run).with_hardware(eight_gpus()), clock=lambda: NOW)
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.press("6")
+        await until(lambda: "more GPUs" in text_of(app.query_one(HardwarePanel).body), what="GPUs counted")
+        assert cut_panels(app) == []
