@@ -15,9 +15,11 @@ from pydantic import Field, model_validator
 from engine.chaos_kinds import ChaosConfig
 from engine.domain import Thresholds
 from engine.eval_config import EvalConfig
+from engine.metrics_config import MetricsConfig
 from engine.oversight_config import AlertConfig, PolicyConfig, StrictSection
 
-__all__ = ["AlertConfig", "EvalConfig", "PolicyConfig"]  # re-exported: every part of the config here
+# re-exported: every part of the config here
+__all__ = ["AlertConfig", "EvalConfig", "MetricsConfig", "PolicyConfig"]
 
 Precision = Literal["fp16", "bf16", "fp32"]
 PresetName = Literal["tiny", "small"]
@@ -360,6 +362,8 @@ class RunConfig(_Strict):
     """What the supervisor does while the run's store cannot write."""
     eval: EvalConfig = Field(default_factory=EvalConfig)
     """A held-out loss every ``eval.every_steps`` steps (``engine.eval_config``)."""
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """The supervisor's Prometheus endpoint (``engine.metrics_config``); off by default."""
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     """Scheduled chaos (``engine.chaos_kinds``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

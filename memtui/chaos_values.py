@@ -121,6 +121,18 @@ def format_value(param: ChaosParamSpec, value: Any) -> str:
     return str(value)
 
 
+def describe_values(spec: ChaosKindSpec, values: Mapping[str, Any]) -> str:
+    """``bytes 64.0 MiB  steps 7``: each parameter as ``field value``, sizes with their unit."""
+    params = {p.name: p for p in spec.params}
+    return "  ".join(f"{name} {_for_people(params.get(name), value)}" for name, value in values.items())
+
+
+def _for_people(param: ChaosParamSpec | None, value: Any) -> str:
+    if param is not None and is_size(param) and isinstance(value, int):
+        return format_bytes(value)
+    return str(value) if param is None else format_value(param, value)
+
+
 def format_size(n: int) -> str:
     """``268435456 -> "256M"``: the largest binary unit that divides it, else bytes."""
     for suffix in ("T", "G", "M", "K"):

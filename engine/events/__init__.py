@@ -9,6 +9,7 @@ from __future__ import annotations
 from engine.events.alerts import (
     HEARTBEAT_RULE,
     INSTANT_RULES,
+    METRICS_PORT_RULE,
     PLANNER_RULE,
     STORAGE_RULE,
     SUPERVISOR_RESTARTED,
@@ -82,6 +83,7 @@ __all__ = [
     "STORAGE_RULE",
     "SUPERVISOR_EVENTS",
     "SUPERVISOR_RESTARTED",
+    "METRICS_PORT_RULE",
     "TASK_FAILED_RULE",
     "AlertRaised",
     "ChaosApplied",

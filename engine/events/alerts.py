@@ -16,9 +16,11 @@ TASK_FAILED_RULE = "supervisor_task"
 PLANNER_RULE = "planner"
 """The alert rule of an external planner that keeps failing to answer (firing while its
 asks are backed off, resolved once it answers again)."""
-INSTANT_RULES = frozenset({"restart", TASK_FAILED_RULE})
 HEARTBEAT_RULE = "heartbeat"
 """No step for ``alerts.no_step_s``: the supervisor collects every rank's stacks when it fires."""
+METRICS_PORT_RULE = "metrics_port"
+"""The alert rule of a ``metrics.port`` that cannot be served (in use, refused)."""
+INSTANT_RULES = frozenset({"restart", TASK_FAILED_RULE, METRICS_PORT_RULE})
 """Rules that mark an instant, never a standing state: no "resolved" ever follows them."""
 SUPERVISOR_RESTARTED = "supervisor_restarted"
 """``reason`` of the "resolved" alerts a new supervisor records for its predecessor's."""

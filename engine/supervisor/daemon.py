@@ -61,6 +61,7 @@ from engine.supervisor.consoles import Consoles
 from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
+from engine.supervisor.metrics_endpoint import serve_metrics
 from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
 from engine.supervisor.rollback_restart import RollbackDesk
 from engine.supervisor.served import DirectiveRequest
@@ -314,6 +315,8 @@ class Supervisor:
         self._spawn(self.journal.keep_flushing(FLUSH_INTERVAL_S), "store flush", essential=True)
         self.alerts.resolve_stale(self.store.events_since(0))  # a previous supervisor's, left firing
         self._spawn(self.alerts.run(), "alert timers")
+        assert self.config is not None  # _wire set it
+        self._spawn(serve_metrics(self.config.metrics, self, self.alerts.raise_all), "metrics endpoint")
         assert self._chaos is not None
         self._spawn(self._chaos.keep_watch(), "chaos recovery deadlines")
         assert self._hangs is not None

@@ -31,6 +31,13 @@ def add_report_parser(sub: Any) -> None:
     add_run(report, "the newest run")
     report.add_argument("--json", action="store_true", help="print one JSON document")
     report.add_argument("--out", metavar="PATH", help="write it to PATH instead of stdout")
+    report.add_argument(
+        "--html",
+        metavar="PATH",
+        help="write one self-contained page to PATH instead: the tables and plots of loss, "
+        "tokens/s, memory and loss scale over time, with chaos, restarts, OOMs, rollbacks and "
+        "applied directives marked",
+    )
     report.set_defaults(handler=cmd_report)
 
 
@@ -135,6 +142,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from memtui.cli.resolver import require_run
 
     run = require_run(args.run, live=False, prefer_live=True)
+    if args.html:
+        if args.json or args.out:
+            raise CliError("--html writes the page alone: leave out --json and --out", code=2)
+        _write(read_page(run), Path(args.html), "report page", "--html")
+        return 0
     emit(read_report(run), as_json=args.json, out=Path(args.out) if args.out else None)
     return 0
 
@@ -153,6 +165,22 @@ def read_report(run: RunDir) -> EnduranceReport:
         raise CliError(f"{run.run_id}: cannot read its store: {err}") from None
 
 
+def read_page(run: RunDir) -> str:
+    """``run``'s report page (``memtui.report_page``), or a CliError saying why there is none."""
+    import sqlite3
+
+    from engine.run.endurance_report import endurance_report
+    from engine.run.store import Store, StoreError
+    from memtui.report_page import render_page
+    from memtui.run_series import read_series
+
+    try:
+        with Store(run.store, readonly=True) as store:
+            return render_page(endurance_report(run, store), read_series(store))
+    except (StoreError, sqlite3.Error) as err:
+        raise CliError(f"{run.run_id}: cannot read its store: {err}") from None
+
+
 def emit(report: EnduranceReport, *, as_json: bool, out: Path | None) -> None:
     """Print ``report`` (Markdown or one JSON document) to stdout, or write it to ``out``."""
     import json
@@ -163,8 +191,12 @@ def emit(report: EnduranceReport, *, as_json: bool, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
+    _write(text, out, "report", "--out")
+
+
+def _write(text: str, out: Path, what: str, option: str) -> None:
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as err:
-        raise CliError(f"--out {out}: {err.strerror or err}") from None
-    print(f"report written to {out}", file=sys.stderr)
+        raise CliError(f"{option} {out}: {err.strerror or err}") from None
+    print(f"{what} written to {out}", file=sys.stderr)

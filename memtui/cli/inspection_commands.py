@@ -29,12 +29,15 @@ NEWEST = "the newest live run, else the newest run"
 def add_export_parser(sub: Any) -> None:
     export = sub.add_parser(
         "export",
-        help="write a run's steps or events as CSV or JSON lines",
+        help="write a run's steps or events as CSV, JSON lines or a TensorBoard run",
         description="Read the run's store (read-only; a live run goes on) and write its step "
-        "telemetry and/or events.",
+        "telemetry and/or events. --format tensorboard writes every step's scalars, every eval "
+        "and every event (as text) into the directory --out (needs memtui[tensorboard]).",
     )
     add_run(export, NEWEST)
-    export.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="default csv")
+    export.add_argument(
+        "--format", choices=("csv", "jsonl", "tensorboard"), default="csv", help="default csv"
+    )
     export.add_argument(
         "--what", choices=("steps", "events", "evals", "all"), default="steps", help="default steps"
     )
@@ -230,6 +233,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     run = require_run(args.run, live=False, prefer_live=True)
     if not run.store.exists():
         raise CliError(f"{run.run_id}: no telemetry stored yet")
+    if args.format == "tensorboard":
+        return _export_tensorboard(run, args.out)
     out = Path(args.out) if args.out else sys.stdout
     try:
         rows = export(run.store, args.format, args.what, out)
@@ -239,6 +244,27 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CliError(f"export: {err}", code=2 if isinstance(err, ValueError) else 1) from None
     if args.out:
         print(f"{rows} rows written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _export_tensorboard(run: RunDir, out: str | None) -> int:
+    """``--format tensorboard``: the whole run into the directory ``--out``."""
+    from pathlib import Path
+
+    from engine.run.store import StoreError
+    from memtui.cli.tensorboard_export import TensorBoardMissing, export_tensorboard
+
+    if not out:
+        raise CliError("--format tensorboard writes a directory: give --out DIRECTORY", code=2)
+    try:
+        points = export_tensorboard(run.store, Path(out))
+    except TensorBoardMissing as err:
+        raise CliError(f"export: {err}", code=2) from None
+    except FileExistsError as err:
+        raise CliError(f"export: {err.args[0]}", code=2) from None
+    except (StoreError, OSError) as err:
+        raise CliError(f"export: {err}") from None
+    print(f"{points} points written to {out} (tensorboard --logdir {out})", file=sys.stderr)
     return 0
 
 

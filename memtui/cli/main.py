@@ -5,6 +5,7 @@
     memtui                      attach to the newest live run, or start the demo and attach
     memtui run [CONFIG.toml]    start a run (detached supervisor), then attach
     memtui attach [RUN]         open the console (read-only history for a finished run)
+    memtui serve [RUN]          the console in a browser (textual-serve), read-only by default
     memtui ls | status | logs | stop
     memtui pause [RUN] | unpause [RUN]   hold training at a step boundary / let it go on
     memtui resume [RUN]         start an interrupted run again from its newest verified checkpoint

@@ -23,6 +23,7 @@ from memtui.cli import (
     oom_command,
     pause_commands,
     plan_command,
+    serve_command,
 )
 from memtui.cli.arguments import add_bell, add_readonly, add_theme
 
@@ -44,6 +45,7 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     pause_commands.add_parsers,
     chaos_command.add_parser,
     plan_command.add_parser,
+    serve_command.add_parser,
 )
 """What registers each subcommand, in the order ``memtui --help`` lists them."""
 

@@ -102,6 +102,8 @@ class MemtuiApp(DisplayCommands):
         Binding("c", "clamp", "Clamp"),
         Binding("r", "reject", "Reject"),
         Binding("enter", "details", "Details", show=False),
+        Binding("down", "cursor(1)", "Next directive", show=False, key_display="↓"),
+        Binding("up", "cursor(-1)", "Previous directive", show=False, key_display="↑"),
         Binding("s", "stop", "Stop run"),
         Binding("P", "pause", "Pause"),
         Binding("P", "unpause", "Continue"),
@@ -120,6 +122,8 @@ class MemtuiApp(DisplayCommands):
             Binding(key, f"toggle_panel('{name}')", f"Toggle {name}", show=False)
             for key, name in PANEL_KEYS.items()
         ),
+        # Read-only: the command keys above are hidden and this one answers them at once.
+        Binding("a,c,r,s,P,k,x", "refused", "Commands refused", show=False, key_display="a c r s P"),
     ]
 
     def __init__(
@@ -202,6 +206,7 @@ class MemtuiApp(DisplayCommands):
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
         self.query_one("#grid").set_class(compact, "-compact")
         self.query_one("#hardware").set_class(compact, "-compact")  # hidden there until toggled (6)
+        self.arrange_hardware()
         too_small = width < MIN_WIDTH or height < MIN_HEIGHT
         showing = isinstance(self.screen, TooSmallScreen)
         if too_small and not showing:

@@ -25,6 +25,7 @@ from memtui.console.screens.checkpoints_screen import CheckpointsScreen
 from memtui.console.screens.endurance_screen import EnduranceScreen
 from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.series import WINDOWS, ChartWindow
+from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.panel import Panel
@@ -47,12 +48,21 @@ class DisplayCommands(OperatorCommands):
 
     def action_keys(self) -> None:
         keys = [
-            (b.key.split(",")[0], b.description)
+            (b.key_display or b.key.split(",")[0], b.description)
             for b in self.BINDINGS
             if isinstance(b, Binding) and self.check_action(b.action.split("(")[0], ())
         ]
-        cursor = ("↑/↓", "Cursor: directives, events")
-        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette"), cursor]))
+        self.push_screen(KeysScreen([*keys, ("ctrl+p", "Command palette")]))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """↑/↓ move the directives' cursor from anywhere on the main screen while the panel is
+        shown (a focused panel with a cursor of its own, the events', keeps them)."""
+        if action == "cursor":
+            return len(self.screen_stack) == 1 and self.query_one(DirectivesPanel).display
+        return super().check_action(action, parameters)
+
+    def action_cursor(self, delta: int) -> None:
+        self.query_one(DirectivesPanel).action_move(delta)
 
     def action_freeze(self) -> None:
         self.frozen = not self.frozen
@@ -114,8 +124,16 @@ class DisplayCommands(OperatorCommands):
     def action_toggle_panel(self, name: str) -> None:
         panel = self.query_one(f"#{name}", Panel)
         panel.display = not panel.display
+        self.arrange_hardware()
         if panel.display:
             panel.show(self.view, self._clock())
+
+    def arrange_hardware(self) -> None:
+        """The compact layout has no room for Hardware beside every panel: shown (key 6), it
+        takes the memory and throughput row's place (``#grid.-hardware``), and the others
+        stay whole; hidden again, that row comes back."""
+        grid, hardware = self.query_one("#grid"), self.query_one("#hardware", Panel)
+        grid.set_class(grid.has_class("-compact") and hardware.display, "-hardware")
 
     def action_maximize(self) -> None:
         screen = self.screen

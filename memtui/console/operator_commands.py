@@ -27,7 +27,7 @@ from engine.events import CheckpointSaved
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import OUTCOMES, what_happens
-from memtui.chaos_values import request_values
+from memtui.chaos_values import describe_values, request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import FIELD_LABELS, render_changes
 from memtui.console.run_view import RunView
@@ -61,6 +61,10 @@ PAUSE_ACTIONS: dict[str, bool] = {"pause": False, "unpause": True}
 """Key P's two actions and the run being paused that each needs: one key toggles, and the
 footer, the keys list and the palette name what it does now."""
 REQUEST_REASON = "operator (console)"
+READONLY_REFUSAL = "read-only console: commands are refused"
+"""What a command key says in a console opened with ``--readonly``."""
+OFFLINE_REFUSAL = "read-only: not connected to a live run (history)"
+"""What a command key says in a console showing a run's history, not following a live run."""
 """The reason a stop or a pause from the console carries into the run's events."""
 
 
@@ -69,6 +73,8 @@ class OperatorCommands(App[None]):
 
     readonly: bool
     """Hide and refuse every action that changes the run."""
+    live: bool
+    """Following a live run (False: its history, read-only whatever ``readonly`` says)."""
     client: EngineClient | None
     """The connection to the supervisor; None while not following a live run."""
     sent: list[BaseModel]
@@ -82,19 +88,34 @@ class OperatorCommands(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A read-only console neither shows nor runs the operator's actions; of key P's two,
         only the one that fits the run's state (pause a running run, continue a paused one)."""
-        if self.readonly and action in OPERATOR_ACTIONS:
+        refusal = self.refusal()
+        if action == "refused":  # the command keys' stand-in: says at once why nothing happens
+            return refusal is not None
+        if refusal is not None and action in OPERATOR_ACTIONS:
             return False
         if action in PAUSE_ACTIONS:
             return PAUSE_ACTIONS[action] == (self.view.state == "paused")
         return True
+
+    def refusal(self) -> str | None:
+        """Why this console sends no command (``--readonly``, or not following a live run);
+        None when it does."""
+        if self.readonly:
+            return READONLY_REFUSAL
+        return None if self.live else OFFLINE_REFUSAL
+
+    def action_refused(self) -> None:
+        """A command key in a read-only console: say so, ask nothing."""
+        self.notify(self.refusal() or "", severity="warning")
 
     def send_request(
         self, request: Request, done: str | Callable[[Ok], str], *, title: str | None = None
     ) -> None:
         """Send ``request`` in a worker; ``done`` is the notification on success (or makes it
         from the answer), under ``title`` (default: the request's kind) as is a refusal."""
-        if self.readonly:
-            self.notify("read-only console: commands are refused", severity="warning")
+        refusal = self.refusal()
+        if refusal is not None:
+            self.notify(refusal, severity="warning")
             return
         if self.client is None:
             self.notify("not connected to a live run", severity="error")
@@ -208,7 +229,7 @@ class OperatorCommands(App[None]):
     def _ask_chaos(self, spec: ChaosKindSpec, request: ChaosRequest, facts: RunFacts | None) -> None:
         values = request_values(request)
         doing = what_happens(request.kind, values, facts)
-        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        shown = describe_values(spec, values)
         body = (
             f"Inject [b]{escape(spec.title)}[/b] into {escape(self.view.run_id)}: "
             f"{escape(doing)}.\n\n[$text-muted]{escape(spec.description)}"
@@ -237,8 +258,26 @@ class OperatorCommands(App[None]):
 
     def action_approve(self) -> None:
         d = self._directive()
-        if d is None:
-            return
+        if d is not None:
+            self._approve(d)
+
+    def action_clamp(self) -> None:
+        d = self._directive()
+        if d is not None:
+            self._clamp(d)
+
+    def action_reject(self) -> None:
+        d = self._directive()
+        if d is not None:
+            self._reject(d)
+
+    def _answer(self, answer: str | None, d: DirectiveView) -> None:
+        """The answer picked in the directive detail (a, c, r) for the directive it showed."""
+        answers = {"approve": self._approve, "clamp": self._clamp, "reject": self._reject}
+        if answer in answers and self.refusal() is None:
+            answers[answer](d)
+
+    def _approve(self, d: DirectiveView) -> None:
         self._confirm(
             f"Approve {d.id}",
             f"Apply as the policy allows it:\n{render_changes(d)}",
@@ -246,11 +285,7 @@ class OperatorCommands(App[None]):
             yes="Approve",
         )
 
-    def action_clamp(self) -> None:
-        d = self._directive()
-        if d is None:
-            return
-
+    def _clamp(self, d: DirectiveView) -> None:
         def clamped(values: ClampValues | None) -> None:
             if values:
                 self.send_request(
@@ -260,11 +295,7 @@ class OperatorCommands(App[None]):
 
         self.push_screen(ClampScreen(d), clamped)
 
-    def action_reject(self) -> None:
-        d = self._directive()
-        if d is None:
-            return
-
+    def _reject(self, d: DirectiveView) -> None:
         def rejected(reason: str | None) -> None:
             if reason:
                 self.send_request(
@@ -276,7 +307,8 @@ class OperatorCommands(App[None]):
     def action_details(self) -> None:
         d = self._directive()
         if d is not None:
-            self.push_screen(DirectiveScreen(d, self._clock()))
+            screen = DirectiveScreen(d, self._clock, refusal=self.refusal())
+            self.push_screen(screen, lambda answer: self._answer(answer, d))
 
     def reset_palette(self) -> list[tuple[str, str, str]]:
         """The palette's way back: one entry per directive field."""

@@ -93,7 +93,7 @@ async def test_the_forms_values_reach_the_engine_after_a_confirmation(
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         said = text_of(app.screen.query_one(Static))
-        assert "hold 64.0 MiB of ballast for 7 steps" in said and "bytes=67108864, steps=7" in said
+        assert "hold 64.0 MiB of ballast for 7 steps" in said and "bytes 64.0 MiB  steps 7" in said
         assert chaos_requests(fake) == []  # nothing before the yes
         await pilot.press("y")
         await until(lambda: chaos_requests(fake), what="the chaos request")

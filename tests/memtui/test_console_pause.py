@@ -153,7 +153,8 @@ async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
                 await app.run_action(action)
             app.action_pause()  # even a direct call is refused
             await pilot.pause()
-            assert "P" not in app.active_bindings and footer_p(app) is None
+            assert app.active_bindings["P"].binding.action == "refused"  # says why, sends nothing
+            assert footer_p(app) is None
             assert not {"Run: pause training", "Run: continue training"} & palette_titles(app)
             assert app.sent == []  # the console's record of every request it sends
             await caught_up(app, pilot)  # a Ping on the same connection: the fake got nothing before it

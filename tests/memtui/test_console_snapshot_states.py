@@ -1,8 +1,8 @@
 """The console as a newcomer meets it, cell for cell (fixed data, fixed clock, the fake engine):
 the main screen starting (before the first step) and finished, at 80x24 and 160x48 (running
 is ``test_console_snapshot.test_main_screen``); and at 80x24, the smallest size we promise,
-every modal: the key list, the checkpoints, the alert list, a directive's details and an
-event in full.
+every modal: the key list, the checkpoints, the alert list, a directive's details (160x48
+too) and an event in full; and a run's read-only history view at both sizes.
 
 Update after an intended change:
 ``pytest tests/memtui/test_console_snapshot_states.py --snapshot-update``, then look at the SVGs.
@@ -145,10 +145,19 @@ def test_alert_list(home: Path, utc: None, snap_compare) -> None:  # type: ignor
     assert snap_compare(app, terminal_size=SMALL, press=["A"], run_before=figures_read)
 
 
-def test_directive_details(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    """enter on the pending directive at 80x24: its fields, bounds and reasons, how to close."""
+@SIZES
+def test_directive_details(home: Path, utc: None, snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """enter on the pending directive: its fields, bounds and reasons, how to close (read-only
+    here: no answer offered)."""
     app = history_console(fixed_run(home))
-    assert snap_compare(app, terminal_size=SMALL, press=["enter"], run_before=figures_read)
+    assert snap_compare(app, terminal_size=size, press=["enter"], run_before=figures_read)
+
+
+@SIZES
+def test_history_view(home: Path, utc: None, snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """A run's history (not live): read-only in the header, no command in the footer."""
+    app = history_console(fixed_run(home))
+    assert snap_compare(app, terminal_size=size, run_before=figures_read)
 
 
 def test_event_in_full(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]  # noqa: F811

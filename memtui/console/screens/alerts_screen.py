@@ -6,6 +6,7 @@ alerts appear and a firing alert's duration moves on. ``f`` shows only the firin
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 
@@ -27,6 +28,8 @@ SHORT_SEVERITY: dict[str, str] = {"info": "info", "warning": "warn", "critical":
 MESSAGE_MIN = 30
 """Cells the message keeps; narrower lists shorten the severity and state columns first."""
 GAP = "  "
+WRAP_MIN = 12
+"""Cells a message wraps to at the least (a narrower column would be a word a line)."""
 
 
 def render_alert_list(
@@ -46,10 +49,11 @@ def render_alert_list(
     header = GAP.join(["TIME    ", f"{'SEV' if short else 'SEVERITY':<{sev_w}}", f"{'RULE':<{rule_w}}"])
     header += GAP + f"{'STATE':<{state_w}}" + GAP + "MESSAGE"
     widths = (sev_w, rule_w, state_w)
+    room = width - (8 + sev_w + rule_w + state_w + 4 * len(GAP))  # the message's cells
     lines = [
         row
         for e, state in zip(shown, states, strict=True)
-        for row in (_line(e, state, widths, short), *_places(e))
+        for row in (_line(e, state, widths, short, room), *_places(e))
     ]
     return "\n".join([f"[$text-muted]{header}[/]", *lines])
 
@@ -67,13 +71,15 @@ def _state(e: AlertEpisode, now: float, short: bool) -> str:
     return "resolved" + ("" if took is None else f" {'' if short else 'after '}{format_duration(took)}")
 
 
-def _line(e: AlertEpisode, state: str, widths: tuple[int, int, int], short: bool) -> str:
+def _line(e: AlertEpisode, state: str, widths: tuple[int, int, int], short: bool, room: int) -> str:
     sev_w, rule_w, state_w = widths
     clock = time.strftime("%H:%M:%S", time.localtime(e.started_at or e.last_at))
     style = SEVERITY_STYLES.get(e.severity, "$text")
     severity = SHORT_SEVERITY.get(e.severity, e.severity) if short else e.severity
     repeats = f" ×{e.reminders + 1}" if e.reminders else ""
-    text = f"{escape(e.message)}{repeats}"
+    # Wrapped at words into the message column (the box would cut it mid-word).
+    indent = "\n" + " " * (8 + sev_w + rule_w + state_w + 4 * len(GAP))
+    text = indent.join(escape(part) for part in textwrap.wrap(e.message + repeats, max(WRAP_MIN, room)))
     rule = escape(f"{e.rule:<{rule_w}}")
     if e.firing:  # bold, coloured by severity: what needs a look now
         cells = f"{clock}{GAP}[{style}]{severity:<{sev_w}}[/]{GAP}{rule}{GAP}[{style}]{state:<{state_w}}[/]"

@@ -1,9 +1,9 @@
 """A chaos kind's parameters, as a form built from its spec (``ChaosKindSpec``).
 
 An input per number (defaults filled in; a size takes ``64M``), a select per choice, each
-with its bounds and help. Enter (or Continue) checks every value against the spec
-(``memtui.chaos_values``): a wrong one is refused in the form, naming the field, and the
-form stays; a good set dismisses with the wire request, which the console then asks about
+with its bounds and help. Enter (from any field, a select's too, or Continue) checks every
+value against the spec (``memtui.chaos_values``): a wrong one is refused in the form, naming
+the field, and the form stays; a good set dismisses with the wire request, which the console then asks about
 before sending. Esc cancels.
 """
 
@@ -42,7 +42,11 @@ class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
     ChaosFormScreen #buttons { margin-top: 1; }
     ChaosFormScreen Button { margin-right: 2; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        # Before the focused field: a closed select would open again on enter.
+        Binding("enter", "submit", "Continue", priority=True),
+    ]
 
     def __init__(self, spec: ChaosKindSpec) -> None:
         super().__init__()
@@ -94,6 +98,15 @@ class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
                 invalid.focus()
             return
         self.dismiss(request)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Enter submits unless a button has focus (it presses it) or a select is open (it picks)."""
+        if action == "submit":
+            return not isinstance(self.focused, Button) and not any(s.expanded for s in self.query(Select))
+        return True
+
+    def action_submit(self) -> None:
+        self.submit()
 
     def on_input_submitted(self) -> None:
         self.submit()

@@ -3,6 +3,8 @@ the planner's evidence and, once applied, its measured effect."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -13,6 +15,11 @@ from textual.widgets import Static
 from engine.domain import DIRECTIVE_FIELDS
 from engine.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value, render_timing
+
+ANSWERS = ("approve", "clamp", "reject")
+"""The detail's answers, each on its first letter (the main screen's keys for them too)."""
+AGE_TICK_S = 1.0
+"""How often (seconds) the detail's age and time to expiry move on."""
 
 
 def render_details(d: DirectiveView, now: float) -> str:
@@ -42,8 +49,10 @@ def render_details(d: DirectiveView, now: float) -> str:
     return "\n".join(lines)
 
 
-class DirectiveScreen(ModalScreen[None]):
-    """Details of one directive; esc closes."""
+class DirectiveScreen(ModalScreen[str | None]):
+    """Details of one directive, its age ticking; esc or enter closes. Where the console may
+    answer, a, c and r close it with ``"approve"``, ``"clamp"`` or ``"reject"`` (the console
+    then asks as its own keys do); read-only, they say why not."""
 
     DEFAULT_CSS = """
     DirectiveScreen { align: center middle; }
@@ -53,15 +62,35 @@ class DirectiveScreen(ModalScreen[None]):
     }
     DirectiveScreen VerticalScroll { height: auto; max-height: 100%; }
     """
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "dismiss", "Close")]
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("enter", "dismiss", "Close"),
+        *(Binding(answer[0], f"answer('{answer}')", answer.capitalize()) for answer in ANSWERS),
+    ]
 
-    def __init__(self, directive: DirectiveView, now: float) -> None:
+    def __init__(
+        self, directive: DirectiveView, clock: Callable[[], float], *, refusal: str | None = None
+    ) -> None:
+        """``refusal``: why this console answers no directive (read-only), None if it does."""
         super().__init__()
-        self.directive, self.now = directive, now
+        self.directive, self.clock, self.refusal = directive, clock, refusal
 
     def compose(self) -> ComposeResult:
         with Vertical() as box, VerticalScroll():
             box.border_title = f"Directive {self.directive.id}"
             # on the border: never scrolled away
-            box.border_subtitle = "esc closes · a approve · c clamp · r reject (from the panel)"
-            yield Static(render_details(self.directive, self.now))
+            keys = " · ".join(f"{a[0]} {a}" for a in ANSWERS) if self.refusal is None else "read-only"
+            box.border_subtitle = f"esc closes · {keys}"
+            yield Static(render_details(self.directive, self.clock()), id="details")
+
+    def on_mount(self) -> None:
+        self.set_interval(AGE_TICK_S, self._age)
+
+    def _age(self) -> None:
+        self.query_one("#details", Static).update(render_details(self.directive, self.clock()))
+
+    def action_answer(self, answer: str) -> None:
+        if self.refusal is None:
+            self.dismiss(answer)
+        else:
+            self.notify(self.refusal, severity="warning")

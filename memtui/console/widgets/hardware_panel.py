@@ -39,6 +39,7 @@ def render_hardware(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     *,
     ended: bool = False,
+    height: int | None = None,
 ) -> str:
     """Body markup: a banner or one line per GPU, then host, disks and engine processes.
 
@@ -47,12 +48,18 @@ def render_hardware(
     panel crops them, so each line leads with what matters most. Memory is coloured by the
     run's ``thresholds`` (the panel passes its view's). Once the run has ``ended`` its
     processes are gone: their last readings (and the allocator's figures) are not shown.
+    More lines than ``height`` (the compact layout, many GPUs): the first GPUs, a line
+    counting the others, and the host's lines, so that the box stays whole.
     """
     if snapshot is None:
         return NO_READING
-    lines = gpu_lines(snapshot, None if ended else sample, thresholds)
-    lines += host_lines(snapshot.host, thresholds, ended=ended)
-    return "\n".join(lines)
+    gpus = gpu_lines(snapshot, None if ended else sample, thresholds)
+    host = host_lines(snapshot.host, thresholds, ended=ended)
+    room = len(gpus) if height is None else height - len(host)  # lines the GPUs may take
+    if len(gpus) > room >= 2:
+        hidden = len(gpus) - room + 1
+        gpus = [*gpus[: room - 1], f"[$text-muted]+{hidden} more GPUs (z on this panel shows all)[/]"]
+    return "\n".join(gpus + host)
 
 
 def hardware_title(snapshot: HardwareSnapshot | None) -> str:
@@ -224,4 +231,10 @@ class HardwarePanel(Panel):
 
     def draw(self, view: RunView, now: float) -> str:
         self.border_title = hardware_title(view.hardware)
-        return render_hardware(view.hardware, view.hardware_sample, view.thresholds, ended=view.finished)
+        return render_hardware(
+            view.hardware,
+            view.hardware_sample,
+            view.thresholds,
+            ended=view.finished,
+            height=self.content_size.height or None,
+        )

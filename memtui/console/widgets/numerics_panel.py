@@ -19,8 +19,10 @@ MIN_EVAL_CHART = 12
 """Columns the eval-loss chart keeps however narrow the panel (its label and a few evals)."""
 
 
-def render_numerics(view: RunView) -> str:
-    """Aligned ``label value`` lines; an alert line in the error colour when one is raised."""
+def render_numerics(view: RunView, height: int | None = None) -> str:
+    """Aligned ``label value`` lines; an alert line in the error colour when one is raised.
+    Where more lines than ``height`` would be cut (the compact layout, an eval row, an alert),
+    pairs of rows share a line (``PAIRED``), first to last, until they fit."""
     s = view.sample
     rows = [
         ("loss", _loss(s.loss if s else None)),
@@ -30,9 +32,30 @@ def render_numerics(view: RunView) -> str:
         ("grad norm", format_float(s.grad_norm if s else None, 3)),
         *_scale_rows(view),
     ]
+    alerts = [f"[$text-error b]▲ {alert}[/]" for alert in view.numerics_alerts()]
+    for first, second in PAIRED:
+        if height is None or len(rows) + len(alerts) <= height:
+            break
+        rows = _paired(rows, first, second)
     lines = [f"[$text-muted]{label:<{LABEL_WIDTH}}[/]{value}" for label, value in rows]
-    lines += [f"[$text-error b]▲ {alert}[/]" for alert in view.numerics_alerts()]
-    return "\n".join(lines)
+    return "\n".join(lines + alerts)
+
+
+def _paired(rows: list[tuple[str, str]], first: str, second: str) -> list[tuple[str, str]]:
+    """``rows`` with the ``second`` row's label and value after the ``first`` row's value."""
+    labels = [label for label, _ in rows]
+    if first not in labels or second not in labels:
+        return rows
+    tail = dict(rows)[second]
+    return [
+        (label, f"{value}  [$text-muted]{second}[/] {tail}" if label == first else value)
+        for label, value in rows
+        if label != second
+    ]
+
+
+PAIRED = (("lr", "grad norm"), ("loss", "smoothed"), ("scale", "lowest"))
+"""Rows that share a line, in this order, where the panel is too short for one each."""
 
 
 def _eval_rows(view: RunView) -> list[tuple[str, str]]:
@@ -107,7 +130,7 @@ class NumericsPanel(Panel):
     HAS_CHART = True
 
     def draw(self, view: RunView, now: float) -> str:
-        return render_numerics(view)
+        return render_numerics(view, self.content_size.height or None)
 
     def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
         return render_loss_charts(view, width, height, now)

@@ -56,7 +56,9 @@ class Panel(Widget):
         layout: vertical;
         overflow: hidden hidden;
     }
-    Panel:focus { border: round $primary; }
+    /* The focused panel (the one z maximises, whose cursor keys move): a heavy box and a
+       reversed title, seen without colour too (the ansi theme, a monochrome terminal). */
+    Panel:focus { border: heavy $primary; border-title-style: reverse bold; }
     Panel > .panel-body {
         width: 100%;
         height: auto;

@@ -1,0 +1,71 @@
+"""``memtui serve`` without a browser: its help, the console each session runs (read-only
+unless ``--allow-actions``), a checked port, and one clear line when the extra is missing."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from cli_harness import memtui
+
+from engine.run.directory import RunDir
+from memtui.cli import serve_command
+from memtui.cli.errors import CliError
+from memtui.cli.main import main
+
+
+def test_help_says_read_only_by_default_and_how_to_tunnel(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "Read-only unless --allow-actions" in shown
+    assert "ssh -L 8000:127.0.0.1:8000" in shown
+    assert "--host HOST" in shown and "--port PORT" in shown
+
+
+def test_each_session_runs_a_read_only_attach_unless_actions_are_allowed(run_dir: RunDir) -> None:
+    watched = serve_command.session_command(run_dir, allow_actions=False, theme=None)
+    assert watched[:5] == [sys.executable, "-m", "memtui.cli", "attach", str(run_dir.path)]
+    assert "--readonly" in watched
+    allowed = serve_command.session_command(run_dir, allow_actions=True, theme="light")
+    assert "--readonly" not in allowed
+    assert allowed[-2:] == ["--theme", "light"]
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "http"])
+def test_a_port_outside_1_to_65535_is_refused_naming_it(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--port", port])
+    assert exited.value.code == 2
+    assert "--port" in capsys.readouterr().err
+
+
+def test_without_the_extra_serve_says_how_to_install_it(
+    live_run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "textual_serve", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "textual_serve.server", None)
+    monkeypatch.delitem(sys.modules, "memtui.cli.console_server", raising=False)
+    args = argparse.Namespace(
+        run=live_run.run_id, allow_actions=False, theme=None, host="127.0.0.1", port=8000
+    )
+    with pytest.raises(CliError, match=r"pip install 'memtui\[serve\]'"):
+        serve_command.cmd_serve(args)
+
+
+def test_a_taken_port_is_one_line_naming_it(home: Path, live_run: RunDir) -> None:
+    pytest.importorskip("textual_serve", reason="needs textual-serve (the [serve] extra)")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = memtui(home, "serve", live_run.run_id, "--port", str(port))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"memtui: cannot serve on 127.0.0.1:{port}: "), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
