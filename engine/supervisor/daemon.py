@@ -66,7 +66,7 @@ from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
 from engine.supervisor.rollback_restart import RollbackDesk
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
-from engine.supervisor.standby import default_standby_command, standby_for
+from engine.supervisor.standby import standby_for
 from engine.supervisor.stop_signals import install_stop_signals
 from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainer_link import TrainerLink
@@ -95,11 +95,9 @@ class Supervisor:
         owner_uid: int | None = None,
         fresh_start: bool = False,
         config: RunConfig | None = None,
-        standby_cmd: list[str] | None = None,
     ) -> None:
         self.run = run
         self.trainer_cmd = list(trainer_cmd) if trainer_cmd is not None else None  # None: per ranks
-        self.standby_cmd = default_standby_command() if trainer_cmd is None else standby_cmd  # None: no spare
         self.stop_grace_s = stop_grace_s  # s to SIGKILL after a stop; None: the run's config says
         self.owner_uid = os.getuid() if owner_uid is None else owner_uid  # only its peers connect
         self.fresh_start = fresh_start  # --fresh for the first trainer (memtui resume --fresh)
@@ -256,7 +254,6 @@ class Supervisor:
         )
         self.planner = build_planner(config.policy, self.directives, record, alert=self.alerts.record)
         ranks = config.train.ranks
-        standby = standby_for(config, self.run, self.journal, self.standby_cmd, self._spawn)
         self._attempts = Attempts(
             self.run,
             self.journal,
@@ -274,7 +271,7 @@ class Supervisor:
             attempt=before.attempt,
             restarts=before.restarts,
             hold=before.hold,
-            standby=standby,
+            standby=standby_for(config, self.run, self.journal, self._spawn, self.trainer_cmd is not None),
         )
         if not follower:  # node 0 owns the run's checkpoints and restarts
             desk = RollbackDesk(self.run, self.journal, self.attempts)

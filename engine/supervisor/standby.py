@@ -226,26 +226,30 @@ class Standby:
                 await asyncio.wait_for(spare.proc.wait(), 5.0)
 
 
-def default_standby_command(environ: Mapping[str, str] | None = None) -> list[str] | None:
+def default_standby_command(
+    environ: Mapping[str, str] | None = None, custom_trainer: bool = False
+) -> list[str] | None:
     """The spare trainer's command (``engine.supervisor.standby``): ``$MEMTUI_STANDBY_CMD``,
-    else ``python -m engine.trainer --standby``; None for a custom ``$MEMTUI_TRAINER_CMD``
-    without a spare command of its own (several ranks have none: ``standby_for``)."""
+    else ``python -m engine.trainer --standby``; None for a custom trainer command (given to
+    the supervisor, or ``$MEMTUI_TRAINER_CMD``) without a spare command of its own (several
+    ranks have none: ``standby_for``)."""
     env = os.environ if environ is None else environ
     custom = env.get(STANDBY_CMD_ENV, "").strip()
     if custom:
         return shlex.split(custom)
-    if env.get(TRAINER_CMD_ENV, "").strip():
+    if custom_trainer or env.get(TRAINER_CMD_ENV, "").strip():
         return None
     return [sys.executable, "-m", "engine.trainer", STANDBY_FLAG]
 
 
 def standby_for(
-    config: RunConfig, run: RunDir, journal: Journal, command: list[str] | None, spawn: Callable[..., Any]
+    config: RunConfig, run: RunDir, journal: Journal, spawn: Callable[..., Any], custom_trainer: bool
 ) -> Standby | None:
     """The run's standby, keeping spares in a task ``spawn(coroutine, name)`` starts, if it
-    has one: ``restart.standby`` on, one rank on one node, and a spare command (a custom
-    trainer command has none unless one is given)."""
+    has one: ``restart.standby`` on, one rank on one node, and a spare command
+    (``default_standby_command``)."""
     train = config.train
+    command = default_standby_command(custom_trainer=custom_trainer)
     if not config.restart.standby or command is None or train.ranks > 1 or train.nodes > 1:
         return None
     standby = Standby(run, command, journal)

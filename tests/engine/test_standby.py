@@ -4,6 +4,7 @@ which waits as a spare the way the real one does (``engine.trainer.standby``).""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 from typing import Any
 
@@ -22,6 +23,12 @@ from tests.engine.conftest import FAKE_TRAINER_CMD
 pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds
 
 SPARE_CMD = [*FAKE_TRAINER_CMD, STANDBY_FLAG]
+
+
+@pytest.fixture(autouse=True)
+def spare_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake trainer's spare: a supervisor given a trainer command has none unless told."""
+    monkeypatch.setenv(STANDBY_CMD_ENV, shlex.join(SPARE_CMD))
 
 
 def events(run: RunDir, type_: str) -> list[dict[str, Any]]:
@@ -46,7 +53,7 @@ def ready_other_than(run: RunDir, *pids: int) -> dict[str, Any] | None:
 async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_it(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
-    running = await start(standby_cmd=SPARE_CMD)
+    running = await start()
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     assert spare["rss_mib"] > 0 and spare["idle_cpu_percent"] >= 0  # its idle cost, measured
     first = running.supervisor.attempts.pid
@@ -63,7 +70,7 @@ async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_i
 
 
 async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_until) -> None:
-    await start(standby_cmd=SPARE_CMD)
+    await start()
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     assert str(run.path) in psutil.Process(spare["pid"]).cmdline()  # ps names its run
     os.killpg(spare["pid"], signal.SIGKILL)
@@ -74,7 +81,7 @@ async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_
 
 
 async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, fake_env, wait_until) -> None:
-    running = await start(standby_cmd=SPARE_CMD)
+    running = await start()
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     running.supervisor.attempts.stop("test")
     assert await running.result() == 0
@@ -84,7 +91,7 @@ async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, 
 async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, fake_env, wait_until) -> None:
     config = run.read_config()
     config = config.model_copy(update={"restart": config.restart.model_copy(update={"standby": False})})
-    running = await start(standby_cmd=SPARE_CMD, config=config)
+    running = await start(config=config)
     assert running.supervisor.attempts.standby is None
     await wait_until(lambda: stepped(run, 1), "a first step")
     first = running.supervisor.attempts.pid
@@ -103,6 +110,7 @@ def test_standby_is_on_by_default() -> None:
 def test_the_spare_command() -> None:
     assert default_standby_command({})[-3:] == ["-m", "engine.trainer", STANDBY_FLAG]  # type: ignore[index]
     assert default_standby_command({TRAINER_CMD_ENV: "my-trainer"}) is None  # it may not speak --standby
+    assert default_standby_command({}, custom_trainer=True) is None  # a command given to the supervisor
     assert default_standby_command({TRAINER_CMD_ENV: "t", STANDBY_CMD_ENV: "t --standby"}) == [
         "t",
         "--standby",
