@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 
+from engine.config import MemoryConfig
 from engine.config_file import build_run_config
-from engine.memory.controller import Policy
+from engine.memory.controller import Geometry, Policy
 from engine.trainer import loop
 from engine.trainer.geometry import apply_geometry
 from engine.trainer.link import NullLink
@@ -79,7 +80,7 @@ def main() -> None:
     probe = MemoryProbe(engine.device)
     workload.model.register_forward_hook(lambda *_: None if probe.note() else None)  # None: keep the output
     batch = SampleWindow(workload.batch, config.train.micro_batch)
-    policy = Policy(global_batch=GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH)
+    policy = Policy(MemoryConfig(max_micro_batch=GLOBAL_BATCH), GLOBAL_BATCH, 1, GLOBAL_BATCH)
 
     static: dict[int, tuple[float, int]] = {}  # micro-batch -> (samples/s by CPU time, peak bytes)
     for micro_batch in policy.micro_batches():  # ascending: RSS rarely shrinks
@@ -128,7 +129,7 @@ def adaptive(
 ) -> tuple[float, float, int]:
     """The controller with the defaults from the oversized micro-batch: (whole-run samples/s,
     settled samples/s over the last --steps, the micro-batch it ends at)."""
-    apply_geometry(engine, Policy(GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH).geometry(GLOBAL_BATCH))
+    apply_geometry(engine, Geometry(GLOBAL_BATCH, 1))  # the oversized micro-batch, no accumulation
     release_memory()  # the sweep's freed heap back to the OS: RSS is the CPU stand-in
     config = build_run_config({**raw, "memory": {"budget": budget, "cpu_enforce": True}})
     link = NullLink(record=True)

@@ -240,6 +240,7 @@ class Supervisor:
         self.alerts = AlertWatch(
             config.alerts,
             self.health.record,
+            memory=config.memory,
             run_dir=self.run.path,
             checkpoint_dir=self.run.checkpoints,
             pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},
