@@ -31,7 +31,7 @@ from engine.domain import Event, Severity, TelemetrySample
 from engine.events import DoctorReported, Payload, Recorder
 from engine.hardware_report import HardwareSnapshot
 
-log = logging.getLogger("engine.alerts")
+log = logging.getLogger(__name__)
 
 FIRST_DOCTOR_S = 2.0
 """Seconds after start before the first doctor report: the trainer's launch (imports, CPU)

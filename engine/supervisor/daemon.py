@@ -71,7 +71,7 @@ from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
 from engine.supervisor.trainer_reports import TrainerReports
 
-log = logging.getLogger("engine.supervisor.daemon")
+log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.5  # s between batched step writes (the store also flushes at 256 rows)
 CLIENT_DRAIN_S = 2.0  # s consoles get at the end to receive the final events

@@ -115,7 +115,7 @@ class AdaptiveMemory:
         self.policy = Policy.from_config(config.memory, config.train, world_size)
         self.budget = budget_bytes(config.memory.budget, probe.capacity)
         """Bytes the controller steers by."""
-        self.enforced = enforce_budget(probe, self.budget)
+        enforce_budget(probe, self.budget)  # CUDA: the allocator raises at the budget from now on
         self.model = build_memory_model(config, description or describe_module(module), world_size)
         self.state = ControllerState()
         self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
