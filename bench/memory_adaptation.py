@@ -41,6 +41,7 @@ from engine.trainer.oom_recovery import discard_window, release_memory
 from engine.trainer.process_group import ensure_single_process_env
 from engine.trainer.sample_window import SampleWindow
 from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.training_parts import equip
 from engine.trainer.workload import load_workload
 
 MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}  # the tiny preset's
@@ -140,7 +141,7 @@ def adaptive(
     settle = start + args.adaptive_steps - args.steps
     if args.inject_oom:  # one unforeseen OOM mid-window, 20 steps in
         os.environ[INJECT_OOM_ENV] = f"{start + 20}:1:backward"
-    training.memory = loop.attach_memory(training)
+    equip(training)  # after the injection is set: adaptive memory reads it when built
     recoveries = time_recoveries(training)
     began = time.process_time()
     loop.run_steps(training, until=settle)
