@@ -113,6 +113,7 @@ def prepared(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     from engine.trainer.memory_probe import MemoryProbe
     from engine.trainer.process_group import ensure_single_process_env
     from engine.trainer.step_telemetry import StepTelemetry
+    from engine.trainer.training_parts import equip
     from engine.trainer.workload import load_workload
 
     config = config_for(micro_batch, memory, setup)
@@ -122,7 +123,7 @@ def prepared(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     workload = load_workload(config)
     engine = loop.build_engine(config, workload)
     telemetry = StepTelemetry(engine, MemoryProbe(engine.device), workload.tokens_per_sample, 1, attempt=1)
-    return loop.Training(config, engine, workload, NullLink(record=True), telemetry, run=None)
+    return equip(loop.Training(config, engine, workload, NullLink(record=True), telemetry, run=None))
 
 
 def static(micro_batch: int, steps: int, setup: str = "wide") -> dict[str, Any]:

@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 
+from engine.config import MemoryConfig
 from engine.config_file import build_run_config
-from engine.memory.controller import Policy
+from engine.memory.controller import Geometry, Policy
 from engine.trainer import loop
 from engine.trainer.geometry import apply_geometry
 from engine.trainer.link import NullLink
@@ -40,6 +41,7 @@ from engine.trainer.oom_recovery import discard_window, release_memory
 from engine.trainer.process_group import ensure_single_process_env
 from engine.trainer.sample_window import SampleWindow
 from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.training_parts import equip
 from engine.trainer.workload import load_workload
 
 MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}  # the tiny preset's
@@ -79,7 +81,7 @@ def main() -> None:
     probe = MemoryProbe(engine.device)
     workload.model.register_forward_hook(lambda *_: None if probe.note() else None)  # None: keep the output
     batch = SampleWindow(workload.batch, config.train.micro_batch)
-    policy = Policy(global_batch=GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH)
+    policy = Policy(MemoryConfig(max_micro_batch=GLOBAL_BATCH), GLOBAL_BATCH, 1, GLOBAL_BATCH)
 
     static: dict[int, tuple[float, int]] = {}  # micro-batch -> (samples/s by CPU time, peak bytes)
     for micro_batch in policy.micro_batches():  # ascending: RSS rarely shrinks
@@ -128,7 +130,7 @@ def adaptive(
 ) -> tuple[float, float, int]:
     """The controller with the defaults from the oversized micro-batch: (whole-run samples/s,
     settled samples/s over the last --steps, the micro-batch it ends at)."""
-    apply_geometry(engine, Policy(GLOBAL_BATCH, max_micro_batch=GLOBAL_BATCH).geometry(GLOBAL_BATCH))
+    apply_geometry(engine, Geometry(GLOBAL_BATCH, 1))  # the oversized micro-batch, no accumulation
     release_memory()  # the sweep's freed heap back to the OS: RSS is the CPU stand-in
     config = build_run_config({**raw, "memory": {"budget": budget, "cpu_enforce": True}})
     link = NullLink(record=True)
@@ -139,7 +141,7 @@ def adaptive(
     settle = start + args.adaptive_steps - args.steps
     if args.inject_oom:  # one unforeseen OOM mid-window, 20 steps in
         os.environ[INJECT_OOM_ENV] = f"{start + 20}:1:backward"
-    training.memory = loop.attach_memory(training)
+    equip(training)  # after the injection is set: adaptive memory reads it when built
     recoveries = time_recoveries(training)
     began = time.process_time()
     loop.run_steps(training, until=settle)

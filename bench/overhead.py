@@ -39,6 +39,7 @@ from engine.trainer.link import SocketLink
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.process_group import ensure_single_process_env
 from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.training_parts import equip
 from engine.trainer.workload import load_workload
 
 
@@ -111,7 +112,7 @@ def measure(
     engine = loop.build_engine(config, workload)
     telemetry = StepTelemetry(engine, MemoryProbe(engine.device), workload.tokens_per_sample, 1, attempt=1)
     link, drain = draining_link()
-    training = loop.Training(config, engine, workload, link, telemetry, run=None)
+    training = equip(loop.Training(config, engine, workload, link, telemetry, run=None))
 
     def ours(steps: int) -> None:
         loop.run_steps(training, until=engine.global_steps + steps)

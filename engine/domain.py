@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.eval_summary import EvalSummary
+from engine.memory_scale import MemoryLevel, memory_level, room_share
 from engine.throughput_figures import ThroughputFigures
 
 Severity = Literal["info", "warning", "critical"]
@@ -272,9 +273,6 @@ class DecisionRecord(BaseModel):
         )
 
 
-MemoryLevel = Literal["ok", "warning", "critical"]
-
-
 class Thresholds(BaseModel):
     """The levels a run judges memory and numerics by, as the console needs them to colour
     its figures. No defaults here: they are built from the run's config
@@ -291,16 +289,12 @@ class Thresholds(BaseModel):
 
     def memory_level(self, fraction: float) -> MemoryLevel:
         """Where ``fraction`` (used / budget or capacity) stands against the memory levels."""
-        if fraction >= self.memory_critical:
-            return "critical"
-        return "warning" if fraction >= self.memory_warn else "ok"
+        return memory_level(fraction, self.memory_warn, self.memory_critical)
 
     def room_level(self, used: int, limit: int, baseline: int | None) -> MemoryLevel:
         """The level of ``used`` bytes as the memory controller judges it: its share of the
         usable room (``limit - baseline``), or of ``limit`` when the baseline is unknown."""
-        if baseline is None or not 0 <= baseline < limit:
-            return self.memory_level(used / limit if limit else 0.0)
-        return self.memory_level((used - baseline) / (limit - baseline))
+        return self.memory_level(room_share(used, limit, baseline) if limit else 0.0)
 
 
 class SaveReport(BaseModel):

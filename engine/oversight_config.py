@@ -5,7 +5,7 @@ command). Re-exported by ``engine.config``, where ``RunConfig`` holds them. Torc
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -115,10 +115,18 @@ class AlertConfig(StrictSection):
     alert as a durable ``alert`` event, and can run ``command`` with the alert as JSON.
     """
 
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        """``memory_fraction`` (a share of the whole budget) is read no more: the memory alert
+        judges the usable room by ``memory.warn`` and ``memory.critical``, as the controller
+        does. Dropped so that configs and run.json files that still name it load."""
+        if isinstance(data, dict) and "memory_fraction" in data:
+            data = {k: v for k, v in data.items() if k != "memory_fraction"}
+        return data
+
     no_step_s: float = Field(600.0, gt=0.0)
     """Seconds without a step while running before the heartbeat alert (a stuck run)."""
-    memory_fraction: float = Field(0.92, gt=0.0, le=1.0)
-    """Step peak / budget (or capacity) at which memory headroom is low."""
     throughput_drop: float = Field(0.5, gt=0.0, lt=1.0)
     """Fraction below its moving baseline that tokens/s must fall to alert."""
     throughput_baseline_steps: int = Field(50, ge=2)

@@ -20,11 +20,12 @@ from typing import Any, Literal
 
 from engine.alerts.fragmentation import FragmentationCount
 from engine.alerts.straggler import StragglerWatch
-from engine.config import AlertConfig
+from engine.config import AlertConfig, MemoryConfig
 from engine.disk_space import MiB, byte_size, reserve_bytes
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
+from engine.memory_scale import MemoryLevel, memory_level, room_share
 
 Transition = Literal["fire", "resolve"]
 
@@ -94,8 +95,12 @@ class _Baseline:
 class AlertRules:
     """The alert rules of one run. Feed it; it answers alerts to record."""
 
-    def __init__(self, config: AlertConfig) -> None:
+    def __init__(self, config: AlertConfig, memory: MemoryConfig | None = None) -> None:
         self.config = config
+        self.memory = memory or MemoryConfig()
+        """The run's ``memory`` section: the thresholds memory is judged by, the controller's
+        and the console's (None: that section's own defaults)."""
+        self._memory_level: MemoryLevel = "ok"
         self._latches: dict[str, Latch] = {}
         self._tokens = _Baseline(
             2.0 / (config.throughput_baseline_steps + 1), config.throughput_baseline_steps
@@ -205,20 +210,29 @@ class AlertRules:
         return self._judge(HEARTBEAT_RULE, False, True, now, "info", "steps resumed", {})
 
     def _memory(self, s: TelemetrySample, now: float) -> list[Alert]:
+        """Low headroom: the step's peak judged as the memory controller judges its expected
+        peak (share of the usable room, fragmentation counted, ``memory.warn`` and
+        ``memory.critical`` with ``memory.hysteresis``); firing while the level is not ok."""
         limit = s.mem_budget or s.mem_capacity
-        used = s.mem_step_peak if s.mem_step_peak is not None else s.mem_reserved
-        if not limit or not used:
+        if not limit or (s.mem_step_peak is None and not s.mem_reserved):
             return []
-        fraction, cfg = used / limit, self.config
+        if s.mem_step_peak is None:  # reserved bytes already count the fragmentation
+            used, fragmented = s.mem_reserved or 0, 0
+        else:
+            used, fragmented = s.mem_step_peak, s.mem_fragmentation or 0
+        baseline = s.mem_baseline if s.mem_budget else None
+        share, memory = room_share(used, limit, baseline, fragmented), self.memory
+        level = memory_level(share, memory.warn, memory.critical, memory.hysteresis, self._memory_level)
+        self._memory_level = level
+        room = "the usable room" if baseline else ("budget" if s.mem_budget else "capacity")
         return self._judge(
             "memory_headroom",
-            fraction >= cfg.memory_fraction,
-            fraction < cfg.memory_fraction - cfg.hysteresis,
+            level != "ok",
+            level == "ok",
             now,
-            "warning",
-            f"memory {fraction:.0%} of {'budget' if s.mem_budget else 'capacity'} ({s.mem_kind}); "
-            f"alert at {cfg.memory_fraction:.0%}",
-            {"fraction": round(fraction, 4), "used": used, "limit": limit, "step": s.step},
+            "critical" if level == "critical" else "warning",
+            f"memory {share:.0%} of {room} ({s.mem_kind}): {level}; alert at {memory.warn:.0%}",
+            {"fraction": round(share, 4), "level": level, "used": used, "limit": limit, "step": s.step},
         )
 
     def _fragmentation(self, s: TelemetrySample, now: float) -> list[Alert]:

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_firing
-from engine.config import AlertConfig
+from engine.config import AlertConfig, MemoryConfig
 from engine.doctor.deepspeed_ops import survey_ops_async
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import DoctorReported, Payload, Recorder
 from engine.hardware_report import HardwareSnapshot
 
-log = logging.getLogger("engine.alerts")
+log = logging.getLogger(__name__)
 
 FIRST_DOCTOR_S = 2.0
 """Seconds after start before the first doctor report: the trainer's launch (imports, CPU)
@@ -96,11 +96,12 @@ class AlertWatch:
         on_hardware: Callable[[HardwareSnapshot], None] | None = None,
         ops_delay_s: float | None = OPS_SURVEY_DELAY_S,
         required_ops: Sequence[str] = (),
+        memory: MemoryConfig | None = None,
     ) -> None:
         self.config = config
         self._on_hardware = on_hardware
         """Told every new reading (the supervisor sends it to consoles); must not block."""
-        self.rules = AlertRules(config)
+        self.rules = AlertRules(config, memory)
         self._record = record
         self._checkpoints = checkpoint_dir
         self._expecting = expecting_steps

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict
 
 from engine.events.payload import Payload
+from engine.memory_scale import MemoryLevel as Level
 
 
 class PlannedMemory(BaseModel):
@@ -55,8 +54,8 @@ class MemoryLevel(Payload):
     event_type = "memory_level"
     origin = "trainer"
     step: int
-    level: Literal["ok", "warn", "critical"]
-    previous: Literal["ok", "warn", "critical"]
+    level: Level
+    previous: Level
     expected_peak: int
     """Bytes."""
     mem_budget: int

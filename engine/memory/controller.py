@@ -40,8 +40,9 @@ from typing import Literal
 
 from engine.config import MemoryConfig, TrainConfig
 from engine.memory.size_history import SizeHistory
+from engine.memory_scale import MemoryLevel as Level
+from engine.memory_scale import memory_level, room_share
 
-Level = Literal["ok", "warn", "critical"]
 ChangeKind = Literal["shrink", "grow", "throughput", "oom", "request", "resume"]
 
 
@@ -59,37 +60,25 @@ class Geometry:
 
 @dataclass(frozen=True)
 class Policy:
-    """The controller's bounds and thresholds (fractions of the usable room)."""
+    """The controller's view of its config: the ``memory`` section as validated, with what it
+    needs of ``train`` and the world. Built by ``from_config``; no defaults of its own, so a
+    new ``memory`` key is read as ``policy.memory.KEY`` and declared only in the config."""
 
+    memory: MemoryConfig
     global_batch: int
-    world_size: int = 1
-    min_micro_batch: int = 1
-    max_micro_batch: int = 1
-    warn: float = 0.85
-    critical: float = 0.95
-    hysteresis: float = 0.05
-    grow_below: float = 0.75
-    steady_steps: int = 5
-    cooldown_steps: int = 10
-    retry_after_steps: int = 200
-    throughput_margin: float = 0.05
+    """Samples per optimizer step over all ranks (``train.global_batch``)."""
+    world_size: int
+    max_micro_batch: int
+    """``memory.max_micro_batch``, or ``train.micro_batch`` when that is None."""
 
     @classmethod
     def from_config(cls, memory: MemoryConfig, train: TrainConfig, world_size: int = 1) -> Policy:
-        return cls(
-            global_batch=train.global_batch,
-            world_size=world_size,
-            min_micro_batch=memory.min_micro_batch,
-            max_micro_batch=memory.max_micro_batch or train.micro_batch,
-            warn=memory.warn,
-            critical=memory.critical,
-            hysteresis=memory.hysteresis,
-            grow_below=memory.grow_below,
-            steady_steps=memory.steady_steps,
-            cooldown_steps=memory.cooldown_steps,
-            retry_after_steps=memory.retry_after_steps,
-            throughput_margin=memory.throughput_margin,
-        )
+        """The one place the view is derived from the config sections."""
+        return cls(memory, train.global_batch, world_size, memory.max_micro_batch or train.micro_batch)
+
+    @property
+    def min_micro_batch(self) -> int:
+        return self.memory.min_micro_batch
 
     def micro_batches(self) -> list[int]:
         """Allowed micro-batches, ascending: within bounds, dividing the global batch."""
@@ -169,8 +158,7 @@ class Reading:
     def share(self, peak: int) -> float:
         """``peak``'s part above the baseline, with the fragmentation the cap also counts, as a
         fraction of the room (inf: no room)."""
-        room = self.room
-        return (peak + self.fragmentation - self.baseline) / room if room > 0 else float("inf")
+        return room_share(peak, self.budget, self.baseline, self.fragmentation)
 
 
 @dataclass(frozen=True)
@@ -190,18 +178,14 @@ class Verdict:
 
 def level_of(previous: Level, ratio: float, policy: Policy) -> Level:
     """The level for ``ratio`` (expected peak's share of the room), with hysteresis on the way down."""
-    h = policy.hysteresis
-    if ratio >= policy.critical or (previous == "critical" and ratio >= policy.critical - h):
-        return "critical"
-    if ratio >= policy.warn or (previous != "ok" and ratio >= policy.warn - h):
-        return "warn"
-    return "ok"
+    memory = policy.memory
+    return memory_level(ratio, memory.warn, memory.critical, memory.hysteresis, previous)
 
 
 def cooled(state: ControllerState, step: int, policy: Policy) -> bool:
     """True when ``cooldown_steps`` have passed since the last geometry change."""
     last = state.last_change_step
-    return last is None or step - last >= policy.cooldown_steps
+    return last is None or step - last >= policy.memory.cooldown_steps
 
 
 def decide(
@@ -256,7 +240,7 @@ def review_request(
     allowed = policy.micro_batches()
     if micro_batch not in allowed:
         return Verdict(False, f"micro-batch {micro_batch} is not one of {allowed} (bounds, global batch)")
-    share = policy.warn - policy.hysteresis
+    share = policy.memory.warn - policy.memory.hysteresis
     limit = baseline + share * (budget - baseline)
     if predicted_peak > limit:
         return Verdict(
@@ -271,7 +255,7 @@ def _when_ok(
     state: ControllerState, history: SizeHistory, geometry: Geometry, reading: Reading, policy: Policy
 ) -> tuple[ControllerState, Change | None]:
     """At level ok: step down to a size measured faster, or grow one notch into headroom."""
-    m, step, margin = geometry.micro_batch, reading.step, policy.throughput_margin
+    m, step, margin = geometry.micro_batch, reading.step, policy.memory.throughput_margin
     is_cooled = cooled(state, step, policy)
     smaller = policy.notch_below(m)
     if is_cooled and smaller is not None and history.faster(smaller, m, margin):
@@ -285,13 +269,15 @@ def _when_ok(
     share = 1.0 if bigger is None else reading.share(reading.predicted.get(bigger, reading.budget))
     fits = (
         bigger is not None
-        and share < policy.grow_below
-        and not history.blocked(bigger, step, reading.room, policy.retry_after_steps, policy.hysteresis)
+        and share < policy.memory.grow_below
+        and not history.blocked(
+            bigger, step, reading.room, policy.memory.retry_after_steps, policy.memory.hysteresis
+        )
         and not history.faster(m, bigger, margin)
     )
     # Built directly, not with dataclasses.replace: this runs every step (replace costs ~3 us).
     state = ControllerState("ok", state.last_change_step, state.steady + 1 if fits else 0, history)
-    if bigger is not None and fits and state.steady >= policy.steady_steps and is_cooled:
+    if bigger is not None and fits and state.steady >= policy.memory.steady_steps and is_cooled:
         why = (
             f"headroom steady for {state.steady} steps "
             f"(micro-batch {bigger} predicted {share:.0%} of the room)"
@@ -321,6 +307,6 @@ def _shrink_target(micro_batch: int, level: Level, reading: Reading, policy: Pol
     smaller = policy.allowed[: bisect_left(policy.allowed, micro_batch)]
     if not smaller:
         return None
-    limit = policy.warn - policy.hysteresis
+    limit = policy.memory.warn - policy.memory.hysteresis
     fitting = [m for m in smaller if reading.share(reading.predicted.get(m, reading.budget)) <= limit]
     return fitting[-1] if fitting else smaller[0]

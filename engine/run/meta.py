@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.domain import RunState
 
-log = logging.getLogger("engine.run.meta")
+log = logging.getLogger(__name__)
 
 
 class MetaError(ValueError):

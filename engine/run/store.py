@@ -59,7 +59,7 @@ from engine.run.store_file import (
     event_row,
 )
 
-log = logging.getLogger("engine.run.store")
+log = logging.getLogger(__name__)
 
 STEP_BATCH_ROWS = 256  # add_step flushes by itself once this many samples wait
 DECISION_BATCH_ROWS = 2048  # add_decision flushes by itself once this many verdicts wait

@@ -19,7 +19,7 @@ from typing import Any
 from engine.domain import Event
 from engine.run.row_codec import NONFINITE_COLUMN, STEP_COLUMNS
 
-log = logging.getLogger("engine.run.store")
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2  # PRAGMA user_version; 2: non-finite floats as NULL + ``nonfinite``
 EVENT_INSERT = (

@@ -62,7 +62,7 @@ from engine.supervisor.trainer_process import (
 )
 from engine.supervisor.unannounced_saves import reconcile_saves
 
-log = logging.getLogger("engine.supervisor.attempts")
+log = logging.getLogger(__name__)
 
 TRAINER_DRAIN_S = 2.0  # s to read a dead trainer's last lines before judging its exit
 

@@ -24,7 +24,7 @@ from typing import Any
 from engine.alerts.rules import Alert
 from engine.events import TASK_FAILED_RULE
 
-log = logging.getLogger("engine.supervisor.tasks")
+log = logging.getLogger(__name__)
 
 FailureReport = Callable[[str, BaseException, bool], None]
 """(task name, the exception, whether the run cannot go on without the task)."""

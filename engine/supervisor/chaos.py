@@ -48,7 +48,7 @@ from engine.supervisor.journal import Journal
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import kill_group
 
-log = logging.getLogger("engine.supervisor.chaos")
+log = logging.getLogger(__name__)
 
 PERFORMED = tuple(REQUESTS)
 """The kinds this supervisor carries out: advertised to consoles in ``Welcome``."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.checkpoints.standing import Standing, standing_of
 
-log = logging.getLogger("engine.supervisor.checkpoint_watch")
+log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 1.0  # s between passes over the checkpoints directory
 

@@ -63,7 +63,7 @@ from engine.supervisor.served import DirectiveRequest, Served
 from engine.supervisor.trainer_link import TrainerLink
 from engine.wire_json import shorten
 
-log = logging.getLogger("engine.supervisor.connections")
+log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
 SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")  # Linux: the kernel's cap on a listen backlog

@@ -21,7 +21,7 @@ from engine.events import StateChanged
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import TELEMETRY_HZ, Error, EventMessage, Hardware, Hello, Telemetry, encode
 
-log = logging.getLogger("engine.supervisor.daemon")
+log = logging.getLogger(__name__)
 
 CLIENT_QUEUE_MAX = 1024  # lines (events, replies) waiting for one console before it is dropped
 

@@ -73,7 +73,7 @@ from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
 from engine.supervisor.trainer_reports import TrainerReports
 
-log = logging.getLogger("engine.supervisor.daemon")
+log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.5  # s between batched step writes (the store also flushes at 256 rows)
 CLIENT_DRAIN_S = 2.0  # s consoles get at the end to receive the final events
@@ -242,6 +242,7 @@ class Supervisor:
         self.alerts = AlertWatch(
             config.alerts,
             self.health.record,
+            memory=config.memory,
             run_dir=self.run.path,
             checkpoint_dir=self.run.checkpoints,
             pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},

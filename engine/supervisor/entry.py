@@ -15,7 +15,7 @@ from engine.supervisor.daemon import Supervisor, SupervisorError
 from engine.supervisor.log_output import log_to
 from engine.supervisor.trainer_launcher import lower_supervisor_priority
 
-log = logging.getLogger("engine.supervisor.daemon")
+log = logging.getLogger(__name__)
 
 
 def main(run_dir: Path, *, stop_grace_s: float | None = None, fresh_start: bool = False) -> int:

@@ -35,7 +35,7 @@ from engine.supervisor.hang_clock import HangClock
 from engine.supervisor.journal import Journal
 from engine.supervisor.stack_collection import collect_stacks
 
-log = logging.getLogger("engine.supervisor.hang_recovery")
+log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # s between checks; a hang is caught within its limit plus this
 HUNG_RULE = TrainerHung.event_type

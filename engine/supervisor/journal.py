@@ -25,7 +25,7 @@ from engine.run.meta import RunMeta
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
 
-log = logging.getLogger("engine.supervisor.journal")
+log = logging.getLogger(__name__)
 
 
 class Journal:

@@ -22,7 +22,7 @@ from engine.events import METRICS_PORT_RULE
 from engine.metrics_config import MetricsConfig
 from engine.supervisor.scrape_figures import FiguresSource, ScrapeFigures, gather
 
-log = logging.getLogger("engine.supervisor.metrics")
+log = logging.getLogger(__name__)
 
 SCRAPE_WAIT_S = 10.0  # s a scrape waits for the loop's figures before it fails (HTTP 500)
 

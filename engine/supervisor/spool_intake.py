@@ -33,7 +33,7 @@ from engine.run.report_spool import spool_lines, spools
 from engine.run.store import Store
 from engine.supervisor.journal import Journal
 
-log = logging.getLogger("engine.supervisor.spool_intake")
+log = logging.getLogger(__name__)
 
 ORPHAN_WAIT_S = 20.0  # s a trainer that outlived its supervisor gets to save and exit
 ORPHAN_POLL_S = 0.1

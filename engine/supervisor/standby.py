@@ -48,7 +48,7 @@ from engine.supervisor.journal import Journal
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV, kill_group, trainer_environment
 
-log = logging.getLogger("engine.supervisor.standby")
+log = logging.getLogger(__name__)
 
 IDLE_WINDOW_S = 5.0  # s over which a ready spare's idle CPU is measured
 BACKOFF_INITIAL_S = 1.0  # s before replacing the first spare of a row that died young

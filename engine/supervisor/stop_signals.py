@@ -11,7 +11,7 @@ import logging
 import signal
 from collections.abc import Callable
 
-log = logging.getLogger("engine.supervisor.daemon")  # the supervisor's log lines, as before
+log = logging.getLogger(__name__)
 
 
 def install_stop_signals(

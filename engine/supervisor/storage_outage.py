@@ -45,7 +45,7 @@ from engine.events import STORAGE_RULE
 from engine.run.store import Store
 from engine.supervisor.attempts import Attempts
 
-log = logging.getLogger("engine.supervisor.storage")
+log = logging.getLogger(__name__)
 
 
 class StorageOutage:

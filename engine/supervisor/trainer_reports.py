@@ -40,7 +40,7 @@ from engine.protocol import TrainerEvent
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.journal import Journal
 
-log = logging.getLogger("engine.supervisor.trainer_reports")
+log = logging.getLogger(__name__)
 
 
 class TrainerReports:

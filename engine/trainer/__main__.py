@@ -37,7 +37,7 @@ from engine.trainer.parent_death import die_with_parent
 from engine.trainer.standby import await_orders, is_standby
 from engine.trainer.startup_phases import StartupPhases
 
-log = logging.getLogger("engine.trainer")
+log = logging.getLogger("engine.trainer")  # run as `python -m engine.trainer`: __name__ is "__main__"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

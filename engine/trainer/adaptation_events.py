@@ -7,8 +7,9 @@ from __future__ import annotations
 from engine.domain import Severity
 from engine.events import MemoryAdapted, MemoryLevel
 from engine.memory.controller import Change
+from engine.memory_scale import MemoryLevel as Level
 
-LEVEL_SEVERITY: dict[str, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
+LEVEL_SEVERITY: dict[Level, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
 
 
 def adapted_event(
@@ -46,7 +47,7 @@ def adapted_event(
 
 
 def level_event(
-    previous: str, level: str, step: int, expected: int, budget: int, room_share: float
+    previous: Level, level: Level, step: int, expected: int, budget: int, room_share: float
 ) -> tuple[MemoryLevel, str, Severity]:
     """The level moved from ``previous`` to ``level`` at ``step``, judged on ``expected``
     bytes (``room_share``: its part of the usable room)."""

@@ -58,6 +58,7 @@ from engine.memory.controller import (
 )
 from engine.memory.model import Predictions
 from engine.memory.model_description import ModelDescription
+from engine.memory_scale import MemoryLevel as Level
 from engine.trainer.adaptation_events import adapted_event, level_event
 from engine.trainer.ballast import Ballast
 from engine.trainer.built_model import describe_module
@@ -114,7 +115,7 @@ class AdaptiveMemory:
         self.policy = Policy.from_config(config.memory, config.train, world_size)
         self.budget = budget_bytes(config.memory.budget, probe.capacity)
         """Bytes the controller steers by."""
-        self.enforced = enforce_budget(probe, self.budget)
+        enforce_budget(probe, self.budget)  # CUDA: the allocator raises at the budget from now on
         self.model = build_memory_model(config, description or describe_module(module), world_size)
         self.state = ControllerState()
         self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
@@ -378,7 +379,7 @@ class AdaptiveMemory:
         self.halted = MemoryHalt(reason, why.restartable)
         self.link.event(why, reason)
 
-    def _level_event(self, previous: str, step: int, expected: int) -> None:
+    def _level_event(self, previous: Level, step: int, expected: int) -> None:
         share = self._room_share(expected)
         self.link.event(*level_event(previous, self.state.level, step, expected, self.budget, share))
 

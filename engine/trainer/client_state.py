@@ -28,8 +28,8 @@ def client_state(training: Training) -> dict[str, Any]:
         "overflow_count": training.telemetry.overflow_count,
         "tokens": training.telemetry.tokens,  # trained so far, when sequence lengths vary
         "attempt": training.telemetry.attempt,
-        "directives": dict(training.directives.effective) if training.directives else {},
-        "cadence": training.cadence.figures() if training.cadence else {},  # auto: a restart keeps it
+        "directives": dict(training.directives.effective),
+        "cadence": training.cadence.figures(),  # auto: a restart keeps it
         OFFSET_KEY: training.data_offset,
     }
 

@@ -6,6 +6,8 @@ Reads top to bottom::
       set up the world, seed, build the workload and the DeepSpeed engine
       with several ranks: a RankLink (rank 0 speaks for all; stop and directives agreed)
       resume from the newest checkpoint, if any (rank 0 chooses, every rank loads)
+      equip()            memory, directives, chaos, metrics, evaluator, cadence, built once
+                         (training_parts; the benches build theirs the same way)
       run_steps(): until the target step or a stop request
           link.sync()        several ranks: agree on stop, pause and directives at the boundary
           hold()             while the operator has paused training
@@ -27,7 +29,6 @@ Reads top to bottom::
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import time
@@ -46,34 +47,29 @@ from engine.events import (
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.trainer import checkpoint
-from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.built_model import describe_built
-from engine.trainer.chaos_injections import ChaosInjections
 from engine.trainer.client_state import client_state, step_lengths, trained_tokens
 from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
-from engine.trainer.directive_applier import DirectiveApplier
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
-from engine.trainer.evaluation import Evaluator
 from engine.trainer.forward_output import split_output
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
 from engine.trainer.memory_probe import MemoryProbe
 from engine.trainer.mfu_meter import CPU_PEAK_FILE, build_meter
-from engine.trainer.oom_forensics import OomForensics
 from engine.trainer.op_cache import prepare_ops
 from engine.trainer.process_group import ensure_single_process_env, world_size
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.rank_link import RankLink
 from engine.trainer.rank_memory import RankPace, exchange_memory
 from engine.trainer.sample_window import for_rank
-from engine.trainer.save_cadence import SaveCadence
 from engine.trainer.save_report import report_save
 from engine.trainer.start_report import announce_start
 from engine.trainer.startup_phases import StartupPhases
-from engine.trainer.step_metrics import StepMetrics, WorkloadMetrics
+from engine.trainer.step_metrics import StepMetrics
 from engine.trainer.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
+from engine.trainer.training_parts import equip
 from engine.trainer.workload import BatchFn, load_workload
 
 log = logging.getLogger(__name__)
@@ -151,10 +147,8 @@ def _train(
         data_offset=offset,
     )
     announce_start(training, attempt, resumed)
-    training.memory = attach_memory(training)
+    equip(training, resumed.client_state.get("cadence") if resumed else None)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
-    carried = dict(resumed.client_state.get("cadence") or {}) if resumed else {}
-    training.cadence = SaveCadence(config.checkpoint, ranks, link, int(engine.global_steps), carried)
     phases.enter("first_step")  # over when its StepReport arrives
 
     try:
@@ -178,22 +172,17 @@ def _train(
 
 
 def run_steps(training: Training, until: int) -> None:
-    """Optimizer steps until ``engine.global_steps == until``, a stop request or a memory halt."""
+    """Optimizer steps until ``engine.global_steps == until``, a stop request or a memory halt
+    (``training`` equipped: ``training_parts.equip``)."""
     engine, config, ranks = training.engine, training.config, training.ranks
     stop = training.link.stop_requested
     agree = training.link.sync if isinstance(training.link, RankLink) else None
-    memory = training.memory = training.memory or attach_memory(training)
+    memory, directives, chaos = training.memory, training.directives, training.chaos
+    metrics, evaluator, cadence = training.metrics, training.evaluator, training.cadence
     # a step's samples whatever the geometry; each rank its own share of them
     shifted_batch = shifted(training.workload.batch, training.data_offset)  # a rollback's skip
     batch = memory.batches(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
-    directives = training.directives = training.directives or attach_directives(training)
-    chaos = training.chaos = training.chaos or ChaosInjections(
-        engine, memory, training.link, config.train.precision
-    )
-    metrics = training.metrics = training.metrics or WorkloadMetrics(training.link, ranks)
-    evaluator = training.evaluator = training.evaluator or attach_evaluator(training, metrics)
     report_every = config.train.rank_report_every
-    cadence = training.cadence = training.cadence or SaveCadence(config.checkpoint, ranks, training.link)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -296,7 +285,7 @@ def report_step(
         scale_during_step=scale,
         overflow=overflow,
         step_time_s=step_time_s,
-        memory_figures=training.memory.figures() if training.memory else None,
+        memory_figures=training.memory.figures(),
         metrics=metrics,
     )
     training.link.send(StepReport(sample=sample))
@@ -306,7 +295,7 @@ def maybe_checkpoint(training: Training) -> None:
     """Save when the cadence says (``checkpoint.every_steps``, fixed or auto, and/or minutes)."""
     since_s = time.monotonic() - training.last_saved_at
     step, cadence = int(training.engine.global_steps), training.cadence
-    if training.run is not None and cadence and cadence.due(step, training.last_saved_step, since_s):
+    if training.run is not None and cadence.due(step, training.last_saved_step, since_s):
         save_checkpoint(training)
 
 
@@ -321,18 +310,18 @@ def save_checkpoint(training: Training, background: bool = True) -> None:
     engine, config = training.engine, training.config
     waited_s = collect_sealed(training, wait=True)  # the next save clears staging dirs
     store = checkpoint.store_for(config, training.run)
-    effective = training.directives.effective if training.directives else {}
+    effective = training.directives.effective
     applied = [dict(effective)] if effective else []  # the manifest's "applied directives"
     sealer = training.sealer if background else None
     state = client_state(training)
-    with training.chaos.saving() if training.chaos else contextlib.nullcontext():  # a full disk
+    with training.chaos.saving():  # a full disk
         saved = checkpoint.save(engine, store, config, state, applied, training.ranks, sealer)
     training.last_saved_at = time.monotonic()
     stall_s = saved.seconds + waited_s  # "sealing": its seconds are the write's alone
     if saved.status in ("saved", "sealing"):
         training.last_saved_step = saved.step  # every rank: the cadence counts from here
         training.telemetry.checkpoint_stall_s = stall_s  # the next step report carries it
-        if background and training.cadence is not None:  # the cadence's saves, not the final one
+        if background:  # the cadence's saves, not the final one
             training.cadence.after_save(saved.step, stall_s, store if training.ranks.leader else None)
     if saved.status == "sealing":
         training.sealing_stall_s = stall_s
@@ -363,47 +352,3 @@ def settle_sealing(training: Training) -> None:
         collect_sealed(training, wait=True)
     except Exception:
         log.exception("reporting the last background checkpoint failed")
-
-
-# ------------------------------------------------------------------------- set-up
-
-
-def attach_memory(training: Training) -> AdaptiveMemory:
-    """Adaptive memory on the telemetry's probe (budget, controller, OOM recovery)."""
-    memory = AdaptiveMemory(
-        training.config,
-        training.engine,
-        training.workload.model,
-        training.telemetry.probe,
-        training.link,
-        geometry_file=training.run.geometry_file if training.run is not None else None,
-        ranks=training.ranks,
-        description=training.described(),
-        lengths=training.telemetry.lengths,
-    )
-    if training.run is not None:  # what each OOM leaves in RUN_DIR/oom/ (a bench keeps none)
-        run_facts = (training.config, training.run.path, training.telemetry.attempt)
-        memory.forensics = OomForensics.for_run(*run_facts, memory, training.described())
-    return memory
-
-
-def attach_evaluator(training: Training, metrics: WorkloadMetrics) -> Evaluator:
-    """Evals on the workload's held-out batches at the configured micro-batch; their
-    scalars pass the run's one metric screen (one limit, one warning event per drop)."""
-    return Evaluator(
-        training.config.eval,
-        training.config.train.micro_batch,
-        training.engine,
-        training.workload.eval_batch,
-        training.link,
-        training.ranks,
-        training.telemetry,
-        metrics.screen,
-    )
-
-
-def attach_directives(training: Training) -> DirectiveApplier:
-    """The directive applier on the link's inbox, with the resumed checkpoint's values."""
-    applier = DirectiveApplier(training.config, training.engine, training.memory, training.link)
-    applier.restore(training.resumed_directives)
-    return applier

@@ -15,8 +15,6 @@ import os
 import socket
 from datetime import timedelta
 
-LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the kernel's choice)."""

@@ -18,7 +18,7 @@ from engine.events import PhaseName, StartupPhase
 from engine.trainer.link import Link
 from engine.trainer.op_cache import LOCK_FILE, OpState
 
-log = logging.getLogger("engine.trainer.startup")
+log = logging.getLogger(__name__)
 
 
 class StartupPhases:

@@ -1,4 +1,5 @@
-"""``Training``: everything the loop touches, built once by ``loop.train`` (or by a bench)."""
+"""``Training``: everything the loop touches, built once by ``loop.train`` (or by a bench),
+its dependent parts by ``training_parts.equip``."""
 
 from __future__ import annotations
 
@@ -38,10 +39,6 @@ class Training:
     last_saved_step: int = -1
     last_saved_at: float = field(default_factory=time.monotonic)
     """time.monotonic() of the last save (or the start): the wall-clock cadence counts from it."""
-    memory: AdaptiveMemory | None = None
-    """Budget, controller and OOM recovery; ``run_steps`` builds one if none was given."""
-    directives: DirectiveApplier | None = None
-    """Applies admitted directives at step boundaries; built by ``run_steps``."""
     resumed_directives: dict[str, Any] = field(default_factory=dict)
     """Directive values the resumed checkpoint recorded, re-applied before the first step."""
     ranks: RankGroup = field(default_factory=RankGroup)
@@ -52,18 +49,24 @@ class Training:
     """Rank 0's background sealer (``checkpoint.background``); None seals in line."""
     sealing_stall_s: float = 0.0
     """What the save now being sealed stalled training (s), reported when the seal ends."""
-    cadence: SaveCadence | None = None
-    """When to save (``checkpoint.every_steps``, fixed or auto); built by ``run_steps``."""
-    chaos: ChaosInjections | None = None
-    """Injections the supervisor asked for, in force at step boundaries; built by ``run_steps``."""
-    metrics: WorkloadMetrics | None = None
-    """The workload's own scalars: the run's metric screen and its warnings; built by ``run_steps``."""
-    evaluator: Evaluator | None = None
-    """Evals every ``eval.every_steps`` steps; built by ``run_steps``."""
     data_offset: int = 0
     """Step index + this = the data position a step draws (``engine.rollback``)."""
     description: ModelDescription | None = None
     """The model built (``described`` builds it when a bench left it out)."""
+
+    # The parts below need the ones above: ``training_parts.equip`` builds them all at once.
+    memory: AdaptiveMemory = field(init=False)
+    """Budget, controller and OOM recovery."""
+    directives: DirectiveApplier = field(init=False)
+    """Applies admitted directives at step boundaries."""
+    chaos: ChaosInjections = field(init=False)
+    """Injections the supervisor asked for, in force at step boundaries."""
+    metrics: WorkloadMetrics = field(init=False)
+    """The workload's own scalars: the run's metric screen and its warnings."""
+    evaluator: Evaluator = field(init=False)
+    """Evals every ``eval.every_steps`` steps."""
+    cadence: SaveCadence = field(init=False)
+    """When to save (``checkpoint.every_steps``, fixed or auto)."""
 
     def described(self) -> ModelDescription:
         """The description of the model trained: MFU, memory prior, plan and start report read it."""

@@ -8,16 +8,9 @@ confirmation exactly as its key does.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-
-if TYPE_CHECKING:
-    pass
-
-
-class CommandSource(Protocol):
-    def palette_commands(self) -> list[tuple[str, str, str]]: ...
 
 
 class ConsoleCommands(Provider):

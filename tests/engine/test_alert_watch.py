@@ -86,7 +86,7 @@ async def test_alert_command_that_hangs_is_killed_and_one_that_cannot_start_is_n
 
 
 async def test_a_failing_alert_command_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="engine.alerts"):
+    with caplog.at_level("WARNING", logger="engine.alerts.watch"):
         assert await run_alert_command("false", {"rule": "heartbeat"}, 5.0) == 1
     assert "exited with status 1" in caplog.text
 

@@ -48,7 +48,7 @@ async def test_a_failed_task_is_logged_and_reported_at_once_and_never_left_unret
     reports: list[tuple[str, BaseException, bool]] = []
     tasks = BackgroundTasks(lambda *report: reports.append(report))
     try:
-        with caplog.at_level(logging.ERROR, logger="engine.supervisor.tasks"):
+        with caplog.at_level(logging.ERROR, logger="engine.supervisor.background_tasks"):
             task = tasks.spawn(explode(), "probe", essential=True)
             await asyncio.wait([task])
             await asyncio.sleep(0)  # the done callback runs on the next turn

@@ -18,9 +18,10 @@ from engine.memory.controller import (
     level_of,
     review_request,
 )
+from tests.engine.memory_policies import policy_of
 
 GIB = 1 << 30
-POLICY = Policy(global_batch=32, min_micro_batch=1, max_micro_batch=16, steady_steps=3, cooldown_steps=5)
+POLICY = policy_of(global_batch=32, min_micro_batch=1, max_micro_batch=16, steady_steps=3, cooldown_steps=5)
 
 
 def linear(base: int, per_sample: int, policy: Policy = POLICY) -> dict[int, int]:
@@ -33,8 +34,8 @@ def reading(step: int, peak: int, predicted: dict[int, int], budget: int = GIB) 
 
 def test_micro_batches_divide_the_global_batch_within_bounds() -> None:
     assert POLICY.micro_batches() == [1, 2, 4, 8, 16]
-    assert Policy(global_batch=24, max_micro_batch=12, world_size=2).micro_batches() == [1, 2, 3, 4, 6, 12]
-    assert Policy(global_batch=12, min_micro_batch=5, max_micro_batch=12).micro_batches() == [6, 12]
+    assert policy_of(global_batch=24, max_micro_batch=12, world_size=2).micro_batches() == [1, 2, 3, 4, 6, 12]
+    assert policy_of(global_batch=12, min_micro_batch=5, max_micro_batch=12).micro_batches() == [6, 12]
     assert POLICY.geometry(4) == Geometry(4, 8)
 
 
@@ -98,7 +99,7 @@ def test_after_oom_halves_and_gives_up_at_the_minimum() -> None:
     assert after_oom(Geometry(16, 2), POLICY) == Geometry(8, 4)
     assert after_oom(Geometry(2, 16), POLICY) == Geometry(1, 32)
     assert after_oom(Geometry(1, 32), POLICY) is None
-    odd = Policy(global_batch=12, max_micro_batch=12, min_micro_batch=4)
+    odd = policy_of(global_batch=12, max_micro_batch=12, min_micro_batch=4)
     assert after_oom(Geometry(6, 2), odd) == Geometry(4, 3)  # no divisor <= 3 within bounds: next below
 
 
@@ -125,7 +126,7 @@ def test_module_is_torch_free() -> None:
 # ------------------------------------------------------------------ properties
 
 policies = st.builds(
-    lambda per_rank, world, lo, hi, steady, cooldown: Policy(
+    lambda per_rank, world, lo, hi, steady, cooldown: policy_of(
         global_batch=per_rank * world,
         world_size=world,
         min_micro_batch=lo,
@@ -166,7 +167,7 @@ def test_property_bounds_cool_down_and_global_batch(policy: Policy, data: st.Dat
         assert geometry.samples(policy.world_size) == policy.global_batch  # never another product
         critical = change.kind == "shrink" and state.level == "critical"
         if last_change is not None and not critical:
-            assert step - last_change >= policy.cooldown_steps  # never faster than its cool-down
+            assert step - last_change >= policy.memory.cooldown_steps  # never faster than its cool-down
         if change.kind == "grow":
             assert change.after.micro_batch > change.before.micro_batch
         last_change = step

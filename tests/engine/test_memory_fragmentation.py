@@ -4,10 +4,11 @@ allocated bytes alone is at the cap. Torch-free."""
 
 from __future__ import annotations
 
-from engine.memory.controller import ControllerState, Geometry, Policy, Reading, decide
+from engine.memory.controller import ControllerState, Geometry, Reading, decide
+from tests.engine.memory_policies import policy_of
 
 GIB = 1 << 30
-POLICY = Policy(global_batch=32, min_micro_batch=1, max_micro_batch=16, cooldown_steps=0)
+POLICY = policy_of(global_batch=32, min_micro_batch=1, max_micro_batch=16, cooldown_steps=0)
 
 
 def test_fragmentation_turns_an_allocated_ok_into_a_shrink() -> None:

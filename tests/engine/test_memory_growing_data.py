@@ -8,11 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.memory.controller import ControllerState, Geometry, Policy, Reading, decide
+from engine.memory.controller import ControllerState, Geometry, Reading, decide
 from engine.memory.model import MemoryModel, Predictions
+from tests.engine.memory_policies import policy_of
 
 MIB = 1 << 20
-POLICY = Policy(global_batch=16, min_micro_batch=1, max_micro_batch=16, steady_steps=3, cooldown_steps=5)
+POLICY = policy_of(global_batch=16, min_micro_batch=1, max_micro_batch=16, steady_steps=3, cooldown_steps=5)
 
 
 def test_the_model_predicts_by_tokens_per_micro_batch() -> None:

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from engine.memory.controller import ControllerState, Geometry, Policy, Reading, decide, failed
 from engine.memory.size_history import SizeHistory
+from tests.engine.memory_policies import policy_of
 
 MIB = 1 << 20
-POLICY = Policy(global_batch=64, max_micro_batch=64, steady_steps=3, cooldown_steps=5, retry_after_steps=100)
+POLICY = policy_of(64, max_micro_batch=64, steady_steps=3, cooldown_steps=5, retry_after_steps=100)
 
 
 def predicted(baseline: int, per_sample: int, policy: Policy = POLICY) -> dict[int, int]:
@@ -165,6 +166,6 @@ def test_property_noisy_readings_do_not_make_it_flap(
     _, _, changes = run(Geometry(start, 64 // start), range(steps), reading)
     sizes = len(POLICY.micro_batches())
     # Each size is left at most once per retry window (a failure blocks its way back).
-    assert len(changes) <= 2 * sizes * (1 + steps // POLICY.retry_after_steps)
+    assert len(changes) <= 2 * sizes * (1 + steps // POLICY.memory.retry_after_steps)
     for (a, *_), (b, *_) in zip(changes, changes[1:], strict=False):
-        assert b - a >= POLICY.cooldown_steps  # noise never reaches critical after a change
+        assert b - a >= POLICY.memory.cooldown_steps  # noise never reaches critical after a change

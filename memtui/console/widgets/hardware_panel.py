@@ -21,7 +21,7 @@ from memtui.formatting import PLACEHOLDER, format_bytes
 
 UTIL_LOW_PCT = 30
 """GPU utilization under this while training is worth a look (an input-bound or stuck run)."""
-LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$text", "warning": "$text-warning", "critical": "$text-error"}
+LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$text", "warn": "$text-warning", "critical": "$text-error"}
 """Memory figures' colour by level (the run's ``memory.warn`` and ``memory.critical``)."""
 TEMPERATURE_WARN_BELOW_C = 10
 """Degrees under the GPU's slowdown threshold from which its temperature is flagged."""

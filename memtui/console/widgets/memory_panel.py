@@ -31,7 +31,7 @@ KIND_LABELS: dict[str, str] = {
     "cpu-rss": "process RSS (CPU stand-in)",
 }
 CAPACITY_LABELS: dict[str, str] = {"cuda": "capacity", "cpu-rss": "budget"}
-LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$success", "warning": "$warning", "critical": "$error"}
+LEVEL_STYLES: dict[MemoryLevel, str] = {"ok": "$success", "warn": "$warning", "critical": "$error"}
 """Bar colour by memory level (the levels are the run's ``memory.warn`` and ``memory.critical``)."""
 LABEL_WIDTH = 10
 FIGURES_WIDTH = 17  # " 1023.9 MiB  100%"

@@ -1,0 +1,35 @@
+"""House rules every module keeps, checked by walking the source: each logger is named after
+its own module (``__name__``) unless a reason is written beside it, and each package says
+what it is in its ``__init__`` docstring."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted(p for top in ("engine", "memtui") for p in (ROOT / top).rglob("*.py"))
+NAMED_LOGGER = re.compile(r"getLogger\((?!__name__\))[^)]+\)(?P<rest>.*)$")
+
+
+def test_the_walk_finds_the_sources() -> None:
+    assert len(SOURCES) > 100
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_module_logger_is_named_after_its_module_or_says_why(path: Path) -> None:
+    for line in path.read_text().splitlines():
+        found = NAMED_LOGGER.search(line)
+        if found and line.lstrip().startswith("log") and "=" in line:
+            assert "#" in found["rest"], f"{path.name}: {line.strip()} (use __name__, or say why)"
+
+
+PACKAGES = [p for p in SOURCES if p.name == "__init__.py"]
+
+
+@pytest.mark.parametrize("path", PACKAGES, ids=lambda p: str(p.parent.relative_to(ROOT)))
+def test_each_package_says_what_it_is(path: Path) -> None:
+    assert ast.get_docstring(ast.parse(path.read_text())), f"{path} has no docstring"
