@@ -29,7 +29,7 @@ faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], file=sink, all_threads=
 (Path(sys.argv[1]) / f"ready-{sys.argv[2]}").touch()
 def wait_in_collective_of_rank(rank):
     while True:
-        time.sleep(0.01)
+        signal.pause()  # as a rank blocked in a collective: woken only by a signal
 wait_in_collective_of_rank(int(sys.argv[2]))
 """
 
