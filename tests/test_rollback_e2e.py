@@ -24,6 +24,7 @@ from engine.run.directory import RunDir, list_runs
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.confirm_screen import ConfirmScreen
+from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.console.widgets.event_log import EventLog
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
@@ -95,6 +96,12 @@ async def test_a_spike_is_rolled_back_with_the_operators_approval_in_the_console
         evidence = "\n".join(proposal.evidence)
         assert "robust z" in evidence and "-step window" in evidence and proposal.rollback.tag in evidence
 
+        panel = app.query_one(DirectivesPanel)  # redrawn after the view: "a" answers its cursor
+        await until(
+            lambda: (d := panel.current()) is not None and d.id == proposal.id,
+            what="the rollback under the directives panel's cursor",
+            seen=panel.current,
+        )
         await pilot.press("a")
         await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
         await pilot.press("y")

@@ -156,7 +156,9 @@ def _checked_dir(model_dir: Path) -> Path:
 def _tokenizer(transformers: Any, model_dir: Path) -> Any:
     try:
         return transformers.AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    except (OSError, ValueError, ImportError) as err:  # ImportError: a slow tokenizer's library
+    except (OSError, ValueError, ImportError, AttributeError) as err:
+        # ImportError: a slow tokenizer's library; AttributeError: transformers 4.57 converting
+        # a directory with no vocabulary file at all (it reads vocab_file, which is None)
         raise WorkloadError(
             f"hf.model_dir {model_dir}: no usable tokenizer (tokenizer.json or the tokenizer's "
             f"vocabulary files): {err}"

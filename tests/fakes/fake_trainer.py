@@ -27,6 +27,8 @@ Environment (all optional):
   FAKE_TRAINER_PHASES      start-up phases to say before the first step, comma-separated
                            (e.g. "importing,building_op,initialising"; default none)
   FAKE_TRAINER_GATE        a path: after its phases, the first step waits until it exists
+  FAKE_TRAINER_STUCK_AT    a step that waits, as a hung collective does (the process runs and
+                           answers signals; no step comes), until FAKE_TRAINER_STUCK_GATE exists
   FAKE_TRAINER_ADVANCE     attempt N starts at step (N - 1) x this + 1 (default 0: every
                            attempt from step 1): progress that no checkpoint records
 
@@ -167,6 +169,7 @@ class FakeTrainer:
         self.nan_at = int(nan_at) if nan_at else None
         self.event_every = int(_env_float("FAKE_TRAINER_EVENT_EVERY", 0))
         self.eval_every = int(_env_float("FAKE_TRAINER_EVAL_EVERY", 0))
+        self.stuck_at = int(_env_float("FAKE_TRAINER_STUCK_AT", 0))
         self.first_step = 1 + (attempt - 1) * int(_env_float("FAKE_TRAINER_ADVANCE", 0))
         self.stop = asyncio.Event()
         self.running = asyncio.Event()  # cleared while paused
@@ -181,6 +184,12 @@ class FakeTrainer:
         print(f"fake trainer: stop ({why}){' ignored' if self.ignore_stop else ''}", flush=True)
         if not self.ignore_stop:
             self.stop.set()
+
+    async def stuck(self) -> None:
+        """FAKE_TRAINER_STUCK_AT: no step until FAKE_TRAINER_STUCK_GATE exists (or a stop)."""
+        gate = os.environ.get("FAKE_TRAINER_STUCK_GATE", "")
+        while not os.path.exists(gate) and not self.stop.is_set():
+            await asyncio.sleep(0.02)  # polling a condition the test sets, not a wait for time
 
     async def run(self) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
@@ -292,6 +301,8 @@ class FakeTrainer:
             if self.stop.is_set():
                 event(TrainerFinished(reason="stopped", step=step - 1), "stopped on request")
                 return 0
+            if step == self.stuck_at:
+                await self.stuck()
             self.apply_chaos(event, step)
             report = sample(step, self.attempt, self.nan_at, self.micro_batch)
             if step <= self.bad_steps[0]:

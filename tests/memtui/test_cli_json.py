@@ -134,10 +134,11 @@ SCENES: dict[str, Scene] = {
     "report: a run": on_stopped("report"),
     "prepare: this machine": lambda home, live: ["prepare", "--json"],
     "plan: the default config": lambda home, live: ["plan", "--json"],
+    "oom: none": on_stopped("oom"),
 }
 HEAVY = {"prepare: this machine"}
 """Scenes that import torch and DeepSpeed (and may build an op)."""
-EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet"} | {
+EMPTY = {"ls: no runs", "checkpoints: none", "directives: none", "directives: no store yet", "oom: none"} | {
     "directives: pending, none",
     "directives: no verdicts",
 }
@@ -161,7 +162,7 @@ def test_json_output_is_one_document(
     out = capsys.readouterr().out
     assert code in (0, 1), scene  # doctor says 1 on an unhealthy machine
     document = json.loads(out)  # the whole of stdout: one document, nothing before or after
-    assert isinstance(document, list if argv[0] in ("ls", "checkpoints", "directives") else dict), out
+    assert isinstance(document, list if argv[0] in ("ls", "checkpoints", "directives", "oom") else dict), out
     if scene in EMPTY:
         assert document == []
     if argv[0] == "status":
