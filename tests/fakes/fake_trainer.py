@@ -185,10 +185,11 @@ class FakeTrainer:
         if not self.ignore_stop:
             self.stop.set()
 
-    async def stuck(self) -> None:
-        """FAKE_TRAINER_STUCK_AT: no step until FAKE_TRAINER_STUCK_GATE exists (or a stop)."""
-        gate = os.environ.get("FAKE_TRAINER_STUCK_GATE", "")
-        while not os.path.exists(gate) and not self.stop.is_set():
+    async def until_gate(self, variable: str) -> None:
+        """Wait until the file the environment variable names exists (or a stop); no variable:
+        no wait (FAKE_TRAINER_GATE before the first step, FAKE_TRAINER_STUCK_GATE when stuck)."""
+        gate = os.environ.get(variable)
+        while gate and not os.path.exists(gate) and not self.stop.is_set():
             await asyncio.sleep(0.02)  # polling a condition the test sets, not a wait for time
 
     async def run(self) -> int:
@@ -283,9 +284,7 @@ class FakeTrainer:
         for name in filter(None, os.environ.get("FAKE_TRAINER_PHASES", "").split(",")):
             phase = StartupPhase(phase=name, attempt=self.attempt, op="deepspeed_shm_comm")  # type: ignore[arg-type]
             event(phase, phase.label())
-        gate = os.environ.get("FAKE_TRAINER_GATE")
-        while gate and not os.path.exists(gate) and not self.stop.is_set():
-            await asyncio.sleep(0.02)  # polling a condition the test sets, not a wait for time
+        await self.until_gate("FAKE_TRAINER_GATE")
 
     async def train(self, writer: asyncio.StreamWriter) -> int:
         def event(payload: Payload, message: str = "") -> None:
@@ -302,7 +301,7 @@ class FakeTrainer:
                 event(TrainerFinished(reason="stopped", step=step - 1), "stopped on request")
                 return 0
             if step == self.stuck_at:
-                await self.stuck()
+                await self.until_gate("FAKE_TRAINER_STUCK_GATE")
             self.apply_chaos(event, step)
             report = sample(step, self.attempt, self.nan_at, self.micro_batch)
             if step <= self.bad_steps[0]:
