@@ -203,7 +203,8 @@ class EngineClient:
             await asyncio.wait_for(self._connected.wait(), timeout)
         except asyncio.TimeoutError:
             raise EngineUnavailable(f"not connected to {self.socket_path}") from None
-        assert self._writer is not None
+        if self._writer is None:  # dropped while the wait above handed control back
+            raise EngineUnavailable(f"connection to {self.socket_path} dropped")
         future: asyncio.Future[Ok] = asyncio.get_running_loop().create_future()
         self._pending[message.id] = future
         try:

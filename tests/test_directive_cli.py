@@ -51,10 +51,12 @@ def live_run(home: Path, name: str) -> RunDir:
 
 
 def propose(home: Path, run: RunDir, *args: str) -> dict[str, Any]:
-    done = memtui(home, "propose", run.run_id, *args)
+    """The directive the supervisor answered with (the listing is ordered by latest change:
+    an older directive's measured effect may land after this one)."""
+    done = memtui(home, "propose", run.run_id, *args, "--json")
     assert done.returncode == 0, done.stderr
-    listed = json.loads(memtui(home, "directives", run.run_id, "--json").stdout)
-    return listed[-1]
+    answered: dict[str, Any] = json.loads(done.stdout)
+    return view_of(home, run, answered["id"])
 
 
 def view_of(home: Path, run: RunDir, directive_id: str) -> dict[str, Any]:
@@ -123,8 +125,9 @@ def test_no_growth_is_allowed_into_the_micro_batch_that_just_ran_out_of_memory(h
         what="the OOM's smaller micro-batch in the steps",
         seen=lambda: offline_status(run),
     )
-    grow = memtui(home, "propose", run.run_id, "--set", "micro_batch_size=8")
-    listed = json.loads(memtui(home, "directives", run.run_id, "--json").stdout)
-    assert listed and listed[-1]["state"] == "rejected", (grow.stdout, grow.stderr, listed)
-    assert "out of memory" in json.dumps(listed[-1]) or "OOM" in json.dumps(listed[-1])
+    grow = memtui(home, "propose", run.run_id, "--set", "micro_batch_size=8", "--json")
+    assert grow.returncode == 1, (grow.stdout, grow.stderr)  # refused: not what was asked
+    answered = json.loads(grow.stdout)
+    assert answered["state"] == "rejected", answered
+    assert "out of memory" in json.dumps(answered) or "OOM" in json.dumps(answered)
     assert memtui(home, "stop", run.run_id).returncode == 0

@@ -107,8 +107,9 @@ async def test_a_spike_is_rolled_back_with_the_operators_approval_in_the_console
         await pilot.press("y")
         done = await until(
             lambda: next((r for e in app.view.events if (r := RolledBack.of(e)) is not None), None),
-            timeout=60,
+            timeout=180,
             what="rolled_back from the supervisor",
+            seen=lambda: [(d.id, d.state, d.reasons[-2:]) for d in app.view.directives],
         )
         assert done.tag == proposal.rollback.tag and done.skip_batches == proposal.rollback.skip_batches
         assert done.steps_given_up == done.from_step - tag_step > 0

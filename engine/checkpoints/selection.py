@@ -33,14 +33,17 @@ def save_due(
     return bool(every_minutes) and seconds_since_save >= every_minutes * 60.0
 
 
-def to_prune(steps: Iterable[int], keep: int, milestone_every: int, newest: int) -> list[int]:
+def to_prune(
+    steps: Iterable[int], keep: int, milestone_every: int, newest: int, pinned: Iterable[int] = ()
+) -> list[int]:
     """Steps of committed checkpoints to delete once checkpoint ``newest`` has verified.
 
     Keeps the newest ``keep`` by step, every milestone (step a multiple of
-    ``milestone_every``, 0 = none), and always ``newest`` itself. Oldest first.
+    ``milestone_every``, 0 = none), every ``pinned`` step (a pending rollback's tag), and
+    always ``newest`` itself. Oldest first.
     """
     ordered = sorted(set(steps), reverse=True)
-    kept = set(ordered[:keep]) | {newest}
+    kept = set(ordered[:keep]) | {newest} | set(pinned)
     if milestone_every:
         kept |= {s for s in ordered if s % milestone_every == 0}
     return sorted(s for s in ordered if s not in kept)

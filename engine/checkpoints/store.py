@@ -39,6 +39,7 @@ from engine.checkpoints.manifest import (
     read_manifest,
     verify_tag,
 )
+from engine.checkpoints.pins import pinned_steps
 from engine.checkpoints.selection import (
     ResumePlan,
     plan_resume,
@@ -194,12 +195,12 @@ class CheckpointStore:
         return SaveOutcome("saved", step, tag, size_bytes=manifest.size_bytes, pruned=pruned)
 
     def _prune(self, newest: int) -> list[str]:
-        """Delete committed tags beyond keep/milestones: each is renamed ``<tag>.pruning``
+        """Delete committed tags beyond keep/milestones/pins: each is renamed ``<tag>.pruning``
         first (atomic), so that a reader sees a whole tag or one being deleted, never a
         committed tag with files missing. Returns the tags pruned."""
         steps = [s for s, _ in catalog.committed_tags(self.directory)]
         pruned = []
-        for step in to_prune(steps, self.keep, self.milestone_every, newest):
+        for step in to_prune(steps, self.keep, self.milestone_every, newest, pinned_steps(self.directory)):
             doomed = self.directory / catalog.pruning_for(step)
             shutil.rmtree(doomed, ignore_errors=True)  # a deletion a crash cut short
             try:

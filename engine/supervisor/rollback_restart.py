@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from engine.checkpoints import catalog
+from engine.checkpoints.pins import write_pins
 from engine.checkpoints.rollback_aside import set_aside_after
 from engine.directives.entry import Entry
-from engine.events import RolledBack
+from engine.domain import Event
+from engine.events import DirectiveApplied, DirectiveDecided, DirectiveProposed, RolledBack
 from engine.rollback import Rollback, RollbackOrder, write_order
 from engine.run.directory import RunDir
 from engine.supervisor.journal import Journal
@@ -66,12 +68,30 @@ class Restartable(Protocol):
 
 
 class RollbackDesk:
-    """The queue's two hooks for rollbacks: the verified tags, and performing one."""
+    """The queue's two hooks for rollbacks (the verified tags, and performing one), and the
+    pins that keep a pending rollback's tag from the rotation until it is answered."""
 
     def __init__(self, run: RunDir, journal: Journal, attempts: Restartable) -> None:
         self.run = run
         self.journal = journal
         self.attempts = attempts
+        self._waiting: dict[str, str] = {}  # directive id -> its tag, while pending
+        write_pins(run.checkpoints, {})  # a directive does not outlive its supervisor
+        journal.watchers.append(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        record = DirectiveProposed.of(event) or DirectiveDecided.of(event) or DirectiveApplied.of(event)
+        view = record.directive if record is not None else None
+        if view is None or view.rollback is None:
+            return
+        before = dict(self._waiting)
+        if view.state == "pending":
+            self._waiting[view.id] = view.rollback.tag
+        else:
+            self._waiting.pop(view.id, None)
+        if self._waiting != before:
+            why = "rollback {} waits for an answer"
+            write_pins(self.run.checkpoints, {tag: why.format(d) for d, tag in self._waiting.items()})
 
     def verified(self) -> dict[str, int]:
         """Tag -> step of every checkpoint whose manifest and file sizes check (the quick check)."""

@@ -95,6 +95,7 @@ def add_parsers(sub: Any) -> None:
         help="with --rollback: steps of data after TAG never drawn again (the bad window)",
     )
     propose.add_argument("--rationale", default="", metavar="TEXT", help="why, for the record")
+    _add_json(propose)
     propose.set_defaults(handler=cmd_propose)
 
 
@@ -104,7 +105,12 @@ def _answer_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentPars
     parser.add_argument("run", nargs="?", metavar="RUN", help=RUN_HELP)
     parser.add_argument("directive_id", metavar="ID")
     parser.add_argument("--run", dest="run_option", metavar="RUN", help=argparse.SUPPRESS)
+    _add_json(parser)
     return parser
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the answered directive as one JSON object")
 
 
 def _add_set(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -208,7 +214,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     def build(request_id: str) -> Propose:
         return Propose(id=request_id, values=values, rationale=args.rationale, reset=args.reset)
 
-    return _ask(_live_run(args.run, None), build, SUCCEEDED["propose"])
+    return _ask(_live_run(args.run, None), build, SUCCEEDED["propose"], as_json=args.json)
 
 
 def _answer(args: argparse.Namespace, verb: str, build: Callable[[str], Any]) -> int:
@@ -218,7 +224,7 @@ def _answer(args: argparse.Namespace, verb: str, build: Callable[[str], Any]) ->
         if spec is not None and spec != args.run_option:
             raise CliError(f"{verb}: RUN given twice ({spec!r} and --run {args.run_option!r})", code=2)
         spec = args.run_option  # the deprecated spelling
-    return _ask(_live_run(spec, args.directive_id), build, SUCCEEDED[verb])
+    return _ask(_live_run(spec, args.directive_id), build, SUCCEEDED[verb], as_json=args.json)
 
 
 def _live_run(spec: str | None, directive_id: str | None) -> Any:
@@ -238,9 +244,9 @@ def _live_run(spec: str | None, directive_id: str | None) -> Any:
     return run
 
 
-def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...]) -> int:
-    """Send one request to ``run``'s supervisor; print the directive it answers with; 0 when
-    it ended in one of the ``succeeded`` states."""
+def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...], *, as_json: bool = False) -> int:
+    """Send one request to ``run``'s supervisor; print the directive it answers with (a line,
+    or its JSON view); 0 when it ended in one of the ``succeeded`` states."""
     from memtui.cli.directive_listing import render
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
@@ -251,5 +257,5 @@ def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...]) -> i
     except EngineUnavailable as err:
         raise CliError(f"{run.run_id}: {err}") from None
     view = ok.result.get("directive", {})
-    print(render([view]))
+    print(json.dumps(view) if as_json else render([view]))
     return 0 if view.get("state") in succeeded else 1

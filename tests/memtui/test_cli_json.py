@@ -85,6 +85,20 @@ def served_run(home: Path, live: contextlib.ExitStack) -> RunDir:
     return run
 
 
+def answered(verb: str, *extra: str) -> Scene:
+    """``memtui VERB RUN ID EXTRA --json`` on a directive proposed to a live (fake) supervisor."""
+
+    def scene(home: Path, live: contextlib.ExitStack) -> list[str]:
+        from engine.protocol import Propose
+        from memtui.client import new_request_id, request_once
+
+        run = served_run(home, live)
+        ok = request_once(run.socket, Propose(id=new_request_id(), values={"lr_multiplier": 0.5}))
+        return [verb, run.run_id, ok.result["directive"]["id"], *extra, "--json"]
+
+    return scene
+
+
 def listed_runs(home: Path, live: contextlib.ExitStack) -> list[str]:
     stopped_run(home)
     return ["ls", "--json"]
@@ -135,6 +149,16 @@ SCENES: dict[str, Scene] = {
     "prepare: this machine": lambda home, live: ["prepare", "--json"],
     "plan: the default config": lambda home, live: ["plan", "--json"],
     "oom: none": on_stopped("oom"),
+    "propose: a live run": lambda home, live: [
+        "propose",
+        served_run(home, live).run_id,
+        "--set",
+        "lr_multiplier=0.5",
+        "--json",
+    ],
+    "approve: a pending directive": answered("approve"),
+    "reject: a pending directive": answered("reject", "--reason", "not now"),
+    "clamp: a pending directive": answered("clamp", "--set", "lr_multiplier=0.7"),
 }
 HEAVY = {"prepare: this machine"}
 """Scenes that import torch and DeepSpeed (and may build an op)."""

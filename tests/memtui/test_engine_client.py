@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -174,3 +175,24 @@ def test_request_once_is_synchronous(sock: Path) -> None:
         assert fake.hellos[0].replay_from is None
     with pytest.raises(EngineUnavailable):
         request_once(sock, Status(id=new_request_id()), timeout=1)
+
+
+async def test_a_connection_dropped_while_a_request_waits_is_unavailable_not_a_crash(sock: Path) -> None:
+    """A supervisor on its way out welcomes a ``memtui status`` and closes; the close is read
+    between the request's wait for the connection and its write: EngineUnavailable (status
+    then reads the store), never an AssertionError."""
+
+    class DroppedOnWake(asyncio.Event):
+        async def wait(self) -> Literal[True]:
+            await super().wait()
+            client._drop_connection()  # the pump reading the close, as the wait hands back
+            return True
+
+    async with FakeEngine(sock):
+        client = EngineClient(sock, role="cli", telemetry=False, replay_from=None)
+        await client.connect()
+        client._connected = DroppedOnWake()
+        client._connected.set()
+        with pytest.raises(EngineUnavailable, match="dropped"):
+            await client.request(Status(id=new_request_id()), timeout=5.0)
+        await client.close()
