@@ -374,7 +374,7 @@ class RunConfig(_Strict):
     hardware: HardwareConfig = Field(default_factory=HardwareConfig)
     """The device's peak throughput when the table does not know it."""
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    """Optional ``module:function`` that builds a user's model and data (see README)."""
+    """Optional ``module:function`` that builds a user's model and data (docs/your-model.md)."""
     workload_dir: str | None = None
     """Directory put first on ``sys.path`` to import ``workload``; defaults to the directory
     of the config file, or where ``memtui run`` was started."""

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.directives.planners.reply import parse_reply
 from memtui.cli.chaos_command import chaos_words, checked_request
 from memtui.cli.errors import CliError
 from memtui.cli.main import main
 from memtui.cli.parser import build_parser
 from tests.doc_pages import GUIDE, README, ROOT, Example, anchors, examples, pages, relative_links
+from tests.engine.test_deepspeed_adoption import SEED_ZERO3
 
 SHELL = ("", "sh", "bash", "console", "shell")
 FILE_ARGUMENT = re.compile(r"^(?:\S+=\S+ )*(?:python3?|pytest|bash) (?:-\S+ )*([\w./-]+)")
@@ -115,6 +117,19 @@ def test_json_examples_are_json() -> None:
     assert len(documents) >= 3
     for example in documents:
         assert isinstance(json.loads(example.text), dict), example
+
+
+def test_the_deepspeed_json_example_is_the_one_the_trainer_test_trains() -> None:
+    """your-model.md says tests/trainer/test_user_deepspeed_json.py trains "exactly the JSON
+    above", and the config it gives (tests/engine/test_deepspeed_adoption.py checks that)."""
+    (example,) = [e for e in examples(GUIDE / "your-model.md") if e.lang == "json"]
+    assert json.loads(example.text) == SEED_ZERO3
+
+
+def test_the_planner_reply_example_is_read_as_a_suggestion() -> None:
+    (example,) = [e for e in examples(GUIDE / "directives.md") if e.text.startswith('{"lr_multiplier"')]
+    reply = parse_reply(example.text)
+    assert reply.problem is None and reply.values == {"lr_multiplier": 0.7}
 
 
 def test_yaml_examples_are_yaml() -> None:
