@@ -105,6 +105,7 @@ class TrainConfig(_Strict):
     warmup_steps: int = Field(50, ge=0)
     """Optimizer steps of linear warm-up."""
     weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    """AdamW's decoupled weight decay (the optimizer memtui configures for DeepSpeed)."""
     grad_clip: float = Field(1.0, ge=0.0)
     """Global gradient-norm clip; 0 disables clipping."""
     initial_scale_power: int = Field(12, ge=0, le=40)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.config_reference import config_keys, reference_markdown, written_reference
 from engine.directives.planners.reply import parse_reply
 from memtui.cli.chaos_command import chaos_words, checked_request
 from memtui.cli.errors import CliError
@@ -130,6 +131,12 @@ def test_the_planner_reply_example_is_read_as_a_suggestion() -> None:
     (example,) = [e for e in examples(GUIDE / "directives.md") if e.text.startswith('{"lr_multiplier"')]
     reply = parse_reply(example.text)
     assert reply.problem is None and reply.values == {"lr_multiplier": 0.7}
+
+
+def test_the_configuration_page_lists_every_key_as_the_models_declare_it() -> None:
+    written = written_reference(GUIDE / "configuration.md")
+    assert written == reference_markdown(), "python -m engine.config_reference --write docs/configuration.md"
+    assert all(f"| `{key.name}` |" in written and key.meaning for key in config_keys())
 
 
 def test_yaml_examples_are_yaml() -> None:
