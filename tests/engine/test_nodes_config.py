@@ -70,7 +70,9 @@ def test_each_node_launches_torchrun_at_the_static_rendezvous(tmp_path: Path) ->
         "--max-restarts=0",
     } <= set(command)
     assert "--standalone" not in command and command[-2:] == ["-m", "engine.trainer"]
-    one_host = default_trainer_command({}, Placement(ranks=2))
+    one_host = default_trainer_command(
+        {}, Placement.of(build_run_config({"train": {"ranks": 2, "global_batch": 16}}))
+    )
     assert "--standalone" in one_host and "--nproc-per-node=2" in one_host
 
 
