@@ -2,9 +2,11 @@
 
 It takes the run directory first (its lock, held for the supervisor's life, then the pid
 file: ``engine.run.ownership``; a second supervisor leaves before touching anything), opens
-the store, reads and validates ``run.json`` once, then wires the parts: the journal (events
-stored then fanned out, the run's state), the connection server (consoles and the trainer
-on ``engine.sock``), the trainer attempts (launch, stop, restart), alerts and health,
+the store, reads and validates ``run.json`` once, then wires the parts (``_wire`` is the
+wiring diagram; ``supervisor_parts`` builds them): the journal (events stored, then told to
+its watchers, the one fan-out of events; the run's state), the connection server (consoles
+and the trainer on ``engine.sock``), the trainer's reports (its steps go to one ordered list
+of step consumers), the trainer attempts (launch, stop, restart), alerts and health,
 directives and planners, chaos (injections, their recovery, the schedule). It runs attempts
 until one ends the run and records the ending. A run.json that cannot be used ends the run
 as failed with the reason before anything starts. Torch-free, so it starts in a blink and
