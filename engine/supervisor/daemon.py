@@ -219,7 +219,9 @@ class Supervisor:
     def _wire(self, config: RunConfig, before: RunMeta) -> None:
         """The wiring diagram: each part and what it is connected to (built in
         ``supervisor_parts``). The journal's watchers hear each event in the order their parts
-        are built here; the trainer's reports go from the connection straight to ``reports``."""
+        are built here, the run's progress and the trainer's reports last: what a trainer's event
+        moves follows what every other part made of it. The trainer's reports go from the
+        connection straight to ``reports``."""
         self.config, policy = config, config.policy
         run, journal, spawn, newest = self.run, self.journal, self._spawn, self._latest_step
         seat = TrainerSeat()  # the trainer connected now: the connection seats it, these parts talk to it
