@@ -42,6 +42,6 @@ def prompt_redraws(monkeypatch: pytest.MonkeyPatch) -> None:
     (REDRAW_INTERVAL_S, 0.5 s, sized for CPU in bench/console_live.py) would make each wait
     up to that long. Drawing is the same code at any rate; only the wait between two draws is
     shorter here."""
-    import memtui.console.app
+    import memtui.console.main_screen
 
-    monkeypatch.setattr(memtui.console.app, "REDRAW_INTERVAL_S", 0.1)
+    monkeypatch.setattr(memtui.console.main_screen, "REDRAW_INTERVAL_S", 0.1)

@@ -11,8 +11,8 @@ import pytest
 
 from engine.chaos_kinds import REQUESTS
 from engine.run.directory import RunDir
+from memtui.console.actions import RUN_CHANGING, method_of
 from memtui.console.app import MemtuiApp
-from memtui.console.operator_commands import OPERATOR_ACTIONS
 from memtui.console.screens.clamp_screen import ClampScreen
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.directive_screen import DirectiveScreen
@@ -182,9 +182,9 @@ async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: F
             await app.run_action(action)
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
-        shown = {b.binding.action.split("(")[0] for b in app.active_bindings.values() if b.enabled}
-        assert not shown & OPERATOR_ACTIONS, shown
-        assert not any(c[2].split("(")[0] in OPERATOR_ACTIONS for c in app.palette_commands())
+        shown = {method_of(b.binding.action) for b in app.active_bindings.values() if b.enabled}
+        assert not shown & RUN_CHANGING, shown
+        assert not any(method_of(c[2]) in RUN_CHANGING for c in app.palette_commands())
         from engine.protocol import Stop
 
         app.send_request(Stop(id="x"), "stopping")  # even a direct call is refused
@@ -209,9 +209,9 @@ async def test_display_keys(live_run: RunDir, fake: FakeEngine) -> None:
         await pilot.press("e")
         assert app.query_one(EventLog).kind == "alerts"
         await pilot.press("f")
-        assert app.frozen
+        assert app.main.frozen
         step = app.query_one(MemoryPanel)._view
-        app._drawn_at = -math.inf  # were it not frozen, new data would be drawn at once, not on a timer
+        app.main._drawn_at = -math.inf  # were it not frozen, new data would be drawn at once, not on a timer
         fake.send_telemetry(make_sample(9))
         await until(lambda: app.view.step == 9)  # data still arrives ...
         await pilot.pause()  # ... what its arrival queued has run ...

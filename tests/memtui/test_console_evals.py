@@ -48,7 +48,7 @@ async def test_numerics_shows_the_fake_trainer_s_evals_through_the_real_supervis
         async with app.run_test(size=(160, 48)) as pilot:
             panel = app.query_one(NumericsPanel)
             await until(lambda: len(app.view.evals) >= 2, what="two evals in the console's view")
-            app.redraw()
+            app.main.redraw()
             await pilot.pause()
             shown = text_of(panel)
             eval_step = re.search(r"^eval +[0-9.]+ at step (\d+)$", shown, re.MULTILINE)

@@ -11,6 +11,7 @@ from textual.content import Content
 
 from engine.protocol import Pause
 from engine.run.directory import RunDir
+from memtui.console.actions import method_of
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.screens.confirm_screen import ConfirmScreen
@@ -153,7 +154,7 @@ async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
                 await app.run_action(action)
             app.action_pause()  # even a direct call is refused
             await pilot.pause()
-            assert app.active_bindings["P"].binding.action == "refused"  # says why, sends nothing
+            assert method_of(app.active_bindings["P"].binding.action) == "refused"  # says why, sends nothing
             assert footer_p(app) is None
             assert not {"Run: pause training", "Run: continue training"} & palette_titles(app)
             assert app.sent == []  # the console's record of every request it sends

@@ -112,7 +112,7 @@ async def until_drawn(pilot, *, last_seq: int = 5, step: int = LAST_STEP + 1) ->
         what="the console to catch up with the fake engine and read the run's figures",
         seen=lambda: (app.view.connection, app.view.last_seq, app.view.step, app.view.run_throughput),
     )
-    app.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
+    app.main.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
     await pilot.pause()
 
 
@@ -120,7 +120,7 @@ async def figures_read(pilot) -> None:  # type: ignore[no-untyped-def]
     """The run-wide tokens/s read from the store (a worker thread, once a second) and drawn."""
     app = pilot.app
     await until(lambda: app.view.run_throughput is not None, what="the run-wide figures")
-    app.redraw()
+    app.main.redraw()
     await pilot.pause()
 
 

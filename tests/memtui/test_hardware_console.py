@@ -127,24 +127,27 @@ async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> 
             assert any("hardware" in c[0] for c in app.palette_commands())
 
 
-async def test_hardware_panel_redraws_only_on_a_new_reading(live_run: RunDir) -> None:
+async def test_hardware_panel_redraws_only_on_a_new_reading(
+    live_run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
     samples = [make_sample(s) for s in range(1, 80)]
+    # Each drawing, from the first (the reading may arrive before the first step): the reading's
+    # time and the panel's size (a first drawing that grows the panel is drawn again at its new
+    # size; that is not a new reading).
+    drawings: list[tuple[float | None, Size]] = []
+    original = HardwarePanel.draw
+
+    def counted(panel: HardwarePanel, view: RunView, now: float) -> str:
+        drawings.append((view.hardware.ts if view.hardware else None, panel.content_size))
+        return original(panel, view, now)
+
+    monkeypatch.setattr(HardwarePanel, "draw", counted)
     async with FakeEngine(
         live_run.socket, run_id=live_run.run_id, telemetry=samples, telemetry_hz=100, hardware=no_nvml()
     ) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=WIDE):
             panel = app.query_one(HardwarePanel)
-            # Each drawing: the reading's time and the panel's size (a first drawing that grows
-            # the panel is drawn again at its new size; that is not a new reading).
-            drawings: list[tuple[float | None, Size]] = []
-            original = panel.draw
-
-            def counted(view: RunView, now: float) -> str:
-                drawings.append((view.hardware.ts if view.hardware else None, panel.content_size))
-                return original(view, now)
-
-            panel.draw = counted  # type: ignore[method-assign]
             await until(lambda: panel._view is not None and panel._view.step == 79)  # handed the last step
             first = [key for key in drawings if key[0] is not None]
             assert first and len(first) == len(set(first))  # 79 steps, no drawing for the same reading

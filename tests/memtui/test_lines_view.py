@@ -46,7 +46,7 @@ async def screen_of(run_dir: RunDir, views: list[RunView], size: tuple[int, int]
         await pilot.pause()
         for view in views:
             app.view = view
-            app.redraw()
+            app.main.redraw()
             await pilot.pause()
         return app.export_screenshot()
 

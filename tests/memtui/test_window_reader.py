@@ -79,7 +79,7 @@ async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("w", "w")  # live -> last hour -> whole run
         await until(lambda: app.view.window == "run" and app.view.window_points is not None)
-        app.redraw()
+        app.main.redraw()
         await pilot.pause()
         for panel in (app.query_one(ThroughputPanel), app.query_one(MemoryPanel)):
             assert panel.chart is not None
