@@ -21,12 +21,12 @@ from pydantic import BaseModel
 from textual.app import App
 from textual.markup import escape
 
-from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
+from engine.chaos.table import KINDS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import DIRECTIVE_FIELDS
 from engine.events import CheckpointSaved
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Pause, Propose, Reject, Stop
 from engine.run.directory import RunDir
-from memtui.chaos_phrases import OUTCOMES, what_happens
+from memtui.chaos_phrases import depends_on_the_run, what_happens
 from memtui.chaos_values import describe_values, request_values
 from memtui.client import EngineClient, EngineRefused, EngineUnavailable, Request, new_request_id
 from memtui.console.directive_text import FIELD_LABELS, render_changes
@@ -167,7 +167,7 @@ class OperatorCommands(App[None]):
 
     def offered_chaos(self) -> list[ChaosKindSpec]:
         """The chaos kinds the run's supervisor advertises (and this memtui can send)."""
-        return [spec for spec in self.view.chaos if spec.kind in REQUESTS]
+        return [spec for spec in self.view.chaos if spec.kind in KINDS]
 
     def chaos_palette(self) -> list[tuple[str, str, str]]:
         """The palette's chaos entries: the menu, then one per offered kind (none when the run
@@ -217,7 +217,7 @@ class OperatorCommands(App[None]):
     def _confirm_chaos(self, spec: ChaosKindSpec, request: ChaosRequest) -> None:
         """The confirmation; for a kind whose outcome depends on the run, once its facts are
         read in a worker thread (a checkpoint not verified before is hashed: seconds)."""
-        if request.kind not in OUTCOMES:
+        if not depends_on_the_run(request.kind):
             self._ask_chaos(spec, request, None)
             return
 

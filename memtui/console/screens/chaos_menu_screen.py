@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 
 
 def option_prompt(spec: ChaosKindSpec) -> str:
