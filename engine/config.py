@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from engine.chaos_kinds import ChaosConfig
+from engine.chaos.config import ChaosConfig
 from engine.domain import Thresholds
 from engine.eval_config import EvalConfig
 from engine.metrics_config import MetricsConfig
@@ -366,7 +366,7 @@ class RunConfig(_Strict):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """The supervisor's Prometheus endpoint (``engine.metrics_config``); off by default."""
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
-    """Scheduled chaos (``engine.chaos_kinds``): kinds and weights, mean interval, seed."""
+    """Scheduled chaos (``engine.chaos.table``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
     """Alert thresholds, hardware reading intervals and the alert command."""

@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 from engine.alerts import watch as alert_watch
-from engine.chaos_kinds import REQUESTS, CorruptCheckpoint, Kill, NanLoss
+from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
+from engine.chaos.kinds.numerics import NanLoss
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.table import KINDS
 from engine.domain import RunStatus, Thresholds, Verdict
 from engine.events import (
     ChaosApplied,
@@ -368,7 +371,7 @@ async def test_chaos_kill_trainer_is_recorded_and_the_trainer_restarts(engine: E
 async def test_a_trainer_kind_is_applied_by_the_trainer_and_recovered(engine: EngineUnderTest) -> None:
     await engine.start()
     console, welcome, _ = await welcomed(engine)
-    assert [spec.kind for spec in welcome.chaos] == list(REQUESTS)  # every kind advertised
+    assert [spec.kind for spec in welcome.chaos] == list(KINDS)  # every kind advertised
     asked = await console.answer(Chaos(id="n", request=NanLoss(steps=1)))
     assert kinds(asked) == ["event", "ok"] and signatures(asked) == ["chaos_injected"]
     answer = ok(asked)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 from engine.directives.pacer import DirectivePacer
 from engine.domain import Thresholds
 from engine.events import PAYLOADS, SUPERVISOR_EVENTS

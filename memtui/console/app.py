@@ -24,11 +24,11 @@ from textual.app import App
 from textual.events import Resize
 from textual.screen import Screen
 
-from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosRequest, parse_request
+from engine.chaos.table import KINDS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import Event
 from engine.protocol import Chaos, DirectiveView, Error, EventMessage, Ok, Pause, ServerMessage, Welcome
 from engine.run.directory import RunDir
-from memtui.chaos_phrases import OUTCOMES
+from memtui.chaos_phrases import depends_on_the_run
 from memtui.client import (
     ConnectionState,
     EngineClient,
@@ -285,7 +285,7 @@ class MemtuiApp(App[None]):
 
     def offered_chaos(self) -> list[ChaosKindSpec]:
         """The chaos kinds the run's supervisor advertises (and this memtui can send)."""
-        return [spec for spec in self.view.chaos if spec.kind in REQUESTS]
+        return [spec for spec in self.view.chaos if spec.kind in KINDS]
 
     def action_chaos_menu(self) -> None:
         offered = self.offered_chaos()
@@ -322,7 +322,7 @@ class MemtuiApp(App[None]):
     def _confirm_chaos(self, spec: ChaosKindSpec, request: ChaosRequest) -> None:
         """The confirmation; for a kind whose outcome depends on the run, once its facts are
         read in a worker thread (a checkpoint not verified before is hashed: seconds)."""
-        if request.kind not in OUTCOMES:
+        if not depends_on_the_run(request.kind):
             self._ask_chaos(spec, request, None)
             return
 

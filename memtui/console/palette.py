@@ -15,7 +15,7 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 from engine.domain import DIRECTIVE_FIELDS
 from engine.events import CheckpointSaved
 from memtui.console.actions import BY_METHOD, ConsoleAction, method_of

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from textual.markup import escape
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 from engine.domain import DirectiveField
 from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Propose, Reject, Stop
 from memtui.chaos_phrases import what_happens

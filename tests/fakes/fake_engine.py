@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.chaos_kinds import REQUESTS, chaos_specs
+from engine.chaos.table import KINDS, chaos_specs
 from engine.config import RunConfig
 from engine.domain import (
     TERMINAL_STATES,
@@ -156,7 +156,7 @@ class FakeEngine:
         """Steps between two rank reports (steps divisible by it carry one)."""
         self.thresholds = thresholds
         """The run's levels sent in each Welcome; None plays a supervisor that sends none."""
-        self.chaos = list(REQUESTS) if chaos is None else list(chaos)
+        self.chaos = list(KINDS) if chaos is None else list(chaos)
         """The chaos kinds each Welcome advertises (``chaos_specs`` of them, in menu order)."""
         self.requests: list[ClientMessage] = []
         """Every message received after a Hello, in arrival order."""

@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from engine.chaos_kinds import REQUESTS
+from engine.chaos.table import KINDS
 from engine.domain import TERMINAL_STATES, RunState
 from engine.events import (
     AlertRaised,
@@ -67,7 +67,7 @@ class FakeLifecycle:
         stop_after_s: float,
         pause_after_s: float,
         restart_after_s: float,
-        performs: Sequence[str] = tuple(REQUESTS),
+        performs: Sequence[str] = tuple(KINDS),
     ) -> None:
         self.record = record
         self.performs = tuple(performs)
@@ -200,7 +200,7 @@ class FakeLifecycle:
         elif kind == "planner_storm":
             count = int(params["count"])
             self._recovered(chaos_id, kind, f"{count} of {count} hostile directives refused, 0 admitted")
-        elif REQUESTS[kind].performer == "trainer":
+        elif KINDS[kind].performer == "trainer":
             self._later(self.pause_after_s, lambda: self._applied(chaos_id, kind))
         return Ok(id=message.id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
 
@@ -209,7 +209,7 @@ class FakeLifecycle:
             return f"the run is {self.state}: there is nothing to inject into"
         if kind not in self.performs:
             return "not performed by this engine"
-        if not self.trainer_alive and (kind in ("kill", "preempt") or REQUESTS[kind].performer == "trainer"):
+        if not self.trainer_alive and (kind in ("kill", "preempt") or KINDS[kind].performer == "trainer"):
             return f"no trainer is running (the run is {self.state})"
         if kind == "corrupt_checkpoint":  # the fake keeps no checkpoints
             return "there is no verified checkpoint to corrupt yet"

@@ -9,7 +9,10 @@ import json
 
 import pytest
 
-from engine.chaos_kinds import REQUESTS, Ballast, Kill, SlowSteps
+from engine.chaos.kinds.memory import Ballast
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.kinds.slow_steps import SlowSteps
+from engine.chaos.table import KINDS
 from engine.events import ChaosInjected
 from engine.protocol import Chaos
 from engine.run.directory import RunDir
@@ -76,7 +79,7 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
 def test_bad_input_is_one_line_exit_2_and_nothing_sent(
     live_run: RunDir, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
 ) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=list(REQUESTS)) as fake:
+    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=list(KINDS)) as fake:
         with pytest.raises(SystemExit) as info:
             main(["chaos", *argv])
         assert info.value.code == 2
@@ -142,11 +145,11 @@ def test_list_without_a_live_run_shows_every_kind_with_a_note(
     assert main(["chaos", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["advertised"] is False and listed["run_id"] is None and "no live run" in listed["note"]
-    assert [k["kind"] for k in listed["kinds"]] == list(REQUESTS)
+    assert [k["kind"] for k in listed["kinds"]] == list(KINDS)
     assert main(["chaos", "--list", run_dir.run_id]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"note: {run_dir.run_id} is not running: every kind memtui knows\n")
-    assert all(f"  {kind} " in out for kind in REQUESTS)
+    assert all(f"  {kind} " in out for kind in KINDS)
 
 
 def test_other_commands_still_refuse_unknown_flags(capsys: pytest.CaptureFixture[str]) -> None:

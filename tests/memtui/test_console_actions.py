@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.chaos_kinds import REQUESTS
+from engine.chaos.table import KINDS
 from engine.run.directory import RunDir
 from memtui.console.actions import RUN_CHANGING, method_of
 from memtui.console.app import MemtuiApp
@@ -160,7 +160,7 @@ async def test_palette_lists_chaos_and_runs_it_after_asking(live_run: RunDir, fa
         titles = [t for t, _, _ in app.palette_commands()]
         assert "Directive: approve" in titles and "Theme: ansi" in titles
         # the fake advertises every kind, as the supervisor does: one entry each, in menu order
-        expected = ["Chaos: menu"] + [f"Chaos: {model.title}" for model in REQUESTS.values()]
+        expected = ["Chaos: menu"] + [f"Chaos: {model.title}" for model in KINDS.values()]
         assert [t for t in titles if t.startswith("Chaos: ")] == expected
         await app.run_action("chaos('kill')")
         await pilot.pause()

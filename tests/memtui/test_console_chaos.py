@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input, OptionList, Select, Static
 
-from engine.chaos_kinds import Ballast, Kill, Oom
+from engine.chaos.kinds.memory import Ballast, Oom
+from engine.chaos.kinds.processes import Kill
 from engine.checkpoints.store import CheckpointStore
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
 from engine.run.directory import RunDir

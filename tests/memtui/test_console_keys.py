@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.widgets import Select
 
-from engine.chaos_kinds import chaos_specs
+from engine.chaos.table import chaos_specs
 from memtui.console.actions import method_of
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view

@@ -169,7 +169,7 @@ def test_chaos_form(home: Path, utc: None, snap_compare) -> None:  # type: ignor
     and a refused value naming its field."""
     from textual.widgets import Input
 
-    from engine.chaos_kinds import chaos_specs
+    from engine.chaos.table import chaos_specs
     from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 
     run = fixed_run(home)

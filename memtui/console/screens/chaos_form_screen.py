@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.widgets import Button, Input, Label, Select, Static
 
-from engine.chaos_kinds import ChaosKindSpec, ChaosParamSpec, ChaosRequest
+from engine.chaos.table import ChaosKindSpec, ChaosParamSpec, ChaosRequest
 from memtui.chaos_values import ParamError, build_request, describe_bounds, format_value, is_size
 from memtui.console.screens.modal import FormModal
 

@@ -12,7 +12,7 @@ from textual.markup import escape
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 from memtui.console.screens.modal import Modal
 
 
