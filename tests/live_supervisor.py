@@ -1,0 +1,85 @@
+"""The real supervisor in process, launching the torch-free fake trainer, for console and CLI
+tests of behaviour (what a request does to a run).
+
+``LiveRun`` starts a run and waits until its trainer reports (state "running"). A real run
+ends by closing its connections once its consoles have the final events; ``LingeringSupervisor``
+holds it open after ``run_ended`` until the test closes it, so a console can still read an
+ended run. ``live_env`` sets the fake trainer's pace and this checkout's path for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.alerts import watch as alert_watch
+from engine.config_file import build_run_config
+from engine.run.directory import RunDir
+from engine.supervisor.daemon import Supervisor
+from engine.supervisor.trainer_process import TrainerExit
+from tests.waiting import until
+
+CHECKOUT = str(Path(__file__).resolve().parents[1])
+FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
+FAKE_TRAINER_ENV = {"FAKE_TRAINER_RATE_HZ": "100", "FAKE_TRAINER_STEPS": "100000"}
+"""The fake trainer's pace (steps per second) and length (it runs until stopped)."""
+RUN_CONFIG = {"restart": {"backoff_initial_s": 0.05}}
+"""The real run's config: a short restart backoff (s), so a kill's restart comes soon."""
+TIMEOUT_S = 30.0  # s any one awaited condition may take before the test fails (a shared CI machine)
+
+
+def live_env(monkeypatch: pytest.MonkeyPatch, **trainer: Any) -> None:
+    """The fake trainer's environment (``FAKE_TRAINER_<NAME>`` for each of ``trainer``), this
+    checkout first on its path, and no doctor report in the first hour (a test's run is short)."""
+    for name, value in FAKE_TRAINER_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name, value in trainer.items():
+        monkeypatch.setenv(f"FAKE_TRAINER_{name.upper()}", str(value))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [CHECKOUT, os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 3600.0)
+
+
+class LingeringSupervisor(Supervisor):
+    """A real supervisor that, once its run ended, keeps serving until ``release`` is set."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.release = asyncio.Event()
+
+    async def _finish(self, outcome: TrainerExit) -> None:
+        await super()._finish(outcome)
+        await self.release.wait()
+
+
+class LiveRun:
+    """A run served by the real supervisor on this test's event loop."""
+
+    def __init__(self, home: Path, config: dict[str, Any] | None = None, **options: Any) -> None:
+        self.run = RunDir.create(build_run_config(config or RUN_CONFIG, steps=100, **options), home=home)
+        self.supervisor = LingeringSupervisor(self.run, [sys.executable, str(FAKE_TRAINER)])
+
+    async def start(self) -> LiveRun:
+        """Serving, and the trainer's first step reported."""
+        self.task = asyncio.create_task(self.supervisor.serve())
+        await until(
+            lambda: self.supervisor.serving.is_set() or self.task.done(), timeout=TIMEOUT_S, what="the socket"
+        )
+        if self.task.done():
+            self.task.result()  # raises what went wrong
+        await until(lambda: self.supervisor.state == "running", timeout=TIMEOUT_S, what="the first step")
+        return self
+
+    async def close(self) -> None:
+        if not hasattr(self, "task"):
+            return
+        self.supervisor.release.set()
+        if not self.supervisor.journal.ended:
+            self.task.cancel()  # its cleanup kills the trainer
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(self.task, TIMEOUT_S)
