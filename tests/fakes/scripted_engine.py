@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -53,8 +54,9 @@ Reply = Callable[[ClientMessage], Sequence[ServerMessage]]
 
 
 def welcome_for(run_id: str, state: RunState = "running", **over: Any) -> Welcome:
-    """A Welcome as a supervisor of a default-config run sends it: its thresholds, every chaos kind."""
-    fields: dict[str, Any] = dict(run_id=run_id, state=state, last_seq=0, supervisor_pid=4241)
+    """A Welcome as a supervisor of a default-config run sends it: its thresholds, every chaos
+    kind, and this process as the one that answers (as a live run's pid file names it)."""
+    fields: dict[str, Any] = dict(run_id=run_id, state=state, last_seq=0, supervisor_pid=os.getpid())
     fields.update(thresholds=RunConfig().thresholds(), chaos=chaos_specs(list(REQUESTS)))
     return Welcome(**(fields | over))
 

@@ -23,7 +23,8 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
-from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
+from tests.fakes.run_script import make_directive, make_event, make_ranks, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.waiting import until
 
 CREATED_AT = 1_700_000_000.0
@@ -129,8 +130,9 @@ async def figures_read(pilot) -> None:  # type: ignore[no-untyped-def]
 def test_main_screen(home: Path, utc: None, snap_compare, theme: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     run = fixed_run(home)
     # The last sample again, live: the clock says it arrived just now.
-    with FakeEngine.in_thread(
-        run.socket, run_id=run.run_id, events=scripted_events(), telemetry=[sample(LAST_STEP + 1)]
+    stream = telemetry([sample(LAST_STEP + 1)])
+    with ScriptedEngine.in_thread(
+        run.socket, welcome_for(run.run_id), events=scripted_events(), stream=stream
     ):
         assert snap_compare(console(run, theme), terminal_size=size, run_before=until_drawn)
 
