@@ -30,11 +30,13 @@ from engine.chaos_kinds import REQUESTS, chaos_specs
 from engine.config import RunConfig
 from engine.domain import Event, RunState, RunStatus, TelemetrySample
 from engine.events import Payload
+from engine.hardware_report import HardwareSnapshot
 from engine.protocol import (
     STREAM_LIMIT,
     ClientMessage,
     Error,
     EventMessage,
+    Hardware,
     Hello,
     Ok,
     ProtocolError,
@@ -135,6 +137,9 @@ class ScriptedEngine:
 
     def send_telemetry(self, sample: TelemetrySample, state: RunState = "running") -> None:
         self.send(Telemetry(sample=sample, state=state), telemetry_only=True)
+
+    def send_hardware(self, snapshot: HardwareSnapshot) -> None:
+        self.send(Hardware(snapshot=snapshot), telemetry_only=True)
 
     async def drop_connections(self) -> None:
         """Close every client connection; the engine keeps listening."""
