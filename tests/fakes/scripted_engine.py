@@ -130,7 +130,8 @@ class ScriptedEngine:
         """Store an event (given, or built by ``make_event`` with the next seq) and send it to
         every client; a reconnecting client gets it replayed."""
         seq = (self.events[-1].seq if self.events else 0) + 1
-        event = type if isinstance(type, Event) else make_event(seq, type, message, ts=time.time(), **over)
+        over.setdefault("ts", time.time())
+        event = type if isinstance(type, Event) else make_event(seq, type, message, **over)
         self.events.append(event)
         self.send(EventMessage(event=event))
         return event
