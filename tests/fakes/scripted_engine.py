@@ -4,7 +4,8 @@ states, no lifecycle; what a request does to a run is the real supervisor's busi
 behaviour run it in process, ``tests.live_supervisor``).
 
 On a ``Hello`` it sends ``welcome`` (its ``last_seq`` the newest scripted event's), the events
-after the Hello's ``replay_from``, and to a telemetry client the ``stream`` (samples, hardware).
+after the Hello's ``replay_from``, and to a telemetry client the ``stream`` (samples, hardware);
+an ``Error`` as ``welcome`` refuses every Hello and closes, as a supervisor of another version.
 Every later message is recorded in ``requests`` and answered with what ``reply`` returns
 (default: an empty ``Ok``; a Status gets ``status`` when there is one)::
 
@@ -79,7 +80,7 @@ class ScriptedEngine:
     def __init__(
         self,
         socket_path: Path | str,
-        welcome: Welcome,
+        welcome: Welcome | Error,
         *,
         events: Sequence[Event] = (),
         stream: Sequence[BaseModel] = (),
@@ -167,6 +168,10 @@ class ScriptedEngine:
     def _handle(self, writer: asyncio.StreamWriter, message: ClientMessage) -> None:
         if isinstance(message, Hello) and writer not in self._writers:
             self.hellos.append(message)
+            if isinstance(self.welcome, Error):  # a refused Hello: the Error, then the end
+                writer.write(encode(self.welcome))
+                writer.close()
+                return
             self._writers[writer] = message
             last_seq = self.events[-1].seq if self.events else 0
             since = message.replay_from
