@@ -4,7 +4,8 @@ tests of behaviour (what a request does to a run).
 ``LiveRun`` starts a run and waits until its trainer reports (state "running"). A real run
 ends by closing its connections once its consoles have the final events; ``LingeringSupervisor``
 holds it open after ``run_ended`` until the test closes it, so a console can still read an
-ended run. ``live_env`` sets the fake trainer's pace and this checkout's path for it.
+ended run. ``live_env`` sets the fake trainer's pace and this checkout's path for it; ``live_in_thread``
+serves a run for synchronous code (the CLI).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +86,21 @@ class LiveRun:
             self.task.cancel()  # its cleanup kills the trainer
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(self.task, TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def live_in_thread(home: Path, config: dict[str, Any] | None = None) -> Iterator[LiveRun]:
+    """A started ``LiveRun`` on a private event loop in a thread (for synchronous callers such
+    as the CLI); closed, its trainer gone, on leaving."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    live = LiveRun(home, config)
+    try:
+        asyncio.run_coroutine_threadsafe(live.start(), loop).result(TIMEOUT_S * 2)
+        yield live
+    finally:
+        asyncio.run_coroutine_threadsafe(live.close(), loop).result(TIMEOUT_S * 2)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(TIMEOUT_S)
+        loop.close()
