@@ -23,17 +23,20 @@ import pytest
 
 from engine.alerts import watch as alert_watch
 from engine.config_file import build_run_config
+from engine.protocol import DirectiveView, Ok, Propose
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainer_process import TrainerExit
+from memtui.client import Request, _request_once, new_request_id
 from tests.waiting import until
 
 CHECKOUT = str(Path(__file__).resolve().parents[1])
 FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
 FAKE_TRAINER_ENV = {"FAKE_TRAINER_RATE_HZ": "100", "FAKE_TRAINER_STEPS": "100000"}
 """The fake trainer's pace (steps per second) and length (it runs until stopped)."""
-RUN_CONFIG = {"restart": {"backoff_initial_s": 0.05}}
-"""The real run's config: a short restart backoff (s), so a kill's restart comes soon."""
+RUN_CONFIG = {"restart": {"backoff_initial_s": 0.05}, "policy": {"max_staleness_steps": 10**9}}
+"""The real run's config: a short restart backoff (s), so a kill's restart comes soon; no
+directive goes stale while a test's operator decides (the fake trainer takes 100 steps a second)."""
 TIMEOUT_S = 30.0  # s any one awaited condition may take before the test fails (a shared CI machine)
 
 
@@ -77,6 +80,21 @@ class LiveRun:
             self.task.result()  # raises what went wrong
         await until(lambda: self.supervisor.state == "running", timeout=TIMEOUT_S, what="the first step")
         return self
+
+    async def request(self, message: Request) -> Ok:
+        """``message`` sent as the CLI sends it, on a connection of its own; the Ok it got."""
+        return await _request_once(self.run.socket, message, TIMEOUT_S)
+
+    async def propose(self, **values: Any) -> str:
+        """An operator's directive of ``values``, pending once the policy judged it: its id."""
+        answer = await self.request(Propose(id=new_request_id(), values=values, rationale="test"))
+        return str(answer.result["directive"]["id"])
+
+    def directive(self, directive_id: str) -> DirectiveView:
+        """The supervisor's own view of a directive (its state, allowed values, reasons)."""
+        queue = self.supervisor.directives
+        assert queue is not None, "the supervisor has no directive queue yet"
+        return queue.entries[directive_id].view()
 
     async def close(self) -> None:
         if not hasattr(self, "task"):
