@@ -1,4 +1,5 @@
-"""ls / status / logs / stop on fabricated runs: offline (a store, no supervisor) and live (the fake)."""
+"""ls / status / logs / stop on fabricated runs: offline (a store, no supervisor) and live
+(a scripted transport)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ async def test_q_detaches_without_sending_stop(live_run: RunDir, fake: ScriptedE
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0 and app.sent == []  # the console sent no request at all
-    await until(lambda: fake.clients == 0)  # the fake read the connection to its end ...
+    await until(lambda: fake.clients == 0)  # the engine read the connection to its end ...
     assert not any(m.kind == "stop" for m in fake.requests)  # ... and no Stop in it
 
 

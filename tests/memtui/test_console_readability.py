@@ -1,6 +1,6 @@
 """What a newcomer reads on the console: charts with their range, numbers with their precision,
 run-wide figures that never drop after a reattach, a finished run that looks finished, and
-events readable in full and listed once. Pure renderers first, then Pilot against the fake
+events readable in full and listed once. Pure renderers first, then Pilot against the scripted
 engine."""
 
 from __future__ import annotations

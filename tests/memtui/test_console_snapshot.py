@@ -1,5 +1,5 @@
-"""The main screen, cell for cell, against the fake engine with fixed data and a fixed clock:
-80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme, with two workload
+"""The main screen, cell for cell, against the scripted transport with fixed data and a fixed
+clock: 80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme, with two workload
 metrics in their panel; the "terminal too
 small" screen below the minimum; a two-rank run's memory panel (compact, and maximised with
 a row per rank); and the alert list.
@@ -110,10 +110,10 @@ async def until_drawn(pilot, *, last_seq: int = 5, step: int = LAST_STEP + 1) ->
             and app.view.step == step
             and app.view.run_throughput is not None
         ),
-        what="the console to catch up with the fake engine and read the run's figures",
+        what="the console to catch up with the scripted engine and read the run's figures",
         seen=lambda: (app.view.connection, app.view.last_seq, app.view.step, app.view.run_throughput),
     )
-    app.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
+    app.redraw()  # everything the engine sent, the charts too (they otherwise follow at their slower rate)
     await pilot.pause()
 
 

@@ -1,5 +1,5 @@
-"""The console as a newcomer meets it, cell for cell (fixed data, fixed clock, the fake engine):
-the main screen starting (before the first step) and finished, at 80x24 and 160x48 (running
+"""The console as a newcomer meets it, cell for cell (fixed data, fixed clock, the scripted
+transport): the main screen starting (before the first step) and finished, at 80x24 and 160x48 (running
 is ``test_console_snapshot.test_main_screen``); and at 80x24, the smallest size we promise,
 every modal: the key list, the checkpoints, the alert list, a directive's details (160x48
 too) and an event in full; and a run's read-only history view at both sizes.
