@@ -98,9 +98,6 @@ class ScriptedEngine:
         self._server = await asyncio.start_unix_server(self._serve, str(self.socket_path), limit=STREAM_LIMIT)
         return self
 
-    async def start(self) -> ScriptedEngine:
-        return await self.__aenter__()
-
     async def close(self) -> None:
         await self.__aexit__()
 
