@@ -32,11 +32,13 @@ from tests.waiting import until
 
 CHECKOUT = str(Path(__file__).resolve().parents[1])
 FAKE_TRAINER = Path(__file__).resolve().parent / "fakes" / "fake_trainer.py"
-FAKE_TRAINER_ENV = {"FAKE_TRAINER_RATE_HZ": "100", "FAKE_TRAINER_STEPS": "100000"}
-"""The fake trainer's pace (steps per second) and length (it runs until stopped)."""
+FAKE_TRAINER_ENV = {"FAKE_TRAINER_RATE_HZ": "20", "FAKE_TRAINER_STEPS": "100000"}
+"""The fake trainer's pace (steps per second: enough for a test to see steps, few enough that a
+console drawing each one leaves the shared CI machine's CPU to the test) and length (it runs
+until stopped)."""
 RUN_CONFIG = {"restart": {"backoff_initial_s": 0.05}, "policy": {"max_staleness_steps": 10**9}}
 """The real run's config: a short restart backoff (s), so a kill's restart comes soon; no
-directive goes stale while a test's operator decides (the fake trainer takes 100 steps a second)."""
+directive goes stale while a test's operator decides (500 steps are 25 s of the fake trainer)."""
 TIMEOUT_S = 30.0  # s any one awaited condition may take before the test fails (a shared CI machine)
 
 
