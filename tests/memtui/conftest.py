@@ -1,17 +1,19 @@
-"""Fixtures for the console and CLI tests: a short MEMTUI_HOME, fabricated runs, a fake engine."""
+"""Fixtures for the console and CLI tests: a short MEMTUI_HOME, fabricated runs, a live run
+of the real supervisor (in process, with the fake trainer)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
+from tests.live_supervisor import LiveRun, live_env
 
 
 @pytest.fixture
@@ -34,6 +36,17 @@ def live_run(run_dir: RunDir) -> RunDir:
     """``run_dir`` whose supervisor.pid names this (live) test process."""
     run_dir.pid_file.write_text(str(os.getpid()))
     return run_dir
+
+
+@pytest.fixture
+async def live(home: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LiveRun]:
+    """A run of the real supervisor with the fake trainer, stepping (``tests.live_supervisor``)."""
+    live_env(monkeypatch)
+    run = LiveRun(home)
+    try:
+        yield await run.start()
+    finally:
+        await run.close()
 
 
 @pytest.fixture(autouse=True)

@@ -16,8 +16,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.lines_view import LinesView
 from memtui.theming import load_theme
-from tests.fakes.fake_engine import make_sample
-from tests.fakes.run_script import T0
+from tests.fakes.run_script import T0, make_sample
 
 NOW = T0 + 30.0
 

@@ -15,8 +15,7 @@ from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel
-from tests.fakes.fake_engine import make_sample
-from tests.fakes.run_script import make_directive, make_event
+from tests.fakes.run_script import make_directive, make_event, make_sample
 
 
 @pytest.fixture

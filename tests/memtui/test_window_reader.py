@@ -19,7 +19,7 @@ from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.console.window_reader import read_window
 from memtui.history import stored_steps
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 from tests.waiting import until
 
 RESTART_TS = 2000.0

@@ -45,7 +45,7 @@ class Writer:
         return None
 
 
-class FakeEngine:
+class StubDeepSpeedEngine:
     def __init__(self) -> None:
         self.checkpoint_engine = Writer()
 
@@ -73,7 +73,7 @@ def forward(engine: Any, batch: Any, step: int) -> torch.Tensor:
 
 def chaos(precision: str = "fp16") -> tuple[ChaosInjections, NullLink, FakeMemory]:
     link, memory = NullLink(record=True), FakeMemory()
-    return ChaosInjections(FakeEngine(), memory, link, precision), link, memory
+    return ChaosInjections(StubDeepSpeedEngine(), memory, link, precision), link, memory
 
 
 def applied(link: NullLink) -> list[dict[str, Any]]:
@@ -253,7 +253,7 @@ def test_the_next_saves_fail_on_a_full_disk_and_then_succeed(tmp_path: Any) -> N
 
 
 def test_a_full_disk_nests_and_restores_the_outer_one() -> None:
-    engine = FakeEngine()
+    engine = StubDeepSpeedEngine()
     with full_disk(engine):
         outer = vars(engine.checkpoint_engine)["save"]
         with full_disk(engine):

@@ -18,7 +18,7 @@ from engine.trainer.chaos_performers import hang
 from engine.trainer.link import NullLink
 from engine.trainer.memory_probe import MemoryProbe
 from tests.trainer.test_chaos_injections import applied, chaos, losses
-from tests.trainer.test_memory_probe import FakeEngine
+from tests.trainer.test_memory_probe import StubDeepSpeedEngine
 
 
 def test_the_next_step_blocks_once_for_its_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +49,9 @@ def test_aimed_at_one_rank_only_that_rank_blocks(monkeypatch: pytest.MonkeyPatch
 def test_it_blocks_inside_the_memory_controllers_step(monkeypatch: pytest.MonkeyPatch) -> None:
     config = build_run_config({"train": {"micro_batch": 2, "global_batch": 8}})
     module = torch.nn.Linear(4, 4)
-    memory = AdaptiveMemory(config, FakeEngine(2, 4), module, MemoryProbe(torch.device("cpu")), NullLink())
+    memory = AdaptiveMemory(
+        config, StubDeepSpeedEngine(2, 4), module, MemoryProbe(torch.device("cpu")), NullLink()
+    )
     injections = ChaosInjections(memory.engine, memory, NullLink(), "fp32")
     hooks_while_blocked: list[int] = []
     monkeypatch.setattr(hang.time, "sleep", lambda _s: hooks_while_blocked.append(len(module._forward_hooks)))
