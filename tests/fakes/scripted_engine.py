@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.chaos_kinds import REQUESTS, chaos_specs
 from pydantic import BaseModel
 
+from engine.chaos.table import KINDS, chaos_specs
 from engine.config import RunConfig
 from engine.domain import Event, RunState, RunStatus, TelemetrySample
 from engine.events import Payload
@@ -60,7 +60,7 @@ def welcome_for(run_id: str, state: RunState = "running", **over: Any) -> Welcom
     """A Welcome as a supervisor of a default-config run sends it: its thresholds, every chaos
     kind, and this process as the one that answers (as a live run's pid file names it)."""
     fields: dict[str, Any] = dict(run_id=run_id, state=state, last_seq=0, supervisor_pid=os.getpid())
-    fields.update(thresholds=RunConfig().thresholds(), chaos=chaos_specs(list(REQUESTS)))
+    fields.update(thresholds=RunConfig().thresholds(), chaos=chaos_specs(list(KINDS)))
     return Welcome(**(fields | over))
 
 
