@@ -24,7 +24,7 @@ Parts (each measured in fresh processes, so torch's threads and the RSS are each
 
 ``--quick`` is a smoke test of the whole command (one round, few steps, two sizes a setup):
 its figures are not for quoting. Figures are printed, never asserted; the targets column
-says what the README promises.
+says what docs/development.md promises.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ async def shoot(run: RunDir, svg: Path, timeout: float) -> dict[str, object]:
                     f"no live step drawn in {timeout:.0f} s (connection {app.view.connection})"
                 )
             await pilot.pause(POLL_S)
-        app.redraw()
+        app.main.redraw()
         await pilot.pause()
         app.save_screenshot(filename=svg.name, path=str(svg.parent))
         memory = text(app.query_one(MemoryPanel))

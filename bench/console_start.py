@@ -2,7 +2,7 @@
 
 The clock starts just before fork and stops when the run id (drawn in the header of the
 first frame) appears on the terminal. Two cases: a finished run opened read-only from its
-store, and a live run served by the fake engine (real protocol). Also ``memtui --help``.
+store, and a live run served by the scripted engine transport (real protocol). Also ``memtui --help``.
 
     python bench/console_start.py [--repeat 5]
 
@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.run.store import Store  # noqa: E402
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample  # noqa: E402
+from tests.fakes.run_script import make_event, make_sample  # noqa: E402
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for  # noqa: E402
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 
@@ -101,11 +102,10 @@ def main() -> None:
         live = fabricate(home, "running")
         live.pid_file.write_text(str(os.getpid()))
         events = [make_event(i) for i in range(1, 51)]
-        with FakeEngine.in_thread(
-            live.socket, run_id=live.run_id, events=events, telemetry=[make_sample(201)]
-        ):
+        stream = telemetry([make_sample(201)])
+        with ScriptedEngine.in_thread(live.socket, welcome_for(live.run_id), events=events, stream=stream):
             report(
-                "attach, live run (fake engine)",
+                "attach, live run (scripted engine)",
                 [time_to_first_frame(home, live) for _ in range(args.repeat)],
             )
     finally:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from engine.chaos_kinds import ChaosConfig
+from engine.chaos.config import ChaosConfig
 from engine.domain import Thresholds
 from engine.eval_config import EvalConfig
 from engine.metrics_config import MetricsConfig
@@ -105,6 +105,7 @@ class TrainConfig(_Strict):
     warmup_steps: int = Field(50, ge=0)
     """Optimizer steps of linear warm-up."""
     weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    """AdamW's decoupled weight decay (the optimizer memtui configures for DeepSpeed)."""
     grad_clip: float = Field(1.0, ge=0.0)
     """Global gradient-norm clip; 0 disables clipping."""
     initial_scale_power: int = Field(12, ge=0, le=40)
@@ -366,7 +367,7 @@ class RunConfig(_Strict):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """The supervisor's Prometheus endpoint (``engine.metrics_config``); off by default."""
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
-    """Scheduled chaos (``engine.chaos_kinds``): kinds and weights, mean interval, seed."""
+    """Scheduled chaos (``engine.chaos.table``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     alerts: AlertConfig = Field(default_factory=AlertConfig)
     """Alert thresholds, hardware reading intervals and the alert command."""
@@ -375,7 +376,7 @@ class RunConfig(_Strict):
     hardware: HardwareConfig = Field(default_factory=HardwareConfig)
     """The device's peak throughput when the table does not know it."""
     workload: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    """Optional ``module:function`` that builds a user's model and data (see README)."""
+    """Optional ``module:function`` that builds a user's model and data (docs/your-model.md)."""
     workload_dir: str | None = None
     """Directory put first on ``sys.path`` to import ``workload``; defaults to the directory
     of the config file, or where ``memtui run`` was started."""

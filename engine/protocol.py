@@ -39,7 +39,7 @@ from pydantic import (
 )
 
 from engine import wire_json
-from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
+from engine.chaos.table import ChaosKindSpec, ChaosRequest
 from engine.directive_effect import DirectiveEffect
 from engine.domain import (
     DIRECTIVE_FIELDS,
@@ -229,7 +229,7 @@ class Propose(_Message):
 
 class Chaos(_Message):
     """Operator: inject a failure to rehearse recovery; the kinds and their parameters are
-    ``engine.chaos_kinds`` (``Welcome.chaos`` says which ones this supervisor performs)."""
+    ``engine.chaos.table`` (``Welcome.chaos`` says which ones this supervisor performs)."""
 
     kind: Literal["chaos"] = "chaos"
     id: RequestId

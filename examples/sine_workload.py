@@ -1,7 +1,7 @@
 """A user workload for memtui: a small MLP learning y = sin(x) from noisy samples.
 
-Run it with ``memtui run examples/sine.toml``. The contract is in README ("Training your
-own model"): ``build(config) -> Workload`` with a model whose ``forward(*batch)`` returns
+Run it with ``memtui run examples/sine.toml``. The contract is in docs/your-model.md ("Training
+your own model"): ``build(config) -> Workload`` with a model whose ``forward(*batch)`` returns
 a scalar loss, and ``batch(step, micro, micro_batch)`` that is a pure function of its
 arguments and the run's seed, so a resumed run sees the data an uninterrupted one would.
 """

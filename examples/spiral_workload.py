@@ -3,8 +3,8 @@
 Run it with ``memtui run examples/spiral.toml``. The forward returns the loss and the
 workload's own scalars, ``(loss, {"accuracy": ...})``: memtui averages each over the step's
 micro-batches (and the ranks), stores it per step and shows it in the console's Metrics
-panel, ``memtui status --json``, ``memtui report`` and ``memtui export`` (README: "Training
-your own model"). Keep a metric a 0-dim tensor: it stays on the device until the step is
+panel, ``memtui status --json``, ``memtui report`` and ``memtui export`` (docs/your-model.md:
+"Training your own model"). Keep a metric a 0-dim tensor: it stays on the device until the step is
 reported, so it costs no host sync per micro-batch.
 """
 

@@ -4,7 +4,7 @@ Text becomes a typed value by the kind's spec (``ChaosParamSpec``: int, float or
 with bounds); a size in bytes may carry a binary suffix (``64M``, ``1.5G``, ``512KiB``). A
 value that does not fit raises ``ParamError`` naming the parameter, so the console's form
 and ``memtui chaos`` refuse it before anything is sent. ``build_request`` then makes the
-wire request (``engine.chaos_kinds.parse_request``), whose own check is the last word.
+wire request (``engine.chaos.table.parse_request``), whose own check is the last word.
 Pure and torch-free: the console and the CLI both use it.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.chaos_kinds import REQUESTS, ChaosKindSpec, ChaosParamSpec, ChaosRequest, parse_request
+from engine.chaos.table import KINDS, ChaosKindSpec, ChaosParamSpec, ChaosRequest, parse_request
 from memtui.formatting import format_bytes
 
 SIZE_UNITS: dict[str, int] = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -96,7 +96,7 @@ def parse_values(spec: ChaosKindSpec, texts: Mapping[str, str]) -> dict[str, Par
 
 def build_request(spec: ChaosKindSpec, texts: Mapping[str, str]) -> ChaosRequest:
     """The wire request for ``spec``'s kind from typed-in texts (missing ones: the defaults)."""
-    if spec.kind not in REQUESTS:
+    if spec.kind not in KINDS:
         raise ParamError("kind", f"{spec.kind!r} is unknown to this memtui (a newer engine?)")
     values = parse_values(spec, texts)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import MEMTUI, throwaway_home
-from fakes.fake_engine import make_sample
+from fakes.run_script import make_sample
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir

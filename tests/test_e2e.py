@@ -221,8 +221,8 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
     assert memtui(home, "stop", run_id).returncode == 0
 
 
-def test_readme_example_trains_a_user_workload(home: Path) -> None:
-    """README's "Training your own model": examples/sine.toml with examples/sine_workload.py."""
+def test_the_guide_example_trains_a_user_workload(home: Path) -> None:
+    """docs/your-model.md, "Training your own model": examples/sine.toml with examples/sine_workload.py."""
     from engine.run.store import Store
 
     config = Path(__file__).resolve().parents[1] / "examples" / "sine.toml"

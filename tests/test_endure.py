@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_harness import memtui, throwaway_home
 
-from engine.chaos_kinds import REQUESTS, ChaosConfig
+from engine.chaos.config import ChaosConfig, default_kinds
 from engine.run.directory import list_runs
 from engine.run.store import Store
 from engine.supervisor.chaos_schedule import schedule
@@ -46,8 +46,8 @@ def test_endure_survives_chaos_and_a_whole_tree_kill(home: Path, tmp_path: Path)
     md = tmp_path / "report.md"
     first_deck = list(
         islice(
-            schedule(ChaosConfig(kinds=dict.fromkeys(REQUESTS, 1.0), every_steps=EVERY, seed=SEED)),
-            len(REQUESTS),
+            schedule(ChaosConfig(kinds=default_kinds(), every_steps=EVERY, seed=SEED)),
+            len(default_kinds()),
         )
     )  # type: ignore[arg-type]
     corrupt = next(s.step for s in first_deck if s.kind == "corrupt_checkpoint")
@@ -63,7 +63,7 @@ def test_endure_survives_chaos_and_a_whole_tree_kill(home: Path, tmp_path: Path)
     assert report["state"] == "completed" and report["steps_sustained"] == STEPS
     assert report["fatal_ooms"] == 0 and report["samples_per_step_constant"]
     assert report["whole_tree_resumes"] == 1 and report["resume_success"] == 1.0
-    assert set(report["chaos"]) == set(REQUESTS)  # every kind at least once
+    assert set(report["chaos"]) == set(default_kinds())  # every kind at least once
     for kind, tally in report["chaos"].items():  # every injection recovered
         assert tally["injected"] >= 1 and tally["recovered"] == tally["injected"] and tally["failed"] == 0, (
             kind

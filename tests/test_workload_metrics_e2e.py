@@ -1,6 +1,6 @@
-"""End to end: README's metric example (examples/spiral.toml) through the real CLI, supervisor
-and DeepSpeed trainer on the CPU: the workload's accuracy is stored with every step, and
-``status --json``, ``export`` and ``report`` give it back."""
+"""End to end: the guide's metric example (docs/your-model.md, examples/spiral.toml) through
+the real CLI, supervisor and DeepSpeed trainer on the CPU: the workload's accuracy is stored
+with every step, and ``status --json``, ``export`` and ``report`` give it back."""
 
 from __future__ import annotations
 

@@ -3,18 +3,12 @@ the run's ``[chaos]`` schedule carried out.
 
 A request (an operator's ``Chaos`` or a scheduled draw) is refused with an Error that says
 why, changing and storing nothing, when it cannot be done now: the run is stopping or
-ended, no trainer runs (trainer kinds and kill/preempt), no verified checkpoint exists
-(corrupt_checkpoint). Otherwise ``chaos_injected`` is stored (chaos id, kind, parameters
-with defaults, source, newest step, the pid or file acted on), and then it is done:
-
-- supervisor kinds: ``kill`` (SIGKILL of the trainer's process group; the restart policy
-  treats it like any unasked death), ``preempt`` (SIGTERM, as a preempting host sends: the
-  trainer saves and exits; SIGKILL after the stop grace if it is still there),
-  ``corrupt_checkpoint`` (``chaos_acts.corrupt``), ``drop_consoles`` (every console closed
-  once its queue drained: they reconnect and replay), ``planner_storm``
-  (``chaos_acts.storm``, in slices between which the loop serves steps and consoles);
-- trainer kinds go to the trainer as ``InjectChaos``; it says ``chaos_applied`` when one
-  takes effect at a step boundary.
+ended, or its performer cannot aim (no trainer runs, no verified checkpoint exists, ...).
+Otherwise ``chaos_injected`` is stored (chaos id, kind, parameters with defaults, source,
+newest step, the pid or file acted on), and then its performer acts
+(``engine.supervisor.chaos_performer``: the supervisor's own kinds in
+``chaos_performers/``, every trainer kind sent to the trainer as ``InjectChaos``; it says
+``chaos_applied`` when one takes effect at a step boundary).
 
 ``chaos_recovery.RecoveryTracker`` turns steps and events into ``chaos_recovered`` verdicts.
 The schedule (``chaos_schedule``) injects a kind when the newest step reaches its scheduled
@@ -27,39 +21,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from engine.chaos_kinds import CHAOS_ADAPTER, REQUESTS, ChaosConfig, ChaosKindSpec, ChaosRequest, chaos_specs
+from engine.chaos.config import ChaosConfig
+from engine.chaos.table import CHAOS_ADAPTER, ChaosKindSpec, ChaosRequest, chaos_specs, values_of
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered
-from engine.protocol import Chaos, Error, InjectChaos, Ok
+from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
-from engine.supervisor import chaos_acts
 from engine.supervisor.attempts import Attempts
+from engine.supervisor.chaos_performer import Aim, performers
 from engine.supervisor.chaos_recovery import Pending, RecoveryTracker
 from engine.supervisor.chaos_schedule import Scheduled, schedule
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainer_link import TrainerLink
-from engine.supervisor.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
 
-PERFORMED = tuple(REQUESTS)
-"""The kinds this supervisor carries out: advertised to consoles in ``Welcome``."""
 WATCH_INTERVAL_S = 1.0  # s between checks of the recovery deadlines
 REPLAY_PAGE = 1000  # stored events read per page when taking up a predecessor's injections
-STORM_SLICE = 50  # hostile directives per slice of a storm (~10 ms of the event loop)
-CONSOLE_DRAIN_S = 1.0  # s consoles get to receive what is queued before they are dropped
 
 
 def advertised() -> list[ChaosKindSpec]:
-    return chaos_specs(PERFORMED)
+    """The kinds this supervisor carries out (a performer for each): sent in ``Welcome``."""
+    return chaos_specs(performers())
 
 
 class ChaosDesk:
@@ -132,92 +122,37 @@ class ChaosDesk:
         self, request: ChaosRequest, source: str, *, request_id: Any = None, scheduled_step: int | None = None
     ) -> Ok | Error:
         kind = request.kind
-        refusal = self._refusal(request)
-        target = None
-        if refusal is None and kind == "corrupt_checkpoint":
-            target = chaos_acts.corruption_target(self.run.checkpoints)
-            if target is None:
-                refusal = "there is no verified checkpoint to corrupt yet"
-        if refusal is not None:
-            return Error(id=request_id, reason=f"chaos {kind}: {refusal}")
+        performer = performers().get(kind)
+        aim: Aim | str = f"this supervisor does not perform {kind}"
+        if self.journal.ended or self.attempts.stop_reason is not None:
+            aim = f"the run is {self.journal.state}: there is nothing to inject into"
+        elif performer is not None:
+            aim = performer.aim(self, self.journal.state)
+        if performer is None or isinstance(aim, str):
+            return Error(id=request_id, reason=f"chaos {kind}: {aim}")
         chaos_id = f"c-{uuid.uuid4().hex[:8]}"
-        pid = self.attempts.pid if kind in ("kill", "preempt") else None
-        params = request.model_dump(mode="json", exclude={"kind"})
+        params = values_of(request)
         injected = ChaosInjected(
             chaos_id=chaos_id,
             kind=kind,
             params=params,
             source=source,
             step=self.latest_step(),
-            pid=pid,
-            target=target.file if target is not None else None,
+            pid=aim.pid,
+            target=aim.target,
             scheduled_step=scheduled_step,
         )
-        self.journal.record(injected, _describe(injected), attempt=self.attempts.attempt)
+        self.journal.record(injected, _describe(injected, aim), attempt=self.attempts.attempt)
         pending = Pending(chaos_id, kind, params, self.clock(), self.attempts.attempt)
-        if target is not None:
-            pending.target, pending.target_step = target.tag, target.step
+        pending.target, pending.target_step = aim.target_tag, aim.target_step
         self.tracker.injected(pending)
         self._watch_wake.set()
-        self._act(request, chaos_id, pid, target)
-        return Ok(id=request_id, result={"chaos_id": chaos_id, "kind": kind, "pid": pid})
+        performer.act(self, request, chaos_id, aim)
+        return Ok(id=request_id, result={"chaos_id": chaos_id, "kind": kind, "pid": aim.pid})
 
-    def _refusal(self, request: ChaosRequest) -> str | None:
-        """Why ``request`` cannot be done now; None: it can."""
-        if self.journal.ended or self.attempts.stop_reason is not None:
-            return f"the run is {self.journal.state}: there is nothing to inject into"
-        performer = REQUESTS[request.kind].performer
-        if performer == "trainer" and self.trainer() is None:
-            return f"no trainer is running (the run is {self.journal.state})"
-        if request.kind in ("kill", "preempt") and self.attempts.pid is None:
-            return f"no trainer is running to {request.kind} (the run is {self.journal.state})"
-        return None
-
-    def _act(self, request: ChaosRequest, chaos_id: str, pid: int | None, target: Any) -> None:
-        kind = request.kind
-        if kind == "kill":
-            self.attempts.kill()
-        elif kind == "preempt" and pid is not None:
-            kill_group(pid, signal.SIGTERM)
-            loop = asyncio.get_running_loop()
-            loop.call_later(self.attempts.stop_grace_s, self._kill_if_still, pid)
-        elif kind == "corrupt_checkpoint":
-            try:
-                chaos_acts.corrupt(self.run.checkpoints, target)
-            except OSError as err:  # pruned meanwhile, or unwritable: injected, but not done
-                detail = f"could not corrupt {target.file}: {err.strerror or err}"
-                self._record(self.tracker.resolve(chaos_id, False, self.clock(), detail))
-        elif kind == "drop_consoles":
-            self.spawn(self._drop_consoles(chaos_id), "chaos: drop consoles")
-        elif kind == "planner_storm":
-            self.spawn(self._storm(chaos_id, request.count), "chaos: planner storm")  # type: ignore[union-attr]
-        else:
-            link = self.trainer()
-            if link is not None:
-                link.send(InjectChaos(chaos_id=chaos_id, request=request))
-
-    def _kill_if_still(self, pid: int) -> None:
-        """The preempting host's SIGKILL after the grace, to the same trainer only."""
-        if self.attempts.pid == pid:
-            log.warning("preempted trainer pid %d still there after the grace: SIGKILL", pid)
-            self.attempts.kill()
-
-    async def _storm(self, chaos_id: str, count: int) -> None:
-        """The storm in slices, so that steps and consoles are served between them."""
-        refused = admitted = 0
-        for first in range(0, count, STORM_SLICE):
-            done = chaos_acts.storm(self.directives, min(STORM_SLICE, count - first), first)
-            refused, admitted = refused + done[0], admitted + done[1]
-            await asyncio.sleep(0)
-        detail = f"{refused} of {count} hostile directives refused, {admitted} admitted"
-        self._record(self.tracker.resolve(chaos_id, admitted == 0, self.clock(), detail))
-
-    async def _drop_consoles(self, chaos_id: str) -> None:
-        await self.consoles.drain(CONSOLE_DRAIN_S)  # the requester gets its answer first
-        dropped = sum(1 for _ in self.consoles)
-        await self.consoles.close()
-        detail = f"{dropped} console connection{'s' if dropped != 1 else ''} closed"
-        self._record(self.tracker.resolve(chaos_id, True, self.clock(), detail))
+    def resolve(self, chaos_id: str, recovered: bool, detail: str) -> None:
+        """A verdict the performer decided itself (how many consoles closed, a storm refused)."""
+        self._record(self.tracker.resolve(chaos_id, recovered, self.clock(), detail))
 
     # ---------------------------------------------------------------- the run's news
 
@@ -260,12 +195,12 @@ class ChaosDesk:
             self.journal.record(verdict, message[:4096], severity=severity, attempt=self.attempts.attempt)
 
 
-def _describe(injected: ChaosInjected) -> str:
+def _describe(injected: ChaosInjected, aim: Aim) -> str:
     what = f"chaos {injected.kind}"
     if injected.params:
         what += " (" + ", ".join(f"{k}={v}" for k, v in injected.params.items()) + ")"
     if injected.pid is not None:
         what += f" on trainer pid {injected.pid}"
     if injected.target is not None:
-        what += f": bytes flipped in {injected.target}"
+        what += f": {aim.done_to_it or 'acted on'} in {injected.target}"
     return what + f" [{injected.source}]"

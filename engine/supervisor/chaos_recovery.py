@@ -4,43 +4,27 @@ Each accepted injection is tracked from ``chaos_injected`` until a verdict, whic
 ``chaos_recovered`` event with the same chaos id: recovered when the run shows it is healthy
 again, or not recovered at ``recovery_timeout_s`` (or when the run ends first). The tracker
 only reads what the supervisor already sees (the trainer's steps and the recorded events)
-and is given the time, so its decisions are tested without processes. The signals:
+and is given the time, so its decisions are tested without processes. Each kind's own
+signal is its contract's (``engine.chaos.kinds``: ``step_shows``, ``event_shows``,
+``applied_shows``, ``releases``, ``settled``); what holds for every kind is here:
 
-- ``kill``, ``preempt``: a step reported by a newer attempt than the one hit. A preemption
-  the run is not restarted after counts as recovered when a checkpoint was saved after it
-  (the final save) and the run then ended without failing.
-- ``oom``: any step reported after the trainer's ``chaos_applied`` (the step was retried,
-  adapted, or the attempt restarted).
-- ``nan_loss``, ``overflow``: a step at or after the burst (applied step + K) with a finite
-  loss and no overflow; ``spike``: likewise, a step after the poisoned one (which telemetry
-  numbers applied step + 1).
-- ``slow_steps``, ``ballast`` with steps > 0: a step at or after applied step + K.
-- ``ballast`` with steps = 0: a later ``release`` applied; ``release``: its own
-  ``chaos_applied``.
-- ``disk_full``: a ``checkpoint_saved`` after at least K ``checkpoint_failed`` following the
-  ``chaos_applied``; or, like ``ballast``, a newer attempt training than the one that held it
-  (a kill or a restart of the whole tree ends the trainer's state before the count ran out).
-- ``corrupt_checkpoint``: the corrupted tag rejected (``checkpoint_rejected`` for it, or
-  named among a load's skipped tags), or a newer checkpoint saved.
-- ``drop_consoles``, ``planner_storm``: decided by the supervisor when it performs them
-  (``resolve``): how many consoles were closed; every directive refused and none applied.
+- a trainer kind whose trainer died before applying it: the run is healthy again when a
+  newer attempt trains (the detail says it was never applied);
+- a kind owned by the trainer (its effect lives in that process, e.g. ballast, failing
+  saves): a newer attempt training than the one that held it;
+- a kind the supervisor decides itself (``resolve``): when it performs it;
 - a new supervisor (after the whole process tree was killed) takes up the injections its
   predecessor left without a verdict by replaying the stored events (``replay``), then goes
-  on as above: a kill is recovered when the resumed run's attempt trains.
-- a trainer kind whose trainer died before applying it: the run is healthy again when a
-  newer attempt trains (the detail says it was never applied).
+  on as above.
 Torch-free.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
-from engine.chaos_kinds import REQUESTS
-from engine.checkpoints.catalog import TAG_PATTERN
+from engine.chaos.kind import ChaosKind, CheckpointNews, Pending, Saved
+from engine.chaos.table import kind_of
 from engine.domain import Event, TelemetrySample
 from engine.events import (
     ChaosApplied,
@@ -51,38 +35,9 @@ from engine.events import (
     CheckpointRejected,
     CheckpointSaved,
 )
+from engine.supervisor.chaos_performer import performers
 
-OWNED_BY_THE_TRAINER = frozenset({"disk_full", "ballast"})
-"""Kinds whose effect lives in the trainer process until a count runs out (saves that fail,
-ballast until a release): a restart ends them, so a newer attempt training is the recovery."""
-SUPERVISOR_KINDS = frozenset(kind for kind, model in REQUESTS.items() if model.performer == "supervisor")
-
-
-@dataclass
-class Pending:
-    """One injection waiting for its verdict."""
-
-    chaos_id: str
-    kind: str
-    params: dict[str, Any]
-    at: float
-    """Time of the injection (s since the epoch)."""
-    attempt: int
-    """The trainer attempt running when it was injected."""
-    target: str | None = None
-    """corrupt_checkpoint: the tag whose bytes were flipped."""
-    target_step: int | None = None
-    applied_step: int | None = None
-    """The step the trainer says it applies from (``chaos_applied``)."""
-    applied_attempt: int | None = None
-    """The trainer attempt that applied it (its state dies with that process)."""
-    failed_saves: int = 0
-    saved_after: list[int] = field(default_factory=list)
-    """Steps of checkpoints saved after the injection."""
-
-    def burst(self) -> int:
-        """Steps the injection lasts (K), 0 for kinds without a length."""
-        return int(self.params.get("steps") or 0)
+__all__ = ["Pending", "RecoveryTracker", "pending_of"]
 
 
 class RecoveryTracker:
@@ -134,8 +89,9 @@ class RecoveryTracker:
         if applied is not None:
             return self._applied(applied, now, event.attempt)
         verdicts = []
+        news = news_of(event)
         for pending in list(self.pending.values()):
-            detail = self._event_shows(pending, event)
+            detail = self._event_shows(pending, news)
             if detail is not None:
                 verdicts.append(self._verdict(pending, True, now, _step_of(event), detail))
         return verdicts
@@ -146,27 +102,23 @@ class RecoveryTracker:
             return []
         pending.applied_step = applied.step
         pending.applied_attempt = attempt
-        if pending.kind != "release":
+        model = kind_of(pending.kind)
+        detail = model.applied_shows(pending, applied.step) if model is not None else None
+        if model is None or detail is None:
             return []
-        verdicts = [self._verdict(pending, True, now, applied.step, f"released at step {applied.step}")]
-        for held in list(self.pending.values()):  # ballast held until a release
-            if held.kind == "ballast" and held.burst() == 0 and held.applied_step is not None:
-                detail = f"released at step {applied.step} ({applied.chaos_id})"
-                verdicts.append(self._verdict(held, True, now, applied.step, detail))
+        verdicts = [self._verdict(pending, True, now, applied.step, detail)]
+        for held in list(self.pending.values()):  # e.g. ballast held until a release
+            if model.releases(held):
+                verdicts.append(
+                    self._verdict(held, True, now, applied.step, f"{detail} ({applied.chaos_id})")
+                )
         return verdicts
 
-    def _event_shows(self, pending: Pending, event: Event) -> str | None:
-        saved = CheckpointSaved.of(event)
-        if saved is not None:
-            pending.saved_after.append(saved.step)
-        if pending.kind == "disk_full" and pending.applied_step is not None:
-            if CheckpointFailed.of(event) is not None:
-                pending.failed_saves += 1
-            elif saved is not None and pending.failed_saves >= int(pending.params.get("saves", 1)):
-                return f"{pending.failed_saves} saves failed, then {saved.tag} saved"
-        if pending.kind == "corrupt_checkpoint":
-            return _corruption_caught(pending, event, saved)
-        return None
+    def _event_shows(self, pending: Pending, news: CheckpointNews) -> str | None:
+        if news.saved is not None:
+            pending.saved_after.append(news.saved.step)
+        model = kind_of(pending.kind)
+        return model.event_shows(pending, news) if model is not None else None
 
     # ------------------------------------------------------------------ deadlines
 
@@ -180,9 +132,11 @@ class RecoveryTracker:
         """The run ends (``state``): a verdict for every injection still waiting."""
         verdicts = []
         for pending in list(self.pending.values()):
-            if pending.kind == "preempt" and pending.saved_after and state != "failed":
-                detail = f"the run ended {state} after a final save at step {pending.saved_after[-1]}"
-                verdicts.append(self._verdict(pending, True, now, pending.saved_after[-1], detail))
+            model = kind_of(pending.kind)
+            settled = model.settled(pending, state) if model is not None else None
+            if settled is not None:
+                step = pending.saved_after[-1] if pending.saved_after else None
+                verdicts.append(self._verdict(pending, True, now, step, settled))
             else:
                 detail = f"the run ended {state} before it recovered"
                 verdicts.append(self._verdict(pending, False, now, None, detail))
@@ -206,57 +160,46 @@ class RecoveryTracker:
 def pending_of(injected: ChaosInjected, event: Event) -> Pending:
     """The tracking of a stored ``chaos_injected`` (``event``)."""
     pending = Pending(injected.chaos_id, injected.kind, injected.params, event.ts, event.attempt or 0)
-    if injected.kind == "corrupt_checkpoint" and injected.target:
-        pending.target = injected.target.split("/")[0]
-        found = TAG_PATTERN.match(pending.target)
-        pending.target_step = int(found.group(1)) if found else None
+    performer = performers().get(injected.kind)
+    if performer is not None:
+        performer.taken_up(pending, injected)
     return pending
 
 
 def _step_shows(pending: Pending, sample: TelemetrySample) -> str | None:
     """What ``sample`` shows about ``pending``'s recovery (None: nothing yet)."""
-    kind, applied = pending.kind, pending.applied_step
-    if kind in ("kill", "preempt"):
+    model = kind_of(pending.kind)
+    if model is None or model.performer == "trainer":
+        verdict = _trainer_gone(pending, sample, model)
+        if verdict is not None or pending.applied_step is None or model is None:
+            return verdict
+    return model.step_shows(pending, sample)
+
+
+def _trainer_gone(pending: Pending, sample: TelemetrySample, model: type[ChaosKind] | None) -> str | None:
+    """A trainer kind's trainer ended before it applied it, or while it held its effect."""
+    if pending.applied_step is None:
         if sample.attempt > pending.attempt:
-            return f"attempt {sample.attempt} reported step {sample.step}"
-        return None
-    if applied is None:
-        if sample.attempt > pending.attempt and kind not in SUPERVISOR_KINDS:
             return f"never applied: attempt {pending.attempt} ended first; attempt {sample.attempt} trains"
         return None
-    if kind == "oom":  # applied at the boundary before the step that ran out of memory
-        oomed = applied + 1  # that step as telemetry numbers it: the one redone
-        how = (
-            "trained, redone after its OOM"
-            if sample.step == oomed
-            else f"trained after the OOM in step {oomed}"
-        )
-        return f"step {sample.step} {how}"
     held_by = pending.applied_attempt
-    if kind in OWNED_BY_THE_TRAINER and held_by is not None and sample.attempt > held_by:
+    owned = model is not None and model.owned_by_the_trainer
+    if owned and held_by is not None and sample.attempt > held_by:
         return f"attempt {held_by}, which held it, ended; attempt {sample.attempt} trains without it"
-    end = applied + (2 if kind == "spike" else pending.burst())  # a spike: the step after the poisoned one
-    if kind in ("nan_loss", "overflow", "spike"):
-        if sample.step >= end and math.isfinite(sample.loss) and not sample.overflow:
-            return f"step {sample.step}: finite loss {sample.loss:.4g}, no overflow"
-        return None
-    lasting = kind == "slow_steps" or (kind == "ballast" and pending.burst() > 0)
-    if lasting and sample.step >= end:
-        return f"step {sample.step} reached, {pending.burst()} steps after step {applied}"
     return None
 
 
-def _corruption_caught(pending: Pending, event: Event, saved: CheckpointSaved | None) -> str | None:
-    tag = pending.target
+def news_of(event: Event) -> CheckpointNews:
+    """What ``event`` says of the checkpoints, for the kinds' ``event_shows``."""
+    saved = CheckpointSaved.of(event)
     rejected = CheckpointRejected.of(event)
-    if rejected is not None and rejected.tag == tag:
-        return f"{tag} rejected: {rejected.problem}"
     loaded = CheckpointLoaded.of(event)
-    if loaded is not None and any(s.split(":")[0] == tag for s in loaded.skipped):
-        return f"{tag} skipped on load; {loaded.tag} loaded"
-    if saved is not None and pending.target_step is not None and saved.step > pending.target_step:
-        return f"a newer checkpoint {saved.tag} saved"
-    return None
+    return CheckpointNews(
+        saved=Saved(saved.tag, saved.step) if saved is not None else None,
+        failed=CheckpointFailed.of(event) is not None,
+        rejected=(rejected.tag, rejected.problem) if rejected is not None else None,
+        loaded=(loaded.tag, tuple(loaded.skipped)) if loaded is not None else None,
+    )
 
 
 def _step_of(event: Event) -> int | None:

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from engine.chaos_kinds import ChaosConfig
+from engine.chaos.config import ChaosConfig
 
 
 class Scheduled(NamedTuple):

@@ -6,8 +6,10 @@ from the store, paced by its outbox) and answers to its requests; the one traine
 welcome and the commands it missed, and reports steps and events. What each side may say
 is a table from message type to handler; anything else is answered with an ``Error`` and
 the conversation goes on. Every bad input (and a missing hello, a foreign uid) is also
-logged with the peer's pid and uid, rate-limited per connection (``BadInputLog``). What the
-requests do to the run is the ``Served`` run's business (the ``Supervisor``). Torch-free.
+logged with the peer's pid and uid, rate-limited per connection (``BadInputLog``). What a
+console's requests do to the run is the ``Served`` run's business (the ``Supervisor``); what
+the trainer reports goes straight to its owner (``ReportOwner``: ``TrainerReports``), and the
+trainer connected now sits in the ``TrainerSeat``. Torch-free.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
 from engine.directives.pacer import DirectivePacer
 from engine.domain import Thresholds
 from engine.events import PAYLOADS, SUPERVISOR_EVENTS
@@ -59,8 +61,8 @@ from engine.supervisor.bad_input_log import BadInputLog, LogBudget
 from engine.supervisor.console_outbox import ConsoleClient
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.peer_lines import decoded_lines, refuse, say_and_close
-from engine.supervisor.served import DirectiveRequest, Served
-from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.served import DirectiveRequest, ReportOwner, Served
+from engine.supervisor.trainer_link import TrainerLink, TrainerSeat
 from engine.wire_json import shorten
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ class ConnectionServer:
     def __init__(
         self,
         served: Served,
+        reports: ReportOwner,
+        seat: TrainerSeat,
         store: Store,
         consoles: Consoles,
         *,
@@ -102,6 +106,10 @@ class ConnectionServer:
         on_failure: Callable[[str, BaseException, bool], None] | None = None,
     ) -> None:
         self.served = served
+        self.reports = reports
+        """Takes the trainer's greeting, steps and events."""
+        self.seat = seat
+        """The connected trainer, if any: seated here, read by the parts that talk to it."""
         self.on_failure = on_failure
         """Told of a conversation that failed unexpectedly (its name, the exception, False)."""
         self.store = store
@@ -113,8 +121,6 @@ class ConnectionServer:
         """The run's memory levels and loss-scale floor: consoles colour by them."""
         self.owner_uid = owner_uid
         """Only peers of this uid may connect."""
-        self.trainer: TrainerLink | None = None
-        """The connected trainer, if any."""
         self._server: asyncio.AbstractServer | None = None
         self._path: Path | None = None
         self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket file we bound
@@ -140,13 +146,6 @@ class ConnectionServer:
             Ping: self._trainer_ping,
         }
 
-    def send_to_trainer(self, message: BaseModel) -> bool:
-        """Send ``message`` to the connected trainer; False if none is connected now."""
-        if self.trainer is None:
-            return False
-        self.trainer.send(message)
-        return True
-
     async def listen(self, path: Path) -> None:
         """Serve ``path`` (mode 0600); a socket file left there is stale (we own the run's lock)."""
         if path.exists() or path.is_symlink():
@@ -165,8 +164,8 @@ class ConnectionServer:
             self._server.close()
             self._remove_socket()
         await self.consoles.close()
-        if self.trainer is not None:
-            self.trainer.writer.close()
+        if self.seat.link is not None:
+            self.seat.link.writer.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -339,15 +338,15 @@ class ConnectionServer:
     async def _serve_trainer(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pid: int | None, bad: BadInputLog
     ) -> None:
-        if self.trainer is not None:
-            refusal = f"a trainer is already connected (pid {self.trainer.pid})"
+        if self.seat.link is not None:
+            refusal = f"a trainer is already connected (pid {self.seat.link.pid})"
             bad.note(refusal)
             await say_and_close(writer, Error(reason=refusal))
             return
-        link = self.trainer = TrainerLink(writer, pid)
+        link = self.seat.link = TrainerLink(writer, pid)
         log.info("trainer connected (pid %s)", pid)
         link.send(self._welcome())
-        self.served.greet_trainer(link)
+        self.reports.greet(link)
         try:
             async for message in decoded_lines(reader, link.send, bad):
                 handler = self._trainer_handlers.get(type(message), self._not_from_trainer)
@@ -360,8 +359,8 @@ class ConnectionServer:
                     self._failed(f"trainer {message.kind}", err)
         finally:
             link.closed.set()
-            if self.trainer is link:
-                self.trainer = None
+            if self.seat.link is link:
+                self.seat.link = None
             log.info("trainer disconnected (pid %s)", pid)
 
     def _failed(self, name: str, err: BaseException) -> None:
@@ -369,7 +368,7 @@ class ConnectionServer:
             self.on_failure(name, err, False)
 
     def _step(self, link: TrainerLink, message: StepReport) -> None:
-        self.served.on_step(message.sample)
+        self.reports.on_step(message.sample)
 
     def _trainer_event(self, link: TrainerLink, message: TrainerEvent) -> None:
         """A trainer's event: one of the supervisor's own types is refused, a known type's data
@@ -383,7 +382,7 @@ class ConnectionServer:
             first = err.errors(include_url=False, include_input=False)[0]
             where = shorten(".".join(str(p) for p in first["loc"]) or "(data)")
             raise ProtocolError(f"{message.type}: data.{where}: {shorten(first['msg'], 200)}") from None
-        self.served.on_trainer_event(message, payload)
+        self.reports.on_event(message, payload)
 
     def _trainer_ping(self, link: TrainerLink, message: Ping) -> None:
         link.send(Ok(id=message.id))

@@ -2,9 +2,11 @@
 
 It takes the run directory first (its lock, held for the supervisor's life, then the pid
 file: ``engine.run.ownership``; a second supervisor leaves before touching anything), opens
-the store, reads and validates ``run.json`` once, then wires the parts: the journal (events
-stored then fanned out, the run's state), the connection server (consoles and the trainer
-on ``engine.sock``), the trainer attempts (launch, stop, restart), alerts and health,
+the store, reads and validates ``run.json`` once, then wires the parts (``_wire`` is the
+wiring diagram; ``supervisor_parts`` builds them): the journal (events stored, then told to
+its watchers, the one fan-out of events; the run's state), the connection server (consoles
+and the trainer on ``engine.sock``), the trainer's reports (its steps go to one ordered list
+of step consumers), the trainer attempts (launch, stop, restart), alerts and health,
 directives and planners, chaos (injections, their recovery, the schedule). It runs attempts
 until one ends the run and records the ending. A run.json that cannot be used ends the run
 as failed with the reason before anything starts. Torch-free, so it starts in a blink and
@@ -26,18 +28,14 @@ import os
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
-from engine.checkpoints.store import newest_verified_step
 from engine.config import RunConfig
 from engine.config_file import ConfigError
-from engine.directives.failed_sizes import stored_ooms
 from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue
-from engine.doctor.examiner import ops_required_by
 from engine.domain import RunState, RunStatus, TelemetrySample
-from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import Chaos, Error, Ok, TrainerEvent
+from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.ownership import Ownership, OwnershipRefused
@@ -53,6 +51,7 @@ from engine.run.status import (
 from engine.run.store import Store
 from engine.run.throughput import ThroughputTally, throughput_or_none
 from engine.supervisor import chaos
+from engine.supervisor import supervisor_parts as parts
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.checkpoint_watch import CheckpointWatch
@@ -63,14 +62,13 @@ from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
 from engine.supervisor.metrics_endpoint import serve_metrics
 from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
-from engine.supervisor.rollback_restart import RollbackDesk
+from engine.supervisor.run_progress import RunProgress
 from engine.supervisor.served import DirectiveRequest
 from engine.supervisor.spool_intake import outlast_orphan, take_in
-from engine.supervisor.standby import standby_for
 from engine.supervisor.stop_signals import install_stop_signals
 from engine.supervisor.storage_outage import StorageOutage
-from engine.supervisor.trainer_link import TrainerLink
-from engine.supervisor.trainer_process import Placement, TrainerExit, default_trainer_command, ending
+from engine.supervisor.trainer_link import TrainerSeat
+from engine.supervisor.trainer_process import TrainerExit, ending
 from engine.supervisor.trainer_reports import TrainerReports
 
 log = logging.getLogger(__name__)
@@ -97,10 +95,9 @@ class Supervisor:
         config: RunConfig | None = None,
     ) -> None:
         self.run = run
-        self.trainer_cmd = list(trainer_cmd) if trainer_cmd is not None else None  # None: per ranks
-        self.stop_grace_s = stop_grace_s  # s to SIGKILL after a stop; None: the run's config says
+        command = list(trainer_cmd) if trainer_cmd is not None else None
+        self.launch = parts.TrainerLaunch(command, stop_grace_s, fresh_start)
         self.owner_uid = os.getuid() if owner_uid is None else owner_uid  # only its peers connect
-        self.fresh_start = fresh_start  # --fresh for the first trainer (memtui resume --fresh)
         self.config = config  # validated; read once from run.json by serve() unless given
         self.serving = asyncio.Event()
         """Set once the socket accepts connections (for in-process users)."""
@@ -118,6 +115,7 @@ class Supervisor:
         self._attempts: Attempts | None = None
         self._connections: ConnectionServer | None = None
         self._reports: TrainerReports | None = None
+        self._progress: RunProgress | None = None
         self._outage: StorageOutage | None = None
         self._chaos: chaos.ChaosDesk | None = None
         self._hangs: HangRecovery | None = None
@@ -149,7 +147,7 @@ class Supervisor:
     @property
     def latest(self) -> TelemetrySample | None:
         """The newest step sample the trainer reported to this supervisor."""
-        return self._reports.latest if self._reports is not None else None
+        return self._progress.latest if self._progress is not None else None
 
     def _latest_step(self) -> int:
         """The newest step reported, by this supervisor's trainer or (before one) stored."""
@@ -219,93 +217,39 @@ class Supervisor:
         return before
 
     def _wire(self, config: RunConfig, before: RunMeta) -> None:
-        """The parts that the validated config shapes; attempts count on from ``before``."""
-        self.config = config
-        record = self.journal.record
-        connections = self._connections = ConnectionServer(
-            self,
-            self.store,
-            self.consoles,
-            run_id=self.run.run_id,
-            owner_uid=self.owner_uid,
-            thresholds=config.thresholds(),
-            chaos=chaos.advertised(),
-            on_failure=self._tasks.report,
+        """The wiring diagram: each part and what it is connected to (built in
+        ``supervisor_parts``). The journal's watchers hear each event in the order their parts
+        are built here, the run's progress and the trainer's reports last: what a trainer's event
+        moves follows what every other part made of it. The trainer's reports go from the
+        connection straight to ``reports``."""
+        self.config, policy = config, config.policy
+        run, journal, spawn, newest = self.run, self.journal, self._spawn, self._latest_step
+        seat = TrainerSeat()  # the trainer connected now: the connection seats it, these parts talk to it
+        directives = self.directives = parts.directive_queue(config, journal, seat.send)
+        health = self.health = HealthFeed(journal, directives, require_accelerator=policy.require_accelerator)
+        alerts = self.alerts = parts.alert_watch(config, run, journal, health, lambda: self.attempts)
+        planner = self.planner = build_planner(policy, directives, journal.record, alert=alerts.record)
+        attempts = self._attempts = parts.trainer_attempts(
+            config, run, journal, alerts, before, self.launch, seat, newest, spawn
         )
-        self.directives = DirectiveQueue(
-            config, record, connections.send_to_trainer, keep=self.store.add_decision
-        )
-        self.directives.ooms.update(stored_ooms(self.store))  # what an earlier supervisor was told
-        require = config.policy.require_accelerator
-        self.health = HealthFeed(self.journal, self.directives, require_accelerator=require)
-        follower = config.train.node_rank > 0
-        self.alerts = AlertWatch(
-            config.alerts,
-            self.health.record,
-            memory=config.memory,
-            run_dir=self.run.path,
-            checkpoint_dir=self.run.checkpoints,
-            pids=lambda: {"supervisor": os.getpid(), **self.attempts.pids()},
-            # a follower node's ranks report to node 0's supervisor, never to this one
-            expecting_steps=lambda: (
-                not follower and self.state == "running" and self.attempts.pid is not None
-            ),
-            on_hardware=self.consoles.offer_hardware,
-            required_ops=ops_required_by(config),
-        )
-        self.planner = build_planner(config.policy, self.directives, record, alert=self.alerts.record)
-        ranks = config.train.ranks
-        self._attempts = Attempts(
-            self.run,
-            self.journal,
-            default_trainer_command(ranks=Placement.of(config))
-            if self.trainer_cmd is None
-            else self.trainer_cmd,
-            config.restart,
-            self.alerts,
-            ranks=ranks,
-            follower=follower,
-            stop_grace_s=config.checkpoint.stop_grace_s if self.stop_grace_s is None else self.stop_grace_s,
-            fresh_start=self.fresh_start,
-            link=lambda: connections.trainer,
-            latest_step=self._latest_step,
-            attempt=before.attempt,
-            restarts=before.restarts,
-            hold=before.hold,
-            standby=standby_for(config, self.run, self.journal, self._spawn, self.trainer_cmd is not None),
-        )
-        if not follower:  # node 0 owns the run's checkpoints and restarts
-            desk = RollbackDesk(self.run, self.journal, self.attempts)
-            self.directives.checkpoints, self.directives.perform_rollback = desk.verified, desk.perform
-        if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
-            self.attempts.resumption.expect(self._latest_step(), newest_verified_step(self.run.checkpoints))
-        meeting = self._rendezvous = rendezvous_watch(config, self.journal, self.attempts, self._end_run)
-        waiting = meeting.waiting if meeting is not None else (lambda: False)
-        hang_s = config.restart.hang_s
-        self._hangs = HangRecovery(
-            self.attempts, self.journal, hang_s, self._latest_step, at_rendezvous=waiting
-        )
-        self._reports = TrainerReports(
-            self.journal, self.attempts, self.alerts, self.directives, self.planner, self._spawn
-        )
-        self._chaos = chaos.ChaosDesk(
-            self.run,
-            self.journal,
-            self.attempts,
-            self.directives,
-            config.chaos,
-            trainer=lambda: connections.trainer,
-            latest_step=self._latest_step,
-            spawn=self._spawn,
-        )
+        parts.rollback_desk(config, run, journal, attempts, directives)  # offered by the directives
+        meeting = self._rendezvous = rendezvous_watch(config, journal, attempts, self._end_run)
+        hangs = self._hangs = parts.hang_recovery(config, journal, attempts, meeting, newest)
+        desk = self._chaos = parts.chaos_desk(config, run, journal, attempts, directives, seat, newest, spawn)
+        progress = self._progress = RunProgress(journal, alerts)  # the newest step, the start-up, the state
+        # A step's consumers, in this order: the hang watch's clock, the run's progress (store,
+        # state, consoles), the alert rules, the directives then the planner, the chaos desk.
+        plan = parts.planning(directives, planner, spawn)
+        steps = (hangs.on_step, progress.on_step, alerts.on_step, plan, desk.on_step)
+        reports = self._reports = TrainerReports(journal, attempts, directives, planner, steps)
+        self._connections = ConnectionServer(
+            self, reports, seat, self.store, self.consoles, run_id=run.run_id, owner_uid=self.owner_uid,
+            thresholds=config.thresholds(), chaos=chaos.advertised(), on_failure=self._tasks.report,
+        )  # fmt: skip
         self._outage = StorageOutage(  # from now on a refused store write holds training
-            self.store,
-            self.attempts,
-            config.storage,
-            raise_alerts=self.alerts.raise_all,
-            spawn=self._spawn,
+            self.store, attempts, config.storage, raise_alerts=alerts.raise_all, spawn=spawn,
             end_run=self._end_run,
-        )
+        )  # fmt: skip
 
     async def _listen(self) -> None:
         assert self._connections is not None and self.alerts is not None
@@ -376,7 +320,7 @@ class Supervisor:
         if self._attempts is not None:
             self.attempts.stop(reason)
 
-    # ------------------------------------------- what the connections ask of the run (Served)
+    # ------------------------------------------ what the consoles ask of the run (Served)
 
     def status(self) -> RunStatus:
         """The same answer ``offline_status`` gives, plus the newest in-memory sample."""
@@ -397,7 +341,7 @@ class Supervisor:
             last_eval=eval_report(self.store),
             held_by=self.attempts.held_by() if self._attempts is not None else None,
             throughput=throughput_or_none(self.store, self._throughput),
-            startup=self._reports.startup_status() if self._reports is not None else None,
+            startup=self._progress.startup_status() if self._progress is not None else None,
             whole_tree_resumes=whole_tree_resumes(self.store),
             **self._checkpoints.standing.status_fields(),
         )
@@ -431,20 +375,3 @@ class Supervisor:
 
     def directive_request(self, message: DirectiveRequest) -> Ok | Error:
         return answer_request(self.directives, message)
-
-    # ------------------------------------------------------------- from the trainer
-
-    def greet_trainer(self, link: TrainerLink) -> None:
-        self.attempts.greet(link)
-        if self.directives is not None:
-            self.directives.trainer_connected()  # what it missed, and the values in effect
-
-    def on_step(self, sample: TelemetrySample) -> None:
-        if self._hangs is not None:
-            self._hangs.on_step()
-        self.reports.on_step(sample)
-        if self._chaos is not None:
-            self._chaos.on_step(sample)
-
-    def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None:
-        self.reports.on_event(message, payload)

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from engine.domain import Event
+from engine.domain import Event, TelemetrySample
 from engine.events import (
     HEARTBEAT_RULE,
     AlertRaised,
@@ -91,7 +91,8 @@ class HangRecovery:
         """A start-up phase (or a launch, a continue): the quiet time starts again."""
         self.hang.sign_of_life(self._now())
 
-    def on_step(self) -> None:
+    def on_step(self, sample: TelemetrySample) -> None:
+        """A step: the trainer is alive (its content is the other consumers' business)."""
         self.hang.on_step(self._now())
 
     def watching(self) -> bool:

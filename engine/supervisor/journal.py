@@ -7,7 +7,9 @@ that refuses writes: the event then goes out at once with the seq the store rese
 it, and is stored under that seq once the disk takes writes again
 (``engine.supervisor.storage_outage``). A change of state is a ``state_changed`` event plus
 the store's meta, in that order. Parts that follow the run by its events (the chaos
-recovery tracker) watch the journal: each is told of every event once it is recorded.
+recovery tracker, the run's progress, the reactions to the trainer's events) watch the
+journal, the one fan-out of events: each is told of every event once it is recorded, in the
+order the watchers were added (the order the supervisor's wiring builds their parts).
 Torch-free.
 """
 

@@ -1,5 +1,6 @@
-"""``Served``: what the socket's conversations ask of the run they serve (the
-``Supervisor`` implements it), and the directive requests a console may send. Torch-free."""
+"""``Served``: what the socket's consoles ask of the run they serve (the ``Supervisor``
+implements it); ``ReportOwner``: who takes what the trainer reports (``TrainerReports``);
+and the directive requests a console may send. Torch-free."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ DirectiveRequest = Approve | Clamp | Reject | Propose
 
 
 class Served(Protocol):
-    """What the conversations ask of the run they serve."""
+    """What the consoles' conversations ask of the run they serve."""
 
     @property
     def state(self) -> RunState: ...
@@ -35,9 +36,13 @@ class Served(Protocol):
 
     def directive_request(self, message: DirectiveRequest) -> Ok | Error: ...
 
-    def greet_trainer(self, link: TrainerLink) -> None:
+
+class ReportOwner(Protocol):
+    """Who owns what the trainer reports: the connection hands each report straight to it."""
+
+    def greet(self, link: TrainerLink) -> None:
         """A trainer just connected (and was welcomed): tell it what it missed."""
 
     def on_step(self, sample: TelemetrySample) -> None: ...
 
-    def on_trainer_event(self, message: TrainerEvent, payload: Payload | None) -> None: ...
+    def on_event(self, message: TrainerEvent, payload: Payload | None) -> None: ...

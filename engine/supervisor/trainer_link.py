@@ -1,4 +1,5 @@
-"""The trainer's connection as the supervisor holds it: commands go out, its lines come in.
+"""The trainer's connection as the supervisor holds it (and the seat that says which one is
+connected now): commands go out, its lines come in.
 
 Writes never wait: a trainer that stops reading gets no more answers once its unread
 bytes pass ``TRAINER_WRITE_BUFFER_MAX``, rather than costing the supervisor memory.
@@ -31,3 +32,22 @@ class TrainerLink:
         if self.writer.transport.get_write_buffer_size() > TRAINER_WRITE_BUFFER_MAX:
             return  # a trainer that reads nothing gets no more answers, rather than our memory
         self.writer.write(encode(message))
+
+
+class TrainerSeat:
+    """Who holds the trainer's end of the socket now: its link while one is connected, None
+    between trainers. The connection server seats and unseats it; the parts that talk to the
+    trainer (the directives, the attempts, the chaos desk) read it."""
+
+    def __init__(self) -> None:
+        self.link: TrainerLink | None = None
+
+    def current(self) -> TrainerLink | None:
+        return self.link
+
+    def send(self, message: BaseModel) -> bool:
+        """Send ``message`` to the connected trainer; False if none is connected now."""
+        if self.link is None:
+            return False
+        self.link.send(message)
+        return True

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.config import RunConfig
+from engine.config import RunConfig, TrainConfig
 from engine.cpu_share import OMP_ENV, OMP_WAIT_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
 from engine.rendezvous import rendezvous_id
@@ -33,24 +33,30 @@ STORE_TIMEOUT_MARGIN_S = 60  # s torchrun's limit stays beyond the supervisor's 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where this supervisor's ranks sit in the run: ``ranks`` here, on node ``node_rank`` of
-    ``nodes``, meeting the others at ``endpoint`` (torchrun's rendezvous on node 0)."""
+    """Where this supervisor's ranks sit in the run, as the run's ``[train]`` section says:
+    ``ranks`` here, on node ``node_rank`` of ``nodes``, meeting the others at
+    ``rdzv_endpoint`` (torchrun's rendezvous on node 0) under ``rdzv_id``, the id every node
+    derives from the whole config (``engine.rendezvous``). No defaults of its own: the
+    section's are the run's."""
 
-    ranks: int = 1
-    nodes: int = 1
-    node_rank: int = 0
-    endpoint: str | None = None
-    rdzv_id: str = "memtui"
-    store_timeout_s: int = STORE_TIMEOUT_S
+    train: TrainConfig
+    rdzv_id: str
 
     @classmethod
     def of(cls, config: RunConfig) -> Placement:
-        train = config.train
-        # torchrun's own limit stays behind the supervisor's join timeout, which names the mismatch
-        timeout = max(STORE_TIMEOUT_S, math.ceil(train.rdzv_timeout_s) + STORE_TIMEOUT_MARGIN_S)
-        return cls(
-            train.ranks, train.nodes, train.node_rank, train.rdzv_endpoint, rendezvous_id(config), timeout
-        )
+        return cls(config.train, rendezvous_id(config))
+
+    @property
+    def follower(self) -> bool:
+        """A node other than node 0: its ranks report to node 0's supervisor, which owns the
+        run's checkpoints, directives and consoles."""
+        return self.train.node_rank > 0
+
+    @property
+    def store_timeout_s(self) -> int:
+        """s torchrun's store waits: its own limit stays behind the supervisor's join timeout
+        (``train.rdzv_timeout_s``), which names the mismatch."""
+        return max(STORE_TIMEOUT_S, math.ceil(self.train.rdzv_timeout_s) + STORE_TIMEOUT_MARGIN_S)
 
     def torchrun_args(self) -> list[str]:
         """One host: ``--standalone``. Several: the static rendezvous at node 0's endpoint with
@@ -58,29 +64,32 @@ class Placement:
         supervisor). c10d would rank nodes by host name and pid instead, and restart workers
         by itself when a node rejoins, behind the supervisors' backs: each node's supervisor
         restarts its own torchrun instead, and the group meets again at the endpoint."""
-        if self.nodes == 1:
-            return ["--standalone", "--nnodes=1", f"--nproc-per-node={self.ranks}"]
+        train = self.train
+        if train.nodes == 1:
+            return ["--standalone", "--nnodes=1", f"--nproc-per-node={train.ranks}"]
         return [
-            f"--nnodes={self.nodes}",
-            f"--node-rank={self.node_rank}",
-            f"--nproc-per-node={self.ranks}",
+            f"--nnodes={train.nodes}",
+            f"--node-rank={train.node_rank}",
+            f"--nproc-per-node={train.ranks}",
             "--rdzv-backend=static",
-            f"--rdzv-endpoint={self.endpoint}",
+            f"--rdzv-endpoint={train.rdzv_endpoint}",
             f"--rdzv-id={self.rdzv_id}",
             f"--rdzv-conf=timeout={self.store_timeout_s}",
         ]
 
 
-def default_trainer_command(environ: dict[str, str] | None = None, ranks: int | Placement = 1) -> list[str]:
+def default_trainer_command(
+    environ: Mapping[str, str] | None = None, place: Placement | None = None
+) -> list[str]:
     """``$MEMTUI_TRAINER_CMD`` split like a shell would, else ``python -m engine.trainer``;
-    for several ranks (or nodes) that module under torchrun, which starts one process per
-    rank and tears the group down when one dies (we restart it, so torchrun itself never does)."""
+    for several ranks (or nodes) of ``place`` (None: one rank on one host) that module under
+    torchrun, which starts one process per rank and tears the group down when one dies (we
+    restart it, so torchrun itself never does)."""
     env = os.environ if environ is None else environ
-    place = ranks if isinstance(ranks, Placement) else Placement(ranks=ranks)
     custom = env.get(TRAINER_CMD_ENV, "").strip()
     if custom:
         return shlex.split(custom)
-    if place.ranks == 1 and place.nodes == 1:
+    if place is None or place.train.world_size == 1:
         return [sys.executable, "-m", "engine.trainer"]
     torchrun = ["-m", "torch.distributed.run", *place.torchrun_args()]
     return [sys.executable, *torchrun, "--max-restarts=0", "--monitor-interval=1", "-m", "engine.trainer"]

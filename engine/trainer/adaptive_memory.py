@@ -4,7 +4,8 @@ The loop calls, per optimizer step::
 
     memory.before_step(step)       ballast (tests), drift, the coming step's sequence length,
                                    controller -> maybe a new geometry
-    memory.run_step(train_step...) the step; an OOM throws the window away, shrinks, redoes it
+    memory.run_step(train_step...) the step (chaos's hook inside); an OOM throws the window
+                                   away, shrinks, redoes it
     memory.after_step(...)         measured peak -> calibration; fp16 loss-scale floor watch
 
 Geometry changes happen only here, at optimizer-step boundaries (or after a window was
@@ -85,6 +86,9 @@ from engine.trainer.step_lengths import StepLengths
 from engine.trainer.workload import BatchFn
 
 log = logging.getLogger(__name__)
+
+StepFn = Callable[..., torch.Tensor]
+StepHook = Callable[[StepFn, int], StepFn]  # hook(train_step, step): the step that runs instead
 
 
 class AdaptiveMemory:
@@ -175,21 +179,21 @@ class AdaptiveMemory:
         self.sampler.begin(None if change is not None else resident)  # a shrink freed memory: read again
 
     def run_step(
-        self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
+        self, train_step: StepFn, engine: Any, batch: BatchFn, step: int, hook: StepHook | None = None
     ) -> torch.Tensor | None:
-        """``train_step(engine, batch, step)``, redone at a smaller micro-batch after an OOM.
-
+        """``train_step(engine, batch, step)``, redone at a smaller micro-batch after an OOM;
+        ``hook`` (chaos) runs inside: its time, memory and errors are seen as a real step's.
         None when the memory path halted (see ``halted``): the loop checkpoints and stops.
         The CPU's post-forward RSS hook is on the model only while this runs (nor in
         bench/overhead.py's bare loop).
         """
         self._started = time.perf_counter()
         with self.sampler.attached(self.module):
+            if hook is not None:
+                train_step = hook(train_step, step)
             return self._run_window(train_step, engine, batch, step)
 
-    def _run_window(
-        self, train_step: Callable[..., torch.Tensor], engine: Any, batch: BatchFn, step: int
-    ) -> torch.Tensor | None:
+    def _run_window(self, train_step: StepFn, engine: Any, batch: BatchFn, step: int) -> torch.Tensor | None:
         while True:
             try:
                 return train_step(engine, batch, step)

@@ -6,7 +6,7 @@ bytes, then ``OSError(ENOSPC)``. The files written before it in the same save st
 would. What must hold (and ``tests/trainer/test_checkpoint_disk_full.py`` checks): the save
 is reported failed, the staging dir is removed, every older checkpoint is untouched and the
 run goes on. A chaos request (``disk_full``: the next K saves) goes through the same
-``full_disk`` (engine.trainer.chaos_injections).
+``full_disk`` (engine.trainer.chaos_performers.disk_full).
 """
 
 from __future__ import annotations

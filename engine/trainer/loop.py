@@ -12,6 +12,7 @@ Reads top to bottom::
           link.sync()        several ranks: agree on stop, pause and directives at the boundary
           hold()             while the operator has paused training
           chaos              injections the supervisor asked for take effect (chaos_injections)
+          memory.run_step()  the controlled step (an OOM: shrink, redo), chaos's step hook inside:
           train_step()       grad_accum x (forward, backward, engine.step()); the workload's
                              own scalars summed on the device (step_metrics)
           report_step()      TelemetrySample (with those scalars' means) -> StepReport,
@@ -201,7 +202,7 @@ def run_steps(training: Training, until: int) -> None:
         training.pace.start()  # before chaos's delay: a slowed rank's own time includes it
 
         step_fn = functools.partial(train_step, sums=sums, pace=training.pace)
-        loss = chaos.run_step(memory, step_fn, engine, batch, step)  # an OOM: shrink, redo the window
+        loss = memory.run_step(step_fn, engine, batch, step, hook=chaos.hook)  # an OOM: shrink, redo
         if loss is None:
             break  # the memory path gave up (see memory.halted): checkpoint and stop
 

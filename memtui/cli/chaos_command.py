@@ -1,7 +1,7 @@
 """``memtui chaos [RUN] KIND [--PARAM VALUE ...]`` and ``memtui chaos --list``: rehearse a
 failure in a live run from the shell.
 
-The parameters are the kind's own (``engine.chaos_kinds``), so the parser cannot know them
+The parameters are the kind's own (``engine.chaos.table``), so the parser cannot know them
 in advance: argparse leaves them over, and ``chaos_words`` reads them (``--bytes 1G``,
 ``--delay-s=0.5``; sizes take K/M/G). Every value is checked against the kind's spec before
 the run is even looked up: an unknown kind or parameter, a wrong type or a value out of
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from engine.chaos_kinds import ChaosKindSpec, ChaosRequest
+    from engine.chaos.table import ChaosKindSpec, ChaosRequest
 
 USAGE = "memtui chaos [-h] [--json] [RUN] KIND [--PARAM VALUE ...]\n       memtui chaos --list [--json] [RUN]"
 WELCOME_TIMEOUT_S = 5.0
@@ -109,11 +109,11 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 def checked_request(kind: str, texts: dict[str, str]) -> ChaosRequest:
     """The request for ``kind`` from typed-in values, checked by its spec; CliError (exit 2)
     naming the kind or the parameter otherwise."""
-    from engine.chaos_kinds import REQUESTS, chaos_specs
+    from engine.chaos.table import KINDS, chaos_specs
     from memtui.chaos_values import ParamError, build_request
 
-    if kind not in REQUESTS:
-        raise CliError(f"unknown chaos kind {kind!r} (choose from {', '.join(REQUESTS)})", code=2)
+    if kind not in KINDS:
+        raise CliError(f"unknown chaos kind {kind!r} (choose from {', '.join(KINDS)})", code=2)
     (spec,) = chaos_specs([kind])
     try:
         return build_request(spec, texts)
@@ -124,7 +124,7 @@ def checked_request(kind: str, texts: dict[str, str]) -> ChaosRequest:
 def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int:
     """Send ``Chaos(request)`` to the run's supervisor; print the chaos id and what happens."""
     from engine.protocol import Chaos
-    from memtui.chaos_phrases import OUTCOMES, what_happens
+    from memtui.chaos_phrases import depends_on_the_run, what_happens
     from memtui.chaos_values import request_values
     from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
@@ -134,7 +134,7 @@ def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int
     run = require_run(run_spec, live=run_spec is None)
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: the run is not running (no supervisor to inject chaos into)")
-    facts = run_facts(run) if request.kind in OUTCOMES else None  # as the run is before it
+    facts = run_facts(run) if depends_on_the_run(request.kind) else None  # as the run is before it
     try:
         ok = request_once(run.socket, Chaos(id=new_request_id(), request=request), timeout=10.0)
     except EngineRefused as err:
@@ -178,7 +178,7 @@ def list_kinds(run_spec: str | None, *, as_json: bool) -> int:
 
 def offered_kinds(run_spec: str | None) -> tuple[str | None, list[ChaosKindSpec], str | None]:
     """``(run id, kinds, note)``: a live supervisor's Welcome (note None), else every kind."""
-    from engine.chaos_kinds import chaos_specs
+    from engine.chaos.table import chaos_specs
     from memtui.cli.resolver import RunNotFound, require_run, resolve_run
     from memtui.client import EngineRefused, EngineUnavailable, welcome_once
 

@@ -106,7 +106,7 @@ def cmd_endure(args: argparse.Namespace) -> int:
 
 def endurance_config(args: argparse.Namespace) -> RunConfig:
     """The run's config: the file and ``--set``s, then the chaos schedule and restart policy."""
-    from engine.chaos_kinds import REQUESTS
+    from engine.chaos.config import default_kinds
     from engine.config_file import ConfigError, load_run_config
 
     settings = [*args.settings, f"chaos.seed={args.seed}", "restart.on_preemption=true"]
@@ -115,7 +115,7 @@ def endurance_config(args: argparse.Namespace) -> RunConfig:
     try:
         config = load_run_config(args.config, settings, steps=args.steps, name=args.name)
         if not config.chaos.kinds:
-            kinds = [f"chaos.kinds.{kind}=1" for kind in REQUESTS]
+            kinds = [f"chaos.kinds.{kind}={weight:g}" for kind, weight in default_kinds().items()]
             config = load_run_config(args.config, [*settings, *kinds], steps=args.steps, name=args.name)
     except ConfigError as err:
         raise CliError(f"config error: {err}", code=2) from None

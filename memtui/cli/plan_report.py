@@ -1,7 +1,7 @@
 """How ``memtui plan`` prints a plan: as text for a person, or as one JSON document.
 
 Only layout: every figure is computed in ``engine.memory.capacity_plan``. The JSON document's
-keys are documented in the README (``memtui plan --json``). Torch-free.
+keys are documented in docs/capacity.md (``memtui plan --json``). Torch-free.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.chaos_kinds import Kill
+from engine.chaos.kinds.processes import Kill
 from engine.domain import TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered
 from engine.protocol import Chaos

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from engine.chaos_kinds import REQUESTS, Ballast, SlowSteps, chaos_specs, parse_request
+from engine.chaos.kinds.memory import Ballast
+from engine.chaos.kinds.slow_steps import SlowSteps
+from engine.chaos.table import KINDS, chaos_specs, parse_request
 
 
 def test_every_kind_has_a_spec_with_defaults_bounds_and_help() -> None:
     specs = {s.kind: s for s in chaos_specs()}
-    assert list(specs) == list(REQUESTS)
+    assert list(specs) == list(KINDS)
     assert {s.performer for s in specs.values()} == {"supervisor", "trainer"}
     for spec in specs.values():
         assert spec.title and spec.description

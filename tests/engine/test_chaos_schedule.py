@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from itertools import islice
 
-from engine.chaos_kinds import REQUESTS, ChaosConfig
+from engine.chaos.config import ChaosConfig
+from engine.chaos.table import KINDS
 from engine.supervisor.chaos_schedule import next_after, schedule
 
 
@@ -31,13 +32,13 @@ def test_steps_increase_with_the_mean_gap_and_kinds_follow_their_weights() -> No
 
 
 def test_every_kind_is_attacked_once_per_deck() -> None:
-    kinds = dict.fromkeys(REQUESTS, 1.0) | {"kill": 2.0}
+    kinds = dict.fromkeys(KINDS, 1.0) | {"kill": 2.0}
     config = ChaosConfig(kinds=kinds, every_steps=10, seed=3)  # type: ignore[arg-type]
-    deck = len(REQUESTS) + 1  # kill twice
+    deck = len(KINDS) + 1  # kill twice
     draws = [kind for _, kind in drawn(config, 3 * deck)]
     for start in range(0, len(draws), deck):
         dealt = Counter(draws[start : start + deck])
-        assert set(dealt) == set(REQUESTS) and dealt["kill"] == 2
+        assert set(dealt) == set(KINDS) and dealt["kill"] == 2
     assert draws[:deck] != draws[deck : 2 * deck]  # each deck shuffled anew
 
 

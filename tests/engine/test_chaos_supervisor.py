@@ -9,15 +9,12 @@ from typing import Any
 
 import pytest
 
-from engine.chaos_kinds import (
-    ChaosConfig,
-    CorruptCheckpoint,
-    DropConsoles,
-    Kill,
-    NanLoss,
-    PlannerStorm,
-    Preempt,
-)
+from engine.chaos.config import ChaosConfig
+from engine.chaos.kinds.consoles import DropConsoles
+from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
+from engine.chaos.kinds.numerics import NanLoss
+from engine.chaos.kinds.planner_storm import PlannerStorm
+from engine.chaos.kinds.processes import Kill, Preempt
 from engine.checkpoints.manifest import verify_tag
 from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config

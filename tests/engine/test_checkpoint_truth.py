@@ -11,7 +11,7 @@ from typing import Any
 
 from checkpoint_samples import FIELDS, writer
 
-from engine.chaos_kinds import CorruptCheckpoint
+from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
 from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
 from engine.protocol import Chaos, Status

@@ -150,7 +150,7 @@ def test_every_ranks_memory_is_labelled_by_rank() -> None:
     assert series(samples, "memtui_loss") == {}  # not reported yet: left out, never 0
 
 
-def test_the_example_dashboard_and_the_readme_name_only_metrics_that_are_served() -> None:
+def test_the_example_dashboard_and_the_guide_name_only_metrics_that_are_served() -> None:
     sample = TelemetrySample(
         step=5, ts=1.0, samples=10, tokens=100, loss=2.0, lr=1e-3, loss_scale=1024.0,
         step_time_s=0.1, tokens_per_s=1000.0, mfu=0.3, mem_budget=800, micro_batch=2, grad_accum=1,
@@ -169,9 +169,9 @@ def test_the_example_dashboard_and_the_readme_name_only_metrics_that_are_served(
     served = set(re.findall(r"^(memtui_\w+?)(?:\{| )", generate_latest(registry).decode(), re.M))
     root = Path(__file__).resolve().parents[2]
     dashboard = (root / "examples" / "grafana-dashboard.json").read_text(encoding="utf-8")
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    guide = (root / "docs" / "metrics-exports-serve.md").read_text(encoding="utf-8")
     named = set(re.findall(r"memtui_\w+", dashboard))
-    section = readme.split("## Prometheus and Grafana", 1)[1].split("\n## ", 1)[0]
+    section = guide.split("## Prometheus and Grafana", 1)[1].split("\n## ", 1)[0]
     for expanded in re.findall(r"`(memtui_[\w{},]+?)(?:\{[a-z,]+\})?`", section):
         head, _, rest = expanded.partition("{")
         options, _, tail = rest.partition("}")

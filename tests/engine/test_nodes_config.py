@@ -15,7 +15,7 @@ from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import follower_leader, read_node_outcome, write_node_outcome
 from engine.run.status import offline_status
-from engine.supervisor.trainer_process import Placement, default_trainer_command
+from engine.supervisor.trainer_process import STORE_TIMEOUT_MARGIN_S, Placement, default_trainer_command
 from memtui.cli.lifecycle_commands import node_settings
 from memtui.status_report import render_status
 
@@ -70,8 +70,21 @@ def test_each_node_launches_torchrun_at_the_static_rendezvous(tmp_path: Path) ->
         "--max-restarts=0",
     } <= set(command)
     assert "--standalone" not in command and command[-2:] == ["-m", "engine.trainer"]
-    one_host = default_trainer_command({}, Placement(ranks=2))
+    one_host = default_trainer_command(
+        {}, Placement.of(build_run_config({"train": {"ranks": 2, "global_batch": 16}}))
+    )
     assert "--standalone" in one_host and "--nproc-per-node=2" in one_host
+
+
+def test_the_placement_reads_the_train_section_instead_of_copying_it(tmp_path: Path) -> None:
+    follower, leader = (Placement.of(build_run_config(two_nodes(k, tmp_path))) for k in (1, 0))
+    assert follower.train.node_rank == 1 and follower.follower and not leader.follower
+    config = build_run_config(
+        {**two_nodes(0, tmp_path), "train": {**two_nodes(0, tmp_path)["train"], "rdzv_timeout_s": 900}}
+    )
+    place = Placement.of(config)
+    assert place.train is config.train  # one place for ranks, nodes, node_rank, the endpoint
+    assert f"--rdzv-conf=timeout={900 + STORE_TIMEOUT_MARGIN_S}" in place.torchrun_args()  # past the join
 
 
 def test_checkpoints_link_to_the_shared_directory(home: Path) -> None:

@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
-from engine.chaos_kinds import Ballast, Kill, NanLoss, Oom, SlowSteps
+from engine.chaos.kinds.memory import Ballast, Oom
+from engine.chaos.kinds.numerics import NanLoss
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
 from engine.run.directory import RunDir
 from engine.run.store import Store

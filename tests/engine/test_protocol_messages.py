@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import protocol
-from engine.chaos_kinds import Kill
+from engine.chaos.kinds.processes import Kill
 from engine.config import RunConfig
 from engine.domain import Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.config_file import ConfigError, build_run_config, load_run_config
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.doc_pages import GUIDE, examples, pages
 
 
 def test_no_config_is_the_tiny_demo() -> None:
@@ -89,12 +88,17 @@ def test_unreadable_files_are_named(tmp_path: Path, text: str, message: str) -> 
         load_run_config(tmp_path / "run.toml")
 
 
-def test_readme_config_example_is_valid(tmp_path: Path) -> None:
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert blocks, "README lost its config example"
-    for block in blocks:
-        (tmp_path / "readme.toml").write_text(block)
-        load_run_config(tmp_path / "readme.toml")
+@pytest.mark.parametrize("page", pages(), ids=lambda page: page.name)
+def test_the_config_examples_of_readme_and_the_guide_are_valid(tmp_path: Path, page: Path) -> None:
+    for example in examples(page):
+        if example.lang == "toml" and not example.not_run:
+            (tmp_path / "example.toml").write_text(example.text)
+            load_run_config(tmp_path / "example.toml")
+
+
+def test_the_configuration_page_has_its_example() -> None:
+    toml = [e for e in examples(GUIDE / "configuration.md") if e.lang == "toml"]
+    assert toml, "the guide lost its config example"
 
 
 def test_set_overrides_one_dotted_key_over_the_file(tmp_path: Path) -> None:

@@ -550,11 +550,12 @@ def test_trainer_command_from_env() -> None:
 
 
 def test_several_ranks_run_under_torchrun_unless_a_command_is_given() -> None:
-    command = trainer_process.default_trainer_command({}, ranks=2)
+    two_ranks = trainer_process.Placement.of(build_run_config({"train": {"ranks": 2, "global_batch": 16}}))
+    command = trainer_process.default_trainer_command({}, two_ranks)
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--nproc-per-node=2" in command and "--max-restarts=0" in command  # we restart, not torchrun
     assert command[-2:] == ["-m", "engine.trainer"]
-    assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, ranks=2) == ["fake"]
+    assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, two_ranks) == ["fake"]
 
 
 async def test_status_says_the_start_up_phase_until_the_first_step(

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from cli_harness import memtui, throwaway_home
 
-from engine.chaos_kinds import ChaosRequest, CorruptCheckpoint, Kill, Preempt
+from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
+from engine.chaos.kinds.processes import Kill, Preempt
+from engine.chaos.table import ChaosRequest
 from engine.checkpoints.catalog import committed_tags
 from engine.events import ChaosRecovered
 from engine.protocol import PROTOCOL_VERSION, Chaos, Hello, decode_server, encode

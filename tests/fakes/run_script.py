@@ -1,6 +1,6 @@
 """What a scripted fake run plays: step samples, rank reports, directives, stored events.
 
-Builders for tests and for ``tests.fakes.fake_engine``: a plausible CPU step sample
+Builders for tests and for ``tests.fakes.scripted_engine``: a plausible CPU step sample
 (``make_sample``), the ranks' memory a multi-rank run reports (``make_ranks``), a pending
 directive as an operator sees it (``make_directive``), an event as the store numbers it
 (``make_event``, from a typed payload or a bare type) and a doctor report's data

@@ -39,5 +39,5 @@ async def caught_up(app: MemtuiApp, pilot: Pilot[None]) -> None:
 async def drawn(app: MemtuiApp, pilot: Pilot[None]) -> None:
     """The console has drawn its view as it is now (for a check that something is *not* on
     screen): no redraw is pending, and the screen has been updated from the widgets."""
-    await until(lambda: not app._dirty, what="the console to draw its current view")
+    await until(lambda: not app.main._dirty, what="the console to draw its current view")
     await pilot.pause()

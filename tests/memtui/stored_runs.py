@@ -21,7 +21,7 @@ from engine.events import (
 from engine.events.payload import Payload
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 
 T0 = 1_790_000_000.0
 """Unix seconds of step 0."""

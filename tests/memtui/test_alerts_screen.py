@@ -14,7 +14,8 @@ from memtui.console.app import MemtuiApp
 from memtui.console.run_view import MAX_EVENTS, RunView
 from memtui.console.screens.alerts_screen import AlertsScreen, render_alert_list
 from memtui.console.screens.keys_screen import KeysScreen
-from tests.fakes.fake_engine import FakeEngine, make_event
+from tests.fakes.run_script import make_event
+from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
 from tests.waiting import until
 
 T0 = 1_700_000_000.0
@@ -104,7 +105,7 @@ def test_view_keeps_alerts_that_other_events_pushed_out_of_the_log() -> None:
 
 async def test_alert_list_opens_updates_live_and_filters(live_run: RunDir) -> None:
     clock = {"now": T0 + 600}
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=history()) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), events=history()) as fake:
         app = MemtuiApp(live_run, clock=lambda: clock["now"])
         async with app.run_test(size=(140, 40)) as pilot:
             await until(lambda: app.view.last_seq == 6)
@@ -170,7 +171,7 @@ def test_a_heartbeat_alert_shows_where_each_rank_was_when_its_stacks_were_collec
 
 async def test_the_console_alert_list_shows_where_each_rank_was(live_run: RunDir) -> None:
     clock = {"now": T0 + 600}
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=history()) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), events=history()) as fake:
         app = MemtuiApp(live_run, clock=lambda: clock["now"])
         async with app.run_test(size=(140, 40)) as pilot:
             await until(lambda: app.view.last_seq == 6)

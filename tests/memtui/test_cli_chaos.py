@@ -1,30 +1,53 @@
-"""``memtui chaos`` against the fake engine: the request sent carries the typed values (sizes
+"""``memtui chaos`` against a scripted engine transport: the request sent carries the typed values (sizes
 with suffixes), ``--list`` shows what the supervisor advertises (or every kind, with a note,
 when there is no live run), and bad input is one line naming the field, exit 2, nothing
 sent; a run that is not running, or a refusal, is exit 1."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from typing import Any
 
 import pytest
 
-from engine.chaos_kinds import REQUESTS, Ballast, Kill, SlowSteps
-from engine.events import ChaosInjected
-from engine.protocol import Chaos
+from engine.chaos.kinds.memory import Ballast
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.kinds.slow_steps import SlowSteps
+from engine.chaos.table import KINDS, chaos_specs
+from engine.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from engine.run.directory import RunDir
 from memtui.cli.main import main
-from tests.fakes.fake_engine import FakeEngine
+from tests.fakes.run_script import FAKE_TRAINER_PID
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for
 
 ADVERTISED = ["ballast", "slow_steps", "kill"]
 
 
-def chaos_sent(fake: FakeEngine) -> list[Chaos]:
+def chaos_sent(fake: ScriptedEngine) -> list[Chaos]:
     return [m for m in fake.requests if isinstance(m, Chaos)]
 
 
+def engine(run: RunDir, kinds: list[str]) -> Any:
+    """A supervisor that advertises ``kinds`` and answers a Chaos as the real one does: the
+    chaos id, kind and the pid of a trainer it kills; an Error for a kind it does not perform."""
+    ids = itertools.count(1)
+
+    def reply(message: ClientMessage) -> list[ServerMessage]:
+        if not isinstance(message, Chaos):
+            return answer_ok(message)
+        kind = message.request.kind
+        if kind not in kinds:
+            return [Error(id=message.id, reason=f"chaos {kind}: not performed by this engine")]
+        pid = FAKE_TRAINER_PID if kind in ("kill", "preempt") else None
+        return [Ok(id=message.id, result={"chaos_id": f"c-fake{next(ids)}", "kind": kind, "pid": pid})]
+
+    welcome = welcome_for(run.run_id, chaos=chaos_specs(kinds))
+    return ScriptedEngine.in_thread(run.socket, welcome, reply=reply)
+
+
 def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=ADVERTISED) as fake:
+    with engine(live_run, ADVERTISED) as fake:
         assert main(["chaos", "ballast", "--bytes", "1G", "--steps", "10"]) == 0
         assert chaos_sent(fake)[-1].request == Ballast(bytes=1 << 30, steps=10)
         out = capsys.readouterr().out
@@ -44,14 +67,6 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         assert main(["chaos", "kill", "--json"]) == 0  # a kind without parameters
         assert chaos_sent(fake)[-1].request == Kill()
         assert json.loads(capsys.readouterr().out)["pid"] > 0
-        injected = [ChaosInjected.of(e) for e in fake.events if e.type == "chaos_injected"]
-        assert [(c.chaos_id, c.kind) for c in injected if c] == [
-            ("c-fake1", "ballast"),
-            ("c-fake2", "slow_steps"),
-            ("c-fake3", "slow_steps"),
-            ("c-fake4", "kill"),
-        ]
-        assert injected[0] and injected[0].params == {"bytes": 1 << 30, "steps": 10}
 
 
 @pytest.mark.parametrize(
@@ -76,7 +91,7 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
 def test_bad_input_is_one_line_exit_2_and_nothing_sent(
     live_run: RunDir, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
 ) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=list(REQUESTS)) as fake:
+    with engine(live_run, list(KINDS)) as fake:
         with pytest.raises(SystemExit) as info:
             main(["chaos", *argv])
         assert info.value.code == 2
@@ -101,7 +116,7 @@ def test_chaos_on_a_stopped_run_is_exit_1(run_dir: RunDir, capsys: pytest.Captur
 
 
 def test_a_refusal_is_one_line_and_exit_1(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=["kill"]) as fake:
+    with engine(live_run, ["kill"]) as fake:
         assert main(["chaos", "ballast", "--bytes", "64M"]) == 1
         assert [m.kind for m in fake.requests] == ["chaos"]
     captured = capsys.readouterr()
@@ -114,7 +129,7 @@ def test_a_refusal_is_one_line_and_exit_1(live_run: RunDir, capsys: pytest.Captu
 def test_list_shows_what_the_supervisor_advertises(
     live_run: RunDir, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=ADVERTISED) as fake:
+    with engine(live_run, ADVERTISED) as fake:
         assert main(["chaos", "--list"]) == 0
         out = capsys.readouterr().out
         assert main(["chaos", "--list", live_run.run_id, "--json"]) == 0
@@ -142,11 +157,11 @@ def test_list_without_a_live_run_shows_every_kind_with_a_note(
     assert main(["chaos", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["advertised"] is False and listed["run_id"] is None and "no live run" in listed["note"]
-    assert [k["kind"] for k in listed["kinds"]] == list(REQUESTS)
+    assert [k["kind"] for k in listed["kinds"]] == list(KINDS)
     assert main(["chaos", "--list", run_dir.run_id]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"note: {run_dir.run_id} is not running: every kind memtui knows\n")
-    assert all(f"  {kind} " in out for kind in REQUESTS)
+    assert all(f"  {kind} " in out for kind in KINDS)
 
 
 def test_other_commands_still_refuse_unknown_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,9 +181,9 @@ def test_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_cli_says_what_happens_to_this_run(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=["kill", "preempt"]):
+    with engine(live_run, ["kill", "preempt"]):
         assert main(["chaos", "preempt", "--json"]) == 0  # run.json: restart.on_preemption false
         assert "this run ends there" in json.loads(capsys.readouterr().out)["what"]
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, chaos=["kill"]):
+    with engine(live_run, ["kill"]):
         assert main(["chaos", "kill"]) == 0  # no checkpoint yet
         assert "restarts it from step 0 (no verified checkpoint yet)" in capsys.readouterr().out

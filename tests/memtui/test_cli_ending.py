@@ -13,10 +13,12 @@ import memtui.cli.lifecycle_commands
 from engine.checkpoints.store import CheckpointStore
 from engine.domain import RunStatus
 from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, Payload
+from engine.protocol import ClientMessage, ServerMessage
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import FakeEngine, make_sample
+from tests.fakes.run_script import make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for
 
 DISK_FULL = "writing failed: disk full ([Errno 28] No space left on device)"
 FIELDS = {"samples": 0, "config_hash": "c" * 64, "micro_batch": 8, "grad_accum": 1}
@@ -124,8 +126,12 @@ def test_a_live_stop_whose_final_save_fails_says_so(
             store.update_meta(state="stopped")
         live_run.pid_file.unlink()
 
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
-        fake.on_stopped = supervisor_exits
+    def stopping(message: ClientMessage) -> list[ServerMessage]:
+        if message.kind == "stop":
+            supervisor_exits()
+        return answer_ok(message)
+
+    with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id), reply=stopping):
         assert main(["stop"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{live_run.run_id}: stopped at step 5"

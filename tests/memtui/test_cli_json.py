@@ -21,7 +21,8 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.json_document import stream_json_array
 from memtui.cli.main import main
-from tests.fakes.fake_engine import FakeEngine, make_sample
+from tests.fakes.run_script import make_sample
+from tests.live_supervisor import live_env, live_in_thread
 
 
 def json_commands() -> set[str]:
@@ -74,19 +75,17 @@ def launcher(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # Each scene sets up a home and answers the command line to run; ``live`` holds what must
-# stay up while it runs (a fake supervisor).
+# stay up while it runs (a supervisor).
 Scene = Callable[[Path, contextlib.ExitStack], list[str]]
 
 
 def served_run(home: Path, live: contextlib.ExitStack) -> RunDir:
-    run = RunDir.create(build_run_config(name="live", steps=100), home)
-    run.pid_file.write_text(str(os.getpid()))
-    live.enter_context(FakeEngine.in_thread(run.socket, run_id=run.run_id))
-    return run
+    """A run served by the real supervisor (in this process) with the fake trainer."""
+    return live.enter_context(live_in_thread(home)).run
 
 
 def answered(verb: str, *extra: str) -> Scene:
-    """``memtui VERB RUN ID EXTRA --json`` on a directive proposed to a live (fake) supervisor."""
+    """``memtui VERB RUN ID EXTRA --json`` on a directive proposed to a live supervisor."""
 
     def scene(home: Path, live: contextlib.ExitStack) -> list[str]:
         from engine.protocol import Propose
@@ -177,8 +176,13 @@ def test_every_json_command_is_covered() -> None:
     "scene", [pytest.param(s, marks=pytest.mark.deepspeed) if s in HEAVY else s for s in SCENES]
 )
 def test_json_output_is_one_document(
-    home: Path, launcher: None, capsys: pytest.CaptureFixture[str], scene: str
+    home: Path,
+    launcher: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    scene: str,
 ) -> None:
+    live_env(monkeypatch)
     with contextlib.ExitStack() as live:
         argv = SCENES[scene](home, live)
         capsys.readouterr()

@@ -1,54 +1,78 @@
-"""``memtui pause`` / ``unpause`` against the fake engine: the Pause sent, the line or JSON
+"""``memtui pause`` / ``unpause`` against the real supervisor (what a pause does) and a
+scripted transport (what is sent): the Pause sent, the line or JSON
 printed, and one line with exit 1 when the supervisor refuses or the run is not live."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from engine.protocol import Pause
+from engine.protocol import ClientMessage, Error, Ok, Pause, ServerMessage
 from engine.run.directory import RunDir
+from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import FakeEngine
+from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
+from tests.live_supervisor import live_env, live_in_thread
 from tests.waiting import wait_for
 
 
-def test_pause_then_unpause(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
+def event_types(run: RunDir) -> list[str]:
+    with Store(run.store, readonly=True) as store:
+        return [e.type for e in store.events_since(0)]
+
+
+def test_pause_then_unpause(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    live_env(monkeypatch)
+    with live_in_thread(home) as live:
+        run = live.run
         assert main(["pause"]) == 0  # default: the newest live run
+        out = capsys.readouterr().out
+        assert out == f"{run.run_id}: pausing (now running); the trainer holds at the next step boundary\n"
+        wait_for(lambda: live.supervisor.state == "paused", what="the trainer holding")
+        assert {"pause_requested", "run_paused"} <= set(event_types(run))
+
+        assert main(["pause", run.run_id]) == 0  # already paused: says so
+        assert capsys.readouterr().out == f"{run.run_id}: paused\n"
+
+        assert main(["unpause", run.run_id, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"state": "paused", "paused": False}
+        wait_for(lambda: live.supervisor.state == "running", what="the trainer going on")
+        assert {"continue_requested", "run_continued"} <= set(event_types(run))
+
+
+def test_pause_sends_pause_and_json_prints_the_answer(
+    live_run: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def answer(message: ClientMessage) -> list[ServerMessage]:
+        assert isinstance(message, Pause)
+        return [Ok(id=message.id, result={"state": "running", "paused": message.paused})]
+
+    with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id), reply=answer) as fake:
+        assert main(["pause", "--json"]) == 0
         sent = fake.requests[-1]
         assert isinstance(sent, Pause) and sent.paused is True and sent.reason == "memtui pause"
-        out = capsys.readouterr().out
-        assert out == (
-            f"{live_run.run_id}: pausing (now running); the trainer holds at the next step boundary\n"
-        )
-        wait_for(lambda: fake.state == "paused")
-        assert [e.type for e in fake.events[-3:]] == ["pause_requested", "run_paused", "state_changed"]
-
-        assert main(["pause", live_run.run_id]) == 0  # already paused: says so
-        assert capsys.readouterr().out == f"{live_run.run_id}: paused\n"
-
-        assert main(["unpause", live_run.run_id, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"state": "running", "paused": True}
+        assert main(["unpause", "--json"]) == 0
         sent = fake.requests[-1]
         assert isinstance(sent, Pause) and sent.paused is False and sent.reason == "memtui unpause"
-        assert json.loads(capsys.readouterr().out) == {"state": "paused", "paused": False}
-        wait_for(lambda: fake.state == "running")
-        assert [e.type for e in fake.events[-3:]] == ["continue_requested", "run_continued", "state_changed"]
-    assert [m.kind for m in fake.requests] == ["pause", "pause", "pause"]
-
-
-def test_pause_json_prints_the_answer(live_run: RunDir, capsys: pytest.CaptureFixture[str]) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id):
-        assert main(["pause", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"state": "running", "paused": True}
+    assert [m.kind for m in fake.requests] == ["pause", "pause"]
 
 
 @pytest.mark.parametrize("command", ["pause", "unpause"])
 def test_a_refusal_is_one_line_and_exit_1(
     live_run: RunDir, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, state="stopped") as fake:
+    def refused(message: ClientMessage) -> list[ServerMessage]:
+        reason = "the run is stopped: there is no training to pause"
+        assert isinstance(message, Pause)
+        return [Error(id=message.id, reason=reason)]
+
+    welcome = welcome_for(live_run.run_id, "stopped")
+    with ScriptedEngine.in_thread(live_run.socket, welcome, reply=refused) as fake:
         assert main([command, "--json"]) == 1
         assert [m.kind for m in fake.requests] == ["pause"]
     captured = capsys.readouterr()

@@ -15,7 +15,7 @@ from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 
 LLAMA_7B = {
     "model_type": "llama",

@@ -13,7 +13,7 @@ from engine.events import ChaosInjected, ChaosRecovered
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 
 
 def _stored_run(home: Path) -> RunDir:

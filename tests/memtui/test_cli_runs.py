@@ -1,4 +1,5 @@
-"""ls / status / logs / stop on fabricated runs: offline (a store, no supervisor) and live (the fake)."""
+"""ls / status / logs / stop on fabricated runs: offline (a store, no supervisor) and live
+(a scripted transport)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import pytest
 import memtui.cli.lifecycle_commands
 from engine.config_file import build_run_config
 from engine.domain import RunStatus
+from engine.protocol import ClientMessage, ServerMessage
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import FakeEngine, make_sample
+from tests.fakes.run_script import make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for
 
 
 def fabricate_store(run: RunDir, state: str, steps: int = 5, **meta: object) -> None:
@@ -79,7 +82,7 @@ def test_status_asks_the_live_supervisor(live_run: RunDir, capsys: pytest.Captur
     status = RunStatus(
         run_id=live_run.run_id, name="demo", state="running", run_dir=str(live_run.path), step=77
     )
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, status=status) as fake:
+    with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id), status=status) as fake:
         assert main(["status", "--json"]) == 0
         assert [m.kind for m in fake.requests] == ["status"]
     assert json.loads(capsys.readouterr().out)["step"] == 77
@@ -91,13 +94,16 @@ def test_stop_waits_for_the_ending(
     fabricate_store(live_run, "running")
     monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
 
-    def supervisor_exits() -> None:  # what a real supervisor does once it has stopped
-        with Store(live_run.store) as store:
-            store.update_meta(state="stopped")
-        live_run.pid_file.unlink()
+    def supervisor_exits(message: ClientMessage) -> list[ServerMessage]:
+        """What a real supervisor does once it has stopped: its store says so, its pid file goes."""
+        if message.kind == "stop":
+            with Store(live_run.store) as store:
+                store.update_meta(state="stopped")
+            live_run.pid_file.unlink()
+        return answer_ok(message)
 
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id) as fake:
-        fake.on_stopped = supervisor_exits
+    welcome = welcome_for(live_run.run_id)
+    with ScriptedEngine.in_thread(live_run.socket, welcome, reply=supervisor_exits) as fake:
         assert main(["stop"]) == 0
         assert fake.requests[0].kind == "stop"
     out = capsys.readouterr().out
@@ -111,7 +117,8 @@ def test_stop_times_out_with_a_clear_message(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
-    with FakeEngine.in_thread(live_run.socket, run_id=live_run.run_id, stop_after_s=60):
+    status = RunStatus(run_id=live_run.run_id, name="demo", state="stopping", run_dir=str(live_run.path))
+    with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id), status=status):  # stays so
         assert main(["stop", "--timeout", "0.3"]) == 1
     assert "still stopping after 0.3 s" in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""The console (Pilot) against the scripted fake engine: no torch, no real supervisor."""
+"""The console (Pilot) against a scripted engine transport: no torch, no supervisor."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.numerics_panel import NumericsPanel
 from memtui.console.widgets.run_header import RunHeader
 from memtui.console.widgets.throughput_panel import ThroughputPanel
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
 
@@ -28,13 +29,12 @@ async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
         make_event(1, "run_started", "run started"),
         make_event(2, "trainer_started", "trainer attempt 1"),
     ]
-    async with FakeEngine(
-        live_run.socket, run_id=live_run.run_id, events=events, telemetry=samples
-    ) as engine:
+    welcome = welcome_for(live_run.run_id)
+    async with ScriptedEngine(live_run.socket, welcome, events=events, stream=telemetry(samples)) as engine:
         yield engine
 
 
-async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(100, 30)):
         await until(lambda: app.view.step == 5 and app.view.last_seq == 2)
@@ -58,19 +58,18 @@ async def test_shows_step_loss_memory_and_events(live_run: RunDir, fake: FakeEng
     assert fake.hellos[0].role == "console" and fake.hellos[0].replay_from == 0
 
 
-async def test_q_detaches_without_sending_stop(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_q_detaches_without_sending_stop(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test() as pilot:
         await until(lambda: app.view.connection == "connected")
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0 and app.sent == []  # the console sent no request at all
-    await until(lambda: fake.clients == 0)  # the fake read the connection to its end ...
+    await until(lambda: fake.clients == 0)  # the engine read the connection to its end ...
     assert not any(m.kind == "stop" for m in fake.requests)  # ... and no Stop in it
-    assert fake.state == "running"
 
 
-async def test_question_mark_lists_the_keys(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_question_mark_lists_the_keys(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test() as pilot:
         await until(lambda: app.view.step == 5)  # the scripted stream is over
@@ -86,7 +85,7 @@ async def test_question_mark_lists_the_keys(live_run: RunDir, fake: FakeEngine) 
         assert app.is_running  # closing the keys box does not detach
 
 
-async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test():
         await until(lambda: app.view.last_seq == 2)
@@ -123,7 +122,7 @@ def test_no_color_is_honoured_by_textual(run_dir: RunDir, monkeypatch: pytest.Mo
 
 
 async def test_live_console_opens_on_stored_history_then_replays_only_newer(
-    live_run: RunDir, fake: FakeEngine
+    live_run: RunDir, fake: ScriptedEngine
 ) -> None:
     import dataclasses
 
@@ -145,7 +144,7 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
     assert [e.seq for e in app.view.events] == [1, 2, 3]
 
 
-async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake: ScriptedEngine) -> None:
     """The supervisor goes away (socket gone) and a new one comes up: the header says so, then recovers."""
     from memtui.console.widgets.run_header import RunHeader
 
@@ -158,7 +157,7 @@ async def test_supervisor_restart_while_attached_recovers(live_run: RunDir, fake
         await fake.close()  # the old supervisor exits
         await until(lambda: app.view.connection == "disconnected")
         await until(lambda: "disconnected" in text_of(app.query_one(RunHeader)))
-        async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=events) as restarted:
+        async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), events=events) as restarted:
             restarted.add_event("supervisor_restarted", "supervisor back")
             await until(lambda: app.view.connection == "connected" and app.view.last_seq == 3)
             await until(lambda: "live" in text_of(app.query_one(RunHeader)))

@@ -1,16 +1,22 @@
-"""The console's chaos menu against the fake engine: it offers exactly the kinds the engine
-advertises, the form's values reach the engine after a confirmation, a wrong value is refused
+"""The console's chaos menu against a scripted transport: it offers exactly the kinds the engine
+advertises, the form's values reach the engine after a confirmation (and a kill from the console
+restarts the real supervisor's trainer), a wrong value is refused
 in the form naming the field, injection and recovery read well in the event timeline, and
 ``--readonly`` hides and refuses all of it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from textual.widgets import Input, OptionList, Select, Static
 
-from engine.chaos_kinds import Ballast, Kill, Oom
+from engine.chaos.kinds.memory import Ballast, Oom
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.table import chaos_specs
 from engine.checkpoints.store import CheckpointStore
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
+from engine.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import what_happens
 from memtui.console.app import MemtuiApp
@@ -20,23 +26,37 @@ from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.widgets.event_log import EventLog
 from memtui.run_facts import run_facts
 from tests.engine.checkpoint_samples import FIELDS, writer
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import FAKE_TRAINER_PID, make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
+from tests.live_supervisor import LiveRun
 from tests.memtui.console_harness import caught_up, text_of
 from tests.waiting import until
 
 ADVERTISED = ["ballast", "oom", "kill"]
 
 
+def chaos_engine(run: RunDir, kinds: list[str], refusal: str | None = None, **scene: Any) -> ScriptedEngine:
+    """An engine advertising ``kinds`` that answers a Chaos as the supervisor does (its id, kind
+    and the pid of a trainer it kills), or refuses every one with ``refusal``."""
+
+    def reply(message: ClientMessage) -> list[ServerMessage]:
+        if not isinstance(message, Chaos):
+            return answer_ok(message)
+        kind = message.request.kind
+        if refusal is not None:
+            return [Error(id=message.id, reason=f"chaos {kind}: {refusal}")]
+        pid = FAKE_TRAINER_PID if kind in ("kill", "preempt") else None
+        return [Ok(id=message.id, result={"chaos_id": "c-fake1", "kind": kind, "pid": pid})]
+
+    welcome = welcome_for(run.run_id, chaos=chaos_specs(kinds))
+    return ScriptedEngine(run.socket, welcome, reply=reply, **scene)
+
+
 @pytest.fixture
 async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
     events = [make_event(1, "run_started", "run started")]
-    async with FakeEngine(
-        live_run.socket,
-        run_id=live_run.run_id,
-        events=events,
-        telemetry=[make_sample(1), make_sample(2)],
-        chaos=ADVERTISED,
-    ) as engine:
+    stream = telemetry([make_sample(1), make_sample(2)])
+    async with chaos_engine(live_run, ADVERTISED, events=events, stream=stream) as engine:
         yield engine
 
 
@@ -50,11 +70,13 @@ def notes(app: MemtuiApp) -> list[str]:
     return [f"{n.title}: {n.message}" for n in app._notifications]
 
 
-def chaos_requests(fake: FakeEngine) -> list:  # type: ignore[type-arg]
+def chaos_requests(fake: ScriptedEngine) -> list:  # type: ignore[type-arg]
     return [m for m in fake.requests if m.kind == "chaos"]
 
 
-async def test_the_menu_offers_exactly_what_the_engine_advertises(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_the_menu_offers_exactly_what_the_engine_advertises(
+    live_run: RunDir, fake: ScriptedEngine
+) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app)
@@ -75,7 +97,7 @@ async def test_the_menu_offers_exactly_what_the_engine_advertises(live_run: RunD
 
 
 async def test_the_forms_values_reach_the_engine_after_a_confirmation(
-    live_run: RunDir, fake: FakeEngine
+    live_run: RunDir, fake: ScriptedEngine
 ) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -100,7 +122,9 @@ async def test_the_forms_values_reach_the_engine_after_a_confirmation(
         assert fake.requests[-1].request == Ballast(bytes=64 * 2**20, steps=7)
 
 
-async def test_a_choice_param_is_a_select_and_reaches_the_engine(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_a_choice_param_is_a_select_and_reaches_the_engine(
+    live_run: RunDir, fake: ScriptedEngine
+) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app)
@@ -128,7 +152,7 @@ async def test_a_choice_param_is_a_select_and_reaches_the_engine(live_run: RunDi
     ],
 )
 async def test_a_wrong_value_is_refused_in_the_form_naming_the_field(
-    live_run: RunDir, fake: FakeEngine, field: str, text: str, says: str
+    live_run: RunDir, fake: ScriptedEngine, field: str, text: str, says: str
 ) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -151,24 +175,30 @@ async def test_a_wrong_value_is_refused_in_the_form_naming_the_field(
     assert chaos_requests(fake) == []
 
 
-async def test_a_kind_without_parameters_skips_the_form(live_run: RunDir, fake: FakeEngine) -> None:
-    app = MemtuiApp(live_run)
+async def test_a_kind_without_parameters_skips_the_form(live: LiveRun) -> None:
+    app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app)
-        await pilot.press("x", "end", "enter")  # the last kind: kill
+        await app.run_action("chaos('kill')")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert "SIGKILL the trainer" in text_of(app.screen.query_one(Static))
         await pilot.press("y")
-        await until(lambda: chaos_requests(fake), what="the chaos request")
-        assert fake.requests[-1].request == Kill()
-        await until(lambda: any(e.type == "chaos_injected" for e in app.view.events))
-        answer = f"chaos: c-fake1 injected: {what_happens('kill', {}, run_facts(live_run))}"
+        await until(lambda: [m.kind for m in app.sent] == ["chaos"], what="the chaos request")
+        assert app.sent[-1].request == Kill()
+        injected = await until(lambda: next((e for e in app.view.events if e.type == "chaos_injected"), None))
+        chaos_id = injected.data["chaos_id"]
+        answer = f"chaos: {chaos_id} injected: {what_happens('kill', {}, run_facts(live.run))}"
         await until(lambda: answer in notes(app), what="the answer")  # beside the kill's alert
+        recovered = await until(
+            lambda: next((e for e in app.view.events if e.type == "chaos_recovered"), None)
+        )
+        assert recovered.data["chaos_id"] == chaos_id and recovered.data["recovered"] is True  # restarted
 
 
 async def test_the_engines_refusal_is_shown(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, state="stopped") as fake:
+    refusal = "the run is stopped: there is nothing to inject into"
+    async with chaos_engine(live_run, ADVERTISED, refusal) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(120, 40)) as pilot:
             await ready(app)
@@ -179,7 +209,7 @@ async def test_the_engines_refusal_is_shown(live_run: RunDir) -> None:
 
 
 async def test_a_kind_the_engine_does_not_advertise_is_not_offered(
-    live_run: RunDir, fake: FakeEngine
+    live_run: RunDir, fake: ScriptedEngine
 ) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -192,7 +222,9 @@ async def test_a_kind_the_engine_does_not_advertise_is_not_offered(
     assert chaos_requests(fake) == []
 
 
-async def test_injection_and_recovery_read_well_in_the_timeline(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_injection_and_recovery_read_well_in_the_timeline(
+    live_run: RunDir, fake: ScriptedEngine
+) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(app)
@@ -233,7 +265,7 @@ async def test_injection_and_recovery_read_well_in_the_timeline(live_run: RunDir
         assert "checkpoint step 200" not in shown  # the chaos filter
 
 
-async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app)
@@ -254,7 +286,7 @@ async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: FakeEngi
 
 
 async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, chaos=[]) as fake:
+    async with chaos_engine(live_run, []) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.connection == "connected", what="the welcome")
@@ -281,7 +313,7 @@ async def confirmation_of(app: MemtuiApp, pilot, ups: int) -> str:  # type: igno
 
 async def test_confirmations_say_what_happens_to_this_run(live_run: RunDir) -> None:
     kinds = ["kill", "preempt", "corrupt_checkpoint"]  # the menu's last three: 2, 1, 0 up from the end
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, chaos=kinds) as fake:
+    async with chaos_engine(live_run, kinds) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(140, 40)) as pilot:
             await ready(app)

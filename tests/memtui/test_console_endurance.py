@@ -10,7 +10,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.screens.endurance_screen import EnduranceScreen
 from memtui.console.widgets.throughput_panel import ThroughputPanel
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
 

@@ -20,7 +20,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.run_view import MAX_EVENTS
 from memtui.console.widgets.numerics_panel import NumericsPanel
-from tests.contract_engines import FAKE_TRAINER_ENV, RealUnderTest
+from tests.live_supervisor import FAKE_TRAINER_ENV, LiveRun
 from tests.memtui.console_harness import text_of
 from tests.memtui.test_console_snapshot import LAST_STEP, NOW, figures_read, fixed_run
 from tests.waiting import until
@@ -41,14 +41,14 @@ async def test_numerics_shows_the_fake_trainer_s_evals_through_the_real_supervis
 ) -> None:
     for key, value in {**FAKE_TRAINER_ENV, "FAKE_TRAINER_EVAL_EVERY": "20"}.items():
         monkeypatch.setenv(key, value)
-    engine = RealUnderTest(home)
+    engine = LiveRun(home)
     try:
         await engine.start()
         app = MemtuiApp(engine.run)
         async with app.run_test(size=(160, 48)) as pilot:
             panel = app.query_one(NumericsPanel)
             await until(lambda: len(app.view.evals) >= 2, what="two evals in the console's view")
-            app.redraw()
+            app.main.redraw()
             await pilot.pause()
             shown = text_of(panel)
             eval_step = re.search(r"^eval +[0-9.]+ at step (\d+)$", shown, re.MULTILINE)

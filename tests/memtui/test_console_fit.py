@@ -45,7 +45,7 @@ async def test_every_panel_is_whole_with_hardware_shown(home: Path) -> None:
     async with app.run_test(size=SMALL) as pilot:
         await pilot.press("6")
         await until(lambda: app.query_one(HardwarePanel).region.height > 2, what="hardware shown")
-        app.redraw()
+        app.main.redraw()
         await pilot.pause()
         assert cut_panels(app) == []
         assert app.query_one("#events").region.height >= 4  # a few events, not a border
@@ -59,7 +59,7 @@ async def test_the_numerics_eval_line_keeps_every_row_on_screen(home: Path) -> N
     app = MemtuiApp(run, live=False, view=stored_view(run), clock=lambda: NOW)
     async with app.run_test(size=SMALL) as pilot:
         await pilot.pause()
-        app.redraw()
+        app.main.redraw()
         await pilot.pause()
         numerics = text_of(app.query_one(NumericsPanel).body)
         assert "eval" in numerics and "overflows" in numerics

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from textual.widgets import Select
 
-from engine.chaos_kinds import chaos_specs
+from engine.chaos.table import chaos_specs
+from memtui.console.actions import method_of
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.screens.chaos_form_screen import ChaosFormScreen
@@ -18,7 +19,8 @@ from memtui.console.screens.directive_screen import DirectiveScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.numerics_panel import NumericsPanel
-from tests.fakes.fake_engine import FakeEngine, make_directive, make_event
+from tests.fakes.run_script import make_directive, make_event
+from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
 from tests.memtui.test_console_snapshot import NOW, console, fixed_run, scripted_events, until_drawn
 from tests.waiting import until
 
@@ -41,7 +43,7 @@ def history(home: Path) -> MemtuiApp:
 
 async def test_arrows_and_enter_reach_the_directives_without_tab(home: Path) -> None:
     run = fixed_run(home)
-    with FakeEngine.in_thread(run.socket, run_id=run.run_id, events=two_directives()):
+    with ScriptedEngine.in_thread(run.socket, welcome_for(run.run_id), events=two_directives()):
         app = console(run, "dark")
         async with app.run_test(size=SMALL) as pilot:
             await until_drawn(pilot, last_seq=6, step=240)
@@ -66,7 +68,7 @@ async def test_the_focused_panel_is_marked(home: Path) -> None:
 async def test_the_directive_detail_answers_with_its_keys_and_its_age_moves(home: Path) -> None:
     now = [NOW]
     run = fixed_run(home)
-    with FakeEngine.in_thread(run.socket, run_id=run.run_id, events=scripted_events()):
+    with ScriptedEngine.in_thread(run.socket, welcome_for(run.run_id), events=scripted_events()):
         app = console(run, "dark")
         app._clock = lambda: now[0]
         async with app.run_test(size=SMALL) as pilot:
@@ -99,7 +101,9 @@ async def test_the_oom_form_submits_with_enter_from_its_select(home: Path) -> No
 async def test_read_only_history_shows_no_command_and_says_so_at_once(home: Path) -> None:
     async with history(home).run_test(size=SMALL) as pilot:
         app = pilot.app
-        shown = {b.binding.action for b in app.active_bindings.values() if b.enabled and b.binding.show}
+        shown = {
+            method_of(b.binding.action) for b in app.active_bindings.values() if b.enabled and b.binding.show
+        }
         assert not shown & {"approve", "clamp", "reject", "stop", "pause", "unpause"}
         await pilot.press("s")
         await until(

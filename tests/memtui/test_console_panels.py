@@ -26,7 +26,8 @@ from memtui.console.widgets.memory_panel import render_adaptation, render_memory
 from memtui.console.widgets.run_header import render_header
 from memtui.console.widgets.throughput_panel import render_throughput
 from memtui.formatting import PLACEHOLDER, format_bytes
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
 from tests.waiting import until
 
 MIB = 2**20
@@ -125,7 +126,7 @@ def test_checkpoint_list_marks_states_and_latest() -> None:
 
 async def test_checkpoints_screen_lists_and_rereads_on_checkpoint_events(live_run: RunDir) -> None:
     (live_run.checkpoints / "global_step10").mkdir(parents=True)
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id)) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("C")

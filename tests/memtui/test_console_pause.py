@@ -9,14 +9,18 @@ from typing import Any
 import pytest
 from textual.content import Content
 
-from engine.protocol import Pause
+from engine.events import StateChanged
+from engine.protocol import ClientMessage, Error, EventMessage, Ok, Pause, ServerMessage
 from engine.run.directory import RunDir
+from memtui.console.actions import method_of
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.screens.keys_screen import KeysScreen
 from memtui.console.widgets.run_header import RunHeader, render_header
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
+from tests.live_supervisor import LiveRun
 from tests.memtui.console_harness import caught_up
 from tests.waiting import until
 
@@ -25,9 +29,9 @@ def plain(markup: str) -> str:
     return Content.from_markup(markup).plain
 
 
-def pauses(fake: FakeEngine) -> list[bool]:
-    """The ``paused`` flag of every Pause the fake received, in order."""
-    return [m.paused for m in fake.requests if isinstance(m, Pause)]
+def pauses(app: MemtuiApp) -> list[bool]:
+    """The ``paused`` flag of every Pause the console sent, in order."""
+    return [m.paused for m in app.sent if isinstance(m, Pause)]
 
 
 def footer_p(app: MemtuiApp) -> str | None:
@@ -53,56 +57,69 @@ def recorded_notes(app: MemtuiApp) -> list[tuple[str, str]]:
     return notes
 
 
-def engine(run: RunDir, state: str = "running", steps: int = 2000) -> FakeEngine:
-    """A fake that streams ``steps`` steps at 50 Hz (a pause holds the stream)."""
-    return FakeEngine(
-        run.socket,
-        run_id=run.run_id,
-        state=state,  # type: ignore[arg-type]
-        events=[make_event(1, "run_started", "run started")],
-        telemetry=[make_sample(step) for step in range(1, steps + 1)],
+def engine(run: RunDir, state: Any = "running", refusal: str | None = None) -> ScriptedEngine:
+    """A run in ``state`` whose supervisor answers a Pause as the real one does (the state now,
+    then the change of state at the step boundary), or refuses it with ``refusal``."""
+    seq = iter(range(2, 100))
+
+    def reply(message: ClientMessage) -> list[ServerMessage]:
+        if not isinstance(message, Pause):
+            return answer_ok(message)
+        if refusal is not None:
+            return [Error(id=message.id, reason=refusal)]
+        to = "paused" if message.paused else "running"
+        changed = make_event(next(seq), StateChanged.model_validate({"from": state, "to": to}))
+        return [
+            Ok(id=message.id, result={"state": state, "paused": message.paused}),
+            EventMessage(event=changed),
+        ]
+
+    events = [make_event(1, "run_started", "run started")]
+    stream = telemetry([make_sample(1)], state)
+    return ScriptedEngine(
+        run.socket, welcome_for(run.run_id, state), events=events, stream=stream, reply=reply
     )
 
 
-async def test_p_pauses_then_continues_without_asking(live_run: RunDir) -> None:
-    async with engine(live_run) as fake:
-        app = MemtuiApp(live_run)
-        notes = recorded_notes(app)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await until(lambda: app.view.connection == "connected" and app.view.step > 0)
-            await until(lambda: footer_p(app) == "Pause")
-            assert "Run: pause training" in palette_titles(app)
-            assert "Run: continue training" not in palette_titles(app)
+async def test_p_pauses_then_continues_without_asking(live: LiveRun) -> None:
+    app = MemtuiApp(live.run)
+    notes = recorded_notes(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(lambda: app.view.connection == "connected" and app.view.step > 0)
+        await until(lambda: footer_p(app) == "Pause")
+        assert "Run: pause training" in palette_titles(app)
+        assert "Run: continue training" not in palette_titles(app)
 
-            await pilot.press("P")
-            await pilot.pause()
-            assert not isinstance(app.screen, ConfirmScreen)  # pausing loses nothing: no question
-            await until(lambda: app.view.state == "paused")
-            assert pauses(fake) == [True]
-            await until(lambda: ("pause", "the trainer holds at the next step boundary") in notes)
-            held = fake.step
-            assert {"state_changed", "run_paused"} <= {e.type for e in app.view.events}
-            await until(lambda: " paused " in plain(app.query_one(RunHeader)._shown))
+        await pilot.press("P")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)  # pausing loses nothing: no question
+        await until(lambda: app.view.state == "paused")
+        assert pauses(app) == [True]
+        await until(lambda: ("pause", "the trainer holds at the next step boundary") in notes)
+        held = live.supervisor.status().step
+        assert live.supervisor.state == "paused"
+        assert {"state_changed", "run_paused"} <= {e.type for e in app.view.events}
+        await until(lambda: " paused " in plain(app.query_one(RunHeader)._shown))
 
-            # P now continues: the footer, the keys list and the palette say so
-            await until(lambda: footer_p(app) == "Continue")
-            assert "Run: continue training" in palette_titles(app)
-            assert "Run: pause training" not in palette_titles(app)
-            await pilot.press("question_mark")
-            await pilot.pause()
-            assert isinstance(app.screen, KeysScreen)
-            assert ("P", "Continue") in app.screen._keys
-            assert ("P", "Pause") not in app.screen._keys
-            await pilot.press("escape")
+        # P now continues: the footer, the keys list and the palette say so
+        await until(lambda: footer_p(app) == "Continue")
+        assert "Run: continue training" in palette_titles(app)
+        assert "Run: pause training" not in palette_titles(app)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, KeysScreen)
+        assert ("P", "Continue") in app.screen._keys
+        assert ("P", "Pause") not in app.screen._keys
+        await pilot.press("escape")
 
-            await pilot.press("P")
-            await until(lambda: app.view.state == "running")
-            assert pauses(fake) == [True, False]
-            await until(lambda: fake.step > held)  # steps again
-            assert "run_continued" in {e.type for e in app.view.events}
-            await until(lambda: ("continue", "training goes on") in notes)
-            await until(lambda: footer_p(app) == "Pause")
-            assert app.is_running
+        await pilot.press("P")
+        await until(lambda: app.view.state == "running")
+        assert pauses(app) == [True, False]
+        await until(lambda: live.supervisor.status().step > held, what="steps again")
+        assert "run_continued" in {e.type for e in app.view.events}
+        await until(lambda: ("continue", "training goes on") in notes)
+        await until(lambda: footer_p(app) == "Pause")
+        assert app.is_running
 
 
 @pytest.mark.parametrize(("state", "paused"), [("running", True), ("restarting", True), ("paused", False)])
@@ -113,34 +130,32 @@ async def test_p_sends_the_pause_that_fits_the_state(live_run: RunDir, state: st
             await until(lambda: app.view.connection == "connected" and app.view.state == state)
             await until(lambda: footer_p(app) == ("Pause" if paused else "Continue"))  # P fits the state
             await pilot.press("P")
-            await until(lambda: len(pauses(fake)) == 1)
-            assert pauses(fake) == [paused]
-            assert app.sent[-1].paused is paused  # type: ignore[union-attr]
-            if state == "restarting":  # the next attempt holds at its first step boundary
-                fake.lifecycle.relaunch()
+            await until(lambda: len(pauses(app)) == 1)
+            assert pauses(app) == [paused] and [m.kind for m in fake.requests] == ["pause"]
             await until(lambda: app.view.state == ("paused" if paused else "running"))
 
 
 async def test_pausing_an_ended_run_shows_the_refusal(live_run: RunDir) -> None:
-    async with engine(live_run, "stopped", steps=1) as fake:
+    async with engine(live_run, "stopped", "the run is stopped: there is no training to pause") as fake:
         app = MemtuiApp(live_run)
         notes = recorded_notes(app)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.connection == "connected" and app.view.state == "stopped")
             await pilot.press("P")
             await until(lambda: any(title == "pause refused" for title, _ in notes))
-            assert pauses(fake) == [True] and fake.state == "stopped"
+            assert pauses(app) == [True] and [m.kind for m in fake.requests] == ["pause"]
             assert "the run is stopped" in dict(notes)["pause refused"]
 
 
-async def test_stop_still_works_while_paused(live_run: RunDir) -> None:
-    async with engine(live_run, "paused") as fake:
-        app = MemtuiApp(live_run)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await until(lambda: app.view.connection == "connected" and app.view.state == "paused")
-            await pilot.press("s", "y")
-            await until(lambda: app.view.state == "stopped")
-            assert [m.kind for m in fake.requests] == ["stop"]
+async def test_stop_still_works_while_paused(live: LiveRun) -> None:
+    await live.request(Pause(id="hold", paused=True))
+    await until(lambda: live.supervisor.state == "paused", what="the trainer holding")
+    app = MemtuiApp(live.run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(lambda: app.view.connection == "connected" and app.view.state == "paused")
+        await pilot.press("s", "y")
+        await until(lambda: app.view.state == "stopped")
+        assert [m.kind for m in app.sent] == ["stop"]
 
 
 async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
@@ -153,11 +168,11 @@ async def test_readonly_hides_and_refuses_pause(live_run: RunDir) -> None:
                 await app.run_action(action)
             app.action_pause()  # even a direct call is refused
             await pilot.pause()
-            assert app.active_bindings["P"].binding.action == "refused"  # says why, sends nothing
+            assert method_of(app.active_bindings["P"].binding.action) == "refused"  # says why, sends nothing
             assert footer_p(app) is None
             assert not {"Run: pause training", "Run: continue training"} & palette_titles(app)
             assert app.sent == []  # the console's record of every request it sends
-            await caught_up(app, pilot)  # a Ping on the same connection: the fake got nothing before it
+            await caught_up(app, pilot)  # a Ping on the same connection: the engine got nothing before it
         assert [m.kind for m in fake.requests] == ["ping"]
 
 

@@ -1,6 +1,6 @@
 """What a newcomer reads on the console: charts with their range, numbers with their precision,
 run-wide figures that never drop after a reattach, a finished run that looks finished, and
-events readable in full and listed once. Pure renderers first, then Pilot against the fake
+events readable in full and listed once. Pure renderers first, then Pilot against the scripted
 engine."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from textual.content import Content
 
 from engine.domain import ThroughputFigures
 from engine.events import StateChanged
+from engine.protocol import Hardware
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.chart import render_scaled
@@ -22,7 +23,8 @@ from memtui.console.widgets.hardware_panel import render_hardware
 from memtui.console.widgets.memory_panel import render_memory, render_memory_chart
 from memtui.console.widgets.numerics_panel import format_loss, render_numerics
 from memtui.console.widgets.throughput_panel import render_throughput
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.console_harness import text_of
 from tests.memtui.test_hardware_console import no_nvml
 from tests.waiting import until
@@ -156,7 +158,7 @@ def test_keys_fold_into_columns_when_the_screen_is_short() -> None:
 
 async def test_enter_on_an_event_shows_its_whole_message_and_data(live_run: RunDir) -> None:
     long = "checkpoint rejected: " + "a very long reason that no panel line can hold " * 4
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id)) as fake:
         fake.add_event(
             "checkpoint_rejected", long, data={"tag": "global_step20", "reason": "sha256 mismatch"}
         )
@@ -176,12 +178,13 @@ async def test_enter_on_an_event_shows_its_whole_message_and_data(live_run: RunD
 
 
 async def test_finished_hardware_panel_redraws_when_the_run_ends(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()) as fake:
+    stream = [Hardware(snapshot=no_nvml())]
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), stream=stream) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(160, 48)) as pilot:
             panel = app.query_one("#hardware")
             await until(lambda: "trainer 97%" in text_of(panel), what="the process readings")
-            fake.set_state("completed")
+            fake.add_event(StateChanged.model_validate({"from": "running", "to": "completed"}))
             await until(lambda: "none: the run has ended" in text_of(panel), what="the ended processes")
             await pilot.pause()
 
@@ -202,7 +205,7 @@ async def test_z_on_a_flat_series_says_it_is_flat(live_run: RunDir) -> None:
     """Maximised, the memory chart of a CPU run whose RSS does not move: one level line and
     "flat at", not a screen of equal bars."""
     steps = [make_sample(step) for step in range(1, 31)]  # every step 420 MiB reserved
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, telemetry=steps):
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), stream=telemetry(steps)):
         app = MemtuiApp(live_run, clock=lambda: steps[-1].ts)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.step == 30, what="the steps")

@@ -7,7 +7,7 @@ from engine.domain import Event
 from engine.events import NodesJoined, RendezvousWait, StartupPhase
 from memtui.console.run_view import RunView
 from memtui.console.widgets.run_header import render_header
-from tests.fakes.fake_engine import make_event
+from tests.fakes.run_script import make_event
 
 WAIT = RendezvousWait(endpoint="node0:29500", rdzv_id="memtui-0123456789ab", nodes=2, node_rank=0, joined=1)
 MET = NodesJoined(attempt=2, endpoint="node0:29500", rdzv_id="memtui-0123456789ab", nodes=2, waited_s=3.0)

@@ -10,7 +10,8 @@ from engine.protocol import Propose
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.confirm_screen import ConfirmScreen
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.waiting import until
 
 
@@ -29,13 +30,14 @@ def saved(step: int) -> CheckpointSaved:
 @pytest.fixture
 async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
     events = [make_event(n, saved(step)) for n, step in enumerate((20, 40, 60), start=1)]
-    async with FakeEngine(
-        live_run.socket, run_id=live_run.run_id, events=events, telemetry=[make_sample(50)]
+    stream = telemetry([make_sample(50)])
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id), events=events, stream=stream
     ) as engine:
         yield engine
 
 
-async def test_the_palette_proposes_a_rollback_to_a_saved_tag(live_run: RunDir, fake: FakeEngine) -> None:
+async def test_the_palette_proposes_a_rollback_to_a_saved_tag(live_run: RunDir, fake: ScriptedEngine) -> None:
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(lambda: app.view.connection == "connected" and app.view.step == 50 and app.view.events)

@@ -1,5 +1,5 @@
-"""The main screen, cell for cell, against the fake engine with fixed data and a fixed clock:
-80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme, with two workload
+"""The main screen, cell for cell, against the scripted transport with fixed data and a fixed
+clock: 80x24 (compact) and 160x48 (wide), in the dark and in the ANSI theme, with two workload
 metrics in their panel; the "terminal too
 small" screen below the minimum; a two-rank run's memory panel (compact, and maximised with
 a row per rank); and the alert list.
@@ -23,7 +23,8 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
-from tests.fakes.fake_engine import FakeEngine, make_directive, make_event, make_ranks, make_sample
+from tests.fakes.run_script import make_directive, make_event, make_ranks, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.waiting import until
 
 CREATED_AT = 1_700_000_000.0
@@ -109,10 +110,10 @@ async def until_drawn(pilot, *, last_seq: int = 5, step: int = LAST_STEP + 1) ->
             and app.view.step == step
             and app.view.run_throughput is not None
         ),
-        what="the console to catch up with the fake engine and read the run's figures",
+        what="the console to catch up with the scripted engine and read the run's figures",
         seen=lambda: (app.view.connection, app.view.last_seq, app.view.step, app.view.run_throughput),
     )
-    app.redraw()  # everything the fake sent, the charts too (they otherwise follow at their slower rate)
+    app.main.redraw()  # all the engine sent, the charts too (they otherwise follow at their slower rate)
     await pilot.pause()
 
 
@@ -120,7 +121,7 @@ async def figures_read(pilot) -> None:  # type: ignore[no-untyped-def]
     """The run-wide tokens/s read from the store (a worker thread, once a second) and drawn."""
     app = pilot.app
     await until(lambda: app.view.run_throughput is not None, what="the run-wide figures")
-    app.redraw()
+    app.main.redraw()
     await pilot.pause()
 
 
@@ -129,8 +130,9 @@ async def figures_read(pilot) -> None:  # type: ignore[no-untyped-def]
 def test_main_screen(home: Path, utc: None, snap_compare, theme: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     run = fixed_run(home)
     # The last sample again, live: the clock says it arrived just now.
-    with FakeEngine.in_thread(
-        run.socket, run_id=run.run_id, events=scripted_events(), telemetry=[sample(LAST_STEP + 1)]
+    stream = telemetry([sample(LAST_STEP + 1)])
+    with ScriptedEngine.in_thread(
+        run.socket, welcome_for(run.run_id), events=scripted_events(), stream=stream
     ):
         assert snap_compare(console(run, theme), terminal_size=size, run_before=until_drawn)
 
@@ -169,7 +171,7 @@ def test_chaos_form(home: Path, utc: None, snap_compare) -> None:  # type: ignor
     and a refused value naming its field."""
     from textual.widgets import Input
 
-    from engine.chaos_kinds import chaos_specs
+    from engine.chaos.table import chaos_specs
     from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 
     run = fixed_run(home)

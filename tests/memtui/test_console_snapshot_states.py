@@ -1,5 +1,5 @@
-"""The console as a newcomer meets it, cell for cell (fixed data, fixed clock, the fake engine):
-the main screen starting (before the first step) and finished, at 80x24 and 160x48 (running
+"""The console as a newcomer meets it, cell for cell (fixed data, fixed clock, the scripted
+transport): the main screen starting (before the first step) and finished, at 80x24 and 160x48 (running
 is ``test_console_snapshot.test_main_screen``); and at 80x24, the smallest size we promise,
 every modal: the key list, the checkpoints, the alert list, a directive's details (160x48
 too) and an event in full; and a run's read-only history view at both sizes.
@@ -19,12 +19,14 @@ import pytest
 
 from engine.config_file import build_run_config
 from engine.events import StartupPhase, StateChanged
+from engine.protocol import Hardware
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.widgets.event_log import EventLog
-from tests.fakes.fake_engine import FakeEngine, make_event
+from tests.fakes.run_script import make_event
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.test_cli_ending import checkpoint
 from tests.memtui.test_console_snapshot import (
     CREATED_AT,
@@ -75,7 +77,7 @@ def test_starting(home: Path, utc: None, snap_compare, size: tuple[int, int]) ->
     async def started(pilot) -> None:  # type: ignore[no-untyped-def]
         await until_drawn(pilot, last_seq=3, step=0)
 
-    with FakeEngine.in_thread(run.socket, run_id=run.run_id, state="starting", events=events):
+    with ScriptedEngine.in_thread(run.socket, welcome_for(run.run_id, "starting"), events=events):
         assert snap_compare(live_console(run), terminal_size=size, run_before=started)
 
 
@@ -86,13 +88,9 @@ def test_finished(home: Path, utc: None, snap_compare, size: tuple[int, int]) ->
     run = fixed_run(home)
     ended = StateChanged.model_validate({"from": "running", "to": "completed"})
     events = [*scripted_events(), make_event(6, ended, "completed at step 241", ts=NOW - 0.2)]
-    with FakeEngine.in_thread(
-        run.socket,
-        run_id=run.run_id,
-        state="completed",
-        events=events,
-        telemetry=[sample(LAST_STEP + 1)],
-        hardware=no_nvml(ts=NOW - 1),
+    stream = [Hardware(snapshot=no_nvml(ts=NOW - 1)), *telemetry([sample(LAST_STEP + 1)], "completed")]
+    with ScriptedEngine.in_thread(
+        run.socket, welcome_for(run.run_id, "completed"), events=events, stream=stream
     ):
 
         async def finished(pilot) -> None:  # type: ignore[no-untyped-def]

@@ -1,20 +1,23 @@
 """A starting run: the console says what the trainer is doing before its first step (the
 header with the phase's elapsed time, the memory panel's empty state), and `memtui status`
-says it too. Against the fake engine, which says phases as the real trainer does."""
+says it too. Against a scripted transport replaying phases as the supervisor records them."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from engine.domain import RunStatus, StartupStatus
+from engine.events import PhaseName, StartupPhase
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.run_header import RunHeader, render_header
 from memtui.status_report import render_status
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
-from tests.fakes.run_script import T0
+from tests.fakes.run_script import T0, make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
 
@@ -23,18 +26,24 @@ pytestmark = pytest.mark.timeout(120)
 LAUNCHED = [make_event(1, "run_started", "run started"), make_event(2, "trainer_launched", "attempt 1")]
 
 
+def enter_phase(engine: ScriptedEngine, phase: PhaseName, **details: Any) -> None:
+    """The trainer of attempt 1 enters a start-up phase, said as the supervisor records it."""
+    payload = StartupPhase(phase=phase, attempt=1, **details)
+    engine.add_event(payload, payload.label(), attempt=1)
+
+
 @pytest.fixture
 async def starting(live_run: RunDir):  # type: ignore[no-untyped-def]
-    async with FakeEngine(
-        live_run.socket, run_id=live_run.run_id, state="starting", events=LAUNCHED
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id, "starting"), events=LAUNCHED
     ) as engine:
         yield engine
 
 
 async def test_the_phase_shows_before_the_first_step_and_goes_with_it(
-    live_run: RunDir, starting: FakeEngine
+    live_run: RunDir, starting: ScriptedEngine
 ) -> None:
-    starting.enter_phase("importing")  # before the console attaches: it comes by replay
+    enter_phase(starting, "importing")  # before the console attaches: it comes by replay
     app = MemtuiApp(live_run)
     async with app.run_test(size=(120, 32)):
         header = app.query_one(RunHeader)
@@ -42,10 +51,10 @@ async def test_the_phase_shows_before_the_first_step_and_goes_with_it(
         memory = app.query_one(MemoryPanel)
         await until(lambda: "waiting for the first step: importing torch" in text_of(memory))
 
-        starting.enter_phase("building_op", op="deepspeed_shm_comm", cache="/tmp/ext/deepspeed_shm_comm")
+        enter_phase(starting, "building_op", op="deepspeed_shm_comm", cache="/tmp/ext/deepspeed_shm_comm")
         building = "building DeepSpeed op deepspeed_shm_comm (once per environment)"
         await until(lambda: building in text_of(header), seen=lambda: text_of(header))
-        starting.enter_phase("initialising")
+        enter_phase(starting, "initialising")
         await until(lambda: "initialising DeepSpeed" in text_of(header), seen=lambda: text_of(header))
 
         starting.send_telemetry(make_sample(1))  # the first step: the start-up is over

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.chaos_kinds import REQUESTS
+from engine.chaos.config import default_kinds
 from memtui.cli.endurance_commands import endurance_config
 from memtui.cli.endurance_driver import kill_steps
 from memtui.cli.errors import CliError
@@ -33,7 +33,7 @@ def _args(tmp_path: Path, config: str | None = None, **extra: object) -> argpars
 
 def test_config_attacks_with_every_kind_unless_the_file_names_its_own(tmp_path: Path) -> None:
     config = endurance_config(_args(tmp_path))
-    assert set(config.chaos.kinds) == set(REQUESTS) and set(config.chaos.kinds.values()) == {1}
+    assert set(config.chaos.kinds) == set(default_kinds()) and set(config.chaos.kinds.values()) == {1}
     assert (config.chaos.every_steps, config.chaos.seed, config.steps) == (50, 7, 500)
     assert config.restart.on_preemption is True
     own = endurance_config(_args(tmp_path, "[chaos]\nkinds = { kill = 2 }\n"))

@@ -1,4 +1,4 @@
-"""EngineClient against the scripted fake supervisor (real protocol, no torch)."""
+"""EngineClient against the scripted transport (real protocol and framing, no supervisor)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,18 @@ from typing import Literal
 
 import pytest
 
-from engine.protocol import PROTOCOL_VERSION, EventMessage, Ping, ServerMessage, Status, Telemetry
+from engine.domain import RunStatus
+from engine.protocol import (
+    PROTOCOL_VERSION,
+    ClientMessage,
+    Error,
+    EventMessage,
+    Ok,
+    Ping,
+    ServerMessage,
+    Status,
+    Telemetry,
+)
 from memtui.client import (
     EngineClient,
     EngineRefused,
@@ -19,7 +30,8 @@ from memtui.client import (
     new_request_id,
     request_once,
 )
-from tests.fakes.fake_engine import FakeEngine, make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
 from tests.waiting import until
 
 
@@ -44,9 +56,8 @@ class Inbox:
 
 async def test_hello_welcome_replay_and_telemetry(sock: Path) -> None:
     events = [make_event(i) for i in (1, 2, 3)]
-    async with FakeEngine(
-        sock, run_id="r1", events=events, telemetry=[make_sample(1), make_sample(2)]
-    ) as fake:
+    stream = telemetry([make_sample(1), make_sample(2)])
+    async with ScriptedEngine(sock, welcome_for("r1"), events=events, stream=stream) as fake:
         inbox, states = Inbox(), []
         client = EngineClient(sock, on_message=inbox, on_state=states.append, clock=lambda: 42.0)
         task = asyncio.create_task(client.run())
@@ -70,7 +81,15 @@ async def test_hello_welcome_replay_and_telemetry(sock: Path) -> None:
 
 
 async def test_requests_are_matched_by_id_and_errors_raise(sock: Path) -> None:
-    async with FakeEngine(sock, refuse={"stop": "stopping is not allowed in this test"}) as fake:
+    def reply(message: ClientMessage) -> list[ServerMessage]:
+        if isinstance(message, Ping):
+            return [Ok(id=message.id, result={"time": 1.0})]
+        if message.kind == "stop":
+            return [Error(id=message.id, reason="stopping is not allowed in this test")]
+        return answer_ok(message)
+
+    status = RunStatus(run_id="r", name="r", state="running", run_dir=str(sock.parent))
+    async with ScriptedEngine(sock, welcome_for("r"), reply=reply, status=status) as fake:
         client = EngineClient(sock, telemetry=False)
         task = asyncio.create_task(client.run())
         ping, status = await asyncio.gather(client.ping(), client.status())
@@ -85,7 +104,7 @@ async def test_requests_are_matched_by_id_and_errors_raise(sock: Path) -> None:
 
 
 async def test_reconnect_replays_from_last_seq_without_loss_or_duplicates(sock: Path) -> None:
-    async with FakeEngine(sock, events=[make_event(i) for i in range(1, 6)]) as fake:
+    async with ScriptedEngine(sock, welcome_for("r"), events=[make_event(i) for i in range(1, 6)]) as fake:
         inbox = Inbox()
         client = EngineClient(sock, on_message=inbox, backoff_initial=0.05)
         task = asyncio.create_task(client.run())
@@ -108,7 +127,7 @@ async def test_reconnect_replays_from_last_seq_without_loss_or_duplicates(sock: 
 async def test_events_seen_but_never_stored_do_not_hide_the_next_supervisors(sock: Path) -> None:
     # The console saw events 6..8 from a supervisor that exited while its disk refused
     # writes: its store kept 1..5, and the next supervisor numbers on from 6.
-    async with FakeEngine(sock, events=[make_event(i) for i in range(1, 6)]) as fake:
+    async with ScriptedEngine(sock, welcome_for("r"), events=[make_event(i) for i in range(1, 6)]) as fake:
         inbox = Inbox()
         client = EngineClient(sock, on_message=inbox, replay_from=8)
         task = asyncio.create_task(client.run())
@@ -128,7 +147,7 @@ async def test_backoff_keeps_trying_until_the_supervisor_appears(sock: Path) -> 
     task = asyncio.create_task(client.run())
     await until(lambda: states.count("connecting") >= 2, what="a second attempt", seen=lambda: states)
     assert client.state != "connected"
-    async with FakeEngine(sock, events=[make_event(1)]):
+    async with ScriptedEngine(sock, welcome_for("r"), events=[make_event(1)]):
         await until(lambda: inbox.seqs == [1])
         await client.close()
         await task
@@ -146,7 +165,10 @@ async def test_protocol_mismatch_is_a_clear_final_error(sock: Path, monkeypatch:
     import memtui.client
 
     monkeypatch.setattr(memtui.client, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
-    async with FakeEngine(sock):
+    refused = Error(
+        reason=f"protocol version mismatch: client speaks {PROTOCOL_VERSION + 1}, supervisor speaks"
+    )
+    async with ScriptedEngine(sock, refused):  # what the supervisor's check_hello answers
         client = EngineClient(sock)
         with pytest.raises(EngineRefused, match="protocol version mismatch"):
             await client.run()
@@ -154,7 +176,7 @@ async def test_protocol_mismatch_is_a_clear_final_error(sock: Path, monkeypatch:
 
 async def test_messages_iterator_without_callback(sock: Path) -> None:
     async with (
-        FakeEngine(sock, events=[make_event(1), make_event(2)]),
+        ScriptedEngine(sock, welcome_for("r"), events=[make_event(1), make_event(2)]),
         EngineClient(sock, telemetry=False) as client,
     ):
         reader = asyncio.create_task(client._pump())
@@ -168,7 +190,8 @@ async def test_messages_iterator_without_callback(sock: Path) -> None:
 
 
 def test_request_once_is_synchronous(sock: Path) -> None:
-    with FakeEngine.in_thread(sock, run_id="r9") as fake:
+    status = RunStatus(run_id="r9", name="r9", state="running", run_dir=str(sock.parent))
+    with ScriptedEngine.in_thread(sock, welcome_for("r9"), status=status) as fake:
         ok = request_once(sock, Status(id=new_request_id()), timeout=30)  # ends when answered
         assert ok.result["run_id"] == "r9"
         assert fake.hellos[0].role == "cli" and fake.hellos[0].telemetry is False
@@ -188,7 +211,7 @@ async def test_a_connection_dropped_while_a_request_waits_is_unavailable_not_a_c
             client._drop_connection()  # the pump reading the close, as the wait hands back
             return True
 
-    async with FakeEngine(sock):
+    async with ScriptedEngine(sock, welcome_for("r")):
         client = EngineClient(sock, role="cli", telemetry=False, replay_from=None)
         await client.connect()
         client._connected = DroppedOnWake()

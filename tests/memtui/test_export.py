@@ -15,7 +15,7 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from memtui.cli.main import main
 from memtui.console.window_reader import read_window
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The hardware panel and alerts in the console (Pilot) against the fake engine."""
+"""The hardware panel and alerts in the console (Pilot) against the scripted transport."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ from engine.hardware_report import (
     HostReport,
     ProcessReport,
 )
+from engine.protocol import Hardware
 from engine.run.directory import RunDir
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.event_log import EventLog
 from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.run_header import RunHeader
-from tests.fakes.fake_engine import FakeEngine, doctor_data, make_event, make_sample
+from tests.fakes.run_script import doctor_data, make_event, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.console_harness import caught_up, drawn, text_of
 from tests.waiting import until
 
@@ -67,7 +69,7 @@ def no_nvml(ts: float = 1_700_000_000.0) -> HardwareSnapshot:
     return HardwareSnapshot(ts=ts, nvml="NVML: NVML Shared Library Not Found", host=host())
 
 
-def alert(fake: FakeEngine, rule: str, severity: str, state: str = "firing", message: str = "") -> None:
+def alert(fake: ScriptedEngine, rule: str, severity: str, state: str = "firing", message: str = "") -> None:
     fake.add_event(
         "alert", message or f"{rule} {state}", severity=severity, data={"rule": rule, "state": state}
     )
@@ -79,9 +81,8 @@ def toasts(app: MemtuiApp) -> list[str]:
 
 async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -> None:
     cuda = [make_sample(s, mem_kind="cuda", mem_allocated=20 * GiB, mem_reserved=24 * GiB) for s in (1, 2)]
-    async with FakeEngine(
-        live_run.socket, run_id=live_run.run_id, telemetry=cuda, hardware=gpu_snapshot()
-    ) as fake:
+    stream = [Hardware(snapshot=gpu_snapshot()), *telemetry(cuda)]
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), stream=stream) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=WIDE):
             await until(lambda: app.view.hardware is not None and app.view.step == 2)
@@ -100,7 +101,9 @@ async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -
 
 
 async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()):
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id), stream=[Hardware(snapshot=no_nvml())]
+    ):
         app = MemtuiApp(live_run)
         async with app.run_test(size=WIDE) as pilot:
             panel = app.query_one(HardwarePanel)
@@ -113,7 +116,9 @@ async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
 
 
 async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()):
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id), stream=[Hardware(snapshot=no_nvml())]
+    ):
         app = MemtuiApp(live_run)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(lambda: app.view.hardware is not None)
@@ -127,24 +132,26 @@ async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> 
             assert any("hardware" in c[0] for c in app.palette_commands())
 
 
-async def test_hardware_panel_redraws_only_on_a_new_reading(live_run: RunDir) -> None:
+async def test_hardware_panel_redraws_only_on_a_new_reading(
+    live_run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
     samples = [make_sample(s) for s in range(1, 80)]
-    async with FakeEngine(
-        live_run.socket, run_id=live_run.run_id, telemetry=samples, telemetry_hz=100, hardware=no_nvml()
-    ) as fake:
+    # Each drawing, from the first (the reading may arrive before the first step): the reading's
+    # time and the panel's size (a first drawing that grows the panel is drawn again at its new
+    # size; that is not a new reading).
+    drawings: list[tuple[float | None, Size]] = []
+    original = HardwarePanel.draw
+
+    def counted(panel: HardwarePanel, view: RunView, now: float) -> str:
+        drawings.append((view.hardware.ts if view.hardware else None, panel.content_size))
+        return original(panel, view, now)
+
+    monkeypatch.setattr(HardwarePanel, "draw", counted)
+    stream = [Hardware(snapshot=no_nvml()), *telemetry(samples)]
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), stream=stream) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=WIDE):
             panel = app.query_one(HardwarePanel)
-            # Each drawing: the reading's time and the panel's size (a first drawing that grows
-            # the panel is drawn again at its new size; that is not a new reading).
-            drawings: list[tuple[float | None, Size]] = []
-            original = panel.draw
-
-            def counted(view: RunView, now: float) -> str:
-                drawings.append((view.hardware.ts if view.hardware else None, panel.content_size))
-                return original(view, now)
-
-            panel.draw = counted  # type: ignore[method-assign]
             await until(lambda: panel._view is not None and panel._view.step == 79)  # handed the last step
             first = [key for key in drawings if key[0] is not None]
             assert first and len(first) == len(set(first))  # 79 steps, no drawing for the same reading
@@ -162,7 +169,7 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
     old = make_event(
         1, "alert", "an old alert", severity="critical", data={"rule": "loss_nan", "state": "firing"}
     )
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, events=[old]) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), events=[old]) as fake:
         app = MemtuiApp(live_run, bell=bell)
         rung: list[float] = []
         app.bell = lambda: rung.append(time.monotonic())  # type: ignore[method-assign]
@@ -197,7 +204,7 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
 async def test_a_warning_alert_stays_in_the_header_until_resolved(
     live_run: RunDir, size: tuple[int, int]
 ) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id) as fake:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id)) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=size) as pilot:
             await until(lambda: app.view.connection == "connected")
@@ -218,7 +225,7 @@ async def test_a_warning_alert_stays_in_the_header_until_resolved(
 # ------------------------------------------------------- the environment in every layout
 
 
-def doctor_event(fake: FakeEngine, verdict: str, *findings: tuple[str, str]) -> None:
+def doctor_event(fake: ScriptedEngine, verdict: str, *findings: tuple[str, str]) -> None:
     fake.add_event(
         "doctor_report", f"doctor: {verdict}", severity="warning", data=doctor_data(verdict, findings)
     )
@@ -236,7 +243,9 @@ async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layou
 ) -> None:
     from engine.doctor.findings import NO_GPU
 
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=no_nvml()) as fake:
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id), stream=[Hardware(snapshot=no_nvml())]
+    ) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=size) as pilot:
             await until(lambda: app.view.hardware is not None)
@@ -261,7 +270,9 @@ async def test_no_gpu_and_the_doctor_s_verdict_show_in_the_header_in_every_layou
 
 
 async def test_with_a_gpu_and_a_healthy_doctor_the_header_says_nothing_more(live_run: RunDir) -> None:
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, hardware=gpu_snapshot()) as fake:
+    async with ScriptedEngine(
+        live_run.socket, welcome_for(live_run.run_id), stream=[Hardware(snapshot=gpu_snapshot())]
+    ) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(80, 24)) as pilot:
             await until(lambda: app.view.hardware is not None)

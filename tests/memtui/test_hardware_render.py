@@ -10,7 +10,7 @@ from memtui.cli.main import build_parser
 from memtui.console.alert_state import critical_after, critical_banner, rings_bell, toast
 from memtui.console.run_view import RunView
 from memtui.console.widgets.hardware_panel import hardware_title, render_hardware
-from tests.fakes.fake_engine import doctor_data, make_event, make_sample
+from tests.fakes.run_script import doctor_data, make_event, make_sample
 
 GiB = 1 << 30
 

@@ -16,8 +16,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.lines_view import LinesView
 from memtui.theming import load_theme
-from tests.fakes.fake_engine import make_sample
-from tests.fakes.run_script import T0
+from tests.fakes.run_script import T0, make_sample
 
 NOW = T0 + 30.0
 
@@ -46,7 +45,7 @@ async def screen_of(run_dir: RunDir, views: list[RunView], size: tuple[int, int]
         await pilot.pause()
         for view in views:
             app.view = view
-            app.redraw()
+            app.main.redraw()
             await pilot.pause()
         return app.export_screenshot()
 

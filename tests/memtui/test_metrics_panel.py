@@ -16,7 +16,7 @@ from memtui.console.app import MemtuiApp
 from memtui.console.series import Point, downsample
 from memtui.console.widgets.metrics_panel import MetricsPanel, render_metrics, sparkline
 from tests.cli_harness import CHECKOUT
-from tests.contract_engines import FAKE_TRAINER_ENV, RealUnderTest
+from tests.live_supervisor import FAKE_TRAINER_ENV, LiveRun
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
 
@@ -67,14 +67,14 @@ def test_a_downsampled_window_keeps_each_metrics_mean() -> None:
 
 
 @pytest.fixture
-async def real_run(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RealUnderTest]:
+async def real_run(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LiveRun]:
     """The real supervisor running the fake trainer (which reports ``accuracy``)."""
     for name, value in FAKE_TRAINER_ENV.items():
         monkeypatch.setenv(name, value)
     # the fake trainer is a script: this checkout's engine first, not an installed one
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [CHECKOUT, os.environ.get("PYTHONPATH")])))
     monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 3600.0)
-    engine = RealUnderTest(Path(tempfile.mkdtemp(prefix="mtm", dir="/tmp")))
+    engine = LiveRun(Path(tempfile.mkdtemp(prefix="mtm", dir="/tmp")))
     try:
         await engine.start()
         yield engine
@@ -83,7 +83,7 @@ async def real_run(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RealUnderTe
 
 
 async def test_the_console_shows_the_fake_trainers_metric_from_the_real_supervisor(
-    real_run: RealUnderTest,
+    real_run: LiveRun,
 ) -> None:
     app = MemtuiApp(real_run.run)
     async with app.run_test(size=(80, 24)) as pilot:

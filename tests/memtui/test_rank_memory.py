@@ -17,7 +17,8 @@ from engine.supervisor.console_outbox import ConsoleClient
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import MemoryPanel, memory_title, render_memory, worst_rank
-from tests.fakes.fake_engine import FakeEngine, make_ranks, make_sample
+from tests.fakes.run_script import make_ranks, make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.console_harness import text_of
 from tests.waiting import until
 
@@ -169,9 +170,11 @@ async def test_supervisor_coalescing_carries_a_rank_report_onto_the_newer_sample
         client._pump_task.cancel()
 
 
-async def test_console_shows_both_ranks_from_a_two_rank_fake_engine(live_run: RunDir) -> None:
-    samples = [make_sample(step, mem_kind="cuda") for step in range(1, 8)]
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, telemetry=samples, ranks=2) as fake:
+async def test_console_shows_both_ranks_of_a_two_rank_run(live_run: RunDir) -> None:
+    samples = [make_sample(step, mem_kind="cuda", world_size=2) for step in range(1, 8)]
+    samples = [s.model_copy(update={"ranks": make_ranks(s, 2) if s.step == 4 else None}) for s in samples]
+    stream = telemetry(samples)  # the ranks' memory every fourth step, as a two-rank run reports it
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), stream=stream) as fake:
         app = MemtuiApp(live_run)
         async with app.run_test(size=(160, 48)) as pilot:
             await until(lambda: app.view.step == 7)
@@ -183,4 +186,4 @@ async def test_console_shows_both_ranks_from_a_two_rank_fake_engine(live_run: Ru
             await pilot.resize_terminal(80, 24)
             await until(lambda: "2 ranks   worst r1" in text_of(memory))  # compact: one line for all
             assert "r0   " not in text_of(memory)
-    assert fake.hellos and fake.ranks == 2
+    assert fake.hellos

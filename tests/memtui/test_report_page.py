@@ -20,7 +20,7 @@ from memtui.cli.main import main
 from memtui.report_page import CHARTS
 from memtui.run_series import BUCKETS
 from memtui.svg_chart import LEFT, RIGHT, WIDTH
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 from tests.memtui.stored_runs import T0, stored_run
 
 EXPECTED_MARKS = {

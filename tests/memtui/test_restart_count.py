@@ -9,7 +9,7 @@ from textual.content import Content
 from engine.events import RunStarted, TrainerRestarted, TrainerResumed
 from memtui.console.run_view import RunView
 from memtui.console.widgets.run_header import render_header
-from tests.fakes.fake_engine import make_event
+from tests.fakes.run_script import make_event
 
 
 def plain(markup: str) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from engine.protocol import EventMessage, Ok, Telemetry, Welcome
 from memtui.console.run_view import MAX_EVENTS, RunView
-from tests.fakes.fake_engine import make_event, make_sample
+from tests.fakes.run_script import make_event, make_sample
 
 
 def telemetry(step: int, state: str = "running", **over: object) -> Telemetry:

@@ -22,7 +22,8 @@ from memtui.console.widgets.hardware_panel import render_hardware
 from memtui.console.widgets.memory_panel import MemoryPanel, render_memory
 from memtui.formatting import format_bytes
 from memtui.history import read_identity
-from tests.fakes.fake_engine import FakeEngine, make_sample
+from tests.fakes.run_script import make_sample
+from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
 from tests.memtui.test_console import until
 
 GIB = 2**30
@@ -66,7 +67,8 @@ async def test_console_colours_memory_by_the_runs_thresholds(
     live_run: RunDir, thresholds: Thresholds | None, style: str
 ) -> None:
     samples = [sixty_percent(step) for step in range(1, 4)]
-    async with FakeEngine(live_run.socket, run_id=live_run.run_id, telemetry=samples, thresholds=thresholds):
+    welcome = welcome_for(live_run.run_id, thresholds=thresholds)
+    async with ScriptedEngine(live_run.socket, welcome, stream=telemetry(samples)):
         app = MemtuiApp(live_run)
         async with app.run_test(size=(100, 30)):
             await until(lambda: app.view.step == 3 and app.view.connection == "connected")

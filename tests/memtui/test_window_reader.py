@@ -19,7 +19,7 @@ from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.throughput_panel import ThroughputPanel
 from memtui.console.window_reader import read_window
 from memtui.history import stored_steps
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 from tests.waiting import until
 
 RESTART_TS = 2000.0
@@ -79,7 +79,7 @@ async def test_whole_run_chart_marks_the_restart(resumed: RunDir) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("w", "w")  # live -> last hour -> whole run
         await until(lambda: app.view.window == "run" and app.view.window_points is not None)
-        app.redraw()
+        app.main.redraw()
         await pilot.pause()
         for panel in (app.query_one(ThroughputPanel), app.query_one(MemoryPanel)):
             assert panel.chart is not None

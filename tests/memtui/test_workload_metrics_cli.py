@@ -15,7 +15,7 @@ from engine.run.directory import RunDir
 from engine.run.metric_history import last_metrics, metric_names
 from engine.run.store import Store
 from memtui.cli.main import main
-from tests.fakes.fake_engine import make_sample
+from tests.fakes.run_script import make_sample
 
 
 def metrics_of(step: int) -> dict[str, float] | None:

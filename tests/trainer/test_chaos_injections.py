@@ -12,11 +12,15 @@ from typing import Any
 import pytest
 import torch
 
-from engine.chaos_kinds import Ballast, DiskFull, Kill, NanLoss, Oom, Overflow, Release, SlowSteps, Spike
+from engine.chaos.kinds.disk_full import DiskFull
+from engine.chaos.kinds.memory import Ballast, Oom, Release
+from engine.chaos.kinds.numerics import NanLoss, Overflow, Spike
+from engine.chaos.kinds.processes import Kill
+from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.protocol import InjectChaos, TrainerEvent
-from engine.trainer import chaos_injections
 from engine.trainer.ballast import Ballast as BallastHolder
 from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.chaos_performers import numerics, slow_steps
 from engine.trainer.disk_full_injection import full_disk
 from engine.trainer.link import NullLink
 from engine.trainer.oom_injection import OomInjector
@@ -41,7 +45,7 @@ class Writer:
         return None
 
 
-class FakeEngine:
+class StubDeepSpeedEngine:
     def __init__(self) -> None:
         self.checkpoint_engine = Writer()
 
@@ -58,8 +62,8 @@ class FakeMemory:
         self.injector = OomInjector([])
         self.ranks = RankGroup()
 
-    def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int) -> Any:
-        return train_step(engine, batch, step)
+    def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int, hook: Any) -> Any:
+        return hook(train_step, step)(engine, batch, step)  # as AdaptiveMemory: the hook inside
 
 
 def forward(engine: Any, batch: Any, step: int) -> torch.Tensor:
@@ -69,7 +73,7 @@ def forward(engine: Any, batch: Any, step: int) -> torch.Tensor:
 
 def chaos(precision: str = "fp16") -> tuple[ChaosInjections, NullLink, FakeMemory]:
     link, memory = NullLink(record=True), FakeMemory()
-    return ChaosInjections(FakeEngine(), memory, link, precision), link, memory
+    return ChaosInjections(StubDeepSpeedEngine(), memory, link, precision), link, memory
 
 
 def applied(link: NullLink) -> list[dict[str, Any]]:
@@ -78,7 +82,7 @@ def applied(link: NullLink) -> list[dict[str, Any]]:
 
 def losses(injections: ChaosInjections, memory: FakeMemory, steps: int) -> list[float]:
     return [
-        float(injections.run_step(memory, forward, injections.engine, memory.module, step).detach())
+        float(memory.run_step(forward, injections.engine, memory.module, step, injections.hook).detach())
         for step in range(steps)
     ]
 
@@ -146,7 +150,7 @@ def test_a_spike_multiplies_one_steps_loss_and_its_gradients_then_stops() -> Non
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=Spike(factor=500.0)))
     injections.at_boundary(3)
     assert "multiplied by 500" in applied(link)[0]["detail"]
-    loss = injections.run_step(memory, forward, None, memory.module, 3)
+    loss = memory.run_step(forward, None, memory.module, 3, injections.hook)
     loss.backward()
     assert float(loss.detach()) == 1000.0  # what the model trains on, not only what is shown
     assert memory.module.w.grad is not None and memory.module.w.grad.tolist() == [500.0, 500.0]
@@ -157,7 +161,7 @@ def test_an_overflow_burst_leaves_the_loss_and_makes_the_gradients_infinite() ->
     injections, _link, memory = chaos("fp16")
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=Overflow(steps=1)))
     injections.at_boundary(0)
-    loss = injections.run_step(memory, forward, None, memory.module, 0)
+    loss = memory.run_step(forward, None, memory.module, 0, injections.hook)
     loss.backward()
     assert float(loss.detach()) == 2.0 and memory.module.w.grad is not None
     assert not torch.isfinite(memory.module.w.grad).any()
@@ -167,7 +171,10 @@ def test_an_overflow_burst_does_not_apply_without_fp16_and_says_so() -> None:
     injections, link, memory = chaos("bf16")
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=Overflow(steps=3)))
     injections.at_boundary(4)
-    assert "not applicable in bf16" in applied(link)[0]["detail"] and injections.overflow_steps == 0
+    assert (
+        "not applicable in bf16" in applied(link)[0]["detail"]
+        and injections.performers["overflow"].steps == 0
+    )
     assert losses(injections, memory, 3) == [2.0, 2.0, 2.0]
 
 
@@ -179,7 +186,7 @@ def test_without_fp16_a_nan_loss_step_is_the_trainers_own_skip(monkeypatch: pyte
         skipped.append(step)
         return torch.tensor(loss)
 
-    monkeypatch.setattr(chaos_injections, "skipped_step", skip)
+    monkeypatch.setattr(numerics, "skipped_step", skip)
     injections.inbox.append(InjectChaos(chaos_id="c-1", request=NanLoss(steps=2)))
     injections.at_boundary(0)
     values = losses(injections, memory, 3)
@@ -190,7 +197,7 @@ def test_slow_steps_sleep_within_their_bounds_and_the_same_request_sleeps_the_sa
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(chaos_injections.time, "sleep", slept.append)
+    monkeypatch.setattr(slow_steps.time, "sleep", slept.append)
     for _ in range(2):
         injections, _link, memory = chaos()
         injections.inbox.append(
@@ -205,7 +212,7 @@ def test_slow_steps_aimed_at_one_rank_slow_only_that_rank(monkeypatch: pytest.Mo
     slept: dict[int, list[float]] = {0: [], 1: []}
     details = []
     for rank in (0, 1):
-        monkeypatch.setattr(chaos_injections.time, "sleep", slept[rank].append)
+        monkeypatch.setattr(slow_steps.time, "sleep", slept[rank].append)
         injections, link, memory = chaos()
         memory.ranks = SimpleNamespace(rank=rank, world=2)
         for chaos_id, target in (("c-1", 1), ("c-2", 5)):
@@ -246,7 +253,7 @@ def test_the_next_saves_fail_on_a_full_disk_and_then_succeed(tmp_path: Any) -> N
 
 
 def test_a_full_disk_nests_and_restores_the_outer_one() -> None:
-    engine = FakeEngine()
+    engine = StubDeepSpeedEngine()
     with full_disk(engine):
         outer = vars(engine.checkpoint_engine)["save"]
         with full_disk(engine):

@@ -19,7 +19,10 @@ import pytest
 from pydantic import BaseModel
 from trainer_harness import REPO_ROOT, SupervisorStub, make_run, run_trainer
 
-from engine.chaos_kinds import Ballast, DiskFull, NanLoss, Oom, Overflow, SlowSteps
+from engine.chaos.kinds.disk_full import DiskFull
+from engine.chaos.kinds.memory import Ballast, Oom
+from engine.chaos.kinds.numerics import NanLoss, Overflow
+from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.domain import TelemetrySample
 from engine.protocol import InjectChaos
 

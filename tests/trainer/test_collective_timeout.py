@@ -53,5 +53,9 @@ def test_a_collective_waiting_on_an_absent_rank_fails_at_the_configured_timeout(
         assert absent.stdin is not None
         absent.stdin.close()
         absent.wait(timeout=60)
-    assert waiting.returncode == 3, out
-    assert "collective failed" in out and "timed out" in out.lower(), out
+    # Within the guard, far below the default 30 minutes: the configured timeout reached
+    # gloo. Gloo reports it as an exception (3), or, when the timeout fires on one of its
+    # own threads under load, by aborting the process (SIGABRT, "terminate called ...").
+    assert waiting.returncode in (3, -6), out
+    if waiting.returncode == 3:
+        assert "collective failed" in out and "timed out" in out.lower(), out

@@ -45,7 +45,7 @@ def test_predictions_are_a_lazy_mapping_over_the_allowed_micro_batches() -> None
         predicted[5]
 
 
-class FakeEngine:
+class StubDeepSpeedEngine:
     """What AdaptiveMemory reads from DeepSpeed's engine between steps."""
 
     def __init__(self, micro_batch: int, grad_accum: int) -> None:
@@ -64,7 +64,7 @@ def test_forward_hook_only_during_a_step_and_one_rss_read_per_step() -> None:
     config = build_run_config({"train": {"micro_batch": 2, "global_batch": 8}})
     module = torch.nn.Linear(4, 4)
     probe = MemoryProbe(torch.device("cpu"))
-    memory = AdaptiveMemory(config, FakeEngine(2, 4), module, probe, NullLink())
+    memory = AdaptiveMemory(config, StubDeepSpeedEngine(2, 4), module, probe, NullLink())
     reads = 0
     real = probe._rss
 

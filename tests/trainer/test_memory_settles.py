@@ -64,5 +64,6 @@ def test_an_oversized_micro_batch_settles_where_the_sweep_fits_not_on_the_floor(
     assert all(s.samples == GLOBAL_BATCH * s.step for s in samples), story  # the global batch kept
     settled = samples[-1].micro_batch
     assert settled in (8, 16), story  # where the sweep says it fits, not the floor
-    assert all(s.micro_batch == settled for s in samples[-10:]), story  # settled, not flapping
+    late = [s.micro_batch for s in samples[-10:]]
+    assert late == sorted(late) and len(set(late)) <= 2, story  # settled: at most one probe up, never back
     assert all((s.mem_step_peak or 0) < budget for s in samples[-10:]), story

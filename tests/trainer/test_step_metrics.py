@@ -11,7 +11,7 @@ import torch
 
 from engine.events import MetricWarning
 from engine.protocol import TrainerEvent
-from engine.trainer import chaos_injections
+from engine.trainer.chaos_performers import numerics
 from engine.trainer.link import NullLink
 from engine.trainer.rank_group import RankGroup
 from engine.trainer.step_metrics import (
@@ -177,7 +177,7 @@ def test_train_step_splits_each_forward_and_sums_its_metrics() -> None:
 
 def test_injected_nan_loss_in_fp16_poisons_the_loss_and_keeps_the_metrics() -> None:
     engine = WindowEngine()
-    with chaos_injections._forward_hook(engine.module, lambda out: out * float("nan")):
+    with numerics.forward_hook(engine.module, lambda out: out * float("nan")):
         loss, named = engine(torch.ones(2))
     assert loss.isnan() and float(named["accuracy"]) == 0.5
 
@@ -186,6 +186,6 @@ def test_a_step_the_trainer_skips_itself_works_on_a_forward_that_returns_metrics
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine = WindowEngine()
-    monkeypatch.setattr(chaos_injections, "discard_window", lambda _engine: None)
-    loss = chaos_injections.skipped_step(engine, batch, 0, float("nan"))
+    monkeypatch.setattr(numerics, "discard_window", lambda _engine: None)
+    loss = numerics.skipped_step(engine, batch, 0, float("nan"))
     assert loss.isnan() and engine.skipped_steps == 1

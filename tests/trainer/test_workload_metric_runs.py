@@ -1,6 +1,6 @@
 """The real trainer (real DeepSpeed on the CPU) with workloads that report metrics of their
-own: README's example reports its accuracy every step; a hostile one trains on with one
-warning per bad metric."""
+own: the guide's example (docs/your-model.md) reports its accuracy every step; a hostile one
+trains on with one warning per bad metric."""
 
 from __future__ import annotations
 

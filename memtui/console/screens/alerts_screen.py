@@ -14,11 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from memtui.console.alert_timeline import AlertEpisode, alert_episodes
 from memtui.console.run_view import RunView
+from memtui.console.screens.modal import Modal
 from memtui.formatting import format_duration
 
 POLL_S = 1.0
@@ -96,23 +96,16 @@ def alerts_title(episodes: Sequence[AlertEpisode], firing_only: bool) -> str:
     return f"Alerts · {firing} firing · {len(episodes)} in all{scope}"
 
 
-class AlertsScreen(ModalScreen[None]):
+class AlertsScreen(Modal[None]):
     """Every alert of the run; f shows the firing ones only; esc closes."""
 
     DEFAULT_CSS = """
-    AlertsScreen { align: center middle; }
-    AlertsScreen > Vertical {
-        width: 95%; max-width: 140; height: auto; max-height: 90%;
-        padding: 1 2; border: round $primary; background: $surface;
-        border-title-color: $text-primary; border-subtitle-color: $text-muted;
-    }
-    AlertsScreen VerticalScroll { height: auto; max-height: 100%; }
+    AlertsScreen > Vertical { width: 95%; max-width: 140; max-height: 90%; padding: 1 2; }
     AlertsScreen #alert-list { width: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("A", "dismiss", "Close"),
-        Binding("q", "dismiss", "Close"),
+        Binding("A", "close", "Close"),
+        Binding("q", "close", "Close"),
         Binding("f", "toggle_firing", "Firing only"),
     ]
 

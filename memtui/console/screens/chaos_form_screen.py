@@ -13,22 +13,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from engine.chaos_kinds import ChaosKindSpec, ChaosParamSpec, ChaosRequest
+from engine.chaos.table import ChaosKindSpec, ChaosParamSpec, ChaosRequest
 from memtui.chaos_values import ParamError, build_request, describe_bounds, format_value, is_size
+from memtui.console.screens.modal import FormModal
 
 
-class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
+class ChaosFormScreen(FormModal[ChaosRequest | None]):
     """One row per parameter; dismissed with the request, or None on esc."""
 
     DEFAULT_CSS = """
-    ChaosFormScreen { align: center middle; }
     ChaosFormScreen > Vertical {
-        width: 84; max-width: 95%; height: auto; max-height: 95%; padding: 1 2;
-        border: round $error; background: $surface;
-        border-title-color: $text-error;
+        width: 84; max-height: 95%; padding: 1 2; border: round $error; border-title-color: $text-error;
     }
     ChaosFormScreen #description { margin-bottom: 1; }
     ChaosFormScreen Horizontal { height: auto; }
@@ -43,7 +40,6 @@ class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
     ChaosFormScreen Button { margin-right: 2; }
     """
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel"),
         # Before the focused field: a closed select would open again on enter.
         Binding("enter", "submit", "Continue", priority=True),
     ]
@@ -108,17 +104,11 @@ class ChaosFormScreen(ModalScreen[ChaosRequest | None]):
     def action_submit(self) -> None:
         self.submit()
 
-    def on_input_submitted(self) -> None:
-        self.submit()
-
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "continue":
             self.submit()
         else:
             self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def _help(param: ChaosParamSpec) -> str:

@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from engine.chaos_kinds import ChaosKindSpec
+from engine.chaos.table import ChaosKindSpec
+from memtui.console.screens.modal import Modal
 
 
 def option_prompt(spec: ChaosKindSpec) -> str:
@@ -22,20 +21,16 @@ def option_prompt(spec: ChaosKindSpec) -> str:
     return f"[b]{escape(spec.title)}[/b]  [$text-muted]{spec.kind} · by the {spec.performer}[/]"
 
 
-class ChaosMenuScreen(ModalScreen[str | None]):
+class ChaosMenuScreen(Modal[str | None]):
     """One option per offered kind; dismissed with the chosen kind, or None."""
 
     DEFAULT_CSS = """
-    ChaosMenuScreen { align: center middle; }
     ChaosMenuScreen > Vertical {
-        width: 76; max-width: 95%; height: auto; max-height: 90%; padding: 1 2;
-        border: round $error; background: $surface;
-        border-title-color: $text-error;
+        width: 76; max-height: 90%; padding: 1 2; border: round $error; border-title-color: $text-error;
     }
     ChaosMenuScreen OptionList { height: auto; max-height: 16; }
     ChaosMenuScreen #about { margin-top: 1; height: auto; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, specs: Sequence[ChaosKindSpec]) -> None:
         super().__init__()
@@ -61,6 +56,3 @@ class ChaosMenuScreen(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -14,7 +14,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -23,6 +22,7 @@ from engine.events import CheckpointSaved
 from engine.run.directory import RunDir
 from memtui.checkpoint_report import PASSES, Check, checkpoint_rows
 from memtui.console.run_view import RunView
+from memtui.console.screens.modal import Modal
 from memtui.formatting import format_age, format_bytes
 
 STATE_STYLES: dict[str, str] = {
@@ -84,23 +84,17 @@ def _row(r: dict[str, Any], tag_w: int) -> str:
     )
 
 
-class CheckpointsScreen(ModalScreen[None]):
+class CheckpointsScreen(Modal[None]):
     """Every checkpoint of the run; esc closes, r reads them again."""
 
     DEFAULT_CSS = """
-    CheckpointsScreen { align: center middle; }
-    CheckpointsScreen > Vertical {
-        width: auto; min-width: 60; max-width: 95%; height: auto; max-height: 100%;
-        padding: 0 2; border: round $primary; background: $surface;
-        border-title-color: $text-primary; border-subtitle-color: $text-muted;
-    }
-    CheckpointsScreen VerticalScroll { width: auto; height: auto; max-height: 100%; }
+    CheckpointsScreen > Vertical { width: auto; min-width: 60; }
+    CheckpointsScreen VerticalScroll { width: auto; }
     CheckpointsScreen #checkpoint-list { width: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     CheckpointsScreen #last-save { width: auto; margin-top: 1; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("C", "dismiss", "Close"),
+        Binding("C", "close", "Close"),
         Binding("r", "reload", "Read again"),
     ]
 

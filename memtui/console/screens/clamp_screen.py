@@ -9,14 +9,13 @@ from __future__ import annotations
 import math
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from engine.domain import DIRECTIVE_FIELDS, INTEGER_FIELDS, DirectiveField
 from engine.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value
+from memtui.console.screens.modal import FormModal
 from memtui.directive_phrases import arrow
 
 ClampValues = dict[DirectiveField, float | int]
@@ -61,22 +60,17 @@ def render_diff(directive: DirectiveView, values: ClampValues) -> str:
     return "\n".join(lines)
 
 
-class ClampScreen(ModalScreen[ClampValues | None]):
+class ClampScreen(FormModal[ClampValues | None]):
     """One input per field of the directive; enter submits, esc cancels."""
 
     DEFAULT_CSS = """
-    ClampScreen { align: center middle; }
-    ClampScreen > Vertical {
-        width: 76; max-width: 95%; height: auto; padding: 1 2;
-        border: round $accent; background: $surface;
-    }
+    ClampScreen > Vertical { width: 76; padding: 1 2; border: round $accent; }
     ClampScreen Horizontal { height: auto; }
     ClampScreen Label { width: 14; padding-top: 1; }
     ClampScreen Input { width: 16; }
     ClampScreen .bounds { width: 1fr; padding-top: 1; color: $text-muted; }
     ClampScreen #diff { margin-top: 1; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, directive: DirectiveView) -> None:
         super().__init__()
@@ -111,10 +105,8 @@ class ClampScreen(ModalScreen[ClampValues | None]):
     def on_input_changed(self) -> None:
         self._refresh_diff()
 
-    def on_input_submitted(self) -> None:
+    def submit(self) -> None:
+        """Dismiss with the values if every field parses (the policy checks the bounds)."""
         values, errors = self._refresh_diff()
         if not errors and values:
             self.dismiss(values)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

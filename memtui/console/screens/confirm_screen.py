@@ -5,19 +5,17 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from memtui.console.screens.modal import Modal
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(Modal[bool]):
     """A yes/no question; dismissed with True only on an explicit yes."""
 
     DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
     ConfirmScreen > Vertical {
-        width: 60; max-width: 95%; height: auto; padding: 1 2;
-        border: round $error; background: $surface;
-        border-title-color: $text-error;
+        width: 60; padding: 1 2; border: round $error; border-title-color: $text-error;
     }
     ConfirmScreen Horizontal { height: auto; margin-top: 1; }
     ConfirmScreen Button { margin-right: 2; }
@@ -25,8 +23,8 @@ class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n", "answer(False)", "No"),
-        Binding("escape", "answer(False)", "Cancel"),
     ]
+    CLOSED = False
 
     def __init__(self, title: str, body: str, *, yes: str = "Yes") -> None:
         super().__init__()

@@ -9,12 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from engine.domain import DIRECTIVE_FIELDS
 from engine.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value, render_timing
+from memtui.console.screens.modal import Modal
 
 ANSWERS = ("approve", "clamp", "reject")
 """The detail's answers, each on its first letter (the main screen's keys for them too)."""
@@ -49,22 +49,13 @@ def render_details(d: DirectiveView, now: float) -> str:
     return "\n".join(lines)
 
 
-class DirectiveScreen(ModalScreen[str | None]):
+class DirectiveScreen(Modal[str | None]):
     """Details of one directive, its age ticking; esc or enter closes. Where the console may
     answer, a, c and r close it with ``"approve"``, ``"clamp"`` or ``"reject"`` (the console
     then asks as its own keys do); read-only, they say why not."""
 
-    DEFAULT_CSS = """
-    DirectiveScreen { align: center middle; }
-    DirectiveScreen > Vertical {
-        width: 80; max-width: 95%; height: auto; max-height: 100%; padding: 0 2;
-        border: round $primary; background: $surface; border-subtitle-color: $text-muted;
-    }
-    DirectiveScreen VerticalScroll { height: auto; max-height: 100%; }
-    """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("enter", "dismiss", "Close"),
+        Binding("enter", "close", "Close"),
         *(Binding(answer[0], f"answer('{answer}')", answer.capitalize()) for answer in ANSWERS),
     ]
 

@@ -10,10 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from engine.run.endurance_report import EnduranceReport
+from memtui.console.screens.modal import Modal
 from memtui.endurance_markdown import figure_rows
 from memtui.endurance_reader import EnduranceReader
 
@@ -37,22 +37,15 @@ def render_endurance(report: EnduranceReport | None) -> str:
     return "\n".join(lines)
 
 
-class EnduranceScreen(ModalScreen[None]):
+class EnduranceScreen(Modal[None]):
     """The run's endurance report, recomputed while open; esc closes."""
 
     DEFAULT_CSS = """
-    EnduranceScreen { align: center middle; }
-    EnduranceScreen > Vertical {
-        width: 95%; max-width: 110; height: auto; max-height: 90%;
-        padding: 1 2; border: round $primary; background: $surface;
-        border-title-color: $text-primary; border-subtitle-color: $text-muted;
-    }
-    EnduranceScreen VerticalScroll { height: auto; max-height: 100%; }
+    EnduranceScreen > Vertical { width: 95%; max-width: 110; max-height: 90%; padding: 1 2; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("E", "dismiss", "Close"),
-        Binding("q", "dismiss", "Close"),
+        Binding("E", "close", "Close"),
+        Binding("q", "close", "Close"),
     ]
 
     def __init__(self, reader: EnduranceReader) -> None:

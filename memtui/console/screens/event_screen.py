@@ -14,11 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from engine.domain import Event
 from memtui.chaos_phrases import event_line
+from memtui.console.screens.modal import Modal
 
 CLOSE_HINT = "esc or enter closes · ↑/↓ scroll"
 
@@ -42,19 +42,13 @@ def render_event_details(event: Event) -> str:
     return "\n".join(lines)
 
 
-class EventScreen(ModalScreen[None]):
+class EventScreen(Modal[None]):
     """Everything one event says; esc or enter closes."""
 
     DEFAULT_CSS = """
-    EventScreen { align: center middle; }
-    EventScreen > Vertical {
-        width: 100; max-width: 100%; height: auto; max-height: 100%; padding: 0 1;
-        border: round $primary; background: $surface;
-        border-title-color: $text-primary; border-subtitle-color: $text-muted;
-    }
-    EventScreen VerticalScroll { height: auto; max-height: 100%; }
+    EventScreen > Vertical { width: 100; max-width: 100%; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "dismiss", "Close")]
+    BINDINGS = [Binding("enter", "close", "Close")]
 
     def __init__(self, event: Event) -> None:
         super().__init__()

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from memtui.console.screens.modal import Modal
 
 KEY_NAMES = {"question_mark": "?", "escape": "esc"}
 CLOSE_HINT = "esc, q or ? closes"
@@ -42,23 +43,17 @@ def render_keys(keys: Sequence[tuple[str, str]], rows: int | None = None) -> str
     return "\n".join(line.rstrip() for line in lines)
 
 
-class KeysScreen(ModalScreen[None]):
+class KeysScreen(Modal[None]):
     """A small box listing the app's key bindings."""
 
     DEFAULT_CSS = """
-    KeysScreen { align: center middle; }
-    KeysScreen > Vertical {
-        width: auto; min-width: 40; max-width: 100%; height: auto; max-height: 100%; padding: 0 2;
-        border: round $primary; background: $surface;
-        border-title-color: $text-primary; border-subtitle-color: $text-muted;
-    }
-    KeysScreen VerticalScroll { width: auto; height: auto; max-height: 100%; }
+    KeysScreen > Vertical { width: auto; min-width: 40; max-width: 100%; }
+    KeysScreen VerticalScroll { width: auto; }
     KeysScreen Static { width: auto; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("q", "dismiss", "Close"),
-        Binding("question_mark", "dismiss", "Close"),
+        Binding("q", "close", "Close"),
+        Binding("question_mark", "close", "Close"),
     ]
 
     def __init__(self, keys: Sequence[tuple[str, str]]) -> None:

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from engine.protocol import DirectiveView
 from memtui.console.directive_text import render_changes
+from memtui.console.screens.modal import FormModal
 
 DEFAULT_REASON = "rejected by the operator"
 
 
-class RejectScreen(ModalScreen[str | None]):
+class RejectScreen(FormModal[str | None]):
     """Enter submits the reason (a default when left empty); esc cancels."""
 
     DEFAULT_CSS = """
-    RejectScreen { align: center middle; }
-    RejectScreen > Vertical {
-        width: 70; max-width: 95%; height: auto; padding: 1 2;
-        border: round $warning; background: $surface;
-    }
+    RejectScreen > Vertical { width: 70; padding: 1 2; border: round $warning; }
     RejectScreen Input { margin-top: 1; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, directive: DirectiveView) -> None:
         super().__init__()
@@ -40,8 +34,5 @@ class RejectScreen(ModalScreen[str | None]):
             yield Input(placeholder=DEFAULT_REASON, id="reason")
             yield Static("[$text-muted]enter rejects · esc cancels[/]")
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or DEFAULT_REASON)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def submit(self) -> None:
+        self.dismiss(self.query_one("#reason", Input).value.strip() or DEFAULT_REASON)

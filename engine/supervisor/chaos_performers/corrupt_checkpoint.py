@@ -1,0 +1,36 @@
+"""``corrupt_checkpoint``: bytes flipped in the newest verified checkpoint's largest file
+(``chaos_acts.corrupt``); refused while no checkpoint verifies."""
+
+from __future__ import annotations
+
+from engine.chaos.kind import ChaosKind, Pending
+from engine.checkpoints.catalog import TAG_PATTERN
+from engine.events import ChaosInjected
+from engine.supervisor import chaos_acts
+from engine.supervisor.chaos_performer import Aim, Desk, SupervisorPerformer
+
+
+class CorruptCheckpointPerformer(SupervisorPerformer):
+    kind = "corrupt_checkpoint"
+
+    def aim(self, desk: Desk, state: str) -> Aim | str:
+        target = chaos_acts.corruption_target(desk.run.checkpoints)
+        if target is None:
+            return "there is no verified checkpoint to corrupt yet"
+        return Aim(
+            target=target.file, target_tag=target.tag, target_step=target.step, done_to_it="bytes flipped"
+        )
+
+    def act(self, desk: Desk, request: ChaosKind, chaos_id: str, aim: Aim) -> None:
+        assert aim.target is not None and aim.target_tag is not None and aim.target_step is not None
+        target = chaos_acts.Corruption(aim.target_tag, aim.target_step, aim.target)
+        try:
+            chaos_acts.corrupt(desk.run.checkpoints, target)
+        except OSError as err:  # pruned meanwhile, or unwritable: injected, but not done
+            desk.resolve(chaos_id, False, f"could not corrupt {target.file}: {err.strerror or err}")
+
+    def taken_up(self, pending: Pending, injected: ChaosInjected) -> None:
+        if injected.target:
+            pending.target = injected.target.split("/")[0]
+            found = TAG_PATTERN.match(pending.target)
+            pending.target_step = int(found.group(1)) if found else None

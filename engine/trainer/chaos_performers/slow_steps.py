@@ -1,0 +1,48 @@
+"""``slow_steps``: each of the next K steps sleeps ``delay_s`` + uniform(0, ``jitter_s``)
+inside the controlled step, on every rank or on the one rank the request names."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import torch
+
+from engine.chaos.kind import EVERY_RANK
+from engine.chaos.kinds.slow_steps import SlowSteps
+from engine.trainer.chaos_performer import StepFn, TrainerPerformer
+from engine.trainer.workload import BatchFn
+
+
+class SlowStepsPerformer(TrainerPerformer[SlowSteps]):
+    kind = "slow_steps"
+    steps = 0
+    """Steps left that sleep ``delay_s`` + uniform(0, ``jitter_s``) first."""
+    delay_s = 0.0
+    jitter_s = 0.0
+    rng = random.Random(0)
+
+    def start(self, request: SlowSteps, step: int, chaos_id: str) -> str:
+        world, rank = self.parts.memory.ranks.world, self.parts.memory.ranks.rank
+        every = request.rank == EVERY_RANK
+        on = "" if every else f" on rank {request.rank}"
+        if request.rank >= world:
+            return f"no rank {request.rank} among {world}: nothing done"
+        if every or request.rank == rank:
+            self.steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
+            self.rng = random.Random(chaos_id)  # the same request, the same delays
+        return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s){on}"
+
+    def in_step(self, train_step: StepFn, step: int) -> StepFn:
+        if not self.steps:
+            return train_step
+        self.steps -= 1
+        delays = [self.delay_s + self.rng.uniform(0.0, self.jitter_s)]  # once, not per OOM retry
+
+        def slowed(engine: Any, batch: BatchFn, at: int) -> torch.Tensor:
+            if delays:
+                time.sleep(delays.pop())
+            return train_step(engine, batch, at)
+
+        return slowed
