@@ -4,11 +4,14 @@ stall per save.
 
     python bench/recovery_time.py [--kills 10] [--mode both|standby|cold] [--json PATH]
 
-Each mode starts its own tiny run (checkpoint every 20 steps, restart backoff 0.1 s,
-``restart.standby`` on or off) with ``memtui run``, kills the trainer KILLS times (each
-time a few steps into the attempt, not as it saves, once a checkpoint verifies and, with the
-standby, once a spare is ready), and reads the store: the recovery is the first step of the
-next attempt (the trainer's own timestamp) minus the moment of the kill. The spare's idle
+Each mode starts its own tiny run (checkpoint every 20 steps, the restart section's
+defaults unless ``--backoff`` is given, ``restart.standby`` on or off) with ``memtui run``,
+kills the trainer KILLS times (each time a few steps past the previous kill's step, not as
+it saves, once a checkpoint verifies and, with the standby, once a spare is ready), and
+reads the store: the recovery is the first step of the
+next attempt (the trainer's own timestamp) minus the moment of the kill, and its parts are
+the events between (the supervisor's ``trainer_exited``, ``trainer_restarted`` and
+``trainer_launched``, the new trainer's start-up phases, its first step). The spare's idle
 cost is what its ``standby_ready`` events say. Not part of the test suite.
 """
 
@@ -35,13 +38,16 @@ MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtu
 EVERY = 20  # steps between checkpoints
 POLL_S = 0.02  # s between looks at the store
 SETTLE_STEPS = 3  # steps an attempt makes before it is killed (and, with the standby, a spare ready)
+PHASES = ("importing", "initialising", "loading_checkpoint", "first_step")  # a resuming trainer's
 
 
-def config_text(standby: bool) -> str:
+def config_text(standby: bool, backoff_s: float | None) -> str:
+    """The bench run's config: the restart defaults (each kill comes after progress, so the
+    streak never grows past one) unless ``backoff_s`` overrides the first restart's delay."""
+    backoff = "" if backoff_s is None else f"backoff_initial_s = {backoff_s}\n"
     return (
         f'name = "bench"\nsteps = 100000\n[checkpoint]\nevery_steps = {EVERY}\n'
-        "[restart]\nbackoff_initial_s = 0.1\nmax_restarts = 100\n"
-        f"standby = {'true' if standby else 'false'}\n"
+        f"[restart]\n{backoff}standby = {'true' if standby else 'false'}\n"
     )
 
 
@@ -50,24 +56,55 @@ def events(run: RunDir, type_: str) -> list[dict[str, Any]]:
         return [e.data for e in store.events_since(0) if e.type == type_]
 
 
+def stamped(run: RunDir) -> list[tuple[float, str, dict[str, Any]]]:
+    """(ts, type, data) of every event, in order."""
+    with Store(run.store, readonly=True) as store:
+        return [(e.ts, e.type, e.data) for e in store.events_since(0)]
+
+
+def segments(run: RunDir, killed_at: float, attempt: int, stepped_at: float) -> dict[str, float]:
+    """Where one recovery's seconds went, from the events that follow the kill: each mark is
+    the first event of its kind after the previous mark (s between marks; a missing one is
+    left out)."""
+    after = [(ts, type_, data) for ts, type_, data in stamped(run) if ts >= killed_at]
+    marks: list[tuple[str, float]] = [("kill", killed_at)]
+    wanted: list[tuple[str, str | None]] = [
+        (k, None) for k in ("trainer_exited", "trainer_restarted", "trainer_launched")
+    ]
+    wanted += [("startup_phase", phase) for phase in PHASES]
+    at = 0
+    for kind, phase in wanted:
+        for index in range(at, len(after)):
+            ts, type_, data = after[index]
+            ours = phase is None or (data.get("phase"), data.get("attempt")) == (phase, attempt)
+            if type_ == kind and ours:
+                marks.append((phase or kind, ts))
+                at = index + 1
+                break
+    marks.append(("stepped", stepped_at))
+    return {f"{a}->{b}": round(tb - ta, 3) for (a, ta), (b, tb) in zip(marks, marks[1:], strict=False)}
+
+
 def spare_ready(run: RunDir) -> bool:
     """A spare has said ready that has not become a trainer yet."""
     trainers = {e["pid"] for e in events(run, "trainer_launched")}
     return any(e["pid"] not in trainers for e in events(run, "standby_ready"))
 
 
-def measure(standby: bool, kills: int) -> dict[str, Any]:
+def measure(standby: bool, kills: int, backoff_s: float | None) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="mtb", dir="/tmp"))
     env = {**os.environ, "MEMTUI_HOME": str(home)}
     config = home / "b.toml"
-    config.write_text(config_text(standby))
+    config.write_text(config_text(standby, backoff_s))
     out = subprocess.run(
         [MEMTUI, "run", str(config), "--detach", "--json"], env=env, capture_output=True, text=True
     )
     run = RunDir(Path(json.loads(out.stdout)["run_dir"]))
     recoveries: list[float] = []
+    parts: list[dict[str, float]] = []
     load_before = os.getloadavg()  # 1, 5, 15 min: the modes run one after the other
     try:
+        killed_step = -1  # the step the previous kill came after
         for attempt in range(1, kills + 1):
             first = None  # the attempt's first step: the kill comes a few steps later
             while True:
@@ -75,12 +112,15 @@ def measure(standby: bool, kills: int) -> dict[str, Any]:
                     latest, meta = store.latest_step(), store.read_meta()
                 if latest is not None and latest.attempt == attempt:
                     first = latest.step if first is None else first
-                    settled = latest.step >= first + SETTLE_STEPS and latest.step % EVERY > 1  # not mid-save
+                    # past the replay, beyond the previous kill's step: the run was healthy again,
+                    # so each kill is the first of a streak (what a restart policy is judged on)
+                    start = max(first, killed_step + 1)
+                    settled = latest.step >= start + SETTLE_STEPS and latest.step % EVERY > 1  # not mid-save
                     saved = newest_verified_step(run.checkpoints) is not None  # a restart loads one
                     if settled and saved and (not standby or spare_ready(run)):
                         break
                 time.sleep(POLL_S)
-            killed_at = time.time()
+            killed_at, killed_step = time.time(), latest.step
             assert meta.trainer_pid is not None
             os.killpg(meta.trainer_pid, signal.SIGKILL)
             while True:
@@ -88,21 +128,26 @@ def measure(standby: bool, kills: int) -> dict[str, Any]:
                     latest = store.latest_step()
                 if latest is not None and latest.attempt == attempt + 1:
                     recoveries.append(latest.ts - killed_at)
+                    parts.append(segments(run, killed_at, attempt + 1, latest.ts))
                     break
                 time.sleep(POLL_S)
             print(f"  {'standby' if standby else 'cold'} kill {attempt}: {recoveries[-1]:.2f} s", flush=True)
         launches = events(run, "trainer_launched")
         spares = events(run, "standby_ready")
-        stalls = [e["seconds"] for e in events(run, "checkpoint_saved")]
+        stalls = [e["seconds"] for e in events(run, "checkpoint_saved") if e.get("seconds") is not None]
     finally:
         subprocess.run([MEMTUI, "stop", run.run_id], env=env, capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
     return {
         "recoveries_s": [round(r, 3) for r in recoveries],
         "median_s": round(statistics.median(recoveries), 3),
+        "median_parts_s": {
+            key: round(statistics.median(p[key] for p in parts if key in p), 3)
+            for key in dict.fromkeys(k for p in parts for k in p)
+        },
         "warm_restarts": sum(1 for e in launches if e.get("standby")),
         "spare": _spare_cost(spares),
-        "median_checkpoint_stall_s": round(statistics.median(stalls), 4) if stalls else None,
+        "median_checkpoint_stall_s": round(statistics.median(stalls), 4) if stalls else None,  # timed saves
         "loadavg": {"before": load_before, "after": os.getloadavg()},
     }
 
@@ -122,6 +167,9 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10, help="SIGKILLs per mode (default 10)")
     parser.add_argument("--mode", choices=("both", "standby", "cold"), default="both")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--backoff", type=float, metavar="S", help="restart.backoff_initial_s (default: the config's default)"
+    )
     args = parser.parse_args()
     modes = {"standby": [True], "cold": [False], "both": [True, False]}[args.mode]
     result: dict[str, Any] = {
@@ -130,16 +178,17 @@ def main() -> None:
         "loadavg_before": os.getloadavg(),
         "kills": args.kills,
         "preset": "tiny",
-        "restart_backoff_s": 0.1,
+        "restart_backoff_s": "default" if args.backoff is None else args.backoff,
     }
     for standby in modes:
-        result["standby" if standby else "cold"] = measure(standby, args.kills)
+        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff)
     result["loadavg_after"] = os.getloadavg()
     for name in ("standby", "cold"):
         if name in result:
             figures = result[name]
             median, each = figures["median_s"], figures["recoveries_s"]
             print(f"{name}: SIGKILL -> next step, median {median:.2f} s of {each}")
+            print(f"  median of each part: {figures['median_parts_s']}")
             if figures["spare"]:
                 print(f"  spare while idle: {figures['spare']}")
     if args.json:

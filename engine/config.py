@@ -222,7 +222,8 @@ class RestartConfig(_Strict):
     """Restarts in a row without progress (no new checkpoint and no step beyond the furthest
     one reached) before the run is failed; 0 never restarts."""
     backoff_initial_s: float = Field(1.0, ge=0.0)
-    """Delay before the first restart of such a row; doubled for each further one."""
+    """Delay before the second restart of such a row; doubled for each further one. The
+    first restart of a row (the run had progressed since the last restart) goes at once."""
     backoff_max_s: float = Field(60.0, ge=0.0)
     """The delay never grows beyond this."""
     on_preemption: bool = False

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 
 OMP_ENV = "OMP_NUM_THREADS"
+OMP_WAIT_ENV = "OMP_WAIT_POLICY"  # the trainer's: PASSIVE unless the user set it (trainer_process)
 
 
 def usable_cores() -> int:

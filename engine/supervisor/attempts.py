@@ -48,7 +48,7 @@ from engine.supervisor.exit_records import record_exit, record_restart
 from engine.supervisor.flight_recorder import cuda_host, flight_recorder_env
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
-from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, decide
+from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, Streak
 from engine.supervisor.resumption import Resumption
 from engine.supervisor.rollback_restart import PendingRollback, record_rollback
 from engine.supervisor.standby import Standby
@@ -125,9 +125,7 @@ class Attempts:
         self._finished_reason: str | None = None  # the trainer's trainer_finished reason
         self._last_error: str | None = None  # message of its last trainer_error
         self._error_restartable: bool | None = None  # that error's "restartable"
-        self._streak = 0  # restarts in a row without progress
-        self._streak_checkpoint = -1  # newest verified checkpoint step when the streak began
-        self._streak_step = -1  # furthest step reached when the streak began
+        self._streak = Streak()  # restarts in a row without progress
         self._hung: str | None = None  # why this attempt was killed as hung (hang_recovery)
         self._ranks_seen: tuple[int, dict[str, int]] = (0, {})  # (torchrun pid, its ranks)
         self.rollback: PendingRollback | None = None  # approved: the next attempt resumes from its tag
@@ -264,15 +262,15 @@ class Attempts:
 
     async def _restart_decision(self, outcome: TrainerExit) -> tuple[RestartDecision, int | None]:
         """Restart a trainer that died unasked (signal, crash, non-zero exit) from the newest
-        verified checkpoint, with backoff and a limit (``restart_policy.decide``): progress
-        (a newer checkpoint, or a step beyond the furthest one reached when the streak began)
-        resets the streak. Returns the decision and the step a restart would resume from
-        (None: step 0). Its own threads: a hung planner or probe never delays it."""
+        verified checkpoint, at once the first time of a streak, then with backoff and a limit
+        (``restart_policy.Streak``): progress (a newer checkpoint, or a step beyond the
+        furthest one reached when the streak began) resets the streak. Returns the decision
+        and the step a restart would resume from (None: step 0). Its own threads: a hung
+        planner or probe never delays it."""
         if self.rollback is not None and self.stop_reason is None:  # asked for: nothing failed
-            return RestartDecision("restart", self.rollback.cause, 0.0, self._streak), self.rollback.tag_step
+            asked = RestartDecision("restart", self.rollback.cause, 0.0, self._streak.count)
+            return asked, self.rollback.tag_step
         newest = await off_loop(newest_verified_step, self.run.checkpoints)
-        furthest = self._latest_step()
-        progressed = (newest is not None and newest > self._streak_checkpoint) or furthest > self._streak_step
         end = AttemptEnd(
             outcome.returncode,
             self.stop_reason is not None,
@@ -283,12 +281,7 @@ class Attempts:
         )
         self._error_restartable = None
         config = self.config.model_copy(update={"on_preemption": True}) if self.follower else self.config
-        decision = decide(end, self._streak, progressed, config)
-        if progressed:
-            self._streak_checkpoint = newest if newest is not None else -1
-            self._streak_step = furthest
-        self._streak = decision.streak
-        return decision, newest
+        return self._streak.judge(end, newest, self._latest_step(), config), newest
 
     def _announce_restart(
         self, outcome: TrainerExit, decision: RestartDecision, candidate: int | None

@@ -1,9 +1,13 @@
 """When the supervisor restarts a trainer, and after how long. Pure and torch-free.
 
 A trainer that ended unasked (a signal, a crash, a non-zero exit) is restarted from the
-newest verified checkpoint. Restarts that keep failing without progress form a *streak*:
-each one waits twice as long as the one before (exponential backoff), and a streak longer
-than ``max_restarts`` fails the run. Progress ends the streak: a new checkpoint, or a step
+newest verified checkpoint. Restarts that keep failing without progress form a *streak*.
+The first restart of a streak goes at once: the run had progressed since its last restart,
+so this is a failure, not a crash loop, and every second of waiting is a second of outage
+(Kubernetes restarts a container at once the first time, then backs off; torchelastic
+never waits). From the second restart of a streak on, each waits ``backoff_initial_s``,
+doubled for each further one (exponential backoff), and a streak longer than
+``max_restarts`` fails the run. Progress ends the streak: a new checkpoint, or a step
 beyond the furthest one the run had reached when the streak began (a slow machine that is
 killed before each checkpoint still trains on; a trainer that crashes at the same step
 after each replay does not).
@@ -77,8 +81,12 @@ def cause_of(end: AttemptEnd) -> str:
 
 
 def backoff_s(streak: int, config: RestartConfig) -> float:
-    """Seconds before restart number ``streak`` (1-based) of a streak."""
-    return min(config.backoff_initial_s * 2.0 ** max(0, streak - 1), config.backoff_max_s)
+    """Seconds before restart number ``streak`` (1-based) of a streak: none before the first,
+    ``backoff_initial_s`` before the second, doubled for each further one, at most
+    ``backoff_max_s``."""
+    if streak <= 1:
+        return 0.0
+    return min(config.backoff_initial_s * 2.0 ** (streak - 2), config.backoff_max_s)
 
 
 def decide(end: AttemptEnd, streak_before: int, progressed: bool, config: RestartConfig) -> RestartDecision:
@@ -104,3 +112,29 @@ def decide(end: AttemptEnd, streak_before: int, progressed: bool, config: Restar
     if streak > config.max_restarts:
         return RestartDecision("end", cause, streak=streak)
     return RestartDecision("restart", cause, backoff_s(streak, config), streak)
+
+
+@dataclass
+class Streak:
+    """The run's current streak: its length and where the run stood when it began."""
+
+    count: int = 0
+    """Restarts in a row without progress."""
+    checkpoint: int = -1
+    """Step of the newest verified checkpoint when the streak began (-1: none)."""
+    step: int = -1
+    """Furthest step the run had reached when the streak began (-1: none)."""
+
+    def judge(
+        self, end: AttemptEnd, newest: int | None, furthest: int, config: RestartConfig
+    ) -> RestartDecision:
+        """Restart or end after ``end`` (``decide``), given the newest verified checkpoint's
+        step (None: none) and the furthest step reached now; a new checkpoint or a step
+        beyond the streak's start is progress, and a new streak begins there."""
+        progressed = (newest is not None and newest > self.checkpoint) or furthest > self.step
+        decision = decide(end, self.count, progressed, config)
+        if progressed:
+            self.checkpoint = newest if newest is not None else -1
+            self.step = furthest
+        self.count = decision.streak
+        return decision

@@ -8,7 +8,10 @@ on by default): started in a session of its own, once the running trainer steps 
 never slow a trainer's start), it warms up, says ``ready`` on its stdout and waits on its
 stdin (``engine.run.standby_orders``). A restart writes the attempt's orders (its arguments
 and its log) and the spare becomes that attempt: the same pid, its own process group, an
-ordinary trainer from then on; a new spare starts behind it once that attempt steps.
+ordinary trainer from then on; a new spare starts behind it once that attempt steps (not
+before: its start would slow the restarted trainer's start-up and first step). A spare
+warms up at the lowest priority (``engine.trainer.standby.warm_aside``): on a CPU host the
+running trainer's steps come first.
 
 - Its cost while it waits (resident memory, CPU over ``IDLE_WINDOW_S``) is measured once it
   is ready and recorded (``standby_ready``).
@@ -54,7 +57,7 @@ IDLE_WINDOW_S = 5.0  # s over which a ready spare's idle CPU is measured
 BACKOFF_INITIAL_S = 1.0  # s before replacing the first spare of a row that died young
 BACKOFF_MAX_S = 60.0  # s: the longest wait between two spares
 HEALTHY_AFTER_S = 60.0  # s a spare must have lived for its death to start a new row
-POLL_S = 0.5  # s between looks at the run's state while waiting for the trainer to step
+POLL_S = 0.5  # s between looks at the run's state and steps while waiting for the trainer to step
 STANDBY_CMD_ENV = "MEMTUI_STANDBY_CMD"  # shlex string: a custom trainer command's spare, if it has one
 LOG_NAME = "standby.log"  # in logs/: what spares print before they have an attempt
 
@@ -94,7 +97,7 @@ class Standby:
         """Keep a spare until the run is retired: start one once the trainer steps, replace it
         when it is taken (after the next trainer steps) or dies (after a backoff)."""
         while not self._retired.is_set():
-            await self._until_running()
+            await self._until_stepping()
             if self._retired.is_set():
                 return
             spare = await self._start()
@@ -104,8 +107,10 @@ class Standby:
             self._spare = spare
             await self._watch(spare)
 
-    async def _until_running(self) -> None:
-        while not (self._retired.is_set() or self.journal.state == "running"):
+    async def _until_stepping(self) -> None:
+        """Until the newest attempt has made a step (``attempt_stepped``): a spare's start
+        never competes with a trainer's start-up or its first step, the end of a recovery."""
+        while not (self._retired.is_set() or attempt_stepped(self.journal)):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._retired.wait(), POLL_S)
 
@@ -224,6 +229,15 @@ class Standby:
         if spare is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(spare.proc.wait(), 5.0)
+
+
+def attempt_stepped(journal: Journal) -> bool:
+    """The run trains and its newest attempt has made a step (the meta's attempt; a sample
+    of an earlier attempt, before a restart's first step, does not count)."""
+    if journal.state != "running":
+        return False
+    latest = journal.store.latest_step()
+    return latest is not None and latest.attempt == journal.store.read_meta().attempt
 
 
 def default_standby_command(

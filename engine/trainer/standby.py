@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 
+from engine.cpu_share import step_aside
 from engine.run.standby_orders import MAX_ORDERS_BYTES, READY, STANDBY_FLAG, StandbyOrders
 from engine.trainer.parent_death import die_with_parent, outlive_parent
+
+SPARE_NICE = 19  # nice steps of the warm-up's thread: the lowest, it waits for idle cores
 
 
 def is_standby(argv: list[str]) -> bool:
@@ -29,7 +33,7 @@ def await_orders(warm: Callable[[], None]) -> list[str] | None:
     die_with_parent()
     ready = os.dup(1)  # the supervisor's pipe; whatever the warm-up prints goes to stderr's log
     os.dup2(2, 1)
-    warm()
+    warm_aside(warm)
     os.write(ready, READY)
     os.close(ready)
     line = sys.stdin.buffer.readline(MAX_ORDERS_BYTES + 1)
@@ -39,6 +43,33 @@ def await_orders(warm: Callable[[], None]) -> list[str] | None:
     outlive_parent()
     become(orders.log)
     return orders.argv
+
+
+def warm_aside(warm: Callable[[], None]) -> None:
+    """Run ``warm`` in a thread of its own at the lowest priority, and wait for it.
+
+    The spare starts while the run trains: its imports (seconds of CPU) would take cores
+    from the trainer's steps (on a CPU host, every core is the trainer's), so they get only
+    what the trainer leaves. On Linux a nice value is a thread's and is inherited by the
+    threads a thread creates: the main thread, which becomes the attempt's trainer and
+    starts torch's compute threads, keeps the process's priority (nobody without root can
+    raise a lowered one back). What the warm-up's own thread creates stays low: import
+    torch starts one idle native thread, which uses no CPU while training (measured: one
+    tick in 300 steps)."""
+    failed: list[BaseException] = []
+
+    def aside() -> None:
+        step_aside(SPARE_NICE)
+        try:
+            warm()
+        except BaseException as err:  # handed to the main thread, which raises it
+            failed.append(err)
+
+    thread = threading.Thread(target=aside, name="standby-warm-up")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def become(log: str) -> None:

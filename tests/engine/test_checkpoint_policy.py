@@ -83,13 +83,13 @@ CONFIG = RestartConfig(max_restarts=3, backoff_initial_s=0.5, backoff_max_s=3.0)
 
 
 def test_backoff_doubles_up_to_its_cap() -> None:
-    assert [backoff_s(n, CONFIG) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert [backoff_s(n, CONFIG) for n in (1, 2, 3, 4, 5, 6)] == [0.0, 0.5, 1.0, 2.0, 3.0, 3.0]
 
 
 def test_a_killed_trainer_is_restarted_and_a_streak_without_checkpoints_ends() -> None:
     killed = AttemptEnd(returncode=-9)
     first = decide(killed, 0, progressed=False, config=CONFIG)
-    assert first.action == "restart" and first.cause == "killed by SIGKILL" and first.delay_s == 0.5
+    assert first.action == "restart" and first.cause == "killed by SIGKILL" and first.delay_s == 0.0
     streak = first.streak
     for _ in range(2):
         streak = decide(killed, streak, False, CONFIG).streak
@@ -97,7 +97,7 @@ def test_a_killed_trainer_is_restarted_and_a_streak_without_checkpoints_ends() -
     assert decide(killed, streak, False, CONFIG).action == "end"
     # A new checkpoint resets the streak and the backoff.
     again = decide(killed, streak, True, CONFIG)
-    assert again.action == "restart" and again.streak == 1 and again.delay_s == 0.5
+    assert again.action == "restart" and again.streak == 1 and again.delay_s == 0.0
 
 
 def test_endings_that_are_never_restarted() -> None:

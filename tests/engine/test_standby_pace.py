@@ -1,0 +1,65 @@
+"""What keeps a spare out of the restarted trainer's way: it starts only once the newest
+attempt has stepped, and it warms up in a thread at the lowest priority while the main
+thread (the attempt's trainer to be) keeps the process's. Pure: no trainer processes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.run.store import Store
+from engine.supervisor.consoles import Consoles
+from engine.supervisor.journal import Journal
+from engine.supervisor.standby import attempt_stepped
+from engine.supervisor.trainer_process import trainer_environment
+from engine.trainer.standby import SPARE_NICE, warm_aside
+from tests.engine.planner_samples import sample
+
+
+def test_a_spare_waits_for_a_step_of_the_newest_attempt(tmp_path: Path) -> None:
+    with Store(tmp_path / "store.sqlite") as store:
+        journal = Journal(store, Consoles())
+        store.update_meta(attempt=1)
+        journal.set_state("running")  # trainer_started: its start-up is over, its first step is not
+        assert not attempt_stepped(journal)
+        store.add_step(sample(1, attempt=1))
+        assert attempt_stepped(journal)
+        store.update_meta(attempt=2)  # a restart: the running state comes before its first step
+        assert not attempt_stepped(journal)
+        store.add_step(sample(21, attempt=2))
+        assert attempt_stepped(journal)
+        journal.set_state("restarting")
+        assert not attempt_stepped(journal)
+
+
+def nice_of(thread_id: int) -> int:
+    """The nice value of one of this process's threads (field 19 of its stat)."""
+    stat = Path(f"/proc/self/task/{thread_id}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="per-thread nice values are Linux's")
+def test_the_warm_up_runs_aside_at_the_lowest_priority_and_the_main_thread_keeps_its_own() -> None:
+    main_before = nice_of(threading.get_native_id())
+    seen: list[tuple[int, int]] = []
+    warm_aside(lambda: seen.append((threading.get_native_id(), nice_of(threading.get_native_id()))))
+    ((warm_thread, warm_nice),) = seen
+    assert warm_thread != threading.get_native_id()
+    assert warm_nice == min(19, main_before + SPARE_NICE)
+    assert nice_of(threading.get_native_id()) == main_before == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_a_failed_warm_up_is_raised_in_the_main_thread() -> None:
+    def broken() -> None:
+        raise ImportError("no deepspeed here")
+
+    with pytest.raises(ImportError, match="no deepspeed here"):
+        warm_aside(broken)
+
+
+def test_the_trainers_openmp_threads_wait_passively_unless_the_user_chose() -> None:
+    assert trainer_environment({}, ranks=1)["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert trainer_environment({"OMP_WAIT_POLICY": "ACTIVE"}, ranks=2)["OMP_WAIT_POLICY"] == "ACTIVE"
