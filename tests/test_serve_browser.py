@@ -131,6 +131,10 @@ def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Po
             page.goto(f"http://127.0.0.1:{port}/")
             step_after(page, -1)
             page.wait_for_function(f"({SCREEN_TEXT})().includes({json.dumps(LIVE)})", timeout=60_000)
+            # A person's page has the focus; a headless one is blurred, and Textual's footer
+            # lists keys only while its app has the focus: give it, then read the footer.
+            page.locator("textarea").first.focus()
+            page.wait_for_function(f"({SCREEN_TEXT})().includes('Detach')", timeout=60_000)
             yield server, page
             browser.close()
     finally:
