@@ -44,8 +44,9 @@ def test_cpu_mode_runs_every_stage_and_writes_one_summary(tmp_path: Path) -> Non
     stages = {s["name"]: s for s in summary["stages"]}
     assert list(stages) == list(STAGES)
     skipped = {name for name, stage in stages.items() if stage["status"] == "skipped"}
-    # no wheelhouse here (the venv's packages); --quick runs each preset and precision once
-    assert skipped == {"wheels", "run-tiny-fp16", "run-small-bf16"}
+    # no wheelhouse here (the venv's packages); --quick runs each preset and precision once,
+    # and on the CPU the OOM at ZeRO 0, 2 and 3
+    assert skipped == {"wheels", "run-tiny-fp16", "run-small-bf16", "oom-zero1"}
     for stage in stages.values():
         assert set(stage) == {"name", "status", "reason", "duration_s", "figures"}
         assert isinstance(stage["duration_s"], float)

@@ -17,7 +17,7 @@ from engine.run.directory import RunDir
 
 pytestmark = pytest.mark.deepspeed
 
-MODEL = {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 256}
+MODEL = {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 128}
 GLOBAL_BATCH = 64
 
 

@@ -96,7 +96,7 @@ def test_runs_named_apart_on_one_config_meet_and_train() -> None:
 
 @pytest.mark.e2e
 def test_nodes_whose_configs_differ_end_at_the_join_timeout_naming_the_mismatch() -> None:
-    node0, node1 = node_pair(("exp", "exp"), (7, 8), rdzv_timeout_s=30)  # only the seed differs
+    node0, node1 = node_pair(("exp", "exp"), (7, 8), rdzv_timeout_s=15)  # only the seed differs
     id0 = rendezvous_id(node0.read_config())
     supervise_both([node0, node1])
     endpoint = node0.read_config().train.rdzv_endpoint
@@ -107,10 +107,10 @@ def test_nodes_whose_configs_differ_end_at_the_join_timeout_naming_the_mismatch(
         assert status.state == "failed" and status.exit_reason == timed_out.message, logs(run)
         ends[run] = timed_out.message
     assert ends[node0] == (
-        f"all 2 nodes reached {endpoint} but did not agree within 30 s: another node meets under another "
+        f"all 2 nodes reached {endpoint} but did not agree within 15 s: another node meets under another "
         f"rendezvous id (this node's rendezvous id is {id0}): their training configs, train.nodes or "
         "train.rdzv_id differ"
     )
     assert ends[node1].startswith(
-        f"node 1 reached node 0 at {endpoint} but the group did not form within 30 s"
+        f"node 1 reached node 0 at {endpoint} but the group did not form within 15 s"
     )
