@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 
 OMP_ENV = "OMP_NUM_THREADS"
-OMP_WAIT_ENV = "OMP_WAIT_POLICY"  # the trainer's: PASSIVE unless the user set it (trainer_process)
+OMP_WAIT_ENV = "OMP_WAIT_POLICY"  # the user's to set: no default (trainer_process says why)
 
 
 def usable_cores() -> int:

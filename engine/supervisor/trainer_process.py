@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine.config import RunConfig, TrainConfig
-from engine.cpu_share import OMP_ENV, OMP_WAIT_ENV, threads_per_rank, usable_cores
+from engine.cpu_share import OMP_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
 from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
@@ -96,14 +96,13 @@ def default_trainer_command(
 
 
 def trainer_environment(environ: Mapping[str, str], ranks: int) -> dict[str, str]:
-    """The trainer's environment: ours, unbuffered, OpenMP's threads waiting passively
-    (``OMP_WAIT_POLICY``), and for several ranks each rank's share of the cores as
-    ``OMP_NUM_THREADS`` (torchrun would set 1 per rank); a user's own values are kept."""
+    """The trainer's environment: ours, unbuffered, and for several ranks each rank's share
+    of the cores as ``OMP_NUM_THREADS`` (torchrun would set 1 per rank); a user's own values
+    are kept. ``OMP_WAIT_POLICY`` is left to the user: PASSIVE keeps a restarted trainer's
+    first steps fast on a busy host (a tiny CPU step took 1-2 s instead of 0.04 s at a load
+    average of 8 on 2 cores) but halved tiny's CPU throughput on a quiet one (57 and 51
+    against 29 and 29 steps/s, ``bench/tiny_speed.py --steps 800``, interleaved)."""
     env = dict(environ, PYTHONUNBUFFERED="1")
-    # OpenMP's default spins at the end of each parallel region; on a host whose cores are
-    # busy with anything else, a spinning thread waits for one that is not scheduled: a tiny
-    # CPU step took 1-2 s instead of 0.04 s at a load average of 8 on 2 cores (passive: 0.04 s).
-    env.setdefault(OMP_WAIT_ENV, "PASSIVE")
     if ranks > 1 and OMP_ENV not in env:
         env[OMP_ENV] = str(threads_per_rank(usable_cores(), ranks))
     return env
