@@ -33,6 +33,10 @@ STEP_WEIGHT = 0.05
 """Weight of each new step time in its running average (about the last 20 steps count)."""
 SAVE_WEIGHT = 0.5
 """Weight of each new save stall in its running average (the last two or three saves)."""
+SAVE_JUMP = 3.0
+"""A save stall counts at most this many times the running average: one slow save (a busy
+disk, a host's hiccup; 30x the usual was seen) at most doubles the interval, while a lasting
+change is reached in a few saves (the average grows up to 2x a save)."""
 AIM = 0.8
 """Of ``max_stall``: the share the interval aims at, so that drift until the next save's
 decision stays under the budget."""
@@ -153,6 +157,8 @@ class Cadence:
         """A save stalled training ``stall_s``; returns the new decision, or None when the
         interval stays (the same one, or the one in force still gives a share in
         ``KEEP_BAND``)."""
+        if self.stall_s is not None:
+            stall_s = min(stall_s, SAVE_JUMP * self.stall_s)
         self.stall_s = _smoothed(self.stall_s, stall_s, SAVE_WEIGHT)
         step_s = self.step_s or 0.0
         new = choose_interval(self.bounds, self.stall_s, step_s, size_bytes, room_bytes)
