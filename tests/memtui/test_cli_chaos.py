@@ -59,10 +59,16 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         answer = json.loads(capsys.readouterr().out)
         assert answer["run_id"] == live_run.run_id and answer["chaos_id"] == "c-fake2"
         assert answer["kind"] == "slow_steps"
-        assert answer["params"] == {"steps": 3, "delay_s": 0.5, "jitter_s": 0.05, "rank": -1}
+        assert answer["params"] == {"steps": 3, "factor": 3.0, "delay_s": 0.5, "jitter": 0.25, "rank": -1}
         assert main(["chaos", live_run.run_id, "slow_steps", "--rank", "1"]) == 0  # one straggler
         assert chaos_sent(fake)[-1].request == SlowSteps(rank=1)
-        assert capsys.readouterr().out.rstrip().endswith("to each of the next 20 steps of rank 1 alone")
+        assert (
+            capsys.readouterr()
+            .out.rstrip()
+            .endswith(
+                "make each of the next 20 steps of rank 1 alone 3.0x as long (+ up to 25% more at random)"
+            )
+        )
 
         assert main(["chaos", "kill", "--json"]) == 0  # a kind without parameters
         assert chaos_sent(fake)[-1].request == Kill()
@@ -136,7 +142,7 @@ def test_list_shows_what_the_supervisor_advertises(
         listed = json.loads(capsys.readouterr().out)
         assert chaos_sent(fake) == []
     assert out.startswith(f"{live_run.run_id}: the chaos kinds its supervisor performs\n")
-    assert "  ballast " in out and "--bytes 256M" in out and "--delay-s 0.2" in out
+    assert "  ballast " in out and "--bytes 256M" in out and "--factor 3.0" in out
     assert "nan_loss" not in out
     assert listed["run_id"] == live_run.run_id and listed["advertised"] is True and listed["note"] is None
     assert [k["kind"] for k in listed["kinds"]] == ADVERTISED

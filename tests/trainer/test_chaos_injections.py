@@ -61,6 +61,7 @@ class FakeMemory:
         self.ballast = BallastHolder([], torch.device("cpu"))
         self.injector = OomInjector([])
         self.ranks = RankGroup()
+        self.step_seconds: float | None = None
 
     def run_step(self, train_step: Callable[..., Any], engine: Any, batch: Any, step: int, hook: Any) -> Any:
         return hook(train_step, step)(engine, batch, step)  # as AdaptiveMemory: the hook inside
@@ -201,11 +202,29 @@ def test_slow_steps_sleep_within_their_bounds_and_the_same_request_sleeps_the_sa
     for _ in range(2):
         injections, _link, memory = chaos()
         injections.inbox.append(
-            InjectChaos(chaos_id="c-9", request=SlowSteps(steps=3, delay_s=0.5, jitter_s=0.1))
+            InjectChaos(chaos_id="c-9", request=SlowSteps(steps=3, delay_s=0.5, jitter=0.2))
         )
         injections.at_boundary(0)
         losses(injections, memory, 5)
     assert len(slept) == 6 and all(0.5 <= s <= 0.6 for s in slept) and slept[:3] == slept[3:]
+
+
+def test_slow_steps_by_default_make_each_step_a_multiple_of_the_step_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No ``delay_s``: the delay is ``factor - 1`` times the last timed step, fixed for the
+    burst (a 40 ms step at factor 3: 80 ms, + up to 25% jitter), whatever the later steps take."""
+    slept: list[float] = []
+    monkeypatch.setattr(slow_steps.time, "sleep", slept.append)
+    injections, link, memory = chaos()
+    memory.step_seconds = 0.04
+    injections.inbox.append(InjectChaos(chaos_id="c-5", request=SlowSteps(steps=4)))
+    injections.at_boundary(0)
+    memory.step_seconds = 0.12  # a slowed step is not the basis of the next one's delay
+    losses(injections, memory, 6)
+    assert len(slept) == 4 and all(0.08 <= s <= 0.1 for s in slept), slept
+    detail = applied(link)[0]["detail"]
+    assert "slowed by 0.080 s" in detail and "3.0x a 0.040 s step" in detail
 
 
 def test_slow_steps_aimed_at_one_rank_slow_only_that_rank(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,7 +235,7 @@ def test_slow_steps_aimed_at_one_rank_slow_only_that_rank(monkeypatch: pytest.Mo
         injections, link, memory = chaos()
         memory.ranks = SimpleNamespace(rank=rank, world=2)
         for chaos_id, target in (("c-1", 1), ("c-2", 5)):
-            request = SlowSteps(steps=2, delay_s=0.5, jitter_s=0.0, rank=target)
+            request = SlowSteps(steps=2, delay_s=0.5, jitter=0.0, rank=target)
             injections.inbox.append(InjectChaos(chaos_id=chaos_id, request=request))
         injections.at_boundary(0)
         losses(injections, memory, 3)

@@ -84,7 +84,7 @@ def assert_one_failed_save_then_saves(stub: SupervisorStub, applied_step: int) -
 def test_every_trainer_kind_in_fp32_is_applied_and_training_goes_on() -> None:
     early = [
         inject("c-ballast", Ballast(bytes=8 << 20, steps=3)),
-        inject("c-slow", SlowSteps(steps=2, delay_s=0.02, jitter_s=0.01)),
+        inject("c-slow", SlowSteps(steps=2, delay_s=0.02, jitter=0.5)),
         inject("c-disk", DiskFull(saves=1)),
         inject("c-nan", NanLoss(steps=2)),
     ]

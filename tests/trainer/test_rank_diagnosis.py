@@ -57,7 +57,7 @@ def test_slow_steps_on_one_rank_make_the_straggler_alert_name_it() -> None:
     proc = supervise(run)
     try:
         wait_for_step(run, proc, 4)
-        slow = ["slow_steps", "--steps", "40", "--delay-s", "0.3", "--jitter-s", "0", "--rank", "1"]
+        slow = ["slow_steps", "--steps", "40", "--delay-s", "0.3", "--jitter", "0", "--rank", "1"]
         memtui("chaos", str(run.path), *slow)
         alert = first(run, proc, lambda e: e.type == "alert" and e.data["rule"].startswith("straggler"))
         assert alert.data["rule"] == "straggler.1" and alert.data["rank"] == 1, logs(run, proc)

@@ -1,5 +1,7 @@
-"""``slow_steps``: each of the next K steps sleeps ``delay_s`` + uniform(0, ``jitter_s``)
-inside the controlled step, on every rank or on the one rank the request names."""
+"""``slow_steps``: each of the next K steps sleeps a delay + uniform(0, ``jitter`` x delay)
+inside the controlled step, on every rank or on the one rank the request names. The delay is
+``delay_s`` when given, else ``factor - 1`` times the last step's wall time before the
+injection (the controller's ``step_seconds``), fixed for the whole burst."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from engine.chaos.kind import EVERY_RANK
 from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.trainer.chaos_performer import StepFn, TrainerPerformer
 from engine.trainer.workload import BatchFn
+
+FIRST_STEP_GUESS_S = 0.1
+"""s taken as the step time when the injection lands before any step has been timed."""
 
 
 class SlowStepsPerformer(TrainerPerformer[SlowSteps]):
@@ -29,10 +34,18 @@ class SlowStepsPerformer(TrainerPerformer[SlowSteps]):
         on = "" if every else f" on rank {request.rank}"
         if request.rank >= world:
             return f"no rank {request.rank} among {world}: nothing done"
+        delay_s, basis = self._delay(request)
         if every or request.rank == rank:
-            self.steps, self.delay_s, self.jitter_s = request.steps, request.delay_s, request.jitter_s
+            self.steps, self.delay_s, self.jitter_s = request.steps, delay_s, request.jitter * delay_s
             self.rng = random.Random(chaos_id)  # the same request, the same delays
-        return f"{request.steps} steps slowed by {request.delay_s} s (+ up to {request.jitter_s} s){on}"
+        return f"{request.steps} steps slowed by {delay_s:.3f} s (+ up to {request.jitter:.0%}){basis}{on}"
+
+    def _delay(self, request: SlowSteps) -> tuple[float, str]:
+        """Seconds added to each slowed step, and what they came from (for the message)."""
+        if request.delay_s > 0:
+            return request.delay_s, ""
+        step_s = self.parts.memory.step_seconds or FIRST_STEP_GUESS_S
+        return (request.factor - 1.0) * step_s, f", {request.factor}x a {step_s:.3f} s step"
 
     def in_step(self, train_step: StepFn, step: int) -> StepFn:
         if not self.steps:
