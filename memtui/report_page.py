@@ -16,7 +16,9 @@ from memtui.run_series import BUCKETS, EVAL_LOSS, MARK_KINDS, RunSeries
 from memtui.svg_chart import Chart, render_chart
 
 CHARTS: tuple[Chart, ...] = (
-    Chart("Loss (train and eval)", ("loss", EVAL_LOSS), dots=(EVAL_LOSS,)),
+    # log: a chaos spike multiplies one step's loss by 1000; on a linear axis the rest of the
+    # curve is a flat line at the bottom
+    Chart("Loss (train and eval, log scale)", ("loss", EVAL_LOSS), dots=(EVAL_LOSS,), log=True),
     Chart("Throughput (tokens/s)", ("tokens/s",)),
     Chart("Memory", ("allocated", "reserved", "budget"), unit="bytes"),
     Chart("Loss scale (fp16)", ("loss scale",), log=True),

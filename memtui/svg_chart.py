@@ -33,7 +33,7 @@ class Chart:
     unit: str = ""
     """``bytes``: the y labels in KiB/MiB/GiB."""
     log: bool = False
-    """A log2 y axis (the fp16 loss scale moves in powers of two)."""
+    """A log2 y axis (the fp16 loss scale moves in powers of two; a loss spike spans decades)."""
     dots: tuple[str, ...] = ()
     """Series drawn as dots too (a few points each, such as the evals)."""
 
