@@ -11,6 +11,7 @@ stored injection acted on, for a new supervisor. Torch-free.
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -52,7 +53,7 @@ class Desk(Protocol):
     def resolve(self, chaos_id: str, recovered: bool, detail: str) -> None: ...
 
 
-class SupervisorPerformer:
+class SupervisorPerformer(ABC):
     """Carries out one kind (``kind``); subclasses register by defining it."""
 
     kind: ClassVar[str]
@@ -67,11 +68,14 @@ class SupervisorPerformer:
         """What it will act on, or why it cannot be done now (the run is ``state``)."""
         return Aim()
 
+    @abstractmethod
     def act(self, desk: Desk, request: ChaosKind, chaos_id: str, aim: Aim) -> None:
-        raise NotImplementedError
+        """Carry out ``request`` on what ``aim`` names (the desk resolves it when it is done)."""
 
     def taken_up(self, pending: Pending, injected: ChaosInjected) -> None:
-        """A new supervisor's tracking of a stored injection: what it acted on, read back."""
+        """A new supervisor's tracking of a stored injection: what it acted on, read back
+        (most kinds keep nothing to read back)."""
+        return None
 
 
 class HandToTheTrainer(SupervisorPerformer):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -45,7 +46,7 @@ class TrainerParts:
         return self.precision == "fp16"
 
 
-class TrainerPerformer(Generic[R]):
+class TrainerPerformer(ABC, Generic[R]):
     """Carries out one kind (``kind``); subclasses register by defining it."""
 
     kind: ClassVar[str]
@@ -59,8 +60,10 @@ class TrainerPerformer(Generic[R]):
     def __init__(self, parts: TrainerParts) -> None:
         self.parts = parts
 
+    @abstractmethod
     def start(self, request: R, step: int, chaos_id: str) -> str:
-        raise NotImplementedError
+        """Take up ``request`` at the boundary before ``step``; the detail the chaos_applied
+        event carries (what was done, or why nothing was)."""
 
     def in_step(self, train_step: StepFn, step: int) -> StepFn:
         return train_step
