@@ -7,8 +7,10 @@ task: a heartbeat check every ``TICK_S``, a hardware reading every
 ``alerts.hardware_interval_s`` and a doctor report at start and every
 ``alerts.doctor_interval_s``. NVML and disk reads run in ``asyncio.to_thread``. Once,
 ``ops_delay_s`` after start, DeepSpeed's op compatibility is surveyed in a child process
-(``engine.doctor.deepspeed_ops``: it imports torch and DeepSpeed, seconds of a core); a doctor
-report with it follows, and every later report carries the same answer. At start,
+(``engine.doctor.deepspeed_ops``: it imports torch and DeepSpeed, seconds of a core) unless the
+run directory holds the survey of an earlier supervisor in this environment
+(``engine.doctor.op_survey_record``); a doctor report with it follows, and every later report
+carries the same answer. At start,
 ``resolve_stale`` closes the alerts a previous supervisor left firing. Torch-free.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_firing
 from engine.config import AlertConfig, MemoryConfig
 from engine.doctor.deepspeed_ops import survey_ops_async
+from engine.doctor.op_survey_record import environment_key, read_record, write_record
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import DoctorReported, Payload, Recorder
 from engine.hardware_report import HardwareSnapshot
@@ -104,6 +107,7 @@ class AlertWatch:
         self.rules = AlertRules(config, memory)
         self._record = record
         self._checkpoints = checkpoint_dir
+        self._run_dir = run_dir
         self._expecting = expecting_steps
         from engine.doctor.examiner import EnvironmentDoctor
         from engine.doctor.hardware_probe import HardwareProbe
@@ -181,13 +185,11 @@ class AlertWatch:
         """Until cancelled: heartbeat every TICK_S, hardware and doctor at their intervals."""
         loop = asyncio.get_running_loop()
         next_hardware = next_doctor = loop.time() + FIRST_DOCTOR_S
-        ops_at = None if self._ops_delay_s is None else loop.time() + self._ops_delay_s
+        if self._ops_delay_s is not None:
+            self._ops_task = asyncio.ensure_future(self._survey_ops(self._ops_delay_s))
         try:
             while True:
                 next_hardware, next_doctor = await self._tick(loop.time(), next_hardware, next_doctor)
-                if ops_at is not None and loop.time() >= ops_at:
-                    ops_at = None
-                    self._ops_task = asyncio.ensure_future(self._survey_ops())
                 await asyncio.sleep(TICK_S)
         finally:
             if self._ops_task is not None:
@@ -209,10 +211,18 @@ class AlertWatch:
             log.exception("alert tick failed")
         return next_hardware, next_doctor
 
-    async def _survey_ops(self) -> None:
-        """The one op survey; the doctor keeps its answer, and reports it at the next tick."""
+    async def _survey_ops(self, delay_s: float) -> None:
+        """The one op survey, ``delay_s`` after start, unless an earlier supervisor of the run
+        recorded one for this environment (read at once); the doctor keeps the answer, and
+        reports it at the next tick."""
         try:
-            self.doctor.op_survey = await survey_ops_async()
+            key = await asyncio.to_thread(environment_key)
+            survey = await asyncio.to_thread(read_record, self._run_dir, key)
+            if survey is None:
+                await asyncio.sleep(delay_s)
+                survey = await survey_ops_async()
+                await asyncio.to_thread(write_record, self._run_dir, key, survey)
+            self.doctor.op_survey = survey
         except Exception:  # the survey must never take the run down
             log.exception("DeepSpeed op survey failed")
             return

@@ -181,6 +181,68 @@ async def test_the_op_survey_runs_once_and_every_later_report_carries_it(
     assert all(c == {"cpu_adam": True} for c in compat[first_with:])
 
 
+async def test_a_new_supervisor_of_the_run_reads_the_survey_its_predecessor_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole-tree kill's new supervisor: the survey (torch and DeepSpeed imported in a child,
+    seconds of the trainer's cores) is not run again in the same environment; its record
+    is read at once. Another environment (a different torch) surveys afresh."""
+    from engine.doctor import op_survey_record
+    from engine.doctor.deepspeed_ops import OpStatus, OpSurvey
+
+    surveys: list[float] = []
+
+    async def fake_survey() -> OpSurvey:
+        surveys.append(time.monotonic())
+        return OpSurvey(accelerator="cpu", ops={"cpu_adam": OpStatus(installed=False, compatible=True)})
+
+    monkeypatch.setattr(alert_watch, "survey_ops_async", fake_survey)
+    monkeypatch.setattr(alert_watch, "FIRST_DOCTOR_S", 0.0)
+    monkeypatch.setattr(alert_watch, "TICK_S", 0.02)
+
+    async def supervisor_reports(delay_s: float) -> dict[str, Any]:
+        record = Recorder()
+        w = watch(tmp_path, record, expecting=False, ops_delay_s=delay_s, doctor_interval_s=0.05)
+        task = asyncio.create_task(w.run())
+        try:
+            found = await until(
+                lambda: [
+                    e
+                    for e in record.events
+                    if e.type == "doctor_report" and e.data["software"]["deepspeed_compatible"]
+                ],
+                what="a doctor report with the op survey",
+                seen=lambda: [e.type for e in record.events],
+            )
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return dict(found[0].data["software"]["deepspeed_compatible"])
+
+    assert await supervisor_reports(0.05) == {"cpu_adam": True} and len(surveys) == 1
+    assert (tmp_path / op_survey_record.RECORD_NAME).exists()
+    assert await supervisor_reports(3600.0) == {"cpu_adam": True}  # read at once, not in an hour
+    assert len(surveys) == 1
+    key = op_survey_record.environment_key()
+    monkeypatch.setattr(op_survey_record, "environment_key", lambda: {**key, "torch": "0.0-other"})
+    monkeypatch.setattr(alert_watch, "environment_key", op_survey_record.environment_key)
+    assert await supervisor_reports(0.05) == {"cpu_adam": True} and len(surveys) == 2
+
+
+def test_an_unreadable_or_answerless_survey_record_is_not_trusted(tmp_path: Path) -> None:
+    from engine.doctor import op_survey_record as rec
+    from engine.doctor.deepspeed_ops import OpSurvey
+
+    key = rec.environment_key()
+    rec.write_record(tmp_path, key, OpSurvey(unavailable="op check timed out after 60 s"))
+    assert not (tmp_path / rec.RECORD_NAME).exists()  # worth asking again
+    (tmp_path / rec.RECORD_NAME).write_text("{not json")
+    assert rec.read_record(tmp_path, key) is None
+    rec.write_record(tmp_path, key, OpSurvey(accelerator="cpu"))
+    assert rec.read_record(tmp_path, key) == OpSurvey(accelerator="cpu")
+    assert rec.read_record(tmp_path, {**key, "CUDA_VISIBLE_DEVICES": "1"}) is None
+
+
 async def test_without_ops_delay_there_is_no_survey(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def boom() -> Any:
         raise AssertionError("no survey expected")
