@@ -54,7 +54,7 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
         ("whole-tree kills resumed", str(report.whole_tree_resumes)),
         ("resume success", _resume_success(report)),
         ("steps replayed after restarts", f"{report.steps_replayed:,}"),
-        ("chaos cost: outage / replay / slowed steps", _chaos_cost(report)),
+        ("chaos cost: outage / replay / aftermath / slowed steps", _chaos_cost(report)),
         ("checkpoint stall share", f"{_share(report.stall_share)} ({report.checkpoint_stall_s:,.1f} s)"),
         ("eval share", f"{_share(report.eval_share)} ({report.evals.seconds if report.evals else 0:,.1f} s)"),
         ("eval loss first / best / last", _eval_losses(report)),
@@ -76,7 +76,8 @@ def figure_rows(report: EnduranceReport) -> list[tuple[str, str]]:
 def _chaos_cost(report: EnduranceReport) -> str:
     cost = report.chaos_cost
     return (
-        f"{cost.outage_s:,.1f} / {cost.replay_s:,.1f} / {cost.slowed_s:,.1f} s = {cost.total_s:,.1f} s "
+        f"{cost.outage_s:,.1f} / {cost.replay_s:,.1f} / {cost.aftermath_s:,.1f} / {cost.slowed_s:,.1f} s "
+        f"= {cost.total_s:,.1f} s "
         f"({_share(report.chaos_share)} of wall time)"
     )
 
@@ -86,19 +87,38 @@ def _restart_rows(report: EnduranceReport) -> list[str]:
     cost = report.chaos_cost
     lines = [
         "",
-        "## Restarts: outage and replay",
+        "## Restarts: outage, replay and aftermath",
         "",
-        "| attempt | cause | outage | steps replayed | replay |",
-        "|---|---|---|---|---|",
+        "| attempt | cause | outage | steps replayed | replay | aftermath (slow steps) |",
+        "|---|---|---|---|---|---|",
     ]
-    rows = [(str(r.attempt), r.cause or "-", r.outage_s, r.steps_replayed, r.replay_s) for r in cost.restarts]
-    rows.append(("total", "", cost.outage_s, cost.steps_replayed, cost.replay_s))
-    lines += [f"| {a} | {c} | {o:,.1f} s | {n:,} | {r:,.1f} s |" for a, c, o, n, r in rows]
+    rows = [
+        (
+            str(r.attempt),
+            r.cause or "-",
+            r.outage_s,
+            r.steps_replayed,
+            r.replay_s,
+            r.aftermath_s,
+            r.steps_aftermath,
+        )
+        for r in cost.restarts
+    ]
+    after_steps = sum(r.steps_aftermath for r in cost.restarts)
+    rows.append(
+        ("total", "", cost.outage_s, cost.steps_replayed, cost.replay_s, cost.aftermath_s, after_steps)
+    )
+    lines += [
+        f"| {a} | {c} | {o:,.1f} s | {n:,} | {r:,.1f} s | {f:,.1f} s ({k:,}) |"
+        for a, c, o, n, r, f, k in rows
+    ]
     median = "-" if cost.median_step_s is None else f"{cost.median_step_s:.3f} s"
     lines += [
         "",
         f"Slowed steps: {cost.steps_slowed:,} steps slower than the median ({median}) while a chaos "
-        f"effect lasted, {cost.slowed_s:,.1f} s beyond it.",
+        f"effect lasted, {cost.slowed_s:,.1f} s beyond it. A restart's aftermath: its steps slower than "
+        "the median until the spare trainer started behind it was ready (its imports take the "
+        "trainer's cores on a CPU host).",
     ]
     return lines
 

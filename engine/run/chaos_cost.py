@@ -5,9 +5,16 @@
 - **Replay**, per restart: the steps the resumed attempt trained again (at or below the
   newest step any earlier attempt reached), and their step times; the first one is inside
   the outage already.
+- **Aftermath**, per restart: the steps slower than the run's median from its first step
+  until the spare trainer started behind it is ready or lost (``standby_ready``,
+  ``standby_lost``), each costing its excess over the median. A spare's warm-up imports
+  torch and DeepSpeed; on a CPU host those seconds are the trainer's (a 45 ms step of
+  ``tiny`` took about 1.5 s while one ran, on 2 cores), so a recovery that hands over in
+  0.4 s pays more after it. Without a standby there is none. Replayed steps are counted as
+  replay only.
 - **Slowed steps**: steps slower than the run's median step while a chaos effect lasted
   (from ``chaos_injected`` to its ``chaos_recovered``), each costing its excess over the
-  median; replayed steps are counted as replay only.
+  median; replayed steps and a restart's aftermath are counted there only.
 
 A restart's ``cause`` is the newest chaos injection whose effect lasted until the first
 step after it (a kill is recovered by that step), if any (a crash or a whole-tree kill
@@ -18,6 +25,7 @@ attempt's rows are one run of row ids. Torch-free; read-only.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +48,9 @@ class RestartCost(BaseModel):
     steps_replayed: int
     replay_s: float
     """Step times of the replayed steps but the first (inside the outage)."""
+    steps_aftermath: int = 0
+    aftermath_s: float = 0.0
+    """Excess over the median of its slow steps until its replacement spare was ready."""
 
 
 class ChaosCost(BaseModel):
@@ -67,8 +78,12 @@ class ChaosCost(BaseModel):
         return sum(r.steps_replayed for r in self.restarts)
 
     @property
+    def aftermath_s(self) -> float:
+        return sum(r.aftermath_s for r in self.restarts)
+
+    @property
     def total_s(self) -> float:
-        return self.outage_s + self.replay_s + self.slowed_s
+        return self.outage_s + self.replay_s + self.aftermath_s + self.slowed_s
 
     def totals(self) -> dict[str, float | int]:
         """The derived figures, for the JSON document."""
@@ -76,6 +91,7 @@ class ChaosCost(BaseModel):
             "outage_s": self.outage_s,
             "replay_s": self.replay_s,
             "steps_replayed": self.steps_replayed,
+            "aftermath_s": self.aftermath_s,
             "total_s": self.total_s,
         }
 
@@ -90,14 +106,18 @@ class _Attempt:
 
 
 def chaos_cost(store: Store) -> ChaosCost:
-    """The run's outages, replays and slowed steps (see the module's docstring)."""
+    """The run's outages, replays, aftermaths and slowed steps (see the module's docstring)."""
     attempts = _attempts(store)
     injected = _injections(store)
     restarts = [_restart(store, a, attempts[i - 1], injected) for i, a in enumerate(attempts) if i]
     median = _median_step_s(store)
     if median is None:
         return ChaosCost(restarts=restarts)
-    slowed = _slowed(store, median, attempts, _windows(injected))
+    after = _aftermath_windows(store, attempts)
+    for restart, window in zip(restarts, after, strict=True):
+        excess = _excess(store, median, attempts, [window] if window else [])
+        restart.steps_aftermath, restart.aftermath_s = len(excess), sum(excess)
+    slowed = _excess(store, median, attempts, _windows(injected), outside=[w for w in after if w])
     return ChaosCost(restarts=restarts, median_step_s=median, steps_slowed=len(slowed), slowed_s=sum(slowed))
 
 
@@ -172,10 +192,34 @@ def _median_step_s(store: Store) -> float | None:
     return sum(float(v) for (v,) in middle) / len(middle)
 
 
-def _slowed(
-    store: Store, median: float, attempts: list[_Attempt], windows: list[tuple[float, float]]
+def _aftermath_windows(store: Store, attempts: list[_Attempt]) -> list[tuple[float, float] | None]:
+    """Per restart (every attempt but the first): from its first step to the first
+    ``standby_ready`` or ``standby_lost`` after it, within its own steps; None without one."""
+    spares = [
+        float(ts) for (ts,) in store.query(
+            "SELECT ts FROM events WHERE type IN ('standby_ready', 'standby_lost') ORDER BY ts"
+        )
+    ]  # fmt: skip
+    windows: list[tuple[float, float] | None] = []
+    for attempt in attempts[1:]:
+        (began,), (ended,) = (
+            store.query("SELECT ts FROM steps WHERE id = ?", (row,))[0]
+            for row in (attempt.first_id, attempt.last_id)
+        )
+        ready = bisect.bisect_right(spares, float(began))
+        windows.append((float(began), min(spares[ready], float(ended))) if ready < len(spares) else None)
+    return windows
+
+
+def _excess(
+    store: Store,
+    median: float,
+    attempts: list[_Attempt],
+    windows: list[tuple[float, float]],
+    outside: Sequence[tuple[float, float]] = (),
 ) -> list[float]:
-    """Excess over ``median`` of each slow step inside a window that is not a replay."""
+    """Excess over ``median`` of each slow step inside one of ``windows`` (merged, in order)
+    and in none of ``outside``, that is not a replay."""
     if not windows:
         return []
     starts = [w[0] for w in windows]
@@ -186,7 +230,7 @@ def _slowed(
         (median, windows[0][0], windows[-1][1]),
     ):
         window = bisect.bisect_right(starts, ts) - 1
-        if window < 0 or ts > windows[window][1]:
+        if window < 0 or ts > windows[window][1] or any(a <= ts <= b for a, b in outside):
             continue
         attempt = attempts[bisect.bisect_right(firsts, row_id) - 1]
         if attempt.reached_before is not None and step <= attempt.reached_before:
