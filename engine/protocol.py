@@ -319,6 +319,18 @@ class TrainerCommand(_Message):
     reason: str = ""
 
 
+class CoreShare(_Message):
+    """Supervisor -> trainer: from the next optimizer-step boundary, leave ``cores`` of the
+    host's cores to other work (a spare trainer warming up); 0 gives training every core
+    again. On a CPU host torch's intra-op threads wait for each other at every op, so one
+    other busy process, even at the lowest priority, stretched ``tiny``'s 45 ms steps to
+    about 1.5 s on 2 cores; with a core left to it, it only slows them by the missing core.
+    A trainer on a GPU ignores it."""
+
+    kind: Literal["core_share"] = "core_share"
+    cores: StrictInt = Field(ge=0, le=4096)
+
+
 class InjectChaos(_Message):
     """Supervisor -> trainer: a trainer-side chaos request, applied at the next optimizer-step
     boundary; the trainer says ``chaos_applied`` (same ``chaos_id``) when it takes effect."""
@@ -354,6 +366,7 @@ ServerMessage = Annotated[
     | EventMessage
     | Telemetry
     | TrainerCommand
+    | CoreShare
     | ApplyDirective
     | InjectChaos
     | Hardware,

@@ -45,10 +45,12 @@ from typing import IO, Any
 
 from engine.config import RunConfig
 from engine.events import StandbyLost, StandbyReady
+from engine.protocol import CoreShare
 from engine.run.directory import RunDir
 from engine.run.standby_orders import READY, STANDBY_FLAG, StandbyOrders
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
+from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV, kill_group, trainer_environment
 
 log = logging.getLogger(__name__)
@@ -76,13 +78,22 @@ class Spare:
 class Standby:
     """Keeps one spare trainer for ``run`` while the run trains; ``take`` hands it an attempt."""
 
-    def __init__(self, run: RunDir, command: list[str], journal: Journal) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        command: list[str],
+        journal: Journal,
+        share: Callable[[int], None] = lambda cores: None,
+    ) -> None:
         self.run = run
         self.command = command
         """The spare's command line (``python -m engine.trainer --standby``); its run dir is appended."""
         self.journal = journal
         """Records the spare's events; its state ``running`` (the trainer steps) lets a spare
         start without slowing a trainer's start-up."""
+        self.share = share
+        """Asks the running trainer to leave this many cores to other work (``CoreShare``):
+        1 while a spare warms up, 0 once it is ready, taken or dead."""
         self._spare: Spare | None = None
         self._retired = asyncio.Event()
         self._deaths = 0  # spares in a row that died young
@@ -116,6 +127,7 @@ class Standby:
 
     async def _start(self) -> Spare | None:
         log_path = self.run.path / "logs" / LOG_NAME
+        self.share(1)  # its imports get a core of their own, not a slice of every one
         try:
             with open(log_path, "ab") as err:
                 proc = await launch(
@@ -128,6 +140,7 @@ class Standby:
                     start_new_session=True,  # its own group: once taken, a stop kills what it starts
                 )
         except OSError as err:
+            self.share(0)
             log.warning("could not start a standby trainer (%s): %s", " ".join(self.command), err)
             return None
         log.info("standby trainer started (pid %d)", proc.pid)
@@ -139,6 +152,7 @@ class Standby:
         ended = asyncio.create_task(spare.proc.wait())
         taken = asyncio.create_task(spare.taken.wait())
         await asyncio.wait({ended, taken}, return_when=asyncio.FIRST_COMPLETED)
+        self.share(0)  # no warm-up goes on (it was measured ready, taken or died)
         measure.cancel()
         taken.cancel()
         if spare.taken.is_set():
@@ -168,6 +182,7 @@ class Standby:
         line = await asyncio.shield(reading)
         if line != READY:
             return  # it died (or was taken) before it was ready
+        self.share(0)
         warmup = time.monotonic() - spare.started
         before = await asyncio.to_thread(_usage, spare.proc.pid)
         with contextlib.suppress(asyncio.TimeoutError):
@@ -257,16 +272,28 @@ def default_standby_command(
 
 
 def standby_for(
-    config: RunConfig, run: RunDir, journal: Journal, spawn: Callable[..., Any], custom_trainer: bool
+    config: RunConfig,
+    run: RunDir,
+    journal: Journal,
+    spawn: Callable[..., Any],
+    custom_trainer: bool,
+    trainer: Callable[[], TrainerLink | None] = lambda: None,
 ) -> Standby | None:
     """The run's standby, keeping spares in a task ``spawn(coroutine, name)`` starts, if it
     has one: ``restart.standby`` on, one rank on one node, and a spare command
-    (``default_standby_command``)."""
+    (``default_standby_command``). ``trainer``: the connected trainer, told to share its
+    cores while a spare warms up."""
     train = config.train
     command = default_standby_command(custom_trainer=custom_trainer)
     if not config.restart.standby or command is None or train.ranks > 1 or train.nodes > 1:
         return None
-    standby = Standby(run, command, journal)
+
+    def share(cores: int) -> None:
+        link = trainer()
+        if link is not None:
+            link.send(CoreShare(cores=cores))
+
+    standby = Standby(run, command, journal, share)
     spawn(standby.keep(), "standby trainer")
     return standby
 

@@ -105,7 +105,7 @@ def trainer_attempts(
         attempt=before.attempt,
         restarts=before.restarts,
         hold=before.hold,
-        standby=standby_for(config, run, journal, spawn, command is not None),
+        standby=standby_for(config, run, journal, spawn, command is not None, trainer=seat.current),
     )
     if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
         attempts.resumption.expect(latest_step(), newest_verified_step(run.checkpoints))

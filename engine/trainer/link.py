@@ -30,6 +30,7 @@ from engine.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     ApplyDirective,
+    CoreShare,
     Hello,
     InjectChaos,
     ProtocolError,
@@ -57,6 +58,8 @@ class Link(Protocol):
     stop_requested: threading.Event
     pause_requested: threading.Event
     """Set while the operator holds training (the loop waits at a step boundary)."""
+    cores_for_others: int
+    """Cores the supervisor asked training to leave to other work (``CoreShare``); 0: none."""
 
     def send(self, message: BaseModel) -> None: ...
 
@@ -89,6 +92,7 @@ class NullLink(_EventSender):
     def __init__(self, record: bool = False) -> None:
         self.stop_requested = threading.Event()
         self.pause_requested = threading.Event()
+        self.cores_for_others = 0
         self.directives: deque[ApplyDirective] = deque()
         """Directives to apply at the next step boundary; none arrive here."""
         self.chaos: deque[InjectChaos] = deque()
@@ -111,6 +115,7 @@ class SocketLink(_EventSender):
     ) -> None:
         self.stop_requested = threading.Event()
         self.pause_requested = threading.Event()
+        self.cores_for_others = 0
         self.stop_reason = ""
         self.directives: deque[ApplyDirective] = deque()
         """Admitted directives from the supervisor, applied by the loop at the next step
@@ -223,6 +228,8 @@ class SocketLink(_EventSender):
             self.chaos.append(message)
         elif isinstance(message, TrainerCommand):
             self._command(message)
+        elif isinstance(message, CoreShare):
+            self.cores_for_others = message.cores  # read at the next step boundary
 
     def _command(self, message: TrainerCommand) -> None:
         if message.command == "stop":

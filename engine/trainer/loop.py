@@ -50,6 +50,7 @@ from engine.run.directory import RunDir
 from engine.trainer import checkpoint
 from engine.trainer.built_model import describe_built
 from engine.trainer.client_state import client_state, step_lengths, trained_tokens
+from engine.trainer.core_share import CoreShare
 from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
@@ -184,6 +185,9 @@ def run_steps(training: Training, until: int) -> None:
     shifted_batch = shifted(training.workload.batch, training.data_offset)  # a rollback's skip
     batch = memory.batches(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
     report_every = config.train.rank_report_every
+    device = getattr(engine, "device", None)  # torch.device or its name; a test's stub has none
+    on_cpu = str(getattr(device, "type", device)) == "cpu"
+    cores = CoreShare(torch.get_num_threads(), torch.set_num_threads, enabled=on_cpu)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
             agree()  # every rank: the same stop, pause and directives at this boundary
@@ -191,6 +195,7 @@ def run_steps(training: Training, until: int) -> None:
             hold(training, agree)
         if stop.is_set():
             break
+        cores.at_boundary(training.link.cores_for_others)  # a spare warming up gets a core
         step = engine.global_steps  # 0-based index of the step about to run = data position
         directives.at_boundary(step)  # admitted directives; a micro-batch one takes effect below
         chaos.at_boundary(step)  # injections asked for take effect (ballast before the reading below)

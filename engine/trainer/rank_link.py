@@ -56,6 +56,9 @@ class RankLink(_EventSender):
         self.chaos: deque[InjectChaos] = deque()
         """The same chaos requests on every rank, in the same order."""
 
+    cores_for_others = 0
+    """Several ranks keep no spare trainer (``engine.supervisor.standby``): nothing to share."""
+
     @property
     def stop_reason(self) -> str:
         return str(getattr(self.inner, "stop_reason", "") or "")

@@ -98,6 +98,7 @@ SERVER_MESSAGES = [
     Telemetry(sample=_sample(), state="stopping", coalesced=12),
     TrainerCommand(command="stop", reason="operator"),
     TrainerCommand(command="pause"),
+    protocol.CoreShare(cores=1),
     protocol.ApplyDirective(directive_id="d-1", decision_id="x-1", values={"lr_multiplier": 0.5}),
     protocol.InjectChaos(chaos_id="c-1", request=Kill()),
     protocol.Hardware(snapshot=HardwareSnapshot(ts=1.0, nvml="NVML: Driver Not Loaded")),

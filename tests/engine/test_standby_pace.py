@@ -1,9 +1,11 @@
 """What keeps a spare out of the restarted trainer's way: it starts only once the newest
-attempt has stepped, and it warms up in a thread at the lowest priority while the main
-thread (the attempt's trainer to be) keeps the process's. Pure: no trainer processes."""
+attempt has stepped, it warms up in a thread at the lowest priority while the main thread
+(the attempt's trainer to be) keeps the process's, and the running trainer leaves it a core
+meanwhile. No trainer processes."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from pathlib import Path
@@ -11,13 +13,16 @@ from pathlib import Path
 import pytest
 
 from engine.cpu_share import OMP_WAIT_ENV
+from engine.run.directory import RunDir
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
-from engine.supervisor.standby import attempt_stepped
+from engine.supervisor.standby import Standby, attempt_stepped
 from engine.supervisor.trainer_process import trainer_environment
+from engine.trainer.core_share import CoreShare
 from engine.trainer.standby import SPARE_NICE, warm_aside
 from tests.engine.planner_samples import sample
+from tests.waiting import until
 
 
 def test_a_spare_waits_for_a_step_of_the_newest_attempt(tmp_path: Path) -> None:
@@ -64,3 +69,43 @@ def test_a_failed_warm_up_is_raised_in_the_main_thread() -> None:
 def test_the_openmp_wait_policy_is_the_users_own() -> None:
     assert OMP_WAIT_ENV not in trainer_environment({}, ranks=1)  # no default: it halves CPU throughput
     assert trainer_environment({OMP_WAIT_ENV: "PASSIVE"}, ranks=2)[OMP_WAIT_ENV] == "PASSIVE"
+
+
+async def test_the_trainer_leaves_a_core_to_a_spare_while_it_warms_up(tmp_path: Path) -> None:
+    """``share(1)`` before the spare starts, ``share(0)`` once it says ready (a spare that
+    dies or is taken ends the share the same way): the trainer's threads would otherwise
+    wait on the core the spare's imports take (engine.trainer.core_share)."""
+    (tmp_path / "logs").mkdir()
+    shares: list[int] = []
+    # a spare that warms up for a moment, says ready, then waits for orders on stdin
+    spare_cmd = ["sh", "-c", 'sleep 0.3; printf "ready\\n"; read orders', "spare"]
+    with Store(tmp_path / "store.sqlite") as store:
+        standby = Standby(RunDir(tmp_path), spare_cmd, Journal(store, Consoles()), shares.append)
+        spare = await standby._start()
+        assert spare is not None and shares == [1]
+        watching = asyncio.create_task(standby._watch(spare))
+        await until(
+            lambda: shares == [1, 0], what="the share ended once the spare was ready", seen=lambda: shares
+        )
+        standby._spare = spare
+        await standby.close()
+        await watching
+    assert shares[:2] == [1, 0] and set(shares[2:]) <= {0}
+
+
+def test_core_share_leaves_cores_at_the_boundary_and_takes_them_back() -> None:
+    calls: list[int] = []
+    share = CoreShare(2, calls.append, enabled=True)
+    share.at_boundary(0)
+    assert calls == []  # nothing asked: torch's threads untouched
+    share.at_boundary(1)
+    share.at_boundary(1)
+    assert calls == [1]  # once per change
+    share.at_boundary(0)
+    assert calls == [1, 2]
+    alone = CoreShare(1, calls.append, enabled=True)
+    alone.at_boundary(1)
+    assert calls[-1] == 1  # never below one thread
+    gpu = CoreShare(8, calls.append, enabled=False)
+    gpu.at_boundary(1)
+    assert calls == [1, 2, 1]  # a GPU's trainer ignores it

@@ -16,7 +16,7 @@ from engine.config import OWNED_DEEPSPEED_KEYS, RunConfig
 from engine.config_file import build_run_config, deep_merge
 from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
 from engine.events import FreshStart, RunPaused, TrainerFinished
-from engine.protocol import TrainerCommand, TrainerEvent, decode_client, encode
+from engine.protocol import CoreShare, TrainerCommand, TrainerEvent, decode_client, encode
 from engine.run.report_spool import SpoolWriter, spool_lines
 from engine.trainer.checkpoint import tags_to_prune
 from engine.trainer.corpus import ByteCorpus, read_corpus
@@ -24,6 +24,7 @@ from engine.trainer.link import NullLink, SocketLink
 from engine.trainer.lr_schedule import lr_ratio
 from engine.trainer.model import VOCAB_SIZE, ByteTransformer
 from engine.trainer.workload import Workload, WorkloadError, load_workload
+from tests.waiting import wait_for
 
 # ----------------------------------------------------------------- deepspeed config
 
@@ -256,6 +257,20 @@ def test_socket_link_sends_lines_and_stops_on_command() -> None:
     theirs.sendall(encode(TrainerCommand(command="stop", reason="operator")))
     assert link.stop_requested.wait(5)
     assert link.stop_reason == "operator"
+    link.close()
+    theirs.close()
+
+
+def test_socket_link_keeps_the_latest_core_share_for_the_next_boundary() -> None:
+    ours, theirs = socket.socketpair()
+    link = SocketLink(ours)
+    assert link.cores_for_others == 0
+    theirs.sendall(encode(CoreShare(cores=1)))
+    theirs.sendall(encode(TrainerCommand(command="pause")))  # read after it: the share is in
+    assert link.pause_requested.wait(5) and link.cores_for_others == 1
+    theirs.sendall(encode(CoreShare(cores=0)) + encode(TrainerCommand(command="resume")))
+    wait_for(lambda: not link.pause_requested.is_set(), what="the resume after the share")
+    assert link.cores_for_others == 0
     link.close()
     theirs.close()
 
