@@ -21,8 +21,9 @@ looks at the expected peak of the coming step:
   model's per-sample cost), the cool-down has passed, it did not fail within
   ``retry_after_steps`` (unless the room has grown since), and it was not measured slower;
 - ok, with both measured: step down a notch when the smaller size was measured faster by
-  more than ``throughput_margin`` (so the controller settles where a sweep would; the
-  size left counts as failed, so noisy rates cannot make it flap);
+  more than ``throughput_margin``, both within ``FRESH_STEPS`` steps (so the controller
+  settles where a sweep would; the size left counts as failed, so noisy rates cannot make
+  it flap, and a slow spell is never set against a reading from long ago);
 - every geometry keeps ``micro_batch x grad_accum x world_size == global_batch``.
 
 ``after_oom`` picks the micro-batch to redo a window with after an out-of-memory error,
@@ -258,7 +259,7 @@ def _when_ok(
     m, step, margin = geometry.micro_batch, reading.step, policy.memory.throughput_margin
     is_cooled = cooled(state, step, policy)
     smaller = policy.notch_below(m)
-    if is_cooled and smaller is not None and history.faster(smaller, m, margin):
+    if is_cooled and smaller is not None and history.faster(smaller, m, margin, step):
         why = (
             f"micro-batch {smaller} measured faster ({history.rate(smaller):,.0f} against "
             f"{history.rate(m):,.0f} samples/s)"
@@ -273,7 +274,7 @@ def _when_ok(
         and not history.blocked(
             bigger, step, reading.room, policy.memory.retry_after_steps, policy.memory.hysteresis
         )
-        and not history.faster(m, bigger, margin)
+        and not history.faster(m, bigger, margin, step)
     )
     # Built directly, not with dataclasses.replace: this runs every step (replace costs ~3 us).
     state = ControllerState("ok", state.last_change_step, state.steady + 1 if fits else 0, history)
@@ -292,7 +293,7 @@ def _timed(state: ControllerState, micro_batch: int, reading: Reading) -> SizeHi
     last = state.last_change_step
     if reading.rate is None or reading.rate <= 0 or (last is not None and reading.step <= last + 1):
         return state.history
-    return state.history.with_rate(micro_batch, reading.rate)
+    return state.history.with_rate(micro_batch, reading.rate, reading.step)
 
 
 def _changed(state: ControllerState, step: int) -> ControllerState:

@@ -5,6 +5,7 @@ fit, thresholds are shares of the usable room, and noisy readings do not make it
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -132,12 +133,33 @@ def test_a_larger_size_measured_as_fast_is_kept() -> None:
     assert [c[1:] for c in changes] == [("grow", 8, 16)] and geometry == Geometry(16, 4)
 
 
+def test_a_slow_spell_is_not_set_against_a_smaller_sizes_readings_from_long_ago() -> None:
+    """It grows from 8 to 16 and keeps 16 (measured as fast); hundreds of steps later a slow
+    spell at 16 (a spare's imports taking a core) makes 16 slower than 8's old figure, yet
+    8's readings are too old to compare: no step down. The same spell right after the
+    growth, with 8's readings fresh, is an A/B, and steps down."""
+
+    def reading_at(slow_from: int) -> Callable[[int, int], Reading]:
+        def reading(step: int, micro_batch: int) -> Reading:
+            rate = {8: 330.0, 16: 340.0}[micro_batch] if step < slow_from else 30.0
+            return read(step, micro_batch, 200 * MIB, 2 * MIB, 280 * MIB, rate)
+
+        return reading
+
+    _, geometry, changes = run(
+        Geometry(8, 8), range(600), reading_at(500), ControllerState(last_change_step=0)
+    )
+    assert [c[1:] for c in changes] == [("grow", 8, 16)] and geometry == Geometry(16, 4)
+    _, geometry, changes = run(Geometry(8, 8), range(60), reading_at(25), ControllerState(last_change_step=0))
+    assert [c[1:] for c in changes] == [("grow", 8, 16), ("throughput", 16, 8)]
+
+
 def test_the_first_step_after_a_change_is_not_timed() -> None:
     state = ControllerState(last_change_step=10)
     after, _ = decide(state, Geometry(8, 8), read(11, 8, 0, MIB, 1 << 30, 5.0), POLICY)
     assert after.history == SizeHistory()
     after, _ = decide(after, Geometry(8, 8), read(12, 8, 0, MIB, 1 << 30, 5.0), POLICY)
-    assert after.history.rates == {8: (5.0,)}
+    assert after.history.rates == {8: (5.0,)} and after.history.measured == {8: 12}
 
 
 @settings(max_examples=100, deadline=None)

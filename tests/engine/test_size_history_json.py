@@ -20,11 +20,15 @@ rates = st.lists(st.floats(min_value=0.1, max_value=1e6), min_size=1, max_size=R
 failures = st.tuples(st.integers(0, 10**9), st.integers(0, 2**40))
 
 
-@given(st.dictionaries(sizes, rates), st.dictionaries(sizes, failures))
+@given(
+    st.dictionaries(sizes, rates),
+    st.dictionaries(sizes, failures),
+    st.dictionaries(sizes, st.integers(0, 10**9)),
+)
 def test_property_a_history_comes_back_as_it_was_written(
-    measured: dict[int, list[float]], failed: dict[int, tuple[int, int]]
+    measured: dict[int, list[float]], failed: dict[int, tuple[int, int]], when: dict[int, int]
 ) -> None:
-    history = SizeHistory({m: tuple(r) for m, r in measured.items()}, failed)
+    history = SizeHistory({m: tuple(r) for m, r in measured.items()}, failed, when)
     text = json.dumps(history.as_json())  # through the file's text, as a restart reads it
     again = SizeHistory.from_json(json.loads(text), ALLOWED)
     assert again == history
@@ -36,6 +40,13 @@ def test_sizes_the_geometry_no_longer_allows_are_dropped() -> None:
     history = SizeHistory({16: (90.0, 91.0, 92.0), 24: (80.0,)}, {32: (40, 1000)})
     again = SizeHistory.from_json(history.as_json(), (8, 16))
     assert again.rates == {16: (90.0, 91.0, 92.0)} and again.failures == {}
+
+
+def test_a_file_from_before_measured_steps_has_no_size_fresh_enough_to_compare() -> None:
+    old = {"rates": {"8": [100.0, 101.0, 99.0], "16": [50.0, 51.0, 49.0]}, "failures": {}}
+    history = SizeHistory.from_json(old, ALLOWED)
+    assert history.rate(8) == 100.0 and history.measured == {}
+    assert not history.faster(8, 16, 0.05, step=10)
 
 
 def test_only_the_newest_rates_are_kept() -> None:
