@@ -11,7 +11,9 @@ and its log) and the spare becomes that attempt: the same pid, its own process g
 ordinary trainer from then on; a new spare starts behind it once that attempt steps (not
 before: its start would slow the restarted trainer's start-up and first step). A spare
 warms up at the lowest priority (``engine.trainer.standby.warm_aside``): on a CPU host the
-running trainer's steps come first.
+running trainer's steps come first. A priority is not enough there, as torch's intra-op
+threads wait for each other at every op: while a spare warms up, the running trainer is
+asked to leave it one core (``CoreShare``, ``engine.trainer.core_share``).
 
 - Its cost while it waits (resident memory, CPU over ``IDLE_WINDOW_S``) is measured once it
   is ready and recorded (``standby_ready``).
