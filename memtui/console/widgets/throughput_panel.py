@@ -20,7 +20,7 @@ from memtui.formatting import format_count, format_duration, format_percent, for
 
 def render_throughput(view: RunView) -> str:
     """Three lines: tokens/s and step time now (or how the run ended); the run's average and
-    peak tokens/s; the mean step time, and the current attempt's figures once there are several."""
+    peak tokens/s; the wall time per step, and the current attempt's figures once there are several."""
     s = view.sample
     if view.finished and s is not None:
         first = f"[b]{view.state}[/b] at step {s.step}, ran {format_duration(view.ran_s())}"
@@ -70,7 +70,9 @@ def _above_peak(s: TelemetrySample, started: TrainerStarted | None) -> bool:
 
 
 def _attempt_line(view: RunView) -> str:
-    line = f"[$text-muted]mean step[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
+    # wall time per step over the attempt (saves, evals and waits included): "step" above is
+    # the newest step's own time, and "mean step" read as its mean, which it is not
+    line = f"[$text-muted]wall/step[/] {format_duration(view.seconds_per_step)}{render_mfu(view)}"
     run = view.run_throughput
     if run is None or run.attempt < 2 or run.attempt_avg_tokens_per_s is None:
         return line
