@@ -3,9 +3,14 @@
 Waiting for something to be *drawn* is ``tests.waiting.until`` on the text (``text_of``).
 For a check that something did *not* happen, first prove the moment has passed: ``caught_up``
 (everything the engine sent has been handled) or ``drawn`` (the current view is on screen).
+Toasts are read from ``recorded_notes``, never from ``app._notifications``: Textual adds a
+toast there only when its Notify message is handled (after the view that caused it may be
+drawn), and drops it once its timeout has passed (which a loaded machine can outrun).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual.pilot import Pilot
 from textual.widget import Widget
@@ -41,3 +46,16 @@ async def drawn(app: MemtuiApp, pilot: Pilot[None]) -> None:
     screen): no redraw is pending, and the screen has been updated from the widgets."""
     await until(lambda: not app.main._dirty, what="the console to draw its current view")
     await pilot.pause()
+
+
+def recorded_notes(app: MemtuiApp) -> list[tuple[str, str]]:
+    """(title, text) of every toast ``app`` shows from now on, recorded as ``notify`` is called."""
+    notes: list[tuple[str, str]] = []
+    show = app.notify
+
+    def notify(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((title, str(message)))
+        show(message, title=title, **kw)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return notes

@@ -29,7 +29,7 @@ from tests.engine.checkpoint_samples import FIELDS, writer
 from tests.fakes.run_script import FAKE_TRAINER_PID, make_event, make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
 from tests.live_supervisor import LiveRun
-from tests.memtui.console_harness import caught_up, text_of
+from tests.memtui.console_harness import caught_up, recorded_notes, text_of
 from tests.waiting import until
 
 ADVERTISED = ["ballast", "oom", "kill"]
@@ -65,9 +65,9 @@ async def ready(app: MemtuiApp) -> None:
     await until(lambda: app.view.connection == "connected" and app.view.chaos, what="the welcome")
 
 
-def notes(app: MemtuiApp) -> list[str]:
-    """The notifications shown, as ``title: message``."""
-    return [f"{n.title}: {n.message}" for n in app._notifications]
+def toasts(notes: list[tuple[str, str]]) -> list[str]:
+    """``recorded_notes``' toasts as ``title: message``."""
+    return [f"{title}: {text}" for title, text in notes]
 
 
 def chaos_requests(fake: ScriptedEngine) -> list:  # type: ignore[type-arg]
@@ -177,6 +177,7 @@ async def test_a_wrong_value_is_refused_in_the_form_naming_the_field(
 
 async def test_a_kind_without_parameters_skips_the_form(live: LiveRun) -> None:
     app = MemtuiApp(live.run)
+    notes = recorded_notes(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(app)
         await app.run_action("chaos('kill')")
@@ -189,7 +190,7 @@ async def test_a_kind_without_parameters_skips_the_form(live: LiveRun) -> None:
         injected = await until(lambda: next((e for e in app.view.events if e.type == "chaos_injected"), None))
         chaos_id = injected.data["chaos_id"]
         answer = f"chaos: {chaos_id} injected: {what_happens('kill', {}, run_facts(live.run))}"
-        await until(lambda: answer in notes(app), what="the answer")  # beside the kill's alert
+        await until(lambda: answer in toasts(notes), what="the answer")  # beside the kill's alert
         recovered = await until(
             lambda: next((e for e in app.view.events if e.type == "chaos_recovered"), None)
         )
@@ -200,10 +201,11 @@ async def test_the_engines_refusal_is_shown(live_run: RunDir) -> None:
     refusal = "the run is stopped: there is nothing to inject into"
     async with chaos_engine(live_run, ADVERTISED, refusal) as fake:
         app = MemtuiApp(live_run)
+        notes = recorded_notes(app)
         async with app.run_test(size=(120, 40)) as pilot:
             await ready(app)
             await pilot.press("k", "y")
-            said = await until(lambda: notes(app), what="the refusal")
+            said = await until(lambda: toasts(notes), what="the refusal")
             assert said == ["chaos refused: chaos kill: the run is stopped: there is nothing to inject into"]
         assert [m.kind for m in chaos_requests(fake)] == ["chaos"]
 
@@ -288,6 +290,7 @@ async def test_readonly_hides_and_refuses_chaos(live_run: RunDir, fake: Scripted
 async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir) -> None:
     async with chaos_engine(live_run, []) as fake:
         app = MemtuiApp(live_run)
+        notes = recorded_notes(app)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.connection == "connected", what="the welcome")
             assert not [c for c in app.palette_commands() if c[0].startswith("Chaos")]
@@ -295,7 +298,7 @@ async def test_an_engine_that_advertises_no_chaos_gets_no_menu(live_run: RunDir)
                 await pilot.press(key)
                 await pilot.pause()
                 assert not isinstance(app.screen, (ChaosMenuScreen, ChaosFormScreen, ConfirmScreen)), key
-            said = await until(lambda: notes(app), what="the console to say why")
+            said = await until(lambda: toasts(notes), what="the console to say why")
             assert "this run offers no chaos" in said[0]
             await caught_up(app, pilot)
         assert chaos_requests(fake) == []

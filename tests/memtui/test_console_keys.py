@@ -21,6 +21,7 @@ from memtui.console.widgets.memory_panel import MemoryPanel
 from memtui.console.widgets.numerics_panel import NumericsPanel
 from tests.fakes.run_script import make_directive, make_event
 from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
+from tests.memtui.console_harness import recorded_notes
 from tests.memtui.test_console_snapshot import NOW, console, fixed_run, scripted_events, until_drawn
 from tests.waiting import until
 
@@ -99,14 +100,13 @@ async def test_the_oom_form_submits_with_enter_from_its_select(home: Path) -> No
 
 
 async def test_read_only_history_shows_no_command_and_says_so_at_once(home: Path) -> None:
-    async with history(home).run_test(size=SMALL) as pilot:
-        app = pilot.app
+    app = history(home)
+    notes = recorded_notes(app)
+    async with app.run_test(size=SMALL) as pilot:
         shown = {
             method_of(b.binding.action) for b in app.active_bindings.values() if b.enabled and b.binding.show
         }
         assert not shown & {"approve", "clamp", "reject", "stop", "pause", "unpause"}
         await pilot.press("s")
-        await until(
-            lambda: [n for n in app._notifications if n.message.startswith("read-only")], what="refusal"
-        )
+        await until(lambda: [t for _, t in notes if t.startswith("read-only")], what="refusal")
         assert not isinstance(app.screen, ConfirmScreen)

@@ -21,7 +21,7 @@ from memtui.console.widgets.run_header import RunHeader, render_header
 from tests.fakes.run_script import make_event, make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
 from tests.live_supervisor import LiveRun
-from tests.memtui.console_harness import caught_up
+from tests.memtui.console_harness import caught_up, recorded_notes
 from tests.waiting import until
 
 
@@ -42,19 +42,6 @@ def footer_p(app: MemtuiApp) -> str | None:
 
 def palette_titles(app: MemtuiApp) -> set[str]:
     return {title for title, _, _ in app.palette_commands()}
-
-
-def recorded_notes(app: MemtuiApp) -> list[tuple[str, str]]:
-    """(title, text) of every toast ``app`` shows from now on."""
-    notes: list[tuple[str, str]] = []
-    show = app.notify
-
-    def notify(message: str, *, title: str = "", **kw: Any) -> None:
-        notes.append((title, str(message)))
-        show(message, title=title, **kw)
-
-    app.notify = notify  # type: ignore[method-assign]
-    return notes
 
 
 def engine(run: RunDir, state: Any = "running", refusal: str | None = None) -> ScriptedEngine:

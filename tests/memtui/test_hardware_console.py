@@ -24,7 +24,7 @@ from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.run_header import RunHeader
 from tests.fakes.run_script import doctor_data, make_event, make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
-from tests.memtui.console_harness import caught_up, drawn, text_of
+from tests.memtui.console_harness import caught_up, drawn, recorded_notes, text_of
 from tests.waiting import until
 
 GiB = 1 << 30
@@ -75,8 +75,9 @@ def alert(fake: ScriptedEngine, rule: str, severity: str, state: str = "firing",
     )
 
 
-def toasts(app: MemtuiApp) -> list[str]:
-    return [f"{n.title}: {n.message}" for n in app._notifications]
+def toasts(notes: list[tuple[str, str]]) -> list[str]:
+    """``recorded_notes``' toasts as ``title: message``."""
+    return [f"{title}: {text}" for title, text in notes]
 
 
 async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -> None:
@@ -105,6 +106,7 @@ async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
         live_run.socket, welcome_for(live_run.run_id), stream=[Hardware(snapshot=no_nvml())]
     ):
         app = MemtuiApp(live_run)
+        notes = recorded_notes(app)
         async with app.run_test(size=WIDE) as pilot:
             panel = app.query_one(HardwarePanel)
             await until(lambda: "no GPU" in text_of(panel))
@@ -112,7 +114,7 @@ async def test_no_nvml_is_a_banner_not_an_error(live_run: RunDir) -> None:
             assert "no GPU: NVML unavailable (NVML Shared Library Not Found)" in text
             assert "CPU 42%" in text and "trainer 97%" in text  # the rest still shows
             await caught_up(app, pilot)  # an error the engine sent would have been toasted by now
-            assert not [t for t in toasts(app) if "error" in t.lower()]
+            assert not [t for t in toasts(notes) if "error" in t.lower()]
 
 
 async def test_compact_layout_hides_hardware_until_toggled(live_run: RunDir) -> None:
@@ -173,18 +175,19 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
         app = MemtuiApp(live_run, bell=bell)
         rung: list[float] = []
         app.bell = lambda: rung.append(time.monotonic())  # type: ignore[method-assign]
+        notes = recorded_notes(app)
         async with app.run_test(size=WIDE) as pilot:
             await until(lambda: app.view.last_seq >= 1 and app.view.connection == "connected")
             header = app.query_one(RunHeader)
             await until(lambda: "CRITICAL: loss_nan" in text_of(header))  # history is still active ...
             await caught_up(app, pilot)
-            assert toasts(app) == []  # ... but replayed, it is not announced again
+            assert toasts(notes) == []  # ... but replayed, it is not announced again
 
             seq = fake.events[-1].seq
             alert(fake, "heartbeat", "critical", message="no step for 12 s (limit 10 s)")
             await until(lambda: app.view.last_seq == seq + 1)
             await until(lambda: "CRITICAL ×2: loss_nan, heartbeat" in text_of(header))
-            assert any("heartbeat" in t and "no step for 12 s" in t for t in toasts(app))
+            assert any("heartbeat" in t and "no step for 12 s" in t for t in toasts(notes))
             assert len(rung) == (1 if bell else 0)
 
             alert(fake, "heartbeat", "info", state="resolved", message="resolved: heartbeat")
@@ -192,7 +195,7 @@ async def test_live_alerts_toast_mark_the_header_and_ring_only_when_asked(
             alert(fake, "gpu_temperature.0", "warning", message="GPU 0 at 86 C")
             await until(lambda: app.view.last_seq == seq + 4)
             await until(lambda: "CRITICAL" not in text_of(header))  # drawn: both resolved
-            assert any("resolved: heartbeat" in t for t in toasts(app))
+            assert any("resolved: heartbeat" in t for t in toasts(notes))
             assert len(rung) == (2 if bell else 0)  # the warning rings, "resolved" does not
             log = app.query_one(EventLog)
             log.kind = "alerts"
