@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
@@ -185,6 +185,7 @@ action_st = st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(action_st, max_size=40), st.sampled_from(["manual", "auto"]))
+@example([("propose", {"lr_multiplier": 1}, "operator")], "auto")  # the default, past the bounds
 def test_property_applied_values_are_in_bounds_and_have_a_stored_decision(
     actions: list[tuple[Any, ...]], approval: str
 ) -> None:
@@ -212,12 +213,14 @@ def test_property_applied_values_are_in_bounds_and_have_a_stored_decision(
         except (DirectiveError, DirectiveRefused):
             pass
     h.echo_all(step)
-    bounds = h.queue.policy.bounds
+    bounds, defaults = h.queue.policy.bounds, h.queue.policy.defaults
     decided = {d["verdict"]["decision_id"]: d["verdict"] for d in h.of("directive_decided")}
     for applied in h.of("directive_applied"):
         verdict = decided[applied["decision_id"]]  # every applied value has a stored decision
         assert verdict["decision"] in ("allow", "clamp")
         for name, value in applied["applied"].items():
             low, high = bounds[name]
-            assert math.isfinite(value) and low <= value <= high
+            assert math.isfinite(value)
+            # in the bounds, or the field's run default (a return to it is allowed past them)
+            assert low <= value <= high or value == defaults[name], (name, value)
             assert verdict["patch"][name] == value
