@@ -235,6 +235,11 @@ class RestartConfig(_Strict):
     costs its resident memory while it waits (``standby_ready`` says how much). One rank on
     one node only: torchrun's ranks are started by torchrun after the rendezvous, and are
     always started cold."""
+    standby_after_s: float = Field(10.0, ge=0.0, le=86400.0)
+    """The spare starts once the newest attempt has been stepping this long. A run that ends
+    within it (a smoke run, a check) never pays for a spare's warm-up, seconds of a core that
+    on a CPU host the trainer's steps lose; a restart within it starts cold. 0: at the
+    attempt's first step."""
     hang_s: float | None = Field(None, gt=0.0, le=7 * 86400.0)
     """Seconds without a sign of life (a step, a start-up phase) after which a running
     trainer is taken for hung: its Python stacks are dumped into its log, its processes

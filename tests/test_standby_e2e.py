@@ -57,7 +57,8 @@ def stepped(run: RunDir, attempt: int) -> bool:
 
 
 def test_a_whole_tree_kill_leaves_no_spare_and_the_run_cold_starts(home: Path) -> None:
-    started = memtui(home, "run", "--preset", "tiny", "--steps", "100000", "--detach", "--json", env=ENV)
+    options = ("--preset", "tiny", "--steps", "100000", "--set", "restart.standby_after_s=0")
+    started = memtui(home, "run", *options, "--detach", "--json", env=ENV)
     assert started.returncode == 0, started.stderr
     run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
     spare = wait_for(lambda: events(run, "standby_ready"), what="a spare ready")[0]["pid"]
@@ -78,7 +79,7 @@ def test_the_spare_takes_over_a_killed_deepspeed_trainer_from_its_checkpoint(hom
     config = home / "warm.toml"
     config.write_text(
         'name = "warm"\nsteps = 100000\n[checkpoint]\nevery_steps = 5\n'
-        "[restart]\nbackoff_initial_s = 0.1\nstandby = true\n"
+        "[restart]\nbackoff_initial_s = 0.1\nstandby = true\nstandby_after_s = 0\n"
     )
     started = memtui(home, "run", str(config), "--detach", "--json")
     assert started.returncode == 0, started.stderr

@@ -4,8 +4,9 @@ restart hands its attempt to instead of starting a trainer cold. Torch-free.
 A restart that starts ``python -m engine.trainer`` cold pays for importing torch and
 DeepSpeed and loading the ops (seconds on a CPU) before it even reads its checkpoint. So
 the supervisor keeps a spare, ``python -m engine.trainer --standby RUN_DIR`` (``restart.standby``,
-on by default): started in a session of its own, once the running trainer steps (its imports
-never slow a trainer's start), it warms up, says ``ready`` on its stdout and waits on its
+on by default): started in a session of its own, once the running trainer has stepped for
+``restart.standby_after_s`` (its imports never slow a trainer's start, and a run of seconds
+never pays for one), it warms up, says ``ready`` on its stdout and waits on its
 stdin (``engine.run.standby_orders``). A restart writes the attempt's orders (its arguments
 and its log) and the spare becomes that attempt: the same pid, its own process group, an
 ordinary trainer from then on; a new spare starts behind it once that attempt steps (not
@@ -86,6 +87,7 @@ class Standby:
         command: list[str],
         journal: Journal,
         share: Callable[[int], None] = lambda cores: None,
+        after_s: float = 0.0,
     ) -> None:
         self.run = run
         self.command = command
@@ -96,6 +98,8 @@ class Standby:
         self.share = share
         """Asks the running trainer to leave this many cores to other work (``CoreShare``):
         1 while a spare warms up, 0 once it is ready, taken or dead."""
+        self.after_s = after_s
+        """Seconds the newest attempt steps before a spare starts (``restart.standby_after_s``)."""
         self._spare: Spare | None = None
         self._retired = asyncio.Event()
         self._deaths = 0  # spares in a row that died young
@@ -107,8 +111,9 @@ class Standby:
         return spare.proc.pid if spare is not None and spare.proc.returncode is None else None
 
     async def keep(self) -> None:
-        """Keep a spare until the run is retired: start one once the trainer steps, replace it
-        when it is taken (after the next trainer steps) or dies (after a backoff)."""
+        """Keep a spare until the run is retired: start one once the trainer has stepped for
+        ``after_s``, replace it when it is taken (likewise after the next trainer's first
+        step) or dies (after a backoff)."""
         while not self._retired.is_set():
             await self._until_stepping()
             if self._retired.is_set():
@@ -121,11 +126,14 @@ class Standby:
             await self._watch(spare)
 
     async def _until_stepping(self) -> None:
-        """Until the newest attempt has made a step (``attempt_stepped``): a spare's start
-        never competes with a trainer's start-up or its first step, the end of a recovery."""
-        while not (self._retired.is_set() or attempt_stepped(self.journal)):
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._retired.wait(), POLL_S)
+        """Until the newest attempt has been stepping for ``after_s`` (``stepping_attempt``):
+        a spare's start never competes with a trainer's start-up or its first step, the end
+        of a recovery, and a run that ends within ``after_s`` never starts one."""
+        first_seen: dict[int, float] = {}
+        while not self._retired.is_set():
+            if spare_due(first_seen, stepping_attempt(self.journal), time.monotonic(), self.after_s):
+                return
+            await self._pause(POLL_S)
 
     async def _start(self) -> Spare | None:
         log_path = self.run.path / "logs" / LOG_NAME
@@ -248,13 +256,23 @@ class Standby:
                 await asyncio.wait_for(spare.proc.wait(), 5.0)
 
 
-def attempt_stepped(journal: Journal) -> bool:
-    """The run trains and its newest attempt has made a step (the meta's attempt; a sample
-    of an earlier attempt, before a restart's first step, does not count)."""
-    if journal.state != "running":
+def spare_due(first_seen: dict[int, float], attempt: int | None, now: float, after_s: float) -> bool:
+    """True once ``attempt`` (None: none is stepping) has been seen stepping for ``after_s``.
+    ``first_seen``: attempt -> ``now`` (s) when it was first seen stepping, kept by the caller
+    and filled in here; a restart's attempt starts its own wait."""
+    if attempt is None:
         return False
+    return now - first_seen.setdefault(attempt, now) >= after_s
+
+
+def stepping_attempt(journal: Journal) -> int | None:
+    """The newest attempt (the meta's) if the run trains and that attempt has made a step; a
+    sample of an earlier attempt, before a restart's first step, does not count."""
+    if journal.state != "running":
+        return None
     latest = journal.store.latest_step()
-    return latest is not None and latest.attempt == journal.store.read_meta().attempt
+    attempt = journal.store.read_meta().attempt
+    return attempt if latest is not None and latest.attempt == attempt else None
 
 
 def default_standby_command(
@@ -295,7 +313,7 @@ def standby_for(
         if link is not None:
             link.send(CoreShare(cores=cores))
 
-    standby = Standby(run, command, journal, share)
+    standby = Standby(run, command, journal, share, config.restart.standby_after_s)
     spawn(standby.keep(), "standby trainer")
     return standby
 

@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 
-from engine.config import RestartConfig
+from engine.config import RestartConfig, RunConfig
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import STANDBY_FLAG, StandbyOrders
 from engine.run.store import Store
@@ -29,6 +29,17 @@ SPARE_CMD = [*FAKE_TRAINER_CMD, STANDBY_FLAG]
 def spare_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake trainer's spare: a supervisor given a trainer command has none unless told."""
     monkeypatch.setenv(STANDBY_CMD_ENV, shlex.join(SPARE_CMD))
+
+
+def restart_config(run: RunDir, **restart: Any) -> RunConfig:
+    """The run's config with ``restart`` fields changed."""
+    config = run.read_config()
+    return config.model_copy(update={"restart": config.restart.model_copy(update=restart)})
+
+
+def spare_at_once(run: RunDir) -> RunConfig:
+    """A spare from the first step (``restart.standby_after_s = 0``): the tests wait for spares."""
+    return restart_config(run, standby_after_s=0.0)
 
 
 def events(run: RunDir, type_: str) -> list[dict[str, Any]]:
@@ -53,7 +64,7 @@ def ready_other_than(run: RunDir, *pids: int) -> dict[str, Any] | None:
 async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_it(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
-    running = await start()
+    running = await start(config=spare_at_once(run))
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     assert spare["rss_mib"] > 0 and spare["idle_cpu_percent"] >= 0  # its idle cost, measured
     first = running.supervisor.attempts.pid
@@ -70,7 +81,7 @@ async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_i
 
 
 async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_until) -> None:
-    await start()
+    await start(config=spare_at_once(run))
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     assert str(run.path) in psutil.Process(spare["pid"]).cmdline()  # ps names its run
     os.killpg(spare["pid"], signal.SIGKILL)
@@ -81,7 +92,7 @@ async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_
 
 
 async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, fake_env, wait_until) -> None:
-    running = await start()
+    running = await start(config=spare_at_once(run))
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
     running.supervisor.attempts.stop("test")
     assert await running.result() == 0
@@ -89,9 +100,7 @@ async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, 
 
 
 async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, fake_env, wait_until) -> None:
-    config = run.read_config()
-    config = config.model_copy(update={"restart": config.restart.model_copy(update={"standby": False})})
-    running = await start(config=config)
+    running = await start(config=restart_config(run, standby=False, standby_after_s=0.0))
     assert running.supervisor.attempts.standby is None
     await wait_until(lambda: stepped(run, 1), "a first step")
     first = running.supervisor.attempts.pid

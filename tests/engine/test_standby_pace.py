@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.config_file import build_run_config
 from engine.cpu_share import OMP_WAIT_ENV
 from engine.run.directory import RunDir
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
-from engine.supervisor.standby import Standby, attempt_stepped
+from engine.supervisor.standby import Standby, spare_due, stepping_attempt
 from engine.supervisor.trainer_process import trainer_environment
 from engine.trainer.core_share import CoreShare
 from engine.trainer.standby import SPARE_NICE, warm_aside
@@ -30,15 +31,33 @@ def test_a_spare_waits_for_a_step_of_the_newest_attempt(tmp_path: Path) -> None:
         journal = Journal(store, Consoles())
         store.update_meta(attempt=1)
         journal.set_state("running")  # trainer_started: its start-up is over, its first step is not
-        assert not attempt_stepped(journal)
+        assert stepping_attempt(journal) is None
         store.add_step(sample(1, attempt=1))
-        assert attempt_stepped(journal)
+        assert stepping_attempt(journal) == 1
         store.update_meta(attempt=2)  # a restart: the running state comes before its first step
-        assert not attempt_stepped(journal)
+        assert stepping_attempt(journal) is None
         store.add_step(sample(21, attempt=2))
-        assert attempt_stepped(journal)
+        assert stepping_attempt(journal) == 2
         journal.set_state("restarting")
-        assert not attempt_stepped(journal)
+        assert stepping_attempt(journal) is None
+
+
+def test_a_spare_is_due_once_the_attempt_has_stepped_for_standby_after_s() -> None:
+    seen: dict[int, float] = {}
+    assert not spare_due(seen, None, 100.0, 10.0)  # nothing steps: nothing is timed
+    assert seen == {}
+    assert not spare_due(seen, 1, 100.0, 10.0)  # attempt 1's first step seen at 100 s
+    assert not spare_due(seen, 1, 109.9, 10.0)
+    assert spare_due(seen, 1, 110.0, 10.0)
+    assert not spare_due(seen, 2, 111.0, 10.0)  # a restart waits afresh, from its own first step
+    assert spare_due(seen, 2, 121.0, 10.0)
+    assert spare_due({}, 3, 5.0, 0.0)  # 0: at the first step
+
+
+def test_the_default_config_keeps_a_spare_after_ten_seconds_of_steps() -> None:
+    assert build_run_config({}).restart.standby_after_s == 10.0
+    with pytest.raises(ValueError, match="standby_after_s"):
+        build_run_config({"restart": {"standby_after_s": -1}})
 
 
 def nice_of(thread_id: int) -> int:
