@@ -21,8 +21,8 @@ from engine.supervisor.chaos_schedule import schedule
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 
-STEPS = 2000
-EVERY = 100  # mean steps between injections: one deck of every kind in ~1,200 steps
+STEPS = 1000
+EVERY = 50  # mean steps between injections: one deck of every kind in ~600 steps
 SEED = 5
 CONFIG = """name = "endure"
 [checkpoint]
