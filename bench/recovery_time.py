@@ -1,11 +1,13 @@
-"""Seconds from a SIGKILL of the trainer to its next completed step after the automatic
-restart, with the warm standby trainer and without it (a cold start), and the checkpoint
-stall per save.
+"""Seconds from a SIGKILL of the trainer (or, with ``--signal term``, a preemption's SIGTERM)
+to its next completed step after the automatic restart, with the warm standby trainer and
+without it (a cold start), and the checkpoint stall per save.
 
-    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold] [--json PATH]
+    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold] [--signal kill|term]
+                                  [--json PATH]
 
 Each mode starts its own tiny run (checkpoint every 20 steps, the restart section's
-defaults unless ``--backoff`` is given, ``restart.standby`` on or off) with ``memtui run``,
+defaults unless ``--backoff`` is given, ``restart.standby`` on or off, ``on_preemption`` on
+with ``--signal term``, a spare from the first step) with ``memtui run``,
 kills the trainer KILLS times (each time a few steps past the previous kill's step, not as
 it saves, once a checkpoint verifies and, with the standby, once a spare is ready), and
 reads the store: the recovery is the first step of the
@@ -41,13 +43,16 @@ SETTLE_STEPS = 3  # steps an attempt makes before it is killed (and, with the st
 PHASES = ("importing", "initialising", "loading_checkpoint", "first_step")  # a resuming trainer's
 
 
-def config_text(standby: bool, backoff_s: float | None) -> str:
+def config_text(standby: bool, backoff_s: float | None, preempt: bool = False) -> str:
     """The bench run's config: the restart defaults (each kill comes after progress, so the
-    streak never grows past one) unless ``backoff_s`` overrides the first restart's delay."""
+    streak never grows past one) unless ``backoff_s`` overrides the first restart's delay;
+    ``preempt``: a trainer that stops on SIGTERM is restarted. With the standby, a spare
+    starts at an attempt's first step (``standby_after_s = 0``): the kills wait for it."""
     backoff = "" if backoff_s is None else f"backoff_initial_s = {backoff_s}\n"
+    spare = "standby = true\nstandby_after_s = 0\n" if standby else "standby = false\n"
     return (
         f'name = "bench"\nsteps = 100000\n[checkpoint]\nevery_steps = {EVERY}\n'
-        f"[restart]\n{backoff}standby = {'true' if standby else 'false'}\n"
+        f"[restart]\n{backoff}{spare}on_preemption = {'true' if preempt else 'false'}\n"
     )
 
 
@@ -91,11 +96,13 @@ def spare_ready(run: RunDir) -> bool:
     return any(e["pid"] not in trainers for e in events(run, "standby_ready"))
 
 
-def measure(standby: bool, kills: int, backoff_s: float | None) -> dict[str, Any]:
+def measure(
+    standby: bool, kills: int, backoff_s: float | None, sig: signal.Signals = signal.SIGKILL
+) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="mtb", dir="/tmp"))
     env = {**os.environ, "MEMTUI_HOME": str(home)}
     config = home / "b.toml"
-    config.write_text(config_text(standby, backoff_s))
+    config.write_text(config_text(standby, backoff_s, preempt=sig == signal.SIGTERM))
     out = subprocess.run(
         [MEMTUI, "run", str(config), "--detach", "--json"], env=env, capture_output=True, text=True
     )
@@ -122,7 +129,7 @@ def measure(standby: bool, kills: int, backoff_s: float | None) -> dict[str, Any
                 time.sleep(POLL_S)
             killed_at, killed_step = time.time(), latest.step
             assert meta.trainer_pid is not None
-            os.killpg(meta.trainer_pid, signal.SIGKILL)
+            os.killpg(meta.trainer_pid, sig)
             while True:
                 with Store(run.store, readonly=True) as store:
                     latest = store.latest_step()
@@ -131,7 +138,8 @@ def measure(standby: bool, kills: int, backoff_s: float | None) -> dict[str, Any
                     parts.append(segments(run, killed_at, attempt + 1, latest.ts))
                     break
                 time.sleep(POLL_S)
-            print(f"  {'standby' if standby else 'cold'} kill {attempt}: {recoveries[-1]:.2f} s", flush=True)
+            mode = "standby" if standby else "cold"
+            print(f"  {mode} {sig.name} {attempt}: {recoveries[-1]:.2f} s", flush=True)
         launches = events(run, "trainer_launched")
         spares = events(run, "standby_ready")
         stalls = [e["seconds"] for e in events(run, "checkpoint_saved") if e.get("seconds") is not None]
@@ -168,6 +176,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("both", "standby", "cold"), default="both")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
+        "--signal", choices=("kill", "term"), default="kill", help="SIGKILL, or SIGTERM as a preemption"
+    )
+    parser.add_argument(
         "--backoff", type=float, metavar="S", help="restart.backoff_initial_s (default: the config's default)"
     )
     args = parser.parse_args()
@@ -179,15 +190,17 @@ def main() -> None:
         "kills": args.kills,
         "preset": "tiny",
         "restart_backoff_s": "default" if args.backoff is None else args.backoff,
+        "signal": args.signal,
     }
+    sig = signal.SIGTERM if args.signal == "term" else signal.SIGKILL
     for standby in modes:
-        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff)
+        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff, sig)
     result["loadavg_after"] = os.getloadavg()
     for name in ("standby", "cold"):
         if name in result:
             figures = result[name]
             median, each = figures["median_s"], figures["recoveries_s"]
-            print(f"{name}: SIGKILL -> next step, median {median:.2f} s of {each}")
+            print(f"{name}: {sig.name} -> next step, median {median:.2f} s of {each}")
             print(f"  median of each part: {figures['median_parts_s']}")
             if figures["spare"]:
                 print(f"  spare while idle: {figures['spare']}")

@@ -21,7 +21,7 @@ from cli_harness import MEMTUI, memtui, throwaway_home
 
 from engine.run.directory import RunDir, list_runs
 from tests.file_modes import loose_modes
-from tests.waiting import wait_for
+from tests.waiting import CLI_POLL_S, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
@@ -187,7 +187,7 @@ def console_in_a_terminal(home: Path, run_id: str) -> Iterator[tuple[int, Termin
 
 def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> None:
     run_id = start_detached(home, "--steps", "100000")
-    wait_for(lambda: status(home, run_id)["step"] > 0, timeout=120, what="the first step")
+    wait_for(lambda: status(home, run_id)["step"] > 0, timeout=120, what="the first step", every_s=CLI_POLL_S)
 
     with console_in_a_terminal(home, run_id) as (pid, terminal):
         wait_for(
@@ -203,7 +203,12 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
         assert f"detached from {run_id}; it goes on — memtui attach {run_id} to come back" in said
     assert status(home, run_id)["state"] == "running"  # detaching never stops the run
     seen = max(steps_on_screen(terminal.output))
-    wait_for(lambda: status(home, run_id)["step"] > seen, timeout=60, what="steps after the console detached")
+    wait_for(
+        lambda: status(home, run_id)["step"] > seen,
+        timeout=60,
+        what="steps after the console detached",
+        every_s=CLI_POLL_S,
+    )
 
     # A closed terminal or SSH hang-up while attached: SIGHUP to the console's whole
     # process group (pty.fork made it a session leader). The console goes; the run does not.

@@ -17,7 +17,7 @@ import pytest
 from cli_harness import memtui, throwaway_home
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.waiting import wait_for
+from tests.waiting import CLI_POLL_S, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -93,7 +93,7 @@ def test_a_scrape_of_a_live_run_says_what_status_json_says(home: Path) -> None:
     run_id = json.loads(started.stdout)["run_id"]
     wait_for(lambda: (status(home, run_id).get("last_eval") or {}).get("step"), what="a first eval")
     assert memtui(home, "pause", run_id).returncode == 0
-    wait_for(lambda: status(home, run_id)["state"] == "paused", what="the run paused")
+    wait_for(lambda: status(home, run_id)["state"] == "paused", what="the run paused", every_s=CLI_POLL_S)
 
     figures = status(home, run_id)
     samples = scrape(port)

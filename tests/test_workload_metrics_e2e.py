@@ -15,7 +15,7 @@ from cli_harness import memtui, throwaway_home
 
 from engine.run.directory import list_runs
 from engine.run.store import Store
-from tests.waiting import wait_for
+from tests.waiting import CLI_POLL_S, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed]
 
@@ -42,6 +42,7 @@ def test_the_example_workloads_accuracy_is_stored_per_step_and_exported(home: Pa
         lambda: status(home, run.run_id)["state"] in ("completed", "failed"),
         timeout=180,
         what="the run to end",
+        every_s=CLI_POLL_S,
     )
     final = status(home, run.run_id)
     assert final["state"] == "completed", final

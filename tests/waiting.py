@@ -26,6 +26,10 @@ PROCESS_TIMEOUT_S = 60.0
 """Default for ``wait_for``: what it waits on usually involves another process."""
 LOOP_TIMEOUT_S = 20.0
 """Default for ``until``: in-process work on the test's own event loop."""
+CLI_POLL_S = 0.5
+"""``every_s`` for a predicate that runs the CLI (``memtui status``): each look is a Python
+start, a third of a second of a core, and back to back they take a core from the trainer
+the test waits on (on 2 cores, one busy process stretches its steps many times over)."""
 
 
 def describe(predicate: Callable[[], Any]) -> str:

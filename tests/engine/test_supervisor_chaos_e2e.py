@@ -21,7 +21,7 @@ from engine.events import ChaosRecovered
 from engine.protocol import PROTOCOL_VERSION, Chaos, Hello, decode_server, encode
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from tests.waiting import wait_for
+from tests.waiting import CLI_POLL_S, wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -74,7 +74,7 @@ def test_corruption_kill_and_preemption_are_recovered(home: Path) -> None:
     try:
         wait_for(lambda: len(committed_tags(run.checkpoints)) >= 2, timeout=180, what="two checkpoints")
         assert memtui(home, "pause", run.run_id).returncode == 0  # no save between the two
-        wait_for(lambda: state(home, run) == "paused", what="the trainer to hold")
+        wait_for(lambda: state(home, run) == "paused", what="the trainer to hold", every_s=CLI_POLL_S)
         corrupted = ask(run, CorruptCheckpoint())
         assert corrupted.kind == "ok", corrupted
         killed = ask(run, Kill())
