@@ -59,3 +59,8 @@ def recorded_notes(app: MemtuiApp) -> list[tuple[str, str]]:
 
     app.notify = notify  # type: ignore[method-assign]
     return notes
+
+
+def toasts(notes: list[tuple[str, str]]) -> list[str]:
+    """``recorded_notes``' toasts as ``title: message``."""
+    return [f"{title}: {text}" for title, text in notes]

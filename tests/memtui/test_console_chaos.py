@@ -29,7 +29,7 @@ from tests.engine.checkpoint_samples import FIELDS, writer
 from tests.fakes.run_script import FAKE_TRAINER_PID, make_event, make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, telemetry, welcome_for
 from tests.live_supervisor import LiveRun
-from tests.memtui.console_harness import caught_up, recorded_notes, text_of
+from tests.memtui.console_harness import caught_up, recorded_notes, text_of, toasts
 from tests.waiting import until
 
 ADVERTISED = ["ballast", "oom", "kill"]
@@ -63,11 +63,6 @@ async def fake(live_run: RunDir):  # type: ignore[no-untyped-def]
 async def ready(app: MemtuiApp) -> None:
     """Connected, and the Welcome's chaos kinds folded into the view."""
     await until(lambda: app.view.connection == "connected" and app.view.chaos, what="the welcome")
-
-
-def toasts(notes: list[tuple[str, str]]) -> list[str]:
-    """``recorded_notes``' toasts as ``title: message``."""
-    return [f"{title}: {text}" for title, text in notes]
 
 
 def chaos_requests(fake: ScriptedEngine) -> list:  # type: ignore[type-arg]

@@ -24,7 +24,7 @@ from memtui.console.widgets.hardware_panel import HardwarePanel
 from memtui.console.widgets.run_header import RunHeader
 from tests.fakes.run_script import doctor_data, make_event, make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for
-from tests.memtui.console_harness import caught_up, drawn, recorded_notes, text_of
+from tests.memtui.console_harness import caught_up, drawn, recorded_notes, text_of, toasts
 from tests.waiting import until
 
 GiB = 1 << 30
@@ -73,11 +73,6 @@ def alert(fake: ScriptedEngine, rule: str, severity: str, state: str = "firing",
     fake.add_event(
         "alert", message or f"{rule} {state}", severity=severity, data={"rule": rule, "state": state}
     )
-
-
-def toasts(notes: list[tuple[str, str]]) -> list[str]:
-    """``recorded_notes``' toasts as ``title: message``."""
-    return [f"{title}: {text}" for title, text in notes]
 
 
 async def test_hardware_reading_renders_beside_the_allocator(live_run: RunDir) -> None:
