@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from statistics import mean
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 MEMTUI = str(Path(sys.executable).with_name("memtui"))
+STEPS = 60  # the stop is asked for at step 12; a loaded CI machine's took until step 36
 
 
 def memtui(home: Path, *args: str) -> str:
@@ -54,7 +56,7 @@ def test_a_two_rank_zero2_run_resumes_at_one_rank() -> None:
             home,
             "run",
             "--steps",
-            "40",
+            str(STEPS),
             *settings,
             "--set",
             "checkpoint.every_steps=10",
@@ -78,11 +80,16 @@ def test_a_two_rank_zero2_run_resumes_at_one_rank() -> None:
         assert {s.world_size for s in before.values()} == {2} and {s.world_size for s in after.values()} == {
             1
         }
-        assert sorted(after) == list(range(loaded.step + 1, 41))
+        assert sorted(after) == list(range(loaded.step + 1, STEPS + 1))
         assert all(s.micro_batch * s.grad_accum == 16 for s in after.values())  # same global batch
-        first = after[loaded.step + 1].loss
-        assert abs(first - before[loaded.step].loss) < 0.3  # the checkpoint's weights, not step 0's
-        assert first < before[1].loss - 0.5
+        # The checkpoint's weights, not step 0's: the first steps after the resume sit nearer the
+        # last steps before it than to the first step's loss. Three steps a side, because one
+        # batch's loss against another's differs by 0.3 or more at this size (a CI run saw 0.35).
+        resumed = mean(after[s].loss for s in range(loaded.step + 1, loaded.step + 4))
+        stopped = mean(before[s].loss for s in range(loaded.step - 2, loaded.step + 1))
+        learned = before[1].loss - stopped  # what the first attempt's steps took off the loss
+        assert learned > 0.5
+        assert abs(resumed - stopped) < learned / 2
         assert not (run.checkpoints / "universal").exists()  # the conversion is removed after loading
     finally:
         subprocess.run(
