@@ -2,8 +2,15 @@
 to its next completed step after the automatic restart, with the warm standby trainer and
 without it (a cold start), and the checkpoint stall per save.
 
-    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold] [--signal kill|term]
-                                  [--json PATH]
+    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold]
+                                  [--signal kill|term|tree] [--json PATH]
+
+``--signal tree`` is a whole-tree kill, as ``memtui endure --kills`` does it: SIGKILL of the
+supervisor's and the trainer's process groups, then the run brought back as ``memtui
+resume`` does (in this process, as endure does); the recovery is the first step of the
+resumed run's attempt. Nothing warm survives it: the spare dies with its supervisor, and
+the new supervisor's first trainer starts cold (with ``restart.standby`` on, begun at the
+supervisor's own start: its head start).
 
 Each mode starts its own tiny run (checkpoint every 20 steps, the restart section's
 defaults unless ``--backoff`` is given, ``restart.standby`` on or off, ``on_preemption`` on
@@ -96,13 +103,24 @@ def spare_ready(run: RunDir) -> bool:
     return any(e["pid"] not in trainers for e in events(run, "standby_ready"))
 
 
-def measure(
-    standby: bool, kills: int, backoff_s: float | None, sig: signal.Signals = signal.SIGKILL
-) -> dict[str, Any]:
+def kill(run: RunDir, trainer_pid: int, how: str) -> None:
+    """``how``: ``kill`` (SIGKILL of the trainer's group), ``term`` (SIGTERM, a preemption), or
+    ``tree`` (a whole-tree kill, then the run resumed as ``memtui resume`` does)."""
+    if how != "tree":
+        os.killpg(trainer_pid, signal.SIGTERM if how == "term" else signal.SIGKILL)
+        return
+    from memtui.cli.endurance_driver import kill_tree, look
+    from memtui.cli.resumption import resume_run
+
+    kill_tree(run, look(run))
+    resume_run(run, fresh=False)
+
+
+def measure(standby: bool, kills: int, backoff_s: float | None, how: str = "kill") -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="mtb", dir="/tmp"))
     env = {**os.environ, "MEMTUI_HOME": str(home)}
     config = home / "b.toml"
-    config.write_text(config_text(standby, backoff_s, preempt=sig == signal.SIGTERM))
+    config.write_text(config_text(standby, backoff_s, preempt=how == "term"))
     out = subprocess.run(
         [MEMTUI, "run", str(config), "--detach", "--json"], env=env, capture_output=True, text=True
     )
@@ -129,7 +147,7 @@ def measure(
                 time.sleep(POLL_S)
             killed_at, killed_step = time.time(), latest.step
             assert meta.trainer_pid is not None
-            os.killpg(meta.trainer_pid, sig)
+            kill(run, meta.trainer_pid, how)
             while True:
                 with Store(run.store, readonly=True) as store:
                     latest = store.latest_step()
@@ -139,7 +157,7 @@ def measure(
                     break
                 time.sleep(POLL_S)
             mode = "standby" if standby else "cold"
-            print(f"  {mode} {sig.name} {attempt}: {recoveries[-1]:.2f} s", flush=True)
+            print(f"  {mode} {how} {attempt}: {recoveries[-1]:.2f} s", flush=True)
         launches = events(run, "trainer_launched")
         spares = events(run, "standby_ready")
         stalls = [e["seconds"] for e in events(run, "checkpoint_saved") if e.get("seconds") is not None]
@@ -176,7 +194,10 @@ def main() -> None:
     parser.add_argument("--mode", choices=("both", "standby", "cold"), default="both")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
-        "--signal", choices=("kill", "term"), default="kill", help="SIGKILL, or SIGTERM as a preemption"
+        "--signal",
+        choices=("kill", "term", "tree"),
+        default="kill",
+        help="SIGKILL, SIGTERM as a preemption, or a whole-tree kill and resume",
     )
     parser.add_argument(
         "--backoff", type=float, metavar="S", help="restart.backoff_initial_s (default: the config's default)"
@@ -192,15 +213,14 @@ def main() -> None:
         "restart_backoff_s": "default" if args.backoff is None else args.backoff,
         "signal": args.signal,
     }
-    sig = signal.SIGTERM if args.signal == "term" else signal.SIGKILL
     for standby in modes:
-        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff, sig)
+        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff, args.signal)
     result["loadavg_after"] = os.getloadavg()
     for name in ("standby", "cold"):
         if name in result:
             figures = result[name]
             median, each = figures["median_s"], figures["recoveries_s"]
-            print(f"{name}: {sig.name} -> next step, median {median:.2f} s of {each}")
+            print(f"{name}: {args.signal} -> next step, median {median:.2f} s of {each}")
             print(f"  median of each part: {figures['median_parts_s']}")
             if figures["spare"]:
                 print(f"  spare while idle: {figures['spare']}")

@@ -24,7 +24,7 @@ from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import STANDBY_FLAG
 from engine.run.store import Store
-from engine.supervisor.standby import STANDBY_CMD_ENV
+from engine.supervisor.spare_launch import STANDBY_CMD_ENV
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV
 from memtui.cli.endurance_driver import kill_tree, look
 from tests.waiting import wait_for
@@ -56,12 +56,14 @@ def stepped(run: RunDir, attempt: int) -> bool:
     return latest is not None and latest.attempt == attempt
 
 
-def test_a_whole_tree_kill_leaves_no_spare_and_the_run_cold_starts(home: Path) -> None:
+def test_a_whole_tree_kill_leaves_no_spare_and_the_new_supervisor_gives_its_head_start(home: Path) -> None:
     options = ("--preset", "tiny", "--steps", "100000", "--set", "restart.standby_after_s=0")
     started = memtui(home, "run", *options, "--detach", "--json", env=ENV)
     assert started.returncode == 0, started.stderr
     run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
     spare = wait_for(lambda: events(run, "standby_ready"), what="a spare ready")[0]["pid"]
+    first = next(e for e in events(run, "trainer_launched") if e["attempt"] == 1)
+    assert first["head_start"] is True and first["pid"] != spare  # begun with its supervisor
 
     kill_tree(run, look(run))
     wait_for(lambda: not pid_alive(spare), what=f"the spare {spare} gone with its supervisor")
@@ -70,7 +72,19 @@ def test_a_whole_tree_kill_leaves_no_spare_and_the_run_cold_starts(home: Path) -
     assert resumed.returncode == 0, resumed.stderr
     wait_for(lambda: stepped(run, 2), what="a step of attempt 2")
     second = next(e for e in events(run, "trainer_launched") if e["attempt"] == 2)
-    assert second["standby"] is False and second["pid"] != spare
+    assert second["standby"] is False and second["pid"] != spare  # nothing warm survived
+    assert second["head_start"] is True  # the new supervisor's own, started before its imports
+    assert memtui(home, "stop", run.run_id).returncode == 0
+
+
+def test_no_head_start_without_the_standby(home: Path) -> None:
+    options = ("--preset", "tiny", "--steps", "100000", "--set", "restart.standby=false")
+    started = memtui(home, "run", *options, "--detach", "--json", env=ENV)
+    assert started.returncode == 0, started.stderr
+    run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
+    wait_for(lambda: stepped(run, 1), what="a step of attempt 1")
+    first = next(e for e in events(run, "trainer_launched") if e["attempt"] == 1)
+    assert first["head_start"] is False and first["standby"] is False
     assert memtui(home, "stop", run.run_id).returncode == 0
 
 

@@ -90,6 +90,9 @@ class TrainerLaunched(Payload):
     command: list[str]
     standby: bool = False
     """The attempt was handed to the waiting spare (``restart.standby``): no cold start."""
+    head_start: bool = False
+    """The attempt was handed to the spare its supervisor started with itself
+    (``engine.supervisor.spare_launch``): a cold start, begun a second sooner."""
 
 
 class TrainerLaunchFailed(Payload):

@@ -18,6 +18,10 @@ STANDBY_FLAG = "--standby"
 READY = b"ready\n"
 """The spare's whole stdout before its orders: imports done, ops loaded, waiting."""
 
+HEAD_START_ENV = "MEMTUI_HEAD_START"
+"""Set (to 1) for the spare a supervisor starts for its own first attempt: nothing trains
+yet, so it warms up at the trainer's priority, not aside (``engine.supervisor.spare_launch``)."""
+
 MAX_ORDERS_BYTES = 64 * 1024  # one line; far above any real command line
 
 

@@ -51,7 +51,7 @@ from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, Streak
 from engine.supervisor.resumption import Resumption
 from engine.supervisor.rollback_restart import PendingRollback, record_rollback
-from engine.supervisor.standby import Standby
+from engine.supervisor.standby import Spare, Standby
 from engine.supervisor.trainer_launcher import LaunchedProcess, launch
 from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import (
@@ -199,18 +199,22 @@ class Attempts:
             pending, self.rollback = self.rollback, None
             record_rollback(self.journal, await off_loop(pending.apply), attempt)
         try:
-            proc, warm = await self._launch(command, attempt)
+            proc, spare = await self._launch(command, attempt)
         except OSError as err:
             reason = f"could not launch the trainer ({shlex.join(command)}): {err.strerror or err}"
             self.journal.record(TrainerLaunchFailed(), reason, attempt=attempt)
             return TrainerExit(attempt, None, launch_error=reason)
         self._proc = proc
         self.journal.store.update_meta(attempt=attempt, trainer_pid=proc.pid)
+        head_start = spare is not None and spare.head_start
         self.journal.record(
-            TrainerLaunched(attempt=attempt, pid=proc.pid, command=command, standby=warm),
-            f"trainer attempt {attempt} started (pid {proc.pid}{', the standby' if warm else ''})",
+            TrainerLaunched(
+                attempt=attempt, pid=proc.pid, command=command, standby=spare is not None and not head_start,
+                head_start=head_start,
+            ),
+            f"trainer attempt {attempt} started (pid {proc.pid}{spare_note(spare)})",
             attempt=attempt,
-        )
+        )  # fmt: skip
         self.alerts.trainer_launched()  # the heartbeat clock starts here
         if self.stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_stop()
@@ -228,12 +232,12 @@ class Attempts:
             finished = await off_loop(read_node_outcome, self.run, attempt)
         return TrainerExit(attempt, returncode, finished, error)
 
-    async def _launch(self, command: list[str], attempt: int) -> tuple[LaunchedProcess, bool]:
-        """The attempt's trainer, and whether it is the waiting spare (else started cold)."""
+    async def _launch(self, command: list[str], attempt: int) -> tuple[LaunchedProcess, Spare | None]:
+        """The attempt's trainer, and the waiting spare it is (None: started cold)."""
         orders = StandbyOrders(command[len(self.command) :], str(self.run.trainer_log(attempt)))
         spare = self.standby.take(orders) if self.standby is not None else None
         if spare is not None:
-            return spare, True
+            return spare.proc, spare
         env = trainer_environment(os.environ, self.ranks)
         env |= flight_recorder_env(os.environ, self.run.path, cuda_host(os.environ))
         with open(self.run.trainer_log(attempt), "ab") as out:
@@ -245,7 +249,7 @@ class Attempts:
                 cwd=self.run.path,
                 env=env,
                 start_new_session=True,  # its own process group: a stop can kill torchrun's ranks too
-            ), False
+            ), None
 
     async def _await_disconnect(self) -> None:
         """The trainer's last lines (trainer_finished) may still be in the socket."""
@@ -439,3 +443,10 @@ class Attempts:
         if self._ranks_seen[0] != launcher or len(self._ranks_seen[1]) < self.ranks:
             self._ranks_seen = (launcher, rank_processes(launcher))
         return self._ranks_seen[1]
+
+
+def spare_note(spare: Spare | None) -> str:
+    """What a ``trainer_launched`` line says of the spare the attempt was handed to."""
+    if spare is None:
+        return ""
+    return ", the head start begun with the supervisor" if spare.head_start else ", the standby"

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import subprocess
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
@@ -93,10 +94,11 @@ class Supervisor:
         owner_uid: int | None = None,
         fresh_start: bool = False,
         config: RunConfig | None = None,
+        head_start: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.run = run
         command = list(trainer_cmd) if trainer_cmd is not None else None
-        self.launch = parts.TrainerLaunch(command, stop_grace_s, fresh_start)
+        self.launch = parts.TrainerLaunch(command, stop_grace_s, fresh_start, head_start)
         self.owner_uid = os.getuid() if owner_uid is None else owner_uid  # only its peers connect
         self.config = config  # validated; read once from run.json by serve() unless given
         self.serving = asyncio.Event()

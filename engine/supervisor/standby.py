@@ -37,24 +37,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shlex
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from functools import partial
 from typing import IO, Any
 
 from engine.config import RunConfig
 from engine.events import StandbyLost, StandbyReady
 from engine.protocol import CoreShare
 from engine.run.directory import RunDir
-from engine.run.standby_orders import READY, STANDBY_FLAG, StandbyOrders
+from engine.run.standby_orders import READY, StandbyOrders
 from engine.supervisor.journal import Journal
-from engine.supervisor.trainer_launcher import LaunchedProcess, launch
+from engine.supervisor.spare_launch import spare_command, spare_environment, spare_popen
+from engine.supervisor.trainer_launcher import LaunchedProcess, fork
 from engine.supervisor.trainer_link import TrainerLink
-from engine.supervisor.trainer_process import TRAINER_CMD_ENV, kill_group, trainer_environment
+from engine.supervisor.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +62,17 @@ BACKOFF_INITIAL_S = 1.0  # s before replacing the first spare of a row that died
 BACKOFF_MAX_S = 60.0  # s: the longest wait between two spares
 HEALTHY_AFTER_S = 60.0  # s a spare must have lived for its death to start a new row
 POLL_S = 0.5  # s between looks at the run's state and steps while waiting for the trainer to step
-STANDBY_CMD_ENV = "MEMTUI_STANDBY_CMD"  # shlex string: a custom trainer command's spare, if it has one
-LOG_NAME = "standby.log"  # in logs/: what spares print before they have an attempt
 
 
 class Spare:
     """One spare process and what the supervisor knows of it."""
 
-    def __init__(self, proc: LaunchedProcess, started: float) -> None:
+    def __init__(self, proc: LaunchedProcess, started: float, head_start: bool = False) -> None:
         self.proc = proc
         self.started = started
-        """``time.monotonic()`` at its launch."""
+        """``time.monotonic()`` at its launch (or adoption)."""
+        self.head_start = head_start
+        """Started by the supervisor for its own first attempt (``spare_launch.head_start``)."""
         self.taken = asyncio.Event()
         """Set once it was handed an attempt (it is the run's trainer from then on)."""
 
@@ -102,6 +101,7 @@ class Standby:
         """Seconds the newest attempt steps before a spare starts (``restart.standby_after_s``)."""
         self._spare: Spare | None = None
         self._retired = asyncio.Event()
+        self._adopted: Spare | None = None  # the head start, watched before any spare of our own
         self._deaths = 0  # spares in a row that died young
 
     @property
@@ -113,7 +113,9 @@ class Standby:
     async def keep(self) -> None:
         """Keep a spare until the run is retired: start one once the trainer has stepped for
         ``after_s``, replace it when it is taken (likewise after the next trainer's first
-        step) or dies (after a backoff)."""
+        step) or dies (after a backoff). The head start, if one was adopted, comes first."""
+        if self._adopted is not None:
+            await self._watch(self._adopted)
         while not self._retired.is_set():
             await self._until_stepping()
             if self._retired.is_set():
@@ -135,20 +137,18 @@ class Standby:
                 return
             await self._pause(POLL_S)
 
+    def adopt(self, popen: subprocess.Popen[bytes]) -> None:
+        """Keep the supervisor's head start (``spare_launch.head_start``) as the waiting spare:
+        the first attempt is handed to it. Call before ``keep``, in the event loop."""
+        spare = Spare(LaunchedProcess(popen, asyncio.get_running_loop()), time.monotonic(), head_start=True)
+        self._spare = self._adopted = spare
+        log.info("head start: the first trainer (pid %d) began its imports with the supervisor", popen.pid)
+
     async def _start(self) -> Spare | None:
-        log_path = self.run.path / "logs" / LOG_NAME
         self.share(1)  # its imports get a core of their own, not a slice of every one
         try:
-            with open(log_path, "ab") as err:
-                proc = await launch(
-                    [*self.command, str(self.run.path)],  # names its run in ps
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    cwd=self.run.path,
-                    env=trainer_environment(os.environ, 1),
-                    start_new_session=True,  # its own group: once taken, a stop kills what it starts
-                )
+            start = partial(spare_popen, self.run, self.command, spare_environment(self.run))
+            proc = await fork(start, group=True)
         except OSError as err:
             self.share(0)
             log.warning("could not start a standby trainer (%s): %s", " ".join(self.command), err)
@@ -221,7 +221,7 @@ class Standby:
 
     # ------------------------------------------------------------------ handing over
 
-    def take(self, orders: StandbyOrders) -> LaunchedProcess | None:
+    def take(self, orders: StandbyOrders) -> Spare | None:
         """Hand the waiting spare ``orders``: it is that attempt's trainer from now on. None:
         there is no live spare (the attempt starts cold)."""
         spare, self._spare = self._spare, None
@@ -235,7 +235,7 @@ class Standby:
             kill_group(spare.proc.pid, signal.SIGKILL)
             return None
         spare.taken.set()
-        return spare.proc
+        return spare
 
     def retire(self) -> None:
         """The run stops or ends: no more spares, and the waiting one is killed."""
@@ -275,22 +275,6 @@ def stepping_attempt(journal: Journal) -> int | None:
     return attempt if latest is not None and latest.attempt == attempt else None
 
 
-def default_standby_command(
-    environ: Mapping[str, str] | None = None, custom_trainer: bool = False
-) -> list[str] | None:
-    """The spare trainer's command (``engine.supervisor.standby``): ``$MEMTUI_STANDBY_CMD``,
-    else ``python -m engine.trainer --standby``; None for a custom trainer command (given to
-    the supervisor, or ``$MEMTUI_TRAINER_CMD``) without a spare command of its own (several
-    ranks have none: ``standby_for``)."""
-    env = os.environ if environ is None else environ
-    custom = env.get(STANDBY_CMD_ENV, "").strip()
-    if custom:
-        return shlex.split(custom)
-    if custom_trainer or env.get(TRAINER_CMD_ENV, "").strip():
-        return None
-    return [sys.executable, "-m", "engine.trainer", STANDBY_FLAG]
-
-
 def standby_for(
     config: RunConfig,
     run: RunDir,
@@ -298,14 +282,17 @@ def standby_for(
     spawn: Callable[..., Any],
     custom_trainer: bool,
     trainer: Callable[[], TrainerLink | None] = lambda: None,
+    head_start: subprocess.Popen[bytes] | None = None,
 ) -> Standby | None:
     """The run's standby, keeping spares in a task ``spawn(coroutine, name)`` starts, if it
-    has one: ``restart.standby`` on, one rank on one node, and a spare command
-    (``default_standby_command``). ``trainer``: the connected trainer, told to share its
-    cores while a spare warms up."""
-    train = config.train
-    command = default_standby_command(custom_trainer=custom_trainer)
-    if not config.restart.standby or command is None or train.ranks > 1 or train.nodes > 1:
+    has one (``spare_launch.spare_command``). ``trainer``: the connected trainer, told to
+    share its cores while a spare warms up. ``head_start``: the spare the supervisor started
+    for its first attempt, adopted (killed if the run keeps no spare after all)."""
+    command = spare_command(config, custom_trainer)
+    if command is None:
+        if head_start is not None:
+            kill_group(head_start.pid, signal.SIGKILL)
+            head_start.wait()
         return None
 
     def share(cores: int) -> None:
@@ -314,6 +301,8 @@ def standby_for(
             link.send(CoreShare(cores=cores))
 
     standby = Standby(run, command, journal, share, config.restart.standby_after_s)
+    if head_start is not None:
+        standby.adopt(head_start)
     spawn(standby.keep(), "standby trainer")
     return standby
 

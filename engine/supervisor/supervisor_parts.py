@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,9 @@ class TrainerLaunch:
     """s from a stop to SIGKILL; None: the run's ``checkpoint.stop_grace_s``."""
     fresh_start: bool = False
     """``--fresh`` for the first trainer (``memtui resume --fresh``)."""
+    head_start: subprocess.Popen[bytes] | None = None
+    """The spare started for the first attempt before the supervisor was built
+    (``spare_launch.head_start``), for the standby to adopt."""
 
 
 def trainer_attempts(
@@ -105,7 +109,9 @@ def trainer_attempts(
         attempt=before.attempt,
         restarts=before.restarts,
         hold=before.hold,
-        standby=standby_for(config, run, journal, spawn, command is not None, trainer=seat.current),
+        standby=standby_for(
+            config, run, journal, spawn, command is not None, seat.current, launch.head_start
+        ),
     )
     if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was
         attempts.resumption.expect(latest_step(), newest_verified_step(run.checkpoints))

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -78,17 +79,24 @@ class LaunchedProcess:
 
 
 async def launch(command: list[str], **popen_args: Any) -> LaunchedProcess:
-    """``subprocess.Popen(command, **popen_args)`` forked from the launcher thread.
+    """``subprocess.Popen(command, **popen_args)`` forked from the launcher thread."""
+    group = bool(popen_args.get("start_new_session"))
+    return await fork(partial(subprocess.Popen, command, **popen_args), group=group)
+
+
+async def fork(start: Callable[[], subprocess.Popen[Any]], *, group: bool) -> LaunchedProcess:
+    """The process ``start()`` starts, called in the launcher thread; ``group``: it leads a
+    process group of its own (``start_new_session``).
 
     Cancelled meanwhile (the supervisor shutting down), the fork still happens in the
     launcher thread: that process is killed as soon as it exists, since nobody would ever
     stop it (a test's in-process supervisor left such trainers running for minutes)."""
     loop = asyncio.get_running_loop()
-    forked = loop.run_in_executor(_launcher_pool(), partial(subprocess.Popen, command, **popen_args))
+    forked = loop.run_in_executor(_launcher_pool(), start)
     try:
         popen = await asyncio.shield(forked)
     except asyncio.CancelledError:
-        forked.add_done_callback(partial(_kill_unwanted, group=bool(popen_args.get("start_new_session"))))
+        forked.add_done_callback(partial(_kill_unwanted, group=group))
         raise
     return LaunchedProcess(popen, loop)
 

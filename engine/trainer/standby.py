@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from engine.cpu_share import step_aside
-from engine.run.standby_orders import MAX_ORDERS_BYTES, READY, STANDBY_FLAG, StandbyOrders
+from engine.run.standby_orders import HEAD_START_ENV, MAX_ORDERS_BYTES, READY, STANDBY_FLAG, StandbyOrders
 from engine.trainer.parent_death import die_with_parent, outlive_parent
 
 SPARE_NICE = 19  # nice steps of the warm-up's thread: the lowest, it waits for idle cores
@@ -33,7 +33,7 @@ def await_orders(warm: Callable[[], None]) -> list[str] | None:
     die_with_parent()
     ready = os.dup(1)  # the supervisor's pipe; whatever the warm-up prints goes to stderr's log
     os.dup2(2, 1)
-    warm_aside(warm)
+    warm_in_turn(warm)
     os.write(ready, READY)
     os.close(ready)
     line = sys.stdin.buffer.readline(MAX_ORDERS_BYTES + 1)
@@ -43,6 +43,16 @@ def await_orders(warm: Callable[[], None]) -> list[str] | None:
     outlive_parent()
     become(orders.log)
     return orders.argv
+
+
+def warm_in_turn(warm: Callable[[], None], environ: MutableMapping[str, str] = os.environ) -> None:
+    """Warm up aside (``warm_aside``), or at once in the main thread when this spare is its
+    supervisor's head start (``HEAD_START_ENV``, taken out of ``environ``: the attempt's own
+    children never see it): no trainer runs yet, so nothing is slowed by it."""
+    if environ.pop(HEAD_START_ENV, None):
+        warm()
+    else:
+        warm_aside(warm)
 
 
 def warm_aside(warm: Callable[[], None]) -> None:

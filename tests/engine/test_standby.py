@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -13,9 +14,9 @@ import pytest
 
 from engine.config import RestartConfig, RunConfig
 from engine.run.directory import RunDir, pid_alive
-from engine.run.standby_orders import STANDBY_FLAG, StandbyOrders
+from engine.run.standby_orders import HEAD_START_ENV, STANDBY_FLAG, StandbyOrders
 from engine.run.store import Store
-from engine.supervisor.standby import STANDBY_CMD_ENV, default_standby_command
+from engine.supervisor.spare_launch import STANDBY_CMD_ENV, default_standby_command, head_start, spare_command
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV
 from engine.trainer.standby import is_standby
 from tests.engine.conftest import FAKE_TRAINER_CMD
@@ -26,7 +27,7 @@ SPARE_CMD = [*FAKE_TRAINER_CMD, STANDBY_FLAG]
 
 
 @pytest.fixture(autouse=True)
-def spare_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_spare_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake trainer's spare: a supervisor given a trainer command has none unless told."""
     monkeypatch.setenv(STANDBY_CMD_ENV, shlex.join(SPARE_CMD))
 
@@ -110,6 +111,34 @@ async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, f
     second = launch_of(run, 2)
     assert second is not None and second["standby"] is False and second["pid"] != first
     assert events(run, "standby_ready") == []
+
+
+async def test_the_head_start_is_the_first_attempts_trainer_and_a_spare_follows_it(
+    run: RunDir, start, fake_env, wait_until
+) -> None:
+    head = head_start(run)  # as python -m engine supervise does, before it builds the supervisor
+    assert head is not None
+    assert f"{HEAD_START_ENV}=1".encode() in Path(f"/proc/{head.pid}/environ").read_bytes().split(b"\0")
+    running = await start(config=spare_at_once(run), head_start=head)
+    first = await wait_until(lambda: launch_of(run, 1), "attempt 1 launched")
+    assert first["pid"] == head.pid and first["head_start"] is True and first["standby"] is False
+    await wait_until(lambda: stepped(run, 1), "a step of the head start turned trainer")
+    assert running.supervisor.attempts.pid == head.pid
+    behind = await wait_until(lambda: ready_other_than(run, head.pid), "a spare behind it")
+    assert pid_alive(behind["pid"])
+
+
+def test_no_head_start_where_the_run_keeps_no_spare(run: RunDir) -> None:
+    config = run.read_config()
+    assert spare_command(config, custom_trainer=False) == SPARE_CMD
+    changes = [("restart", {"standby": False}), ("train", {"ranks": 2}), ("train", {"nodes": 2})]
+    for section, fields in changes:
+        changed = config.model_copy(update={section: getattr(config, section).model_copy(update=fields)})
+        assert spare_command(changed, custom_trainer=False) is None, fields
+    run.write_config(restart_config(run, standby=False))
+    assert head_start(run) is None
+    run.config_file.write_text("{not json")
+    assert head_start(run) is None  # the supervisor says why, and ends the run
 
 
 def test_standby_is_on_by_default() -> None:

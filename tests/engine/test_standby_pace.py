@@ -15,13 +15,14 @@ import pytest
 from engine.config_file import build_run_config
 from engine.cpu_share import OMP_WAIT_ENV
 from engine.run.directory import RunDir
+from engine.run.standby_orders import HEAD_START_ENV
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
 from engine.supervisor.standby import Standby, spare_due, stepping_attempt
 from engine.supervisor.trainer_process import trainer_environment
 from engine.trainer.core_share import CoreShare
-from engine.trainer.standby import SPARE_NICE, warm_aside
+from engine.trainer.standby import SPARE_NICE, warm_aside, warm_in_turn
 from tests.engine.planner_samples import sample
 from tests.waiting import until
 
@@ -75,6 +76,15 @@ def test_the_warm_up_runs_aside_at_the_lowest_priority_and_the_main_thread_keeps
     assert warm_thread != threading.get_native_id()
     assert warm_nice == min(19, main_before + SPARE_NICE)
     assert nice_of(threading.get_native_id()) == main_before == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_the_head_start_warms_up_in_the_main_thread_and_other_spares_aside() -> None:
+    threads: list[int] = []
+    environ = {HEAD_START_ENV: "1", "OTHER": "x"}
+    warm_in_turn(lambda: threads.append(threading.get_native_id()), environ)
+    assert threads == [threading.get_native_id()] and environ == {"OTHER": "x"}  # not passed on
+    warm_in_turn(lambda: threads.append(threading.get_native_id()), environ)
+    assert threads[1] != threading.get_native_id()  # an ordinary spare: its own thread, aside
 
 
 def test_a_failed_warm_up_is_raised_in_the_main_thread() -> None:
