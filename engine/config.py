@@ -234,7 +234,8 @@ class RestartConfig(_Strict):
     ops, so that a restart skips the cold start (seconds on a CPU, more on a GPU host). It
     costs its resident memory while it waits (``standby_ready`` says how much). One rank on
     one node only: torchrun's ranks are started by torchrun after the rendezvous, and are
-    always started cold."""
+    always started cold. A new supervisor also starts its first trainer's imports beside its
+    own start-up (the head start); off, the first trainer waits for the supervisor."""
     standby_after_s: float = Field(10.0, ge=0.0, le=86400.0)
     """The spare starts once the newest attempt has been stepping this long. A run that ends
     within it (a smoke run, a check) never pays for a spare's warm-up, seconds of a core that

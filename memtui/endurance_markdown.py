@@ -89,7 +89,7 @@ def _restart_rows(report: EnduranceReport) -> list[str]:
         "",
         "## Restarts: outage, replay and aftermath",
         "",
-        "| attempt | cause | outage | steps replayed | replay | aftermath (slow steps) |",
+        "| attempt | cause | outage | steps replayed | replay | aftermath (steps) |",
         "|---|---|---|---|---|---|",
     ]
     rows = [
@@ -116,9 +116,9 @@ def _restart_rows(report: EnduranceReport) -> list[str]:
     lines += [
         "",
         f"Slowed steps: {cost.steps_slowed:,} steps slower than the median ({median}) while a chaos "
-        f"effect lasted, {cost.slowed_s:,.1f} s beyond it. A restart's aftermath: its steps slower than "
-        "the median until the spare trainer started behind it was ready (its imports take the "
-        "trainer's cores on a CPU host).",
+        f"effect lasted, {cost.slowed_s:,.1f} s beyond it. A restart's aftermath: its steps until the "
+        "spare trainer started behind it was ready (its imports take the trainer's cores on a CPU "
+        "host), and their time beyond as many median steps (a faster step offsets a slower one).",
     ]
     return lines
 

@@ -95,31 +95,34 @@ def test_outage_replay_and_slowed_steps_of_a_story(run: RunDir) -> None:
     assert "Slowed steps: 5 steps slower than the median (0.100 s)" in text
 
 
-def test_a_restarts_aftermath_is_its_slow_steps_until_the_spare_behind_it_is_ready(run: RunDir) -> None:
-    """The story, with a standby: the spare started after attempt 2's first step warms up
-    until T0 + 13.0 (``standby_ready``), and attempt 2's steps 51..55 (T0 + 10.0 to 10.4)
-    take 0.6 s meanwhile: 5 x 0.5 s of aftermath. A slow step after the spare is ready
-    (step 70) is not the restart's; steps 52 and 53, inside a chaos effect too, count once."""
+def test_a_restarts_aftermath_is_its_steps_net_excess_until_the_spare_behind_it_is_ready(run: RunDir) -> None:
+    """The story, with a standby: the spare started after attempt 2's first step is ready at
+    T0 + 11.45 (``standby_ready``); attempt 2's steps 51..65 come before it (its replays
+    41..50 are replay only). Steps 51..55 take 0.6 s (5 x 0.5 s beyond the median) and step
+    56 takes 0.05 s (0.05 s under it, which offsets as much): 2.45 s of aftermath. A slow
+    step after the spare is ready (step 70) is not the restart's; steps 52 and 53, inside a
+    chaos effect too, count once."""
     _write_story(run)
     slow = sqlite3.connect(run.store)
     with slow:
         slow.execute(
             "UPDATE steps SET step_time_s = 0.6 WHERE attempt = 2 AND step IN (51, 52, 53, 54, 55, 70)"
         )
+        slow.execute("UPDATE steps SET step_time_s = 0.05 WHERE attempt = 2 AND step = 56")
     slow.close()
     with Store(run.store) as store:
         _event(store, ChaosInjected(chaos_id="n", kind="nan_loss", step=52), T0 + 10.05)
         _event(store, ChaosRecovered(chaos_id="n", kind="nan_loss", recovered=True, seconds=0.3), T0 + 10.35)
         ready = StandbyReady(pid=1, warmup_s=4.0, rss_mib=300.0, idle_cpu_percent=0.0, idle_window_s=5.0)
-        _event(store, ready, T0 + 11.5)
+        _event(store, ready, T0 + 11.45)
     with Store(run.store, readonly=True) as store:
         cost = chaos_cost(store)
         text = render_markdown(endurance_report(run, store))
     [restart] = cost.restarts
-    assert restart.steps_aftermath == 5 and restart.aftermath_s == pytest.approx(5 * 0.5)
+    assert restart.steps_aftermath == 15 and restart.aftermath_s == pytest.approx(5 * 0.5 - 0.05)
     assert cost.steps_slowed == 5 and cost.slowed_s == pytest.approx(5 * 0.4)  # 21..25 alone
-    assert cost.total_s == pytest.approx(4.0 + 0.9 + 2.5 + 2.0)
-    assert "| 2 | kill | 4.0 s | 10 | 0.9 s | 2.5 s (5) |" in text
+    assert cost.total_s == pytest.approx(4.0 + 0.9 + 2.45 + 2.0)
+    assert "| 2 | kill | 4.0 s | 10 | 0.9 s | 2.5 s (15) |" in text
 
 
 def test_a_run_without_restarts_or_chaos_costs_nothing(run: RunDir) -> None:
