@@ -212,7 +212,7 @@ class Attempts:
                 attempt=attempt, pid=proc.pid, command=command, standby=spare is not None and not head_start,
                 head_start=head_start,
             ),
-            f"trainer attempt {attempt} started (pid {proc.pid}{spare_note(spare)})",
+            f"trainer attempt {attempt} started (pid {proc.pid}{spare.note if spare else ''})",
             attempt=attempt,
         )  # fmt: skip
         self.alerts.trainer_launched()  # the heartbeat clock starts here
@@ -443,10 +443,3 @@ class Attempts:
         if self._ranks_seen[0] != launcher or len(self._ranks_seen[1]) < self.ranks:
             self._ranks_seen = (launcher, rank_processes(launcher))
         return self._ranks_seen[1]
-
-
-def spare_note(spare: Spare | None) -> str:
-    """What a ``trainer_launched`` line says of the spare the attempt was handed to."""
-    if spare is None:
-        return ""
-    return ", the head start begun with the supervisor" if spare.head_start else ", the standby"

@@ -76,6 +76,11 @@ class Spare:
         self.taken = asyncio.Event()
         """Set once it was handed an attempt (it is the run's trainer from then on)."""
 
+    @property
+    def note(self) -> str:
+        """What the ``trainer_launched`` line of the attempt it became says of it."""
+        return ", the head start begun with the supervisor" if self.head_start else ", the standby"
+
 
 class Standby:
     """Keeps one spare trainer for ``run`` while the run trains; ``take`` hands it an attempt."""
