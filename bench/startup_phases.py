@@ -50,7 +50,10 @@ def phases_of(store: Path, began: float, stepped: float) -> list[dict[str, objec
     rows = db.execute("select ts, data from events where type = 'startup_phase' order by seq").fetchall()
     db.close()
     marks = [("launch", began), ("supervisor, trainer launch", first_event)]
-    marks += [(json.loads(data)["phase"], ts) for ts, data in rows]
+    for ts, data in rows:  # a phase said twice (the supervisor's for a head start, then the
+        phase = json.loads(data)["phase"]  # trainer's own once it has its orders) lasts from the first
+        if phase != marks[-1][0]:
+            marks.append((phase, ts))
     total = stepped - began
     out = []
     for (name, ts), (_, end) in zip(marks, [*marks[1:], ("", stepped)], strict=True):

@@ -215,6 +215,8 @@ class Attempts:
             f"trainer attempt {attempt} started (pid {proc.pid}{spare.note if spare else ''})",
             attempt=attempt,
         )  # fmt: skip
+        if spare is not None and (warming := spare.warming(attempt)) is not None:
+            self.journal.record(warming, warming.label(), attempt=attempt)
         self.alerts.trainer_launched()  # the heartbeat clock starts here
         if self.stop_reason is not None:  # a stop arrived while it was being launched
             self._signal_stop()

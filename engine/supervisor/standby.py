@@ -45,7 +45,7 @@ from functools import partial
 from typing import IO, Any
 
 from engine.config import RunConfig
-from engine.events import StandbyLost, StandbyReady
+from engine.events import StandbyLost, StandbyReady, StartupPhase
 from engine.protocol import CoreShare
 from engine.run.directory import RunDir
 from engine.run.standby_orders import READY, StandbyOrders
@@ -75,11 +75,19 @@ class Spare:
         """Started by the supervisor for its own first attempt (``spare_launch.head_start``)."""
         self.taken = asyncio.Event()
         """Set once it was handed an attempt (it is the run's trainer from then on)."""
+        self.ready = False
+        """It said ``ready``: its imports are done."""
 
     @property
     def note(self) -> str:
         """What the ``trainer_launched`` line of the attempt it became says of it."""
         return ", the head start begun with the supervisor" if self.head_start else ", the standby"
+
+    def warming(self, attempt: int) -> StartupPhase | None:
+        """The start-up phase of the attempt it became, when it was handed that attempt while
+        still importing (a head start, taken a second after its launch): the trainer says its
+        phases only once it has its orders, after the imports, so the supervisor says this one."""
+        return None if self.ready else StartupPhase(phase="importing", attempt=attempt)
 
 
 class Standby:
@@ -197,6 +205,7 @@ class Standby:
         line = await asyncio.shield(reading)
         if line != READY:
             return  # it died (or was taken) before it was ready
+        spare.ready = True
         self.share(0)
         warmup = time.monotonic() - spare.started
         before = await asyncio.to_thread(_usage, spare.proc.pid)

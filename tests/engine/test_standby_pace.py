@@ -19,7 +19,7 @@ from engine.run.standby_orders import HEAD_START_ENV
 from engine.run.store import Store
 from engine.supervisor.consoles import Consoles
 from engine.supervisor.journal import Journal
-from engine.supervisor.standby import Standby, spare_due, stepping_attempt
+from engine.supervisor.standby import Spare, Standby, spare_due, stepping_attempt
 from engine.supervisor.trainer_process import trainer_environment
 from engine.trainer.core_share import CoreShare
 from engine.trainer.standby import SPARE_NICE, warm_aside, warm_in_turn
@@ -85,6 +85,15 @@ def test_the_head_start_warms_up_in_the_main_thread_and_other_spares_aside() -> 
     assert threads == [threading.get_native_id()] and environ == {"OTHER": "x"}  # not passed on
     warm_in_turn(lambda: threads.append(threading.get_native_id()), environ)
     assert threads[1] != threading.get_native_id()  # an ordinary spare: its own thread, aside
+
+
+def test_a_spare_handed_an_attempt_while_it_imports_has_the_supervisor_say_so() -> None:
+    spare = Spare(proc=None, started=0.0, head_start=True)  # type: ignore[arg-type]  # no process needed
+    warming = spare.warming(3)
+    assert warming is not None and (warming.phase, warming.attempt) == ("importing", 3)
+    assert warming.label() == "importing torch and DeepSpeed"
+    spare.ready = True  # it said ready: the trainer says its own phases from here on
+    assert spare.warming(3) is None
 
 
 def test_a_failed_warm_up_is_raised_in_the_main_thread() -> None:
