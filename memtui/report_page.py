@@ -20,7 +20,8 @@ CHARTS: tuple[Chart, ...] = (
     # curve is a flat line at the bottom
     Chart("Loss (train and eval, log scale)", ("loss", EVAL_LOSS), dots=(EVAL_LOSS,), log=True),
     Chart("Throughput (tokens/s)", ("tokens/s",)),
-    Chart("Memory", ("allocated", "reserved", "budget"), unit="bytes"),
+    # the budget: on a CPU run the host's RAM, far above what the run holds
+    Chart("Memory", ("allocated", "reserved", "budget"), unit="bytes", bounds=("budget",)),
     Chart("Loss scale (fp16)", ("loss scale",), log=True),
 )
 STYLE = """

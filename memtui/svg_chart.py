@@ -36,6 +36,15 @@ class Chart:
     """A log2 y axis (the fp16 loss scale moves in powers of two; a loss spike spans decades)."""
     dots: tuple[str, ...] = ()
     """Series drawn as dots too (a few points each, such as the evals)."""
+    bounds: tuple[str, ...] = ()
+    """Series that are a bound for the others (the memory budget): drawn where they fit, but
+    left off, and named with their value in the legend, when they exceed the highest of the
+    others by over ``BOUND_ROOM`` times (a CPU run's budget is the host's RAM, 23.5 GiB,
+    over 0.1-0.4 GiB used, which drew the memory as a line on the floor)."""
+
+
+BOUND_ROOM = 4.0
+"""How many times the others' highest value a bound may be and still set the y axis."""
 
 
 def elapsed(seconds: float, scale: float | None = None) -> str:
@@ -85,9 +94,14 @@ class _Frame:
 def render_chart(run: RunSeries, chart: Chart) -> str:
     """The chart as one ``<svg>`` element (an empty frame when it has no point)."""
     drawn = {name: run.series.get(name, []) for name in chart.series}
-    values = [p.value for points in drawn.values() for p in points if math.isfinite(p.value)]
-    if chart.log:
-        values = [v for v in values if v > 0]
+    above = _bounds_above(chart, drawn)
+    values = [
+        p.value
+        for name, points in drawn.items()
+        if name not in above
+        for p in points
+        if math.isfinite(p.value) and (p.value > 0 or not chart.log)
+    ]
     frame = _Frame(run, min(values, default=0.0), max(values, default=1.0), chart.log)
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
@@ -96,12 +110,26 @@ def render_chart(run: RunSeries, chart: Chart) -> str:
         *(
             _line(frame, name, i, points, name in chart.dots)
             for i, (name, points) in enumerate(drawn.items())
+            if name not in above
         ),
         _marks(frame, run.marks),
-        _legend(chart),
+        _legend(chart, above),
         "</svg>",
     ]
     return "\n".join(parts)
+
+
+def _bounds_above(chart: Chart, drawn: dict[str, list[Point]]) -> dict[str, float]:
+    """The chart's bounds too high to share the others' axis, with their highest value."""
+
+    def highest(names: list[str]) -> float:
+        return max((p.value for n in names for p in drawn[n] if math.isfinite(p.value)), default=0.0)
+
+    others = highest([n for n in drawn if n not in chart.bounds])
+    if others <= 0:
+        return {}
+    tops = {name: highest([name]) for name in chart.bounds if name in drawn}
+    return {name: top for name, top in tops.items() if top > BOUND_ROOM * others}
 
 
 def _axes(frame: _Frame, chart: Chart) -> list[str]:
@@ -159,10 +187,11 @@ def _marks(frame: _Frame, marks: list[Mark]) -> str:
     return '<g class="marks">' + "".join(lines) + "</g>"
 
 
-def _legend(chart: Chart) -> str:
-    items = [
-        f'<text class="legend series-{i}" x="{LEFT + 8 + 130 * i}" y="{TOP + 16}">'
-        f"&#9632; {escape(name)}</text>"
-        for i, name in enumerate(chart.series)
-    ]
+def _legend(chart: Chart, above: dict[str, float]) -> str:
+    """The series' names; a bound left off the chart says its value and that it is above."""
+    items, x = [], LEFT + 8
+    for i, name in enumerate(chart.series):
+        label = f"{name} {_number(above[name], chart.unit)}, above the chart" if name in above else name
+        items.append(f'<text class="legend series-{i}" x="{x}" y="{TOP + 16}">&#9632; {escape(label)}</text>')
+        x += max(130, 8 * len(label) + 24)  # px: a long label pushes the next one along
     return "".join(items)
