@@ -2,8 +2,9 @@
 
 ``HardwareProbe.read()`` is blocking (NVML calls can take tens of ms; disk usage can hang
 on a dead network mount): callers on an event loop run it with ``asyncio.to_thread``.
-It keeps ``psutil.Process`` objects between readings so CPU percentages are real rates
-since the previous reading. Torch-free; never raises for a missing reading.
+It keeps ``psutil.Process`` objects and the host's CPU times between readings, so every CPU
+percentage is a real rate since its previous reading (and none on the first). Torch-free;
+never raises for a missing reading.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class HardwareProbe:
         self.processes = processes or (lambda: {"supervisor": os.getpid()})
         """Called at each reading: role -> pid of the engine's own processes."""
         self._procs: dict[int, Any] = {}  # pid -> psutil.Process, kept for CPU rates
+        self._cpu_times: Any = None  # the host's psutil.cpu_times() at the previous reading
 
     def read(self) -> HardwareSnapshot:
         roles = self.processes()
@@ -66,7 +68,7 @@ class HardwareProbe:
         for name, read in (
             ("cpu_count", lambda: psutil.cpu_count()),
             ("load_1m", lambda: os.getloadavg()[0]),
-            ("cpu_pct", lambda: psutil.cpu_percent(interval=None)),
+            ("cpu_pct", lambda: self._host_busy(psutil.cpu_times())),
         ):
             try:
                 fields[name] = read()
@@ -81,6 +83,22 @@ class HardwareProbe:
             gone["ram_total"] = gone["ram_available"] = _reason(err)
         disks = [probe_disk(label, path) for label, path in self.disks.items()]
         return HostReport(**fields, disks=disks, processes=self._own(psutil, roles), unavailable=gone)
+
+    def _host_busy(self, now: Any) -> float | None:
+        """Percent of all cores busy since the previous reading; None at the first.
+
+        Not ``psutil.cpu_percent(interval=None)``: it keeps its previous reading per calling
+        thread, and ``read`` runs in ``asyncio.to_thread``'s pool, whose threads take turns, so
+        it said 0.0 on a thread's first call and otherwise a rate over whatever window that
+        thread had last read."""
+        before, self._cpu_times = self._cpu_times, now
+        if before is None:
+            return None
+        (total_now, idle_now), (total_then, idle_then) = _total_and_idle(now), _total_and_idle(before)
+        span = total_now - total_then  # CPU seconds of all cores between the two readings
+        if span <= 0:  # no time between them, or two threads' readings crossed
+            return None
+        return round(100.0 * (1.0 - (idle_now - idle_then) / span), 1)
 
     def _own(self, psutil: Any, roles: dict[str, int]) -> list[ProcessReport]:
         reports = []
@@ -101,3 +119,10 @@ class HardwareProbe:
             except Exception:  # gone between listing and reading: skip it
                 self._procs.pop(pid, None)
         return reports
+
+
+def _total_and_idle(times: Any) -> tuple[float, float]:
+    """(all CPU seconds, idle ones) of a ``psutil.cpu_times()``, as psutil counts them: on
+    Linux guest time is already in user time, and iowait is idle."""
+    total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+    return total, times.idle + getattr(times, "iowait", 0.0)

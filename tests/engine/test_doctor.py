@@ -186,6 +186,36 @@ def test_host_probe_reports_own_processes_and_disks(tmp_path: Path) -> None:
     assert second.nvml and second.host.cpu_count
 
 
+def test_host_cpu_is_the_rate_since_the_previous_reading_whichever_thread_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The supervisor reads in ``asyncio.to_thread``'s pool. psutil's own ``cpu_percent``
+    keeps one previous reading per thread, so a pool thread's first reading said 0% of a
+    busy host, and the others a rate over whatever window that thread had last read."""
+    from collections import namedtuple
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+
+    times = namedtuple("times", "user nice system idle iowait irq softirq steal guest guest_nice")
+    # CPU seconds of a 2-core host: 10 s apart, 15 of the 20 busy (75%), then 5 of 20 (25%);
+    # guest time is inside user time (Linux) and iowait is idle
+    clock = iter(
+        [
+            times(100.0, 0.0, 50.0, 300.0, 10.0, 0.0, 0.0, 0.0, 5.0, 0.0),
+            times(110.0, 0.0, 55.0, 303.0, 12.0, 0.0, 0.0, 0.0, 8.0, 0.0),
+            times(113.0, 0.0, 57.0, 316.0, 14.0, 0.0, 0.0, 0.0, 9.0, 0.0),
+        ]
+    )
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: next(clock))
+    probe = HardwareProbe(None, {}, lambda: {})
+    readings = []
+    for _ in range(3):  # each reading on a new thread, as the pool may hand them out
+        with ThreadPoolExecutor(1) as pool:
+            readings.append(pool.submit(probe.read).result().host.cpu_pct)
+    assert readings == [None, 75.0, 25.0]  # none before a previous reading; never a made-up 0%
+
+
 def test_pids_of_another_namespace_are_not_counted_as_other_processes() -> None:
     # Inside a container NVML reports host pids: the trainer's is no process here.
     host_pid = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 1_000_000
