@@ -58,6 +58,7 @@ from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.checkpoint_watch import CheckpointWatch
 from engine.supervisor.connections import ConnectionServer
 from engine.supervisor.consoles import Consoles
+from engine.supervisor.core_loans import CoreLoans
 from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
@@ -229,10 +230,11 @@ class Supervisor:
         seat = TrainerSeat()  # the trainer connected now: the connection seats it, these parts talk to it
         directives = self.directives = parts.directive_queue(config, journal, seat.send)
         health = self.health = HealthFeed(journal, directives, require_accelerator=policy.require_accelerator)
-        alerts = self.alerts = parts.alert_watch(config, run, journal, health, lambda: self.attempts)
+        loans = CoreLoans(seat)  # the cores training leaves to a warming spare and the op survey
+        alerts = self.alerts = parts.alert_watch(config, run, journal, health, lambda: self.attempts, loans)
         planner = self.planner = build_planner(policy, directives, journal.record, alert=alerts.record)
         attempts = self._attempts = parts.trainer_attempts(
-            config, run, journal, alerts, before, self.launch, seat, newest, spawn
+            config, run, journal, alerts, before, self.launch, seat, newest, spawn, loans
         )
         parts.rollback_desk(config, run, journal, attempts, directives)  # offered by the directives
         meeting = self._rendezvous = rendezvous_watch(config, journal, attempts, self._end_run)

@@ -46,13 +46,11 @@ from typing import IO, Any
 
 from engine.config import RunConfig
 from engine.events import StandbyLost, StandbyReady, StartupPhase
-from engine.protocol import CoreShare
 from engine.run.directory import RunDir
 from engine.run.standby_orders import READY, StandbyOrders
 from engine.supervisor.journal import Journal
 from engine.supervisor.spare_launch import spare_command, spare_environment, spare_popen
 from engine.supervisor.trainer_launcher import LaunchedProcess, fork
-from engine.supervisor.trainer_link import TrainerLink
 from engine.supervisor.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
@@ -295,24 +293,19 @@ def standby_for(
     journal: Journal,
     spawn: Callable[..., Any],
     custom_trainer: bool,
-    trainer: Callable[[], TrainerLink | None] = lambda: None,
+    share: Callable[[int], None] = lambda cores: None,
     head_start: subprocess.Popen[bytes] | None = None,
 ) -> Standby | None:
     """The run's standby, keeping spares in a task ``spawn(coroutine, name)`` starts, if it
-    has one (``spare_launch.spare_command``). ``trainer``: the connected trainer, told to
-    share its cores while a spare warms up. ``head_start``: the spare the supervisor started
-    for its first attempt, adopted (killed if the run keeps no spare after all)."""
+    has one (``spare_launch.spare_command``). ``share``: asks the running trainer to leave a
+    core while a spare warms up (``core_loans``). ``head_start``: the spare the supervisor
+    started for its first attempt, adopted (killed if the run keeps no spare after all)."""
     command = spare_command(config, custom_trainer)
     if command is None:
         if head_start is not None:
             kill_group(head_start.pid, signal.SIGKILL)
             head_start.wait()
         return None
-
-    def share(cores: int) -> None:
-        link = trainer()
-        if link is not None:
-            link.send(CoreShare(cores=cores))
 
     standby = Standby(run, command, journal, share, config.restart.standby_after_s)
     if head_start is not None:

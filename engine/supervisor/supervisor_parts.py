@@ -25,6 +25,7 @@ from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.supervisor.attempts import Attempts
 from engine.supervisor.chaos import ChaosDesk
+from engine.supervisor.core_loans import CoreLoans
 from engine.supervisor.hang_recovery import HangRecovery
 from engine.supervisor.health_feed import HealthFeed
 from engine.supervisor.journal import Journal
@@ -46,10 +47,16 @@ def directive_queue(config: RunConfig, journal: Journal, send: Callable[[Any], b
 
 
 def alert_watch(
-    config: RunConfig, run: RunDir, journal: Journal, health: HealthFeed, attempts: Callable[[], Attempts]
+    config: RunConfig,
+    run: RunDir,
+    journal: Journal,
+    health: HealthFeed,
+    attempts: Callable[[], Attempts],
+    loans: CoreLoans,
 ) -> AlertWatch:
     """The alert rules and timers; alerts are recorded through the health feed (the policy's
-    ``problems``), hardware readings go to every console. ``attempts``: built after the watch."""
+    ``problems``), hardware readings go to every console, the op survey's child borrows a
+    core from training while it runs. ``attempts``: built after the watch."""
     follower = Placement.of(config).follower
     return AlertWatch(
         config.alerts,
@@ -62,6 +69,7 @@ def alert_watch(
         expecting_steps=lambda: not follower and journal.state == "running" and attempts().pid is not None,
         on_hardware=journal.consoles.offer_hardware,
         required_ops=ops_required_by(config),
+        share_cores=loans.lender("op survey"),
     )
 
 
@@ -91,8 +99,10 @@ def trainer_attempts(
     seat: TrainerSeat,
     latest_step: Callable[[], int],
     spawn: Callable[..., Any],
+    loans: CoreLoans,
 ) -> Attempts:
-    """The trainer's attempts, counting on from ``before``, talking to the trainer in ``seat``."""
+    """The trainer's attempts, counting on from ``before``, talking to the trainer in ``seat``;
+    a warming spare borrows a core from training through ``loans``."""
     place, command, grace = Placement.of(config), launch.command, launch.stop_grace_s
     attempts = Attempts(
         run,
@@ -110,7 +120,7 @@ def trainer_attempts(
         restarts=before.restarts,
         hold=before.hold,
         standby=standby_for(
-            config, run, journal, spawn, command is not None, seat.current, launch.head_start
+            config, run, journal, spawn, command is not None, loans.lender("spare"), launch.head_start
         ),
     )
     if before.attempt > 0:  # memtui resume: the first attempt picks up where the last one was

@@ -58,6 +58,7 @@ def watch(
     nvml: Any = None,
     expecting: bool | Callable[[], bool] = True,
     ops_delay_s: float | None = alert_watch.OPS_SURVEY_DELAY_S,
+    share_cores: Callable[[int], None] = lambda cores: None,
     **config: Any,
 ) -> AlertWatch:
     return AlertWatch(
@@ -69,6 +70,7 @@ def watch(
         expecting_steps=expecting if callable(expecting) else lambda: expecting,
         nvml=nvml,
         ops_delay_s=ops_delay_s,
+        share_cores=share_cores,
     )
 
 
@@ -227,6 +229,33 @@ async def test_a_new_supervisor_of_the_run_reads_the_survey_its_predecessor_reco
     monkeypatch.setattr(op_survey_record, "environment_key", lambda: {**key, "torch": "0.0-other"})
     monkeypatch.setattr(alert_watch, "environment_key", op_survey_record.environment_key)
     assert await supervisor_reports(0.05) == {"cpu_adam": True} and len(surveys) == 2
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_the_op_survey_borrows_a_core_from_training_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """Its child imports torch and DeepSpeed beside training (seconds of a core): the trainer
+    is asked to leave a core for exactly that long, and takes it back even when it fails."""
+    from engine.doctor.deepspeed_ops import OpSurvey
+
+    shares: list[int] = []
+    during: list[list[int]] = []
+
+    async def fake_survey() -> OpSurvey:
+        during.append(list(shares))
+        if fails:
+            raise OSError("the child could not start")
+        return OpSurvey(accelerator="cpu", ops={})
+
+    monkeypatch.setattr(alert_watch, "survey_ops_async", fake_survey)
+    w = watch(tmp_path, Recorder(), expecting=False, share_cores=shares.append)
+    await w._survey_ops(0.0)
+    assert during == [[1]] and shares == [1, 0]
+    if not fails:  # the next supervisor reads the record: no child, nothing borrowed
+        shares.clear()
+        await watch(tmp_path, Recorder(), expecting=False, share_cores=shares.append)._survey_ops(3600.0)
+        assert shares == [] and len(during) == 1
 
 
 def test_an_unreadable_or_answerless_survey_record_is_not_trusted(tmp_path: Path) -> None:
