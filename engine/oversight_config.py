@@ -62,7 +62,8 @@ class PolicyConfig(StrictSection):
     ttl_s: float = Field(300.0, gt=0.0, le=86400.0)
     """Seconds a proposal lives before it expires (unless it names an earlier expiry)."""
     max_staleness_steps: int = Field(500, ge=0)
-    """A proposal based on telemetry more than this many steps old is rejected as stale."""
+    """A proposal based on telemetry more than this many steps old is rejected as stale, and
+    a pending one expires once the run is that far past it."""
     rate_limit: int = Field(6, ge=1, le=10_000)
     """Proposals per source per ``rate_window_s``; more are rejected as rate-limited."""
     rate_window_s: float = Field(60.0, gt=0.0, le=86400.0)

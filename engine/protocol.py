@@ -183,6 +183,9 @@ class DirectiveView(_Message):
     """Once applied: the steps after against the steps before (loss slope, tokens/s, ...)."""
     rollback: Rollback | None = None
     """A rollback's tag and skip (then ``requested`` is empty): the trainer restarts from the tag."""
+    stale_after_step: StrictInt | None = Field(None, ge=0)
+    """Past this step the policy refuses it as stale (its ``step`` plus
+    ``policy.max_staleness_steps``), and a pending one expires; None in views stored before it."""
 
 
 class Approve(_Message):

@@ -25,6 +25,8 @@ class Entry:
     effect: DirectiveEffect | None = None
     in_effect: dict[DirectiveField, DirectiveValue] = field(default_factory=dict)
     """Its fields' values in effect when it was last judged, or just before it was applied."""
+    stale_after_step: int | None = None
+    """Past this step the policy refuses it as stale (``DirectiveView.stale_after_step``)."""
 
     def note_in_effect(self, current: Mapping[DirectiveField, DirectiveValue]) -> None:
         """Keep the values in effect now of this directive's own fields (finite ones)."""
@@ -49,4 +51,5 @@ class Entry:
             evidence=list(d.evidence),
             effect=self.effect,
             rollback=d.rollback,
+            stale_after_step=self.stale_after_step,
         )

@@ -220,15 +220,23 @@ class LocalPolicyEngine:
 
     # ----------------------------------------------------------------- findings
 
+    def stale_reason(self, directive: Directive, step: int) -> str | None:
+        """Why ``directive`` is stale at ``step`` (based on telemetry over
+        ``policy.max_staleness_steps`` steps old), or None."""
+        behind = step - directive.step
+        if behind > self.config.policy.max_staleness_steps:
+            return f"stale: based on step {directive.step}, {behind} steps behind step {step}"
+        return None
+
     def _refusal(
         self, directive: Directive, values: dict[DirectiveField, DirectiveValue], context: PolicyContext
     ) -> str | None:
         """The first reason to reject outright, or None."""
         if context.now >= directive.expires_at:
             return f"expired {context.now - directive.expires_at:.0f} s ago"
-        behind = context.step - directive.step
-        if behind > self.config.policy.max_staleness_steps:
-            return f"stale: based on step {directive.step}, {behind} steps behind step {context.step}"
+        stale = self.stale_reason(directive, context.step)
+        if stale is not None:
+            return stale
         if directive.rollback is not None and values:
             return f"rollback: a rollback changes nothing else (it also asks for {', '.join(values)})"
         if not values and directive.rollback is None:

@@ -175,7 +175,8 @@ class DirectiveQueue:
                     "reasons": [f"{self.config.policy.max_pending} directives already pending"],
                 }
             )
-        entry = Entry(directive, verdict, "pending", list(verdict.reasons))
+        stale_after = directive.step + self.config.policy.max_staleness_steps
+        entry = Entry(directive, verdict, "pending", list(verdict.reasons), stale_after_step=stale_after)
         entry.note_in_effect(context.current)
         self._keep(entry)
         if verdict.rate_limited:
@@ -229,12 +230,19 @@ class DirectiveQueue:
             self.flush_rate_limited()
 
     def expire(self) -> int:
-        now, count = self.clock(), 0
+        """Expire the pending directives whose TTL has passed, or that the newest step has made
+        stale (an approval would be refused as stale: the panel stops offering it)."""
+        now, step, count = self.clock(), self.latest.step if self.latest else None, 0
         for entry in [e for e in self.entries.values() if e.state == "pending"]:
+            stale = None if step is None else self.policy.stale_reason(entry.directive, step)
             if now >= entry.directive.expires_at:
                 entry.reasons.append("expired before an operator decided")
                 self._decide(entry, "expired", "no decision before its expiry")
-                count += 1
+            elif stale is not None:
+                self._expire(entry, f"{stale}, before an operator decided")
+            else:
+                continue
+            count += 1
         return count
 
     def flush_rate_limited(self) -> None:

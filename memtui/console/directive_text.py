@@ -24,10 +24,20 @@ def render_changes(directive: DirectiveView) -> str:
     return changes_text(d.requested, d.allowed, d.in_effect, _highlight, empty=empty, rollback=back)
 
 
-def render_timing(directive: DirectiveView, now: float) -> str:
-    """``age 1m02s, expires in 3m58s`` (or ``expired``)."""
-    age = f"age {format_duration(max(0.0, now - directive.created_at))}"
-    if directive.expires_at is None:
-        return age
-    left = directive.expires_at - now
-    return f"{age}, expires in {format_duration(left)}" if left > 0 else f"{age}, [$text-error]expired[/]"
+def render_timing(directive: DirectiveView, now: float, step: int | None = None) -> str:
+    """``age 1m02s, stale in 430 steps, expires in 3m58s``: what ends it first may be either.
+
+    The policy refuses a directive based on telemetry over ``policy.max_staleness_steps``
+    old, so on a fast run it goes stale long before its TTL (``tiny`` on a CPU: 500 steps
+    in about 12 s, against a 5-minute TTL). Without the current ``step``, the step it goes
+    stale after."""
+    parts = [f"age {format_duration(max(0.0, now - directive.created_at))}"]
+    last = directive.stale_after_step
+    if last is not None and step is None:
+        parts.append(f"stale after step {last}")
+    elif last is not None and step is not None:
+        parts.append(f"stale in {last - step} steps" if step < last else "[$text-error]stale[/]")
+    if directive.expires_at is not None:
+        left = directive.expires_at - now
+        parts.append(f"expires in {format_duration(left)}" if left > 0 else "[$text-error]expired[/]")
+    return ", ".join(parts)

@@ -138,3 +138,25 @@ def test_an_applied_directive_gets_its_effect_from_the_steps_around_it() -> None
     assert measured["directive"]["effect"] == effect and entry.view().effect is not None
     message = next(e.message for e in h.events if e.type == "directive_effect")
     assert "loss slope -1.00e-02 -> +0.00e+00/step" in message and "tokens/s 100 -> 120" in message
+
+
+def test_a_pending_directive_expires_once_the_steps_make_it_stale_and_its_view_says_when() -> None:
+    """The policy refuses an approval of a directive based on telemetry over
+    ``max_staleness_steps`` old: on a fast run that comes long before the TTL, and a pending
+    directive that can only be refused must not stay on offer."""
+    h = Harness(config(max_staleness_steps=100))
+    entry = h.queue.propose_raw({"lr_multiplier": 0.5}, "rules")
+    based_on = entry.directive.step
+    assert entry.view().stale_after_step == based_on + 100
+    h.queue.on_step(sample(step=based_on + 100))  # at the limit: an approval would still pass
+    assert entry.state == "pending"
+    h.queue.on_step(sample(step=based_on + 101))
+    assert entry.state == "expired"
+    assert entry.reasons[-1] == (
+        f"expired: stale: based on step {based_on}, 101 steps behind step {based_on + 101}, "
+        "before an operator decided"
+    )
+    (decided,) = [d["directive"] for d in h.of("directive_decided")]
+    assert decided["state"] == "expired" and decided["stale_after_step"] == based_on + 100
+    with pytest.raises(DirectiveError, match="can no longer be decided: expired: stale"):
+        h.queue.approve(entry.directive.id)

@@ -17,22 +17,25 @@ from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel
 
 
-def render_directives(directives: Sequence[DirectiveView], selected: int, now: float, height: int) -> str:
-    """Two lines per directive (three under the cursor: its reasons), scrolled to the cursor."""
+def render_directives(
+    directives: Sequence[DirectiveView], selected: int, now: float, height: int, step: int | None = None
+) -> str:
+    """Two lines per directive (three under the cursor: its reasons), scrolled to the cursor;
+    ``step``: the run's newest, for the steps left before each goes stale."""
     if not directives:
         return "[$text-muted]no pending directives[/]"
-    blocks = [_block(d, i == selected, now) for i, d in enumerate(directives)]
+    blocks = [_block(d, i == selected, now, step) for i, d in enumerate(directives)]
     lines: list[str] = []
     for block in blocks[_first_visible(blocks, selected, height) :]:
         lines.extend(block)
     return "\n".join(lines)
 
 
-def _block(d: DirectiveView, selected: bool, now: float) -> list[str]:
+def _block(d: DirectiveView, selected: bool, now: float, step: int | None) -> list[str]:
     mark = "[b $text-accent]▸[/]" if selected else " "
     head = f"{mark} [b]{escape(d.id)}[/b] [$text-secondary]{escape(d.source)}[/] step {d.step}"
     lines = [
-        f"{head}  [$text-muted]{render_timing(d, now)}[/]",
+        f"{head}  [$text-muted]{render_timing(d, now, step)}[/]",
         f"  {render_changes(d)}",
     ]
     if selected and d.reasons:
@@ -66,7 +69,8 @@ class DirectivesPanel(Panel):
         count = len(view.directives)
         self.selected = max(0, min(self.selected, count - 1))
         self.border_title = f"Directives · {count} pending" if count else "Directives"
-        return render_directives(view.directives, self.selected, now, self.content_size.height)
+        step = view.step if view.sample else None
+        return render_directives(view.directives, self.selected, now, self.content_size.height, step)
 
     def current(self) -> DirectiveView | None:
         """The directive under the cursor, as of the last draw."""
