@@ -50,8 +50,8 @@ def phases_of(store: Path, began: float, stepped: float) -> list[dict[str, objec
     rows = db.execute("select ts, data from events where type = 'startup_phase' order by seq").fetchall()
     db.close()
     marks = [("launch", began), ("supervisor, trainer launch", first_event)]
-    for ts, data in rows:  # a phase said twice (the supervisor's for a head start, then the
-        phase = json.loads(data)["phase"]  # trainer's own once it has its orders) lasts from the first
+    for ts, data in rows:  # a phase said twice in a row lasts from the first (before 2026-12-03 a
+        phase = json.loads(data)["phase"]  # head start's trainer said importing after its supervisor)
         if phase != marks[-1][0]:
             marks.append((phase, ts))
     total = stepped - began

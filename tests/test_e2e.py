@@ -116,7 +116,10 @@ def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
         # The real trainer said its start-up, phase by phase, all before its first step.
         phases = [e for e in events if e.type == "startup_phase"]
         names = [e.data["phase"] for e in phases]
-        assert names[0] == "importing" and names[-2:] == ["initialising", "first_step"], names
+        assert names[-2:] == ["initialising", "first_step"], names
+        # importing said once at most: by a cold trainer, or by the supervisor for a head start
+        # handed its attempt mid-import; a spare that had imported has no such phase
+        assert [i for i, name in enumerate(names) if name == "importing"] in ([], [0]), names
         assert set(names) <= {"importing", "building_op", "waiting_for_build", "initialising", "first_step"}
         first_step_ts = next(iter(store.steps())).ts
         assert all(e.ts <= first_step_ts and e.attempt == 1 for e in phases)

@@ -131,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     log.info("DeepSpeed op cache: %s", set_extensions_dir())  # before torch reads it
     phases = StartupPhases(link, args.attempt)
     try:
-        # torch + deepspeed: imported after the link is up, so that consoles hear of it
-        phases.enter("importing")
+        # torch + deepspeed: imported after the link is up, so that consoles hear of it; a
+        # spare imported them while it waited (a head start's supervisor said so at the launch)
+        if "deepspeed" not in sys.modules:
+            phases.enter("importing")
         import deepspeed  # noqa: F401  (seconds: part of the importing phase)
 
         from engine.trainer.checkpoint import NoVerifiedCheckpoint
