@@ -324,7 +324,8 @@ class TrainerCommand(_Message):
 
 class CoreShare(_Message):
     """Supervisor -> trainer: from the next optimizer-step boundary, leave ``cores`` of the
-    host's cores to other work (a spare trainer warming up); 0 gives training every core
+    host's cores to other work (a spare trainer warming up, the DeepSpeed op survey's child;
+    one core each); 0 gives training every core
     again. On a CPU host torch's intra-op threads wait for each other at every op, so one
     other busy process, even at the lowest priority, stretched ``tiny``'s 45 ms steps to
     about 1.5 s on 2 cores; with a core left to it, it only slows them by the missing core.
