@@ -39,9 +39,12 @@ def home() -> Iterator[Path]:
 
 
 def live_run(home: Path, name: str) -> RunDir:
+    # never stale: a slow CLI start on a loaded machine must not outlast the 500 steps (25 s)
+    never_stale = "policy.max_staleness_steps=1000000000"
     started = memtui(
-        home, "run", "--preset", "tiny", "--name", name, "--steps", "1000000", "--detach", "--json", env=ENV
-    )
+        home, "run", "--preset", "tiny", "--name", name, "--steps", "1000000", "--set", never_stale,
+        "--detach", "--json", env=ENV,
+    )  # fmt: skip
     assert started.returncode == 0, started.stderr
     run = RunDir(Path(json.loads(started.stdout)["run_dir"]))
     wait_for(

@@ -86,7 +86,10 @@ async def test_flood_of_ten_thousand_is_rate_limited_every_verdict_stored_and_pi
         what=f"10,000 stored verdicts and summaries counting {rate_limited} rate-limited",
         seen=lambda: (len(stored()[1]), stored()[2]),
     )
-    assert len(decisions) == 10_000  # one stored verdict per proposal
+    # one stored verdict per proposal; besides, a row for each pending one that the fake
+    # trainer's steps made stale meanwhile (it expires then: an approval would be refused)
+    verdicts = [d for d in decisions if d.state != "expired"]
+    assert len(verdicts) == 10_000 and len(decisions) - len(verdicts) <= states.count("pending")
     assert {d.directive_id for d in decisions} == {a.result["directive"]["id"] for a in answers}
     assert sum(d.rate_limited for d in decisions) == rate_limited
     assert all(d.reasons for d in decisions if d.verdict == "reject")

@@ -60,7 +60,9 @@ async def test_alerts_directives_and_the_newest_checkpoint_are_scraped(
     run: RunDir, start: Any, fake_env: Any, wait_until: Any
 ) -> None:
     port = free_port()
-    run.write_config(build_run_config({"metrics": {"port": port}}, steps=100000))
+    # the pending directive must not go stale (500 steps: 5 s of the fake trainer) before the scrape
+    never_stale = {"max_staleness_steps": 10**9}
+    run.write_config(build_run_config({"metrics": {"port": port}, "policy": never_stale}, steps=100000))
     running = await start()
     supervisor = running.supervisor
     await wait_until(lambda: supervisor.latest is not None, "a first step")
