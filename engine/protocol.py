@@ -324,12 +324,8 @@ class TrainerCommand(_Message):
 
 class CoreShare(_Message):
     """Supervisor -> trainer: from the next optimizer-step boundary, leave ``cores`` of the
-    host's cores to other work (a spare trainer warming up, the DeepSpeed op survey's child;
-    one core each); 0 gives training every core
-    again. On a CPU host torch's intra-op threads wait for each other at every op, so one
-    other busy process, even at the lowest priority, stretched ``tiny``'s 45 ms steps to
-    about 1.5 s on 2 cores; with a core left to it, it only slows them by the missing core.
-    A trainer on a GPU ignores it."""
+    host's cores to the supervisor's own CPU work (``engine.supervisor.core_loans`` says which
+    and why); 0 gives training every core again. A trainer on a GPU ignores it."""
 
     kind: Literal["core_share"] = "core_share"
     cores: StrictInt = Field(ge=0, le=4096)

@@ -30,7 +30,10 @@ class CoreLoans:
         core), 0 once it is done."""
 
         def share(cores: int) -> None:
-            self.lend(borrower) if cores > 0 else self.give_back(borrower)
+            if cores > 0:
+                self.lend(borrower)
+            else:
+                self.give_back(borrower)
 
         return share
 
