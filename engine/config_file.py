@@ -81,8 +81,8 @@ DEMO: dict[str, Any] = {
 """What bare ``memtui`` starts when no run is live: ``tiny`` with the rule planner's
 suggestions waiting for the operator, so the approval workflow shows from the first minutes.
 A suggestion stays open for the demo's whole run (``tiny``'s 2,000 steps): at the default
-500 steps it went stale about 12 s after it was made on a 2-core CPU, before a newcomer had
-read it."""
+500 steps it went stale 13-17 s after it was made on a 2-core CPU (two demo runs), before
+a newcomer had read it."""
 
 
 def demo_run_config() -> RunConfig:
