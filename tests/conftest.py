@@ -13,8 +13,13 @@ tests how the cores are shared."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -22,3 +27,64 @@ REPO_ROOT = str(Path(__file__).resolve().parents[1])
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+
+
+# ---------------------------------------------------------------- the fast lane and the slow one
+#
+# ``pytest -m "not slow"`` is the edit-test loop (docs/development.md): pure logic, the store,
+# the protocol, the console under Pilot. ``slow`` is every test that starts torch or DeepSpeed
+# or a real process (a supervisor, a trainer, the fake trainer, the CLI): the ``deepspeed`` and
+# ``e2e`` marks imply it, and a module that starts processes some other way says
+# ``pytestmark = pytest.mark.slow``. The marker is kept honest by construction: a test outside
+# the slow lane that starts a process fails at teardown, naming the command it started.
+
+IMPLIES_SLOW = ("deepspeed", "e2e")
+
+
+def cost_rank(item: pytest.Item) -> int:
+    """0 for a real CLI and engine, 1 for real DeepSpeed, 2 for other real processes, 3 for
+    the rest: the longest first, so that on the two workers (``-n 2`` in pyproject.toml) the
+    short tests fill the end instead of one worker finishing a minute-long test alone."""
+    for rank, name in enumerate(("e2e", "deepspeed", "slow")):
+        if item.get_closest_marker(name):
+            return rank
+    return 3
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(name) for name in IMPLIES_SLOW):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=cost_rank)  # stable: each rank keeps the files' order
+
+
+_started: list[str] = []
+"""argv[0..1] of every process this pytest process started, in order (see _record_starts)."""
+
+
+def _record_starts() -> None:
+    """Count process starts in this interpreter: ``subprocess.Popen`` is the one door for
+    ``subprocess.run``, ``check_output`` and asyncio's ``create_subprocess_exec``."""
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def recording(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        _started.append(" ".join(map(str, args[:2])) if isinstance(args, list | tuple) else str(args))
+        return execute_child(self, args, *rest, **kwargs)
+
+    subprocess.Popen._execute_child = recording  # type: ignore[attr-defined]
+
+
+_record_starts()
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = len(_started)
+    yield
+    started = _started[before:]
+    if started and request.node.get_closest_marker("slow") is None:
+        pytest.fail(
+            f"started {len(started)} process(es) ({started[0]!r} first) but is not marked slow: "
+            'mark it (pytestmark = pytest.mark.slow) so that `pytest -m "not slow"` stays fast',
+            pytrace=False,
+        )

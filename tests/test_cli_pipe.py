@@ -15,6 +15,8 @@ from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
 
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
+
 
 @pytest.fixture
 def home() -> Iterator[Path]:

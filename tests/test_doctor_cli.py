@@ -36,6 +36,7 @@ def has_gpu() -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_memtui_doctor_json_exits_zero_with_verdict_and_reasons() -> None:
     done = run([*memtui_command(), "doctor", "--json"])
     assert done.returncode == 0, done.stderr
@@ -53,12 +54,14 @@ def test_memtui_doctor_json_exits_zero_with_verdict_and_reasons() -> None:
         assert any(r.startswith("no GPU: training runs on DeepSpeed's CPU accelerator") for r in reasons)
 
 
+@pytest.mark.slow
 def test_memtui_doctor_text() -> None:
     done = run([*memtui_command(), "doctor"])
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("verdict: ") and "host:" in done.stdout
 
 
+@pytest.mark.slow
 def test_engine_doctor_deep_json_surveys_the_deepspeed_ops() -> None:
     """``--deep`` imports torch and DeepSpeed (in the doctor's own process and its op-check
     child, never the console's): the report carries their answers."""

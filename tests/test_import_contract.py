@@ -25,6 +25,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_contract_holds() -> None:
     done = lint_imports(ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

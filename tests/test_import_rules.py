@@ -110,6 +110,7 @@ def test_the_walk_finds_every_module(package: str) -> None:
     assert sorted(covered) == sorted(walked)  # every module on exactly one side
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", SIDES, ids=[side.name for side in SIDES])
 def test_each_side_loads_nothing_it_must_not(side: Side) -> None:
     modules = side.modules()

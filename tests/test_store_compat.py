@@ -74,6 +74,7 @@ def test_a_writer_opens_it_and_it_reads_the_same(run: RunDir) -> None:
     assert offline_status(run).step == 820
 
 
+@pytest.mark.slow
 def test_the_cli_reads_it(run: RunDir, home: Path) -> None:
     status = memtui(home, "status", RUN_ID, "--json")
     assert status.returncode == 0, status.stderr

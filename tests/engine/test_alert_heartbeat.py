@@ -15,7 +15,7 @@ from engine.run.directory import RunDir
 from engine.supervisor.stack_collection import is_stopped
 from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 NO_STEP_S = 1.0
 
 

@@ -74,12 +74,14 @@ def watch(
     )
 
 
+@pytest.mark.slow
 async def test_alert_command_gets_the_payload_as_json_on_stdin(tmp_path: Path) -> None:
     out = tmp_path / "hook.ndjson"
     assert await run_alert_command(appender(out), {"rule": "disk_low", "state": "firing"}, 20.0) == 0
     assert lines_of(out) == [{"rule": "disk_low", "state": "firing"}]
 
 
+@pytest.mark.slow
 async def test_alert_command_that_hangs_is_killed_and_one_that_cannot_start_is_none() -> None:
     # Killed at its timeout, not waited for: waiting would outlast the test's own timeout.
     assert await run_alert_command("sleep 1000", {}, 0.3) is None
@@ -87,12 +89,14 @@ async def test_alert_command_that_hangs_is_killed_and_one_that_cannot_start_is_n
     assert await run_alert_command("unbalanced 'quote", {}, 5.0) is None
 
 
+@pytest.mark.slow
 async def test_a_failing_alert_command_is_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="engine.alerts.watch"):
         assert await run_alert_command("false", {"rule": "heartbeat"}, 5.0) == 1
     assert "exited with status 1" in caplog.text
 
 
+@pytest.mark.slow
 async def test_each_alert_runs_the_command_with_the_stored_event(tmp_path: Path) -> None:
     out, record = tmp_path / "hook.ndjson", Recorder()
     w = watch(tmp_path, record, command=appender(out), command_timeout_s=20.0)
@@ -334,6 +338,7 @@ def is_event(kind: str, rule: str | None = None) -> Any:
     )
 
 
+@pytest.mark.slow
 async def test_a_restart_raises_an_alert_and_the_command_finishes_before_the_end(
     run: RunDir, home: Path, start, connect, fake_env
 ) -> None:
@@ -350,6 +355,7 @@ async def test_a_restart_raises_an_alert_and_the_command_finishes_before_the_end
     assert hooked and hooked[0]["seq"] == alert.event.seq
 
 
+@pytest.mark.slow
 async def test_doctor_reports_periodically_and_the_policy_reads_them(
     run: RunDir, start, connect, fake_env
 ) -> None:
@@ -368,6 +374,7 @@ async def test_doctor_reports_periodically_and_the_policy_reads_them(
         assert "environment unhealthy: accelerator required but the doctor finds no GPU" in reasons
 
 
+@pytest.mark.slow
 async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_firing(
     run: RunDir, start, connect, fake_env
 ) -> None:

@@ -63,6 +63,7 @@ async def test_a_failed_task_is_logged_and_reported_at_once_and_never_left_unret
         await tasks.close()
 
 
+@pytest.mark.slow
 async def test_a_failed_task_becomes_an_alert_and_the_run_goes_on(
     run: RunDir, start, connect, fake_env, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -102,6 +103,7 @@ async def test_a_failed_task_becomes_an_alert_and_the_run_goes_on(
     assert await running.result() == 0
 
 
+@pytest.mark.slow
 async def test_an_essential_task_that_fails_ends_the_run_as_failed(
     run: RunDir, start, connect, fake_env
 ) -> None:

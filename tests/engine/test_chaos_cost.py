@@ -136,6 +136,7 @@ def test_a_run_without_restarts_or_chaos_costs_nothing(run: RunDir) -> None:
     assert "Restarts" not in render_markdown(endurance_report(run, Store(run.store, readonly=True)))
 
 
+@pytest.mark.slow
 async def test_the_report_splits_the_cost_of_a_real_kill(run: RunDir, start, connect, fake_env) -> None:
     _, client = await running_console(start, connect)
     await client.until(lambda m: m.kind == "telemetry" and m.sample.step >= 5, what="step 5")

@@ -61,6 +61,7 @@ def test_the_schedule_never_draws_it_unasked() -> None:
     assert "hang" not in default_kinds()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_the_supervisor_hands_it_to_the_trainer_and_judges_it(start, connect, fake_env) -> None:
     await start()

@@ -25,7 +25,7 @@ from engine.run.store import Store
 from engine.supervisor.chaos_schedule import schedule
 from tests.engine.checkpoint_samples import FIELDS, writer
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 def is_event(kind: str, **data: Any) -> Any:

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from checkpoint_samples import FIELDS, writer
 
 from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
@@ -22,6 +23,8 @@ from memtui.cli.live_status import fetch_status, status_from_result
 from memtui.endurance_markdown import figure_rows
 from memtui.status_report import checkpoint_text
 from tests.waiting import is_event
+
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
 
 
 def seal(checkpoints: Path, step: int) -> None:

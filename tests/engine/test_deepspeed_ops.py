@@ -92,6 +92,7 @@ HANGS = "sleep 1000 & echo $! > {pids}; echo $$ >> {pids}; exec sleep 1000"
 both pids. Were it waited for rather than killed, the test would fail at its timeout."""
 
 
+@pytest.mark.slow
 def test_a_child_that_hangs_is_killed_at_the_timeout(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     # 3 s: time enough for the shell to start and write the pids on a loaded machine.
@@ -103,6 +104,7 @@ def test_a_child_that_hangs_is_killed_at_the_timeout(tmp_path: Path) -> None:
     wait_for(lambda: not pid_alive(grandchild), timeout=30, what=f"the child's own child {grandchild} to die")
 
 
+@pytest.mark.slow
 def test_a_crashing_child_and_one_that_cannot_start(tmp_path: Path) -> None:
     crash = survey_ops(python=fake_python(tmp_path, "echo 'Segmentation fault' >&2; exit 139"))
     assert crash.unavailable == "op check exited with status 139: Segmentation fault"
@@ -110,6 +112,7 @@ def test_a_crashing_child_and_one_that_cannot_start(tmp_path: Path) -> None:
     assert missing.unavailable is not None and missing.unavailable.startswith("op check could not start")
 
 
+@pytest.mark.slow
 async def test_async_survey_times_out_and_parses(tmp_path: Path) -> None:
     hang = await survey_ops_async(timeout_s=0.5, python=fake_python(tmp_path, "exec sleep 1000"))
     assert hang.unavailable == "op check did not answer within 0.5 s"
@@ -118,6 +121,7 @@ async def test_async_survey_times_out_and_parses(tmp_path: Path) -> None:
     assert good.unavailable is None and set(good.ops) == {"cpu_adam", "async_io", "fused_adam"}
 
 
+@pytest.mark.slow
 async def test_cancelling_the_async_survey_kills_its_child(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     task = asyncio.ensure_future(survey_ops_async(python=fake_python(tmp_path, HANGS.format(pids=pids))))
@@ -160,10 +164,10 @@ def test_a_user_s_deepspeed_optimizer_needs_its_op(user: dict[str, Any], ops: li
     assert required_ops(build_deepspeed_config(build_run_config(deepspeed_config=user))) == ops
 
 
-def test_required_ops_of_a_run_directory(tmp_path: Path) -> None:
-    assert required_ops_of(None) == [] and required_ops_of(tmp_path) == []
+def test_required_ops_of_a_run_directory(home: Path) -> None:
+    assert required_ops_of(None) == [] and required_ops_of(home) == []
     user = {"optimizer": {"type": "Adam", "params": {"torch_adam": False}}}
-    run = RunDir.create(build_run_config(deepspeed_config=user), home=tmp_path)
+    run = RunDir.create(build_run_config(deepspeed_config=user), home=home)
     assert required_ops_of(run.path) == ["fused_adam"]
 
 

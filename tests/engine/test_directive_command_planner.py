@@ -18,7 +18,7 @@ from engine.run.store import Store
 from memtui.cli.main import main as memtui_main
 from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"
 SOURCE = f"command:{Path(sys.executable).name}"  # a command planner is named after its argv[0]

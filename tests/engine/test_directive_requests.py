@@ -14,7 +14,7 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 async def test_propose_approve_and_hostile_values(run: RunDir, start, connect, fake_env) -> None:

@@ -56,9 +56,9 @@ def echo(queue: DirectiveQueue, sent: list[ApplyDirective], step: int) -> None:
     sent.clear()
 
 
-def test_counts_by_who_decided_and_one_apply_per_directive_across_a_restart(tmp_path: Path) -> None:
+def test_counts_by_who_decided_and_one_apply_per_directive_across_a_restart(home: Path) -> None:
     config = build_run_config(name="tally", steps=100)
-    run = RunDir.create(config, tmp_path)
+    run = RunDir.create(config, home)
     sent: list[ApplyDirective] = []
     with Store(run.store) as store:
         queue = DirectiveQueue(config, StoreRecorder(store), send_to(sent), keep=store.add_decision)
@@ -107,8 +107,8 @@ def old_row(i: int, directive_id: str, verdict: Any, state: str, reasons: list[s
     )
 
 
-def test_rows_and_events_from_before_the_operator_column_and_resend(tmp_path: Path) -> None:
-    run = RunDir.create(build_run_config(name="old", steps=100), tmp_path)
+def test_rows_and_events_from_before_the_operator_column_and_resend(home: Path) -> None:
+    run = RunDir.create(build_run_config(name="old", steps=100), home)
     with Store(run.store) as store:
         rows = [
             old_row(0, "a", "allow", "pending", []),

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.doctor.examiner import EnvironmentDoctor
 from engine.doctor.findings import verdict_of
 from engine.doctor.interconnect_probe import check_rendezvous, distributed_environment, read_interconnect
@@ -104,6 +106,7 @@ def test_the_doctor_reports_the_interconnect_only_when_asked(tmp_path: Path) -> 
     assert "rendezvous 127.0.0.1:1: NOT reachable" in render_report(asked)
 
 
+@pytest.mark.slow
 def test_memtui_doctor_checks_the_endpoint_from_the_shell(tmp_path: Path) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -23,6 +23,7 @@ def environ_of(pid: int) -> dict[str, str]:
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
+@pytest.mark.slow
 async def test_a_cuda_trainer_gets_the_flight_recorder_dumping_into_the_run_dir(
     run: RunDir, start: Any, fake_env: Any, wait_until: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -82,6 +82,7 @@ def test_a_hang_is_the_cause_of_the_restart() -> None:
 # ------------------------------------------------------------- the supervisor, for real
 
 
+@pytest.mark.slow
 async def test_a_stopped_trainer_is_restarted_after_hang_s_with_its_stacks_kept(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
@@ -110,6 +111,7 @@ async def test_a_stopped_trainer_is_restarted_after_hang_s_with_its_stacks_kept(
     assert await running.result(timeout=60) == 0
 
 
+@pytest.mark.slow
 async def test_a_paused_run_is_never_taken_for_hung(run: RunDir, start, fake_env, wait_until) -> None:
     run.write_config(build_run_config(steps=100000, restart={"hang_s": 1.0}))
     running = await start()
@@ -130,6 +132,7 @@ async def test_a_paused_run_is_never_taken_for_hung(run: RunDir, start, fake_env
     assert await running.result(timeout=60) == 0
 
 
+@pytest.mark.slow
 async def test_a_stop_whose_trainer_cannot_save_says_the_final_save_was_missed(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
@@ -149,6 +152,7 @@ async def test_a_stop_whose_trainer_cannot_save_says_the_final_save_was_missed(
     assert exit_code(offline_status(run)) == 1
 
 
+@pytest.mark.slow
 async def test_restarts_that_make_progress_go_on_past_max_restarts(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
@@ -163,6 +167,7 @@ async def test_restarts_that_make_progress_go_on_past_max_restarts(
     assert await running.result(timeout=60) == 0
 
 
+@pytest.mark.slow
 async def test_restarts_without_progress_end_the_run_naming_the_limit(
     run: RunDir, start, fake_env, wait_until
 ) -> None:

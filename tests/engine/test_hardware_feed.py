@@ -28,6 +28,7 @@ def run(home: Path, request: pytest.FixtureRequest) -> RunDir:
     return RunDir.create(config, home=home)
 
 
+@pytest.mark.slow
 async def test_console_gets_hardware_with_engine_processes(run: RunDir, start, connect, fake_env) -> None:
     fake_env(rate_hz=20)
     running = await start()
@@ -49,6 +50,7 @@ async def test_console_gets_hardware_with_engine_processes(run: RunDir, start, c
         assert all(e.type != "hardware" for e in store.events_since(0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", [600.0], indirect=True, ids=["next-reading-in-10-min"])
 async def test_a_late_console_gets_the_newest_reading_at_once(run: RunDir, start, connect, fake_env) -> None:
     """The next reading is 10 minutes away: the one a late console gets is the one on joining."""

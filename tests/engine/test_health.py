@@ -171,6 +171,7 @@ def is_alert(rule: str, state: str):  # type: ignore[no-untyped-def]
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_stuck_run_rejects_a_proposal_and_a_healthy_one_accepts(
     run: RunDir, start, connect, fake_env, tmp_path: Path

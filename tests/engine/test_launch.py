@@ -61,6 +61,7 @@ def _env(**fake: object) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, spawned: list[int]) -> None:
     pid = launch.spawn_supervisor(run, extra_env=_env(rate_hz=50))
     spawned.append(pid)
@@ -87,6 +88,7 @@ def test_detached_supervisor_survives_sighup_and_stops_on_sigterm(run: RunDir, s
     assert "run stopped" in run.supervisor_log.read_text()
 
 
+@pytest.mark.slow
 def test_every_file_and_directory_of_a_run_is_private(home: Path, spawned: list[int]) -> None:
     """Files 0600 and directories 0700 under a typical login umask (022), so that a mistaken
     chmod of the home exposes no telemetry, log or checkpoint."""
@@ -104,6 +106,7 @@ def test_every_file_and_directory_of_a_run_is_private(home: Path, spawned: list[
     assert loose_modes(run.path) == []
 
 
+@pytest.mark.slow
 def test_wait_until_serving_reports_a_supervisor_that_died(home: Path, spawned: list[int]) -> None:
     bogus = RunDir(home / "runs" / "nothing-here")  # no run.json: the supervisor refuses
     pid = launch.spawn_supervisor(bogus)
@@ -118,6 +121,7 @@ def test_wait_until_serving_times_out(run: RunDir) -> None:
         launch.wait_until_serving(run, os.getpid(), timeout=0.3)
 
 
+@pytest.mark.slow
 def test_second_supervisor_on_a_served_run_is_refused(run: RunDir, spawned: list[int]) -> None:
     pid = launch.spawn_supervisor(run, extra_env=_env())
     spawned.append(pid)
@@ -136,6 +140,7 @@ def test_second_supervisor_on_a_served_run_is_refused(run: RunDir, spawned: list
 RACERS = 8  # supervisors started at once on one run
 
 
+@pytest.mark.slow
 def test_supervisors_started_at_once_on_a_stopped_run_leave_one_serving(
     run: RunDir, spawned: list[int], tmp_path: Path
 ) -> None:
@@ -171,6 +176,7 @@ def test_supervisors_started_at_once_on_a_stopped_run_leave_one_serving(
     assert offline_status(run).step == 40 and not run.socket.exists()
 
 
+@pytest.mark.slow
 def test_engine_cli_help() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "engine", "--help"], capture_output=True, text=True, timeout=20
@@ -184,6 +190,7 @@ def test_engine_cli_help() -> None:
     assert out.returncode == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the nice value is a thread's on Linux only")
 def test_the_supervisor_runs_below_the_trainer_it_starts(run: RunDir, spawned: list[int]) -> None:
     import psutil

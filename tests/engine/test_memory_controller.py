@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,6 +113,7 @@ def test_review_request_refuses_what_would_not_fit() -> None:
     assert not review_request(32, 0, GIB, POLICY).accepted  # above the maximum
 
 
+@pytest.mark.slow
 def test_module_is_torch_free() -> None:
     import subprocess
 

@@ -56,6 +56,7 @@ def series(samples: Samples, metric: str) -> dict[frozenset[tuple[str, str]], fl
     return {labels: v for (name, labels), v in samples.items() if name == metric}
 
 
+@pytest.mark.slow
 async def test_alerts_directives_and_the_newest_checkpoint_are_scraped(
     run: RunDir, start: Any, fake_env: Any, wait_until: Any
 ) -> None:
@@ -89,6 +90,7 @@ async def test_alerts_directives_and_the_newest_checkpoint_are_scraped(
     assert series(await scrape(port), "memtui_alert_firing") == {}
 
 
+@pytest.mark.slow
 async def test_a_port_in_use_is_an_alert_naming_metrics_port_and_the_run_goes_on(
     run: RunDir, start: Any, fake_env: Any, wait_until: Any
 ) -> None:
@@ -123,6 +125,7 @@ def test_a_bad_metrics_value_names_its_key(section: dict[str, Any], key: str) ->
         build_run_config({"metrics": section})
 
 
+@pytest.mark.slow
 def test_metrics_are_off_by_default_and_the_supervisor_does_not_import_the_client() -> None:
     assert build_run_config().metrics.port is None
     check = "import sys, engine.supervisor.daemon; assert 'prometheus_client' not in sys.modules"

@@ -34,6 +34,7 @@ def test_operator_requests_round_trip() -> None:
     assert isinstance(clamp.values["micro_batch_size"], int)
 
 
+@pytest.mark.slow
 async def test_kill_trainer_records_chaos_and_sigkills_it(run: RunDir, start, connect, fake_env) -> None:
     await start()
     client = await connect()
@@ -50,6 +51,7 @@ async def test_kill_trainer_records_chaos_and_sigkills_it(run: RunDir, start, co
         assert "chaos_injected" in [e.type for e in store.events_since(0)]
 
 
+@pytest.mark.slow
 async def test_trainer_chaos_without_a_trainer_and_unknown_directives_are_refused_clearly(
     run: RunDir, start, connect, fake_env
 ) -> None:

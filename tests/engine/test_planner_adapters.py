@@ -105,6 +105,7 @@ async def test_a_refused_reply_is_stored_with_its_specific_reason(tmp_path: Path
 # ------------------------------------------------------------------------ command
 
 
+@pytest.mark.slow
 async def test_command_good_malformed_huge_and_none_replies() -> None:
     planner, _ = command("good", "malformed", "huge", "none", "nan", "good")
     h = Harness()
@@ -130,6 +131,7 @@ async def test_command_good_malformed_huge_and_none_replies() -> None:
     assert len(stored) == 3 and all(d["source"] == planner.source for d in stored)
 
 
+@pytest.mark.slow
 async def test_command_that_hangs_times_out_and_is_restarted() -> None:
     clock = Clock()
     planner, events = command("hang", timeout_s=0.5, clock=clock)
@@ -145,6 +147,7 @@ async def test_command_that_hangs_times_out_and_is_restarted() -> None:
         await planner.close()
 
 
+@pytest.mark.slow
 async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
     clock = Clock()
     planner, events = command("exit", clock=clock)
@@ -159,6 +162,7 @@ async def test_command_that_keeps_dying_is_disabled_with_an_event() -> None:
     assert len(h.decided()) == MAX_FAILURES
 
 
+@pytest.mark.slow
 async def test_a_stray_second_line_is_discarded_never_a_later_asks_answer(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -182,6 +186,7 @@ async def test_a_stray_second_line_is_discarded_never_a_later_asks_answer(
     )
 
 
+@pytest.mark.slow
 async def test_command_that_cannot_start_is_a_refusal() -> None:
     planner = CommandPlanner(["/nonexistent/planner"], 1.0, EventLog())
     assert "could not start" in ((await planner.ask(summary())).problem or "")

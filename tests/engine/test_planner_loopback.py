@@ -203,6 +203,7 @@ def test_the_policy_holds_whatever_the_server_says(server: ChatServer, contents:
             )
 
 
+@pytest.mark.slow
 async def test_the_example_command_planner_suggests_a_lower_lr_once_the_loss_stalls() -> None:
     run = Run()
     planner = CommandPlanner([sys.executable, str(EXAMPLE)], 10.0, run.log)

@@ -29,7 +29,7 @@ from engine.run.store import Store
 from tests.fakes.trickle_endpoint import TrickleEndpoint
 from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 TIMEOUT_S = 1.0  # the planner's deadline; the endpoint sends a byte every 0.2 s, so no
 # read ever waits that long: only a deadline on the whole exchange ends an ask

@@ -13,6 +13,8 @@ from engine.run.directory import RunDir
 from engine.run.store import Store
 from tests.waiting import is_event
 
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
+
 
 async def preempt_first_trainer(start, connect, restart: dict[str, Any], run: RunDir) -> tuple[Any, Any]:
     run.write_config(build_run_config(steps=100000, restart=restart))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from engine.supervisor.rank_processes import rank_processes
 from tests.waiting import wait_for
+
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
 
 
 def test_children_with_a_rank_are_listed_in_rank_order() -> None:

@@ -229,6 +229,7 @@ def run(home: Path) -> RunDir:
     return RunDir.create(config, home=home)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torchrun needs torch")
 async def test_node_0_whose_node_1_died_says_it_waits_for_node_1(run: RunDir, start: Any) -> None:
     config = run.read_config()

@@ -6,6 +6,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from engine.domain import TelemetrySample
 from engine.run.directory import RunDir
 from engine.run.status import offline_status
@@ -48,6 +50,7 @@ def _write(run: RunDir, *, state: str, pid: int, steps: int = 0) -> None:
     run.pid_file.write_text(f"{pid}\n")
 
 
+@pytest.mark.slow
 def test_running_run_without_its_supervisor_is_interrupted(run: RunDir) -> None:
     _write(run, state="running", pid=_dead_pid(), steps=3)
     status = offline_status(run)
@@ -60,6 +63,7 @@ def test_running_run_without_its_supervisor_is_interrupted(run: RunDir) -> None:
     assert status.target_steps == 100
 
 
+@pytest.mark.slow
 def test_ended_run_keeps_its_state(run: RunDir) -> None:
     _write(run, state="completed", pid=_dead_pid())
     assert offline_status(run).state == "completed"
@@ -90,6 +94,7 @@ def test_damaged_run_json_still_lists(run: RunDir) -> None:
     assert status.run_id == run.run_id and status.name == run.run_id and status.target_steps == 0
 
 
+@pytest.mark.slow
 def test_several_ranks_report_the_newest_rank_report_between_reports(run: RunDir) -> None:
     from engine.domain import RankMemory
     from memtui.status_report import render_status
@@ -110,12 +115,14 @@ def test_several_ranks_report_the_newest_rank_report_between_reports(run: RunDir
     assert "peak 3.00 MiB (step 10)" in text
 
 
+@pytest.mark.slow
 def test_one_rank_has_no_rank_rows(run: RunDir) -> None:
     _write(run, state="completed", pid=_dead_pid(), steps=3)
     status = offline_status(run)
     assert status.ranks is None and status.ranks_step is None
 
 
+@pytest.mark.slow
 def test_status_says_each_ranks_own_step_time_and_the_slowest(run: RunDir) -> None:
     from engine.domain import RankMemory
     from memtui.status_report import render_status

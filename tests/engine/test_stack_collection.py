@@ -48,6 +48,7 @@ def ranks(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait()
 
 
+@pytest.mark.slow
 async def test_a_stopped_rank_and_a_running_one_both_give_their_stacks(
     tmp_path: Path, ranks: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -62,6 +62,7 @@ def ready_other_than(run: RunDir, *pids: int) -> dict[str, Any] | None:
     return next((e for e in events(run, "standby_ready") if e["pid"] not in pids), None)
 
 
+@pytest.mark.slow
 async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_it(
     run: RunDir, start, fake_env, wait_until
 ) -> None:
@@ -81,6 +82,7 @@ async def test_the_standby_takes_over_after_a_sigkill_and_another_waits_behind_i
     assert behind["pid"] != spare["pid"] and pid_alive(behind["pid"])
 
 
+@pytest.mark.slow
 async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_until) -> None:
     await start(config=spare_at_once(run))
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
@@ -92,6 +94,7 @@ async def test_a_spare_that_dies_is_replaced(run: RunDir, start, fake_env, wait_
     await wait_until(lambda: ready_other_than(run, spare["pid"]), "a replacement spare")
 
 
+@pytest.mark.slow
 async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, fake_env, wait_until) -> None:
     running = await start(config=spare_at_once(run))
     spare = await wait_until(lambda: ready_other_than(run), "a spare ready")
@@ -100,6 +103,7 @@ async def test_a_stop_kills_the_spare_with_the_run(run: RunDir, start, connect, 
     await wait_until(lambda: not pid_alive(spare["pid"]), "the spare gone with the run")
 
 
+@pytest.mark.slow
 async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, fake_env, wait_until) -> None:
     running = await start(config=restart_config(run, standby=False, standby_after_s=0.0))
     assert running.supervisor.attempts.standby is None
@@ -113,6 +117,7 @@ async def test_standby_false_starts_none_and_restarts_cold(run: RunDir, start, f
     assert events(run, "standby_ready") == []
 
 
+@pytest.mark.slow
 async def test_the_head_start_is_the_first_attempts_trainer_and_a_spare_follows_it(
     run: RunDir, start, fake_env, wait_until
 ) -> None:

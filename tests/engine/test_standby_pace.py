@@ -109,6 +109,7 @@ def test_the_openmp_wait_policy_is_the_users_own() -> None:
     assert trainer_environment({OMP_WAIT_ENV: "PASSIVE"}, ranks=2)[OMP_WAIT_ENV] == "PASSIVE"
 
 
+@pytest.mark.slow
 async def test_the_trainer_leaves_a_core_to_a_spare_while_it_warms_up(tmp_path: Path) -> None:
     """``share(1)`` before the spare starts, ``share(0)`` once it says ready (a spare that
     dies or is taken ends the share the same way): the trainer's threads would otherwise

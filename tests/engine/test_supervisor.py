@@ -53,6 +53,7 @@ def stored(run: RunDir) -> tuple[RunMeta, list[Any]]:
         return store.read_meta(), store.events_since(0)
 
 
+@pytest.mark.slow
 async def test_console_gets_welcome_history_telemetry(run: RunDir, start, connect, fake_env) -> None:
     fake_env(rate_hz=200)  # far above TELEMETRY_HZ: telemetry must coalesce
     await start()
@@ -77,6 +78,7 @@ async def test_console_gets_welcome_history_telemetry(run: RunDir, start, connec
     assert telemetry[-1].state == "running"
 
 
+@pytest.mark.slow
 async def test_welcome_carries_the_runs_thresholds(run: RunDir, start, connect, fake_env) -> None:
     config = build_run_config(
         {"memory": {"warn": 0.6, "critical": 0.7}, "alerts": {"loss_scale_floor": 4.0}}, steps=100
@@ -88,6 +90,7 @@ async def test_welcome_carries_the_runs_thresholds(run: RunDir, start, connect, 
     assert (welcome.thresholds.memory_warn, welcome.thresholds.loss_scale_floor) == (0.6, 4.0)
 
 
+@pytest.mark.slow
 async def test_telemetry_off_sends_none(start, connect, fake_env) -> None:
     await start()
     client = await connect(telemetry=False)
@@ -102,6 +105,7 @@ async def test_telemetry_off_sends_none(start, connect, fake_env) -> None:
     assert not [m for m in seen + seen2 if m.kind == "telemetry"]
 
 
+@pytest.mark.slow
 async def test_bad_input_gets_errors_while_others_stream(start, connect, fake_env, wait_until) -> None:
     await start()
     watcher = await connect()
@@ -177,6 +181,7 @@ def _fake_sample(step: int) -> TelemetrySample:
     )
 
 
+@pytest.mark.slow
 async def test_status_matches_offline_status(run: RunDir, start, connect, fake_env) -> None:
     running = await start()
     client = await connect()
@@ -195,6 +200,7 @@ async def test_status_matches_offline_status(run: RunDir, start, connect, fake_e
     assert sup.status() == offline_status(run)
 
 
+@pytest.mark.slow
 async def test_replay_after_reconnect_is_exact(run: RunDir, start, connect, fake_env, wait_until) -> None:
     fake_env(rate_hz=200, event_every=1)  # an event per step: replay races live events
     running = await start()
@@ -236,6 +242,7 @@ async def test_replay_after_reconnect_is_exact(run: RunDir, start, connect, fake
     assert live == list(range(replayed[-1] + 1, replayed[-1] + 20))
 
 
+@pytest.mark.slow
 async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) -> None:
     running = await start()
     mode = stat.S_IMODE(os.stat(run.socket).st_mode)
@@ -267,6 +274,7 @@ async def test_stop_ends_the_run_cleanly(run: RunDir, start, connect, fake_env) 
     assert status.state == "stopped" and status.step >= 1
 
 
+@pytest.mark.slow
 async def test_pause_holds_the_trainer_then_it_goes_on_and_a_stop_still_works(
     run: RunDir, start, connect, fake_env
 ) -> None:
@@ -304,6 +312,7 @@ async def test_pause_holds_the_trainer_then_it_goes_on_and_a_stop_still_works(
     assert changes[-2:] == [("paused", "stopping"), ("stopping", "stopped")]
 
 
+@pytest.mark.slow
 async def test_a_run_whose_supervisor_died_while_paused_comes_back_paused(
     run: RunDir, start, connect, fake_env
 ) -> None:
@@ -331,6 +340,7 @@ async def test_a_run_whose_supervisor_died_while_paused_comes_back_paused(
     await client.until(event("run_ended"))
 
 
+@pytest.mark.slow
 async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake_env) -> None:
     run.write_config(build_run_config(steps=100, restart={"max_restarts": 0}))  # restarts: test_recovery
     fake_env(steps=5, exit_code=3)
@@ -345,6 +355,7 @@ async def test_trainer_exit_code_fails_the_run(run: RunDir, start, connect, fake
     assert offline_status(run).state == "failed"
 
 
+@pytest.mark.slow
 async def test_trainer_reaching_its_steps_completes(run: RunDir, start, fake_env) -> None:
     fake_env(steps=5, nan_at=3)
     running = await start()
@@ -357,6 +368,7 @@ async def test_trainer_reaching_its_steps_completes(run: RunDir, start, fake_env
     assert steps[2].loss != steps[2].loss  # NaN stored as NaN
 
 
+@pytest.mark.slow
 async def test_stuck_trainer_is_killed_after_the_grace(run: RunDir, start, connect, fake_env) -> None:
     fake_env(ignore_stop=1)
     running = await start(stop_grace_s=0.5)
@@ -382,6 +394,7 @@ def _catches_sigterm(pid: int | None) -> bool:
     return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
 
 
+@pytest.mark.slow
 async def test_silent_trainer_gets_sigterm(run: RunDir, start, fake_env, wait_until) -> None:
     fake_env(no_connect=1)
     running = await start()
@@ -397,6 +410,7 @@ async def test_silent_trainer_gets_sigterm(run: RunDir, start, fake_env, wait_un
     assert meta.state == "stopped" and meta.exit_reason == "on request (test)"
 
 
+@pytest.mark.slow
 async def test_trainer_that_cannot_start_fails_the_run(run: RunDir, start) -> None:
     running = await start(trainer_cmd=[str(run.path / "no-such-trainer")])
     assert await running.result() == 0
@@ -433,6 +447,7 @@ async def test_an_unusable_run_json_fails_the_run_with_the_reason(run: RunDir, d
     assert status.state == "failed" and status.exit_reason == meta.exit_reason
 
 
+@pytest.mark.slow
 async def test_trainer_cannot_forge_supervisor_events(
     run: RunDir, start, connect, fake_env, wait_until
 ) -> None:
@@ -454,6 +469,7 @@ async def test_trainer_cannot_forge_supervisor_events(
     await wait_until(lambda: running.supervisor.state == "running", "the run to be running")
 
 
+@pytest.mark.slow
 async def test_foreign_uid_is_refused(run: RunDir, start, connect, fake_env) -> None:
     await start(owner_uid=os.getuid() + 4242)  # as if we were someone else
     client = await connect(hello=False)
@@ -558,6 +574,7 @@ def test_several_ranks_run_under_torchrun_unless_a_command_is_given() -> None:
     assert trainer_process.default_trainer_command({"MEMTUI_TRAINER_CMD": "fake"}, two_ranks) == ["fake"]
 
 
+@pytest.mark.slow
 async def test_status_says_the_start_up_phase_until_the_first_step(
     run: RunDir, start, fake_env, wait_until
 ) -> None:

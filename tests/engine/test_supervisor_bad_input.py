@@ -103,6 +103,7 @@ def test_the_budget_caps_all_connections_together(logged: pytest.LogCaptureFixtu
 # ------------------------------------------------------------------ the live socket
 
 
+@pytest.mark.slow
 async def test_a_bad_line_is_logged_once_with_the_peer_named(
     start, connect, fake_env, logged: pytest.LogCaptureFixture
 ) -> None:
@@ -122,6 +123,7 @@ def _line(message: Any) -> bytes:
     return encode(message)
 
 
+@pytest.mark.slow
 async def test_a_line_of_max_line_bytes_with_its_newline_is_read_and_one_more_refused(
     start, connect, fake_env
 ) -> None:
@@ -172,6 +174,7 @@ async def test_a_line_of_max_line_bytes_with_its_newline_is_read_and_one_more_re
         "hello-again",
     ],
 )
+@pytest.mark.slow
 async def test_each_kind_of_bad_input_is_logged(
     start,
     connect,
@@ -198,6 +201,7 @@ async def test_each_kind_of_bad_input_is_logged(
     assert len(lines) == 1 and lines[0].startswith(f"bad input from {ME} {reason}"), lines
 
 
+@pytest.mark.slow
 async def test_a_console_that_never_says_hello_is_logged(
     start, connect, fake_env, logged: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +213,7 @@ async def test_a_console_that_never_says_hello_is_logged(
     assert bad_lines(logged) == [f"bad input from {ME} (before hello): no hello within 0 s"]
 
 
+@pytest.mark.slow
 async def test_the_trainers_bad_input_is_logged(
     run: RunDir, start, connect, fake_env, logged: pytest.LogCaptureFixture
 ) -> None:
@@ -226,6 +231,7 @@ async def test_the_trainers_bad_input_is_logged(
     ]
 
 
+@pytest.mark.slow
 async def test_a_flood_of_bad_lines_costs_a_bounded_log(
     start, connect, fake_env, logged: pytest.LogCaptureFixture, wait_until
 ) -> None:
@@ -250,6 +256,7 @@ async def test_a_flood_of_bad_lines_costs_a_bounded_log(
     assert len(bad_lines(logged)) <= FULL_LINES + 4  # full lines, "counted", a count or two, summary
 
 
+@pytest.mark.slow
 async def test_hostile_but_valid_trainer_messages_do_not_take_the_supervisor_down(
     run: RunDir, start, connect, fake_env, wait_until
 ) -> None:
@@ -286,6 +293,7 @@ async def test_hostile_but_valid_trainer_messages_do_not_take_the_supervisor_dow
 BURST = 300  # connections at once, none accepted before the last has connected
 
 
+@pytest.mark.slow
 async def test_a_burst_of_connections_is_queued_not_refused(run: RunDir, start, fake_env) -> None:
     if connections.listen_backlog() < BURST:
         pytest.skip(f"this system queues at most {connections.listen_backlog()} pending connections")

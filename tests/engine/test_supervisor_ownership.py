@@ -26,7 +26,7 @@ from engine.supervisor.daemon import Supervisor, SupervisorError
 from tests.engine.conftest import FAKE_TRAINER, FAKE_TRAINER_CMD
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 CHECKOUT = str(Path(__file__).resolve().parents[2])
 HOLDER = """

@@ -75,6 +75,7 @@ def stored_record(run: RunDir) -> tuple[Any, list[Any], list[Any]]:
         return store.read_meta(), store.events_since(0), store.steps()
 
 
+@pytest.mark.slow
 async def test_a_full_disk_holds_training_and_the_run_goes_on_by_itself_when_room_returns(
     run: RunDir, start, connect, fake_env, wait_until
 ) -> None:
@@ -120,6 +121,7 @@ async def test_a_full_disk_holds_training_and_the_run_goes_on_by_itself_when_roo
     assert meta.state == "stopped"
 
 
+@pytest.mark.slow
 async def test_an_operators_pause_outlasts_the_storage_hold(run: RunDir, start, connect, fake_env) -> None:
     run.write_config(build_run_config({"storage": FAST}, steps=100))
     running = await start()
@@ -143,6 +145,7 @@ async def test_an_operators_pause_outlasts_the_storage_hold(run: RunDir, start, 
     assert await running.result() == 0
 
 
+@pytest.mark.slow
 async def test_a_disk_that_stays_full_ends_the_run_as_failed_and_the_ending_is_stored_when_it_can(
     run: RunDir, start, connect, fake_env
 ) -> None:
@@ -197,6 +200,7 @@ async def test_the_real_trainer_holds_on_a_full_disk_and_goes_on_when_room_retur
     assert [s.step for s in steps if s.attempt == 1] == list(range(1, finished.step + 1))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="needs Linux's prlimit")
 def test_a_real_file_size_limit_holds_a_detached_supervisor_until_it_is_lifted(home) -> None:
     run = RunDir.create(build_run_config({"storage": FAST}, steps=100), home=home)

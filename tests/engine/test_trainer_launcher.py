@@ -15,6 +15,8 @@ from engine.supervisor import trainer_launcher
 from engine.supervisor.trainer_launcher import launch
 from tests.waiting import until
 
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
+
 
 async def test_a_cancelled_launch_kills_what_it_forked(monkeypatch: pytest.MonkeyPatch) -> None:
     forked: list[subprocess.Popen[Any]] = []

@@ -12,8 +12,8 @@ from engine.run.directory import RunDir
 from engine.supervisor.trainer_process import geometry_note
 
 
-def test_the_note_of_this_attempt_is_read_and_an_older_one_is_not(tmp_path: Path) -> None:
-    run = RunDir.create(build_run_config({"name": "oom"}), home=tmp_path)
+def test_the_note_of_this_attempt_is_read_and_an_older_one_is_not(home: Path) -> None:
+    run = RunDir.create(build_run_config({"name": "oom"}), home=home)
     assert geometry_note(run, since=0) is None  # no file
     run.geometry_file.write_text(json.dumps({"micro_batch": 4, "reason": "OOM at rank 1 of 2 in step 14"}))
     assert geometry_note(run, since=time.time() - 60) == "OOM at rank 1 of 2 in step 14"

@@ -96,6 +96,7 @@ def test_missing_config_file_is_a_config_error(home: Path, capsys: pytest.Captur
     assert "config error" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_help_loads_nothing_heavy() -> None:
     """``memtui --help`` is quick because it imports neither textual, pydantic, torch nor the
     engine's contract (how quick is not asserted: timings belong in bench/)."""
@@ -109,6 +110,7 @@ def test_help_loads_nothing_heavy() -> None:
     assert "HEAVY []" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_python_dash_m_memtui_cli_is_the_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "memtui.cli", "--version"], capture_output=True, text=True, timeout=60

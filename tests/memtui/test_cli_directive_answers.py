@@ -15,6 +15,8 @@ from memtui.cli.main import main
 from memtui.client import new_request_id, request_once
 from tests.live_supervisor import LiveRun, live_env, live_in_thread
 
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
+
 
 @pytest.fixture
 def live(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveRun]:

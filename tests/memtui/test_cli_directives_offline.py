@@ -23,10 +23,9 @@ def view(directive_id: str, state: str) -> DirectiveView:
 
 
 def test_waiting_directives_of_a_run_without_a_supervisor_are_listed_expired(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MEMTUI_HOME", str(tmp_path))
-    run = RunDir.create(build_run_config(name="killed", steps=100), tmp_path)
+    run = RunDir.create(build_run_config(name="killed", steps=100), home)
     with Store(run.store) as store:  # as a supervisor killed with SIGKILL left it
         for directive_id, state in (("d-1", "pending"), ("d-2", "approved"), ("d-3", "applied")):
             payload = DirectiveProposed(directive=view(directive_id, "pending"))

@@ -175,6 +175,7 @@ def test_every_json_command_is_covered() -> None:
 @pytest.mark.parametrize(
     "scene", [pytest.param(s, marks=pytest.mark.deepspeed) if s in HEAVY else s for s in SCENES]
 )
+@pytest.mark.slow
 def test_json_output_is_one_document(
     home: Path,
     launcher: None,

@@ -23,6 +23,7 @@ def event_types(run: RunDir) -> list[str]:
         return [e.type for e in store.events_since(0)]
 
 
+@pytest.mark.slow
 def test_pause_then_unpause(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

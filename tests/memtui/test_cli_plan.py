@@ -137,6 +137,7 @@ def test_a_run_against_its_measured_peak_less_the_chaos_ballast(
     assert "444 MiB (cpu-rss, 256 MiB of chaos ballast left out)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_plan_never_imports_torch() -> None:
     code = (
         "import sys; from memtui.cli.main import main; code = main(['plan', '--json']); "

@@ -181,6 +181,7 @@ def test_without_a_run_the_newest_live_run_is_meant(
     assert capsys.readouterr().out.splitlines() == ["finished"]
 
 
+@pytest.mark.slow
 def test_status_names_why_a_run_with_an_unusable_run_json_failed(
     run_dir: RunDir, capsys: pytest.CaptureFixture[str]
 ) -> None:

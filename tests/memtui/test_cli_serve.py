@@ -59,6 +59,7 @@ def test_without_the_extra_serve_says_how_to_install_it(
         serve_command.cmd_serve(args)
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_one_line_naming_it(home: Path, live_run: RunDir) -> None:
     pytest.importorskip("textual_serve", reason="needs textual-serve (the [serve] extra)")
     with socket.socket() as taken:

@@ -70,6 +70,7 @@ def kinds(app: MemtuiApp) -> list[str]:
     return [m.kind for m in app.sent]
 
 
+@pytest.mark.slow
 async def test_approve_asks_then_sends_approve(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -88,6 +89,7 @@ async def test_approve_asks_then_sends_approve(live: LiveRun, pending: list[str]
         await until(lambda: any(e.type == "directive_applied" for e in app.view.events))
 
 
+@pytest.mark.slow
 async def test_cursor_picks_the_directive_and_enter_shows_details(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -106,6 +108,7 @@ async def test_cursor_picks_the_directive_and_enter_shows_details(live: LiveRun,
         await until(lambda: live.directive(pending[1]).state == "rejected")
 
 
+@pytest.mark.slow
 async def test_clamp_edits_values_and_the_policy_rechecks(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -128,6 +131,7 @@ async def test_clamp_edits_values_and_the_policy_rechecks(live: LiveRun, pending
         )
 
 
+@pytest.mark.slow
 async def test_clamp_outside_the_bounds_is_rejected_on_the_policys_recheck(
     live: LiveRun, pending: list[str]
 ) -> None:
@@ -148,6 +152,7 @@ async def test_clamp_outside_the_bounds_is_rejected_on_the_policys_recheck(
         assert "directive_applied" not in {e.type for e in app.view.events}  # none was scheduled
 
 
+@pytest.mark.slow
 async def test_stop_needs_a_yes(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -165,6 +170,7 @@ async def test_stop_needs_a_yes(live: LiveRun, pending: list[str]) -> None:
         assert app.is_running  # stopping the run does not close the console
 
 
+@pytest.mark.slow
 async def test_kill_trainer_is_chaos_behind_a_confirmation(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -179,6 +185,7 @@ async def test_kill_trainer_is_chaos_behind_a_confirmation(live: LiveRun, pendin
         await until(lambda: any(e.type == "chaos_recovered" for e in app.view.events), what="the restart")
 
 
+@pytest.mark.slow
 async def test_palette_lists_chaos_and_runs_it_after_asking(live: LiveRun, pending: list[str]) -> None:
     app = MemtuiApp(live.run)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -294,6 +301,7 @@ async def test_screenshot_key_saves_an_svg(live_run: RunDir, fake: ScriptedEngin
         await until(lambda: any((live_run.path / "screenshots").glob("*.svg")))
 
 
+@pytest.mark.slow
 async def test_the_palette_proposes_a_field_back_at_its_run_default(
     live: LiveRun, pending: list[str]
 ) -> None:

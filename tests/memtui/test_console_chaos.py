@@ -170,6 +170,7 @@ async def test_a_wrong_value_is_refused_in_the_form_naming_the_field(
     assert chaos_requests(fake) == []
 
 
+@pytest.mark.slow
 async def test_a_kind_without_parameters_skips_the_form(live: LiveRun) -> None:
     app = MemtuiApp(live.run)
     notes = recorded_notes(app)

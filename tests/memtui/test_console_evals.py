@@ -36,6 +36,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
+@pytest.mark.slow
 async def test_numerics_shows_the_fake_trainer_s_evals_through_the_real_supervisor(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,6 +68,7 @@ def engine(run: RunDir, state: Any = "running", refusal: str | None = None) -> S
     )
 
 
+@pytest.mark.slow
 async def test_p_pauses_then_continues_without_asking(live: LiveRun) -> None:
     app = MemtuiApp(live.run)
     notes = recorded_notes(app)
@@ -134,6 +135,7 @@ async def test_pausing_an_ended_run_shows_the_refusal(live_run: RunDir) -> None:
             assert "the run is stopped" in dict(notes)["pause refused"]
 
 
+@pytest.mark.slow
 async def test_stop_still_works_while_paused(live: LiveRun) -> None:
     await live.request(Pause(id="hold", paused=True))
     await until(lambda: live.supervisor.state == "paused", what="the trainer holding")

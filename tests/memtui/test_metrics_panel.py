@@ -82,6 +82,7 @@ async def real_run(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LiveRun]:
         await engine.close()
 
 
+@pytest.mark.slow
 async def test_the_console_shows_the_fake_trainers_metric_from_the_real_supervisor(
     real_run: LiveRun,
 ) -> None:

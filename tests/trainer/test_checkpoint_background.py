@@ -47,8 +47,9 @@ def test_training_goes_on_while_a_checkpoint_is_sealed(monkeypatch: pytest.Monke
     first = stub.events("checkpoint_saved")[0].data
     # Steps 5 and 6 were trained and reported before the seal of step 4 ended...
     assert position(messages, 6, saved=False) < position(messages, 4, saved=True)
-    # ...so training waited for less than the seal took (the 0.5 s pause is in the seal).
-    assert first["background"] is True and first["seal_s"] >= 0.5 > first["seconds"]
+    # ...so training did not wait for the seal, and the 0.5 s pause is in the seal. (How long
+    # the in-line part took is a duration: on a loaded machine it can be anything.)
+    assert first["background"] is True and first["seal_s"] >= 0.5
     # Every background seal is reported before the final save (at 14, off the cadence),
     # which is sealed in line before the trainer reports that it finished.
     saved = stub.events("checkpoint_saved")

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.trainer.process_group import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +20,7 @@ import sys
 import torch
 import torch.distributed as dist
 from engine.trainer.process_group import join_process_group
+
 
 join_process_group(float(sys.argv[1]))
 if dist.get_rank() == 1:
@@ -29,6 +32,9 @@ except Exception as err:
     print("collective failed:", type(err).__name__, err, flush=True)
     sys.exit(3)
 """
+
+
+pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
 
 
 def rank(number: int, port: int, timeout_s: float) -> subprocess.Popen[str]:

@@ -17,7 +17,7 @@ from trainer_harness import REPO_ROOT, make_run
 from engine.config_file import build_run_config
 from engine.trainer.lr_schedule import lr_ratio
 
-pytestmark = pytest.mark.timeout(600)  # two trainer runs each, on a machine others share
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # two trainer runs each, on a machine others share
 SCRIPT = Path(__file__).with_name("directive_run.py")
 
 

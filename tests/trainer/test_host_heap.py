@@ -53,6 +53,7 @@ def faults(mode: str) -> int:
     return int(done.stdout.strip())
 
 
+@pytest.mark.slow
 @glibc
 def test_a_freed_window_is_reused_not_faulted_in_again() -> None:
     assert faults("default") > 10 * 24 * 256 // 2  # glibc's moving thresholds: trimmed, re-faulted

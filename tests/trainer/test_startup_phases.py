@@ -137,6 +137,7 @@ def test_a_compiler_at_work_in_the_op_directory_is_a_build_whatever_the_cache_he
     assert heard == [OpState("op", str(tmp_path), built=False, locked=False)]
 
 
+@pytest.mark.slow
 def test_a_cached_op_rebuilt_by_torch_is_said_to_be_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
