@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,30 @@ def load_run_config(
     return build_run_config(raw, **overrides)
 
 
+CONFIG_MAX_BYTES = 1 << 20
+"""A config file (TOML, or the DeepSpeed JSON it names) is read up to 1 MiB: a real one is a
+few KB, and ``memtui run /dev/zero`` must not read for ever."""
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of a regular file of at most CONFIG_MAX_BYTES, or a ConfigError saying why not."""
+    # O_NONBLOCK: opening a FIFO with no writer would wait for one; a regular file ignores it
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        data = file.read(CONFIG_MAX_BYTES + 1)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path}: over {CONFIG_MAX_BYTES >> 20} MiB, too large for a config file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """The file's table, with its relative paths resolved against the file's directory."""
     try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        raw = tomllib.loads(_read_bounded(Path(path)))
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
@@ -132,7 +153,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(_read_bounded(path))
+    except ConfigError as err:
+        raise ConfigError(f"deepspeed_config: {err}") from None
     except OSError as err:
         raise ConfigError(f"deepspeed_config: {path}: {err.strerror}") from None
     except json.JSONDecodeError as err:

@@ -11,6 +11,7 @@ Imports stay lazy: building the parser must not pay for pydantic or the engine.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 
@@ -38,8 +39,8 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    if not 0 < value < math.inf:  # NaN fails both, and an infinite size or rate divides to 0
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text}")
     return value
 
 

@@ -94,9 +94,20 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="with --rollback: steps of data after TAG never drawn again (the bad window)",
     )
-    propose.add_argument("--rationale", default="", metavar="TEXT", help="why, for the record")
+    propose.add_argument(
+        "--rationale", default="", type=rationale, metavar="TEXT", help="why, for the record"
+    )
     _add_json(propose)
     propose.set_defaults(handler=cmd_propose)
+
+
+def rationale(text: str) -> str:
+    """An argument type: a proposal's rationale, no longer than a directive keeps."""
+    from engine.directives.directive import MAX_RATIONALE_CHARS
+
+    if len(text) > MAX_RATIONALE_CHARS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RATIONALE_CHARS} characters, got {len(text)}")
+    return text
 
 
 def _answer_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:

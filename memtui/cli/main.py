@@ -30,7 +30,7 @@ import os
 import sys
 
 from memtui.cli.errors import CliError
-from memtui.cli.parser import build_parser
+from memtui.cli.parser import build_parser, chosen_parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "takes_extras", False):
         args.extras = extras
     elif extras:
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        chosen_parser(parser, args).unrecognized(extras)
     try:
         return int(args.handler(args))
     except CliError as err:

@@ -10,8 +10,9 @@ only the command modules themselves, whose heavy imports wait until a command ru
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from memtui.cli import (
     chaos_command,
@@ -51,10 +52,32 @@ SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """Argument errors as one line and exit status 2."""
+    """Argument errors as one line and exit status 2, naming this (sub)command's ``--help``.
+    No abbreviations: argparse would take ``memtui run --step 100`` as ``--steps 100``, and a
+    flag added later could change what an old command line means."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def unrecognized(self, extras: list[str]) -> NoReturn:
+        """Refuse arguments this command does not take, suggesting the nearest flag of its own."""
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        unknown = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        near = difflib.get_close_matches(unknown, flags, n=1) if unknown else []
+        hint = f"; did you mean {near[0]}?" if near else ""
+        self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+
+
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ArgumentParser:
+    """The parser of the subcommand ``args`` came from (the root parser when there was none)."""
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    chosen = subparsers.choices.get(getattr(args, "command", None) or "", parser)
+    assert isinstance(chosen, ArgumentParser)
+    return chosen
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_readonly(parser, root=True)
     add_bell(parser, root=True)
     parser.set_defaults(handler=lifecycle_commands.cmd_default)
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for add_subcommand in SUBCOMMANDS:
         add_subcommand(sub)
     return parser

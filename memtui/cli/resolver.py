@@ -10,6 +10,7 @@ finished one); and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from engine.run.directory import RunDir, list_runs, runs_root
@@ -27,11 +28,22 @@ class RunNotFound(LookupError):
         self.usage = usage
 
 
+NAME_MAX = 255
+"""Bytes in one path component (Linux's NAME_MAX): a longer run id cannot exist on disk."""
+
+
 def resolve_run(
     spec: str | None, *, live: bool, home: Path | None = None, prefer_live: bool = False
 ) -> RunDir:
-    if spec is not None and _looks_like_path(spec):
-        return _run_at(Path(spec))
+    if spec is not None:
+        _check_spec(spec)
+        try:
+            if _looks_like_path(spec):
+                return _run_at(Path(spec))
+        except OSError as err:  # a loop of links, a directory we may not read
+            raise RunNotFound(
+                f"{_shown(spec)} cannot be read as a run directory: {err.strerror}", usage=True
+            ) from None
     runs = list_runs(home)
     if spec is None:
         return _newest(runs, live=live, prefer_live=prefer_live, home=home)
@@ -55,6 +67,24 @@ def require_run(spec: str | None, *, live: bool, prefer_live: bool = False) -> R
         return resolve_run(spec, live=live, prefer_live=prefer_live)
     except RunNotFound as err:
         raise CliError(str(err), code=2 if err.usage else 1) from None
+
+
+def _check_spec(spec: str) -> None:
+    """Refuse what cannot name a run before it reaches the file system (where a component over
+    NAME_MAX raises ENAMETOOLONG and a NUL byte ValueError)."""
+    if "\0" in spec:
+        raise RunNotFound("a run id or directory has no NUL byte in it", usage=True)
+    longest = max(len(os.fsencode(part)) for part in spec.split("/"))
+    if longest > NAME_MAX:
+        raise RunNotFound(
+            f"{_shown(spec)} is not a run id or directory: a name of {longest} bytes (at most {NAME_MAX})",
+            usage=True,
+        )
+
+
+def _shown(spec: str) -> str:
+    """``spec`` quoted for one line of an error: at most 60 characters of it."""
+    return repr(spec) if len(spec) <= 60 else repr(spec[:57]) + "..."
 
 
 def _looks_like_path(spec: str) -> bool:
