@@ -172,6 +172,7 @@ def chaos_desk(
         trainer=seat.current,
         latest_step=latest_step,
         spawn=spawn,
+        world=config.train.ranks * config.train.nodes,
     )
 
 

@@ -12,9 +12,11 @@ import pytest
 from engine.chaos.config import ChaosConfig
 from engine.chaos.kinds.consoles import DropConsoles
 from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
+from engine.chaos.kinds.hang import Hang
 from engine.chaos.kinds.numerics import NanLoss
 from engine.chaos.kinds.planner_storm import PlannerStorm
 from engine.chaos.kinds.processes import Kill, Preempt
+from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.checkpoints.manifest import verify_tag
 from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
@@ -145,6 +147,12 @@ async def test_bad_chaos_input_is_refused_naming_the_field_and_stores_nothing(
         await client.send(line + b"\n")
         error, _ = await client.until(lambda m: m.kind in ("ok", "error"), what="the answer")
         assert error.kind == "error" and named in error.reason, error.reason
+    for request in (Hang(rank=99), SlowSteps(rank=1)):  # a 1-rank run: was accepted, then "recovered"
+        refused, _ = await client.answer(Chaos(id="r", request=request))
+        assert refused.kind == "error", refused
+        said = f"rank {request.rank} is not in this run: its ranks are 0 to 0 (-1: every rank)"
+        assert refused.reason == f"chaos {request.kind}: {said}"
+    assert not stored(run, "chaos_injected")
     running.supervisor.request_stop("test over")
     stopping, _ = await client.answer(Chaos(id="k", request=Kill()))
     assert stopping.kind == "error" and "the run is stopping" in stopping.reason
