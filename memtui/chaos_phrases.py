@@ -68,7 +68,8 @@ def event_line(event: Event) -> str | None:
         return f"chaos {injected.chaos_id} injected{by}{at}: {doing}"
     applied = ChaosApplied.of(event)
     if applied is not None:
-        return f"chaos {applied.chaos_id} ({title_of(applied.kind)}) took effect at step {applied.step}"
+        title = title_of(applied.kind)
+        return f"chaos {applied.chaos_id} ({title}) took effect from step {applied.first_step}"
     recovered = ChaosRecovered.of(event)
     if recovered is not None:
         return _recovery_line(recovered)

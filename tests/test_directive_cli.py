@@ -129,7 +129,7 @@ def test_no_growth_is_allowed_into_the_micro_batch_that_just_ran_out_of_memory(h
         seen=lambda: offline_status(run),
     )
     grow = memtui(home, "propose", run.run_id, "--set", "micro_batch_size=8", "--json")
-    assert grow.returncode == 1, (grow.stdout, grow.stderr)  # refused: not what was asked
+    assert grow.returncode == 2, (grow.stdout, grow.stderr)  # a refused value, as on the command line
     answered = json.loads(grow.stdout)
     assert answered["state"] == "rejected", answered
     assert "out of memory" in json.dumps(answered) or "OOM" in json.dumps(answered)

@@ -46,10 +46,16 @@ class ChaosApplied(Payload):
     chaos_id: str
     kind: str
     step: int
-    """The optimizer step it applies from."""
+    """The optimizer steps done when it took effect (the trainer's step boundary, from 0)."""
     detail: str = ""
     """What it does in this run, in words (or why it does nothing here: an fp16 overflow
     burst in an fp32 run)."""
+
+    @property
+    def first_step(self) -> int:
+        """The first step it acts on, numbered as telemetry and the store number steps (from 1):
+        a spike applied with 162 steps done poisons step 163."""
+        return self.step + 1
 
 
 class ChaosRecovered(Payload):

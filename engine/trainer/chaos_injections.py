@@ -53,7 +53,8 @@ class ChaosInjections:
                 continue
             detail = performer.start(message.request, step, message.chaos_id)
             applied = ChaosApplied(chaos_id=message.chaos_id, kind=kind, step=step, detail=detail)
-            self.link.event(applied, f"chaos {kind} ({message.chaos_id}) at step {step}: {detail}")
+            said = f"chaos {kind} ({message.chaos_id}) from step {applied.first_step}: {detail}"
+            self.link.event(applied, said)
 
     def hook(self, train_step: StepFn, step: int) -> StepFn:
         """The step hook the memory controller runs the step through (once per step): each

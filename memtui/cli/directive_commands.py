@@ -257,7 +257,8 @@ def _live_run(spec: str | None, directive_id: str | None) -> Any:
 
 def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...], *, as_json: bool = False) -> int:
     """Send one request to ``run``'s supervisor; print the directive it answers with (a line,
-    or its JSON view); 0 when it ended in one of the ``succeeded`` states."""
+    or its JSON view); 0 when it ended in one of the ``succeeded`` states, 2 when the policy
+    refused its value (as for any value refused on the command line), else 1."""
     from memtui.cli.directive_listing import render
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
@@ -269,4 +270,5 @@ def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...], *, a
         raise CliError(f"{run.run_id}: {err}") from None
     view = ok.result.get("directive", {})
     print(json.dumps(view) if as_json else render([view]))
-    return 0 if view.get("state") in succeeded else 1
+    state = view.get("state")
+    return 0 if state in succeeded else 2 if state == "rejected" else 1

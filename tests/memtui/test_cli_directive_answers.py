@@ -51,9 +51,9 @@ def test_approve_takes_run_first_and_still_reads_the_old_option(
     assert "lr × 1→0.5" in capsys.readouterr().out  # from the value in effect to the new one
 
 
-def test_a_clamp_the_policy_refuses_exits_1(live: LiveRun, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_clamp_the_policy_refuses_exits_2(live: LiveRun, capsys: pytest.CaptureFixture[str]) -> None:
     d1 = propose(live)
-    assert main(["clamp", live.run.run_id, d1, "--set", "lr_multiplier=0.95"]) == 1  # over 0.85
+    assert main(["clamp", live.run.run_id, d1, "--set", "lr_multiplier=0.95"]) == 2  # over 0.85: refused
     assert f"{d1}  rejected" in capsys.readouterr().out
     assert live.directive(d1).state == "rejected"
 
@@ -80,7 +80,7 @@ def test_propose_rollback_sends_the_tag_and_skip_and_shows_the_policys_answer(
     live: LiveRun, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["propose", live.run.run_id, "--rollback", "global_step40", "--skip-batches", "10"]
-    assert main(argv) == 1  # the run has no checkpoint global_step40 that verifies: the policy refuses
+    assert main(argv) == 2  # the run has no checkpoint global_step40 that verifies: the policy refuses
     (view,) = live.supervisor.directives.views() if live.supervisor.directives else []
     assert view.state == "rejected"  # and what it asked for is what the policy judged:
     out = capsys.readouterr().out

@@ -131,6 +131,7 @@ def test_a_long_run_is_downsampled(home: Path, tmp_path: Path) -> None:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow  # a headless Chromium
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine")
 @pytest.mark.timeout(120)
 def test_a_browser_reads_the_same_marks(home: Path, tmp_path: Path) -> None:
