@@ -39,6 +39,15 @@ class ReportsRecovered(Payload):
     attempts: list[int] = Field(default_factory=list)
 
 
+class SocketRestored(Payload):
+    """The run's socket file was removed while the run went on (an ``rm``, a cleaner of the
+    directory); the supervisor bound it again, so consoles and the CLI reach the run again.
+    A file someone else put in its place is left alone."""
+
+    event_type = "socket_restored"
+    severity = "warning"
+
+
 class RunEnded(Payload):
     event_type = "run_ended"
     state: RunState

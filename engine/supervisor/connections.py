@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 10.0  # s a new connection has to say hello
 SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")  # Linux: the kernel's cap on a listen backlog
 REPLAY_PAGE = 256  # events read from the store per replay page
+SOCKET_CHECK_S = 2.0  # s between looks at the socket file: a deleted one is bound again within this
 
 
 def listen_backlog() -> int:
@@ -157,6 +158,30 @@ class ConnectionServer:
         bound = path.lstat()
         self._bound = (bound.st_dev, bound.st_ino)
         path.chmod(0o600)  # the 0700 run dir already covers the moment before this
+
+    def socket_gone(self) -> bool:
+        """Whether the socket file we bound was removed (an ``rm engine.sock``, a cleaner of
+        the directory): then nothing can connect to this run. A file someone else put in its
+        place is theirs, and is left alone."""
+        if self._path is None or self._bound is None:
+            return False
+        return not (self._path.exists() or self._path.is_symlink())
+
+    async def keep_bound(self, restored: Callable[[], None]) -> None:
+        """Every SOCKET_CHECK_S, bind the socket again if it was removed, and call ``restored``."""
+        while True:
+            await asyncio.sleep(SOCKET_CHECK_S)
+            if self.socket_gone():
+                await self.listen_again()
+                log.warning("%s was removed: listening there again", self._path)
+                restored()
+
+    async def listen_again(self) -> None:
+        """Bind the path anew; the connections already open go on (only accepting stops)."""
+        assert self._path is not None
+        if self._server is not None:
+            self._server.close()
+        await self.listen(self._path)
 
     async def close(self) -> None:
         """Stop listening, remove our socket, close every connection."""

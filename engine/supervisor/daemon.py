@@ -35,6 +35,7 @@ from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue
 from engine.domain import RunState, RunStatus, TelemetrySample
+from engine.events import SocketRestored
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
@@ -259,6 +260,7 @@ class Supervisor:
         assert self._connections is not None and self.alerts is not None
         await self._connections.listen(self.run.socket)
         self._spawn(self.journal.keep_flushing(FLUSH_INTERVAL_S), "store flush", essential=True)
+        self._spawn(self._connections.keep_bound(self._socket_restored), "socket watch")
         self.alerts.resolve_stale(self.store.events_since(0))  # a previous supervisor's, left firing
         self._spawn(self.alerts.run(), "alert timers")
         assert self.config is not None  # _wire set it
@@ -270,6 +272,10 @@ class Supervisor:
         if self._rendezvous is not None:
             self._spawn(self._rendezvous.run(), "rendezvous watch")
         self._spawn(self._checkpoints.run(), "checkpoint watch")
+
+    def _socket_restored(self) -> None:
+        said = f"{self.run.socket.name} was removed: the supervisor listens there again"
+        self.journal.record(SocketRestored(), said)
 
     async def _finish(self, outcome: TrainerExit) -> None:
         state, reason = ending(outcome, self.attempts.stop_reason)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.protocol import Stop
 from engine.run import launch
 from engine.run.directory import RunDir, pid_alive
 from engine.run.ownership import Ownership, OwnershipRefused, recorded_owner
@@ -110,6 +111,24 @@ async def test_a_supervisor_removes_only_the_socket_it_bound(
         running.supervisor.request_stop("test")
         assert await running.result(60) == 0
         assert run.socket.is_socket() and run.socket.lstat().st_ino == theirs
+
+
+async def test_a_removed_socket_is_bound_again_and_the_run_still_obeys(
+    run: RunDir, start, connect, fake_env, wait_until
+) -> None:
+    running = await start()
+    await wait_until(lambda: running.supervisor.latest, "the trainer's first step")
+    run.socket.unlink()  # `rm engine.sock` while the run trains on: stop and pause said "no supervisor"
+    await wait_until(run.socket.is_socket, "the socket bound again")
+    client = await connect()
+    await client.recv()  # welcome
+    ok, _ = await client.answer(Stop(id="stop", reason="after the socket came back"))
+    assert ok.kind == "ok"
+    assert await running.result(60) == 0
+    with Store(run.store, readonly=True) as store:
+        restored = [e for e in store.events_since(0) if e.type == "socket_restored"]
+    assert len(restored) == 1 and restored[0].severity == "warning"
+    assert restored[0].message == "engine.sock was removed: the supervisor listens there again"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/fd")
