@@ -22,6 +22,12 @@ HEAD_START_ENV = "MEMTUI_HEAD_START"
 """Set (to 1) for the spare a supervisor starts for its own first attempt: nothing trains
 yet, so it warms up at the trainer's priority, not aside (``engine.supervisor.spare_launch``)."""
 
+PARENT_ENV = "MEMTUI_SPARE_PARENT"
+"""The pid of the supervisor that started the spare. The spare asks the kernel to kill it
+when its parent goes, but only once its interpreter runs: a parent gone before then (a
+supervisor that lost a concurrent resume) is noticed by comparing with this, not with the
+parent the spare finds (by then init)."""
+
 MAX_ORDERS_BYTES = 64 * 1024  # one line; far above any real command line
 
 

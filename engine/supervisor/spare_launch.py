@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.run.directory import RunDir
-from engine.run.standby_orders import HEAD_START_ENV, STANDBY_FLAG
+from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, STANDBY_FLAG
 from engine.supervisor.flight_recorder import cuda_host, flight_recorder_env
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV, trainer_environment
 
@@ -81,7 +81,7 @@ def spare_popen(run: RunDir, command: list[str], env: Mapping[str, str]) -> subp
             stdout=subprocess.PIPE,
             stderr=err,
             cwd=run.path,
-            env=dict(env),
+            env={**env, PARENT_ENV: str(os.getpid())},
             start_new_session=True,
         )
 

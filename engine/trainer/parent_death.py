@@ -31,11 +31,14 @@ def outlive_parent() -> bool:
         return False
 
 
-def die_with_parent() -> bool:
-    """Ask for SIGKILL when the parent exits; True if the kernel took it (Linux only)."""
+def die_with_parent(parent: int | None = None) -> bool:
+    """Ask for SIGKILL when the parent exits; True if the kernel took it (Linux only).
+    ``parent``: the pid the parent process had when it started this one (None: the parent
+    now); if another process is the parent once the request took effect, the parent is
+    already gone, and this process kills itself."""
     if not sys.platform.startswith("linux"):
         return False
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:

@@ -16,7 +16,14 @@ import threading
 from collections.abc import Callable, MutableMapping
 
 from engine.cpu_share import step_aside
-from engine.run.standby_orders import HEAD_START_ENV, MAX_ORDERS_BYTES, READY, STANDBY_FLAG, StandbyOrders
+from engine.run.standby_orders import (
+    HEAD_START_ENV,
+    MAX_ORDERS_BYTES,
+    PARENT_ENV,
+    READY,
+    STANDBY_FLAG,
+    StandbyOrders,
+)
 from engine.trainer.parent_death import die_with_parent, outlive_parent
 
 SPARE_NICE = 19  # nice steps of the warm-up's thread: the lowest, it waits for idle cores
@@ -30,7 +37,7 @@ def is_standby(argv: list[str]) -> bool:
 
 def await_orders(warm: Callable[[], None]) -> list[str] | None:
     """Warm up, say ready, wait; the attempt's trainer arguments, or None (no orders: exit)."""
-    die_with_parent()
+    die_with_parent(int(os.environ.get(PARENT_ENV) or 0) or None)
     ready = os.dup(1)  # the supervisor's pipe; whatever the warm-up prints goes to stderr's log
     os.dup2(2, 1)
     warm_in_turn(warm)

@@ -1,0 +1,45 @@
+"""A spare trainer (and a rank under torchrun) dies with its parent, including a parent that
+was already gone when the child asked the kernel for it: the supervisor that lost a
+concurrent ``memtui resume`` left its head-start spare running under init for minutes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from trainer_harness import make_run
+
+from engine.run.standby_orders import PARENT_ENV
+from engine.supervisor.spare_launch import spare_environment, spare_popen
+
+pytestmark = pytest.mark.slow  # starts processes
+
+CHILD = "from engine.trainer.parent_death import die_with_parent\ndie_with_parent({parent})\nprint('alive')\n"
+
+
+def child(parent: int | None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", CHILD.format(parent=parent)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_whose_parent_is_not_the_one_that_started_it_kills_itself() -> None:
+    # The parent named is not this child's parent: as for a spare whose supervisor exited
+    # before the spare's interpreter ran (its parent is init, or a subreaper, by then).
+    gone = child(parent=1)
+    assert gone.returncode == -signal.SIGKILL and "alive" not in gone.stdout, gone
+    lives = child(parent=os.getpid())
+    assert lives.returncode == 0 and lives.stdout == "alive\n", lives
+    assert child(parent=None).stdout == "alive\n"  # no parent named: the parent it finds
+
+
+def test_a_spare_is_told_which_supervisor_started_it() -> None:
+    run = make_run({"name": "p"})
+    (run.path / "logs").mkdir(exist_ok=True)
+    probe = [sys.executable, "-c", f"import os; print(os.environ[{PARENT_ENV!r}])"]
+    spare = spare_popen(run, probe, spare_environment(run))
+    out, _ = spare.communicate(timeout=120)
+    assert out.decode().strip() == str(os.getpid())
