@@ -10,12 +10,15 @@ caller's), so that the test suite's fake trainer waits the same way.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, MutableMapping
 
 from engine.cpu_share import step_aside
+from engine.domain import STACK_DUMP_SIGNAL
 from engine.run.standby_orders import (
     HEAD_START_ENV,
     MAX_ORDERS_BYTES,
@@ -38,6 +41,9 @@ def is_standby(argv: list[str]) -> bool:
 def await_orders(warm: Callable[[], None]) -> list[str] | None:
     """Warm up, say ready, wait; the attempt's trainer arguments, or None (no orders: exit)."""
     die_with_parent(int(os.environ.get(PARENT_ENV) or 0) or None)
+    # A spare asked for its stacks (a hang watch, an operator) writes them to its log, as a
+    # trainer does, instead of dying of the signal's default action while it warms up.
+    faulthandler.register(signal.Signals[STACK_DUMP_SIGNAL], file=sys.stderr, all_threads=True, chain=False)
     ready = os.dup(1)  # the supervisor's pipe; whatever the warm-up prints goes to stderr's log
     os.dup2(2, 1)
     warm_in_turn(warm)

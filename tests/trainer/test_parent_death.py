@@ -1,6 +1,7 @@
 """A spare trainer (and a rank under torchrun) dies with its parent, including a parent that
-was already gone when the child asked the kernel for it: the supervisor that lost a
-concurrent ``memtui resume`` left its head-start spare running under init for minutes."""
+was already gone when the child asked the kernel for it (the supervisor that lost a
+concurrent ``memtui resume`` left its head-start spare running under init for minutes); a
+spare still warming up answers a request for its stacks instead of dying of it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from trainer_harness import make_run
 
-from engine.run.standby_orders import PARENT_ENV
+from engine.domain import STACK_DUMP_SIGNAL
+from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, READY
 from engine.supervisor.spare_launch import spare_environment, spare_popen
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -43,3 +47,30 @@ def test_a_spare_is_told_which_supervisor_started_it() -> None:
     spare = spare_popen(run, probe, spare_environment(run))
     out, _ = spare.communicate(timeout=120)
     assert out.decode().strip() == str(os.getpid())
+
+
+SPARE = """
+import pathlib, sys, time
+from engine.trainer.standby import await_orders
+gate = pathlib.Path(sys.argv[1])
+def warm():
+    (gate.parent / "warming").touch()
+    while not gate.exists():
+        time.sleep(0.01)
+print("orders:", await_orders(warm), file=sys.stderr)
+"""
+
+
+def test_a_warming_spare_asked_for_its_stacks_writes_them_and_warms_on(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    env = {**os.environ, HEAD_START_ENV: "1", PARENT_ENV: str(os.getpid())}  # warms in its main thread
+    spare = subprocess.Popen(
+        [sys.executable, "-c", SPARE, str(gate)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    wait_for(lambda: (tmp_path / "warming").exists() or spare.poll() is not None, what="the spare warming")
+    os.kill(spare.pid, signal.Signals[STACK_DUMP_SIGNAL])  # it died of SIGUSR1's default action
+    gate.touch()
+    out, err = spare.communicate(b"", timeout=120)  # no orders: the spare is not needed
+    assert spare.returncode == 0 and out == READY, (spare.returncode, err.decode()[-2000:])
+    assert b"most recent call first" in err and b"in warm" in err and b"orders: None" in err
