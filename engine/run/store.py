@@ -101,7 +101,11 @@ class Store:
         else:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout = 5000")  # ms: wait out a writer's checkpoint
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as err:  # truncated, zeroed, or not SQLite at all
+            self._db.close()
+            raise StoreError(f"{self.path}: damaged, not a store that can be read ({err})") from None
         if version > SCHEMA_VERSION:
             self._db.close()
             raise StoreError(
@@ -124,6 +128,15 @@ class Store:
 
     def _transaction(self) -> Transaction:
         return Transaction(self._db)
+
+    def damage(self) -> str | None:
+        """What SQLite's ``quick_check`` finds wrong with the file, in one line; None when it
+        finds nothing. Reads the whole file (a second or so for a long run's store)."""
+        try:
+            found = [str(row[0]) for row in self._db.execute("PRAGMA quick_check(3)")]
+        except sqlite3.DatabaseError as err:
+            return str(err)
+        return None if found == ["ok"] else "; ".join(found)
 
     def journal_mode(self) -> str:
         return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])

@@ -162,7 +162,7 @@ def read_report(run: RunDir) -> EnduranceReport:
         with Store(run.store, readonly=True) as store:
             return endurance_report(run, store)
     except (StoreError, sqlite3.Error) as err:
-        raise CliError(f"{run.run_id}: cannot read its store: {err}") from None
+        raise CliError(f"{run.run_id}: cannot read its store: {err}", code=2) from None
 
 
 def read_page(run: RunDir) -> str:
@@ -178,7 +178,7 @@ def read_page(run: RunDir) -> str:
         with Store(run.store, readonly=True) as store:
             return render_page(endurance_report(run, store), read_series(store))
     except (StoreError, sqlite3.Error) as err:
-        raise CliError(f"{run.run_id}: cannot read its store: {err}") from None
+        raise CliError(f"{run.run_id}: cannot read its store: {err}", code=2) from None
 
 
 def emit(report: EnduranceReport, *, as_json: bool, out: Path | None) -> None:

@@ -241,7 +241,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # `memtui export | head`: main() ends quietly
     except (ValueError, StoreError, OSError) as err:
-        raise CliError(f"export: {err}", code=2 if isinstance(err, ValueError) else 1) from None
+        code = 1 if isinstance(err, OSError) else 2  # 2: a refused value, or a damaged store
+        raise CliError(f"export: {err}", code=code) from None
     if args.out:
         print(f"{rows} rows written to {args.out}", file=sys.stderr)
     return 0
@@ -263,7 +264,7 @@ def _export_tensorboard(run: RunDir, out: str | None) -> int:
     except FileExistsError as err:
         raise CliError(f"export: {err.args[0]}", code=2) from None
     except (StoreError, OSError) as err:
-        raise CliError(f"export: {err}") from None
+        raise CliError(f"export: {err}", code=2 if isinstance(err, StoreError) else 1) from None
     print(f"{points} points written to {out} (tensorboard --logdir {out})", file=sys.stderr)
     return 0
 

@@ -27,6 +27,7 @@ Imports are lazy: ``memtui --help`` must not pay for pydantic, textual or the en
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 
 from memtui.cli.errors import CliError
@@ -45,12 +46,29 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as err:
         print(f"memtui: {err}", file=sys.stderr)
         return err.code
+    except Exception as err:
+        said = store_problem(err)
+        if said is None:
+            raise
+        print(f"memtui: {said}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `memtui status --json | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush must not raise again
         return 0
+
+
+def store_problem(err: BaseException) -> str | None:
+    """One line for a run's store that cannot be used (truncated, zeroed, bytes flipped, a
+    newer schema), whichever command met it; None for any other error. The checkpoints are
+    files of their own: a damaged store loses none of them."""
+    if isinstance(err, sqlite3.DatabaseError):
+        checkpoints = "`memtui checkpoints RUN` lists the checkpoints that verify"
+        return f"a run's store cannot be read ({err}); {checkpoints}"
+    store = sys.modules.get("engine.run.store")  # imported by whoever opened a store
+    return str(err) if store is not None and isinstance(err, store.StoreError) else None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from engine.checkpoints.catalog import committed_before, verdicts_newest_first
+from engine.checkpoints.catalog import committed_before, committed_tags, verdicts_newest_first
 from engine.checkpoints.selection import plan_resume, select_newest_verified
 from engine.run.directory import RunDir, pid_alive
 from engine.run.status import offline_status
@@ -44,6 +44,7 @@ def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
     pid = run.supervisor_pid()
     if pid is not None:
         raise AlreadyServed(run, pid)
+    _refuse_a_damaged_or_lost_history(run)
     status = offline_status(run)
     if status.state == "completed":
         raise ResumeRefused(f"{run.run_id} completed at step {status.step}; nothing to resume")
@@ -54,6 +55,29 @@ def check_resumable(run: RunDir, fresh: bool) -> ResumeCheck:
         raise ResumeRefused(plan.reason)
     skipped = [f"{v.tag}: {v.problem}" for v in selection.rejected]
     return ResumeCheck(plan.chosen.step if plan.chosen else None, skipped)
+
+
+def _refuse_a_damaged_or_lost_history(run: RunDir) -> None:
+    """A store SQLite cannot read, or one with no history beside committed checkpoints (a
+    store emptied or replaced), is refused before a supervisor would start a new history
+    over the run's: StoreError (damaged) or ResumeRefused (empty), naming what still can be done."""
+    from engine.run.store import StoreError
+
+    if not run.store.exists():
+        return
+    checkpoints = "`memtui checkpoints RUN` lists the checkpoints that verify"
+    with Store(run.store, readonly=True) as store:
+        damage = store.damage()
+        if damage is not None:
+            raise StoreError(f"{run.run_id}: cannot resume: its store is damaged ({damage}); {checkpoints}")
+        history = store.count_steps()
+    saved = committed_tags(run.checkpoints)
+    if history == 0 and saved:
+        raise ResumeRefused(
+            f"its store holds no step, yet {len(saved)} checkpoint(s) were committed: its history "
+            f"is lost, and a resume would start an empty one over it. To do that knowingly, "
+            f"move {run.store.name} aside first"
+        )
 
 
 def resume_run(run: RunDir, fresh: bool, ranks: int | None = None) -> tuple[int, ResumeCheck]:
