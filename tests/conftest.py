@@ -41,21 +41,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get
 IMPLIES_SLOW = ("deepspeed", "e2e")
 
 
-def cost_rank(item: pytest.Item) -> int:
-    """0 for a real CLI and engine, 1 for real DeepSpeed, 2 for other real processes, 3 for
-    the rest: the longest first, so that on the two workers (``-n 2`` in pyproject.toml) the
-    short tests fill the end instead of one worker finishing a minute-long test alone."""
-    for rank, name in enumerate(("e2e", "deepspeed", "slow")):
-        if item.get_closest_marker(name):
-            return rank
-    return 3
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(name) for name in IMPLIES_SLOW):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=cost_rank)  # stable: each rank keeps the files' order
 
 
 _started: list[str] = []
