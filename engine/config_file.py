@@ -6,6 +6,7 @@ Everything is validated here, once, into a ``RunConfig``; a wrong key or value i
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import stat
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from engine.config import PRESETS, RunConfig
 from engine.config_override import OverrideError, parse_override
@@ -40,19 +41,57 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def describe_validation(err: ValidationError) -> str:
-    """One line naming every offending key of a RunConfig validation, ``a.b: why (got x)``."""
+def describe_validation(err: ValidationError, source: Path | None = None) -> str:
+    """One line naming every offending key of a RunConfig validation, ``a.b: why (got x)``;
+    an unknown key with the known one nearest to it; a key written in ``source`` (the TOML
+    file) prefixed with the file's path and the key's line."""
+    text = Path(source).read_text(encoding="utf-8", errors="replace") if source is not None else ""
     lines = []
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"]) or "(config)"
+        line = key_line(text, tuple(str(p) for p in e["loc"])) if text else None
+        where = f"{source}:{line}: {where}" if line is not None else where
         if e["type"] == "extra_forbidden":
-            lines.append(f"{where}: unknown key")
+            near = difflib.get_close_matches(str(e["loc"][-1]), known_keys(e["loc"][:-1]), n=1)
+            lines.append(f"{where}: unknown key" + (f" (did you mean {near[0]}?)" if near else ""))
         else:
             lines.append(f"{where}: {e['msg']} (got {e.get('input')!r})")
     return "; ".join(lines)
 
 
-def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> RunConfig:
+def key_line(text: str, key: tuple[str, ...]) -> int | None:
+    """The line (from 1) of TOML ``text`` that writes ``key`` (``("train", "micro_batch")``:
+    ``micro_batch = ...`` under ``[train]``, or ``train.micro_batch = ...``; a one-part key
+    that is a table: its ``[header]``); None where it is not written plainly."""
+    table: tuple[str, ...] = ()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and not line.startswith("[["):
+            table = tuple(p.strip().strip('"') for p in line.strip("[]").split("."))
+            if table == key:
+                return number
+        elif "=" in line:
+            name = tuple(p.strip().strip('"') for p in line.split("=", 1)[0].split("."))
+            if (*table, *name) == key:
+                return number
+    return None
+
+
+def known_keys(section: tuple[int | str, ...]) -> list[str]:
+    """The keys RunConfig takes in ``section`` (``()``: the top level; ``("train",)``: the
+    ``[train]`` table); none where the section is not a table of RunConfig's own."""
+    model: Any = RunConfig
+    for part in section:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+    return list(model.model_fields)
+
+
+def build_run_config(
+    raw: dict[str, Any] | None = None, source: Path | None = None, **overrides: Any
+) -> RunConfig:
     """Validate ``raw`` (a parsed TOML document) on top of its preset.
 
     ``overrides`` are top-level keys from the command line (``steps``, ``name``, ``preset``),
@@ -72,7 +111,7 @@ def build_run_config(raw: dict[str, Any] | None = None, **overrides: Any) -> Run
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as err:
-        raise ConfigError(describe_validation(err)) from None
+        raise ConfigError(describe_validation(err, source)) from None
 
 
 DEMO: dict[str, Any] = {
@@ -104,7 +143,7 @@ def load_run_config(
             raw = deep_merge(raw, parse_override(text))
         except OverrideError as err:
             raise ConfigError(str(err)) from None
-    return build_run_config(raw, **overrides)
+    return build_run_config(raw, source=path, **overrides)
 
 
 CONFIG_MAX_BYTES = 1 << 20

@@ -28,8 +28,10 @@ def test_preset_then_file_then_command_line() -> None:
 @pytest.mark.parametrize(
     ("raw", "names"),
     [
-        ({"train": {"micro_bach": 4}}, "train.micro_bach: unknown key"),
-        ({"stepz": 4}, "stepz: unknown key"),
+        ({"train": {"micro_bach": 4}}, "train.micro_bach: unknown key (did you mean micro_batch?)"),
+        ({"stepz": 4}, "stepz: unknown key (did you mean steps?)"),
+        ({"chekpoint": {"keep": 2}}, "chekpoint: unknown key (did you mean checkpoint?)"),
+        ({"train": {"zzzzzz": 1}}, "train.zzzzzz: unknown key"),
         ({"train": {"precision": "fp8"}}, "train.precision"),
         ({"train": {"zero_stage": 4}}, "train.zero_stage"),
         ({"train": {"lr": float("nan")}}, "train.lr"),
@@ -121,3 +123,26 @@ def test_set_overrides_one_dotted_key_over_the_file(tmp_path: Path) -> None:
 def test_a_bad_set_is_refused_naming_the_key(setting: str, names: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(names)):
         load_run_config(None, [setting])
+
+
+def test_a_bad_key_in_a_file_is_named_with_the_files_path_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    lines = [
+        'name = "x"',
+        "model.n_layr = 2",
+        "# a comment",
+        "[train]",
+        "micro_batc = 4",
+        "",
+        "[chekpoint]",
+        "keep = 2",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_run_config(path, ["stepz=3"])
+    assert str(info.value) == (
+        f"{path}:2: model.n_layr: unknown key (did you mean n_layer?); "
+        f"{path}:5: train.micro_batc: unknown key (did you mean micro_batch?); "
+        f"{path}:7: chekpoint: unknown key (did you mean checkpoint?); "
+        "stepz: unknown key (did you mean steps?)"  # from --set: no line of the file
+    )
