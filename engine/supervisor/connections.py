@@ -125,6 +125,7 @@ class ConnectionServer:
         self._server: asyncio.AbstractServer | None = None
         self._path: Path | None = None
         self._bound: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket file we bound
+        self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pacer = DirectivePacer()  # paces directive requests from all consoles together
         self._log_budget = LogBudget()  # bad-input log lines, all connections together
@@ -169,9 +170,9 @@ class ConnectionServer:
 
     async def keep_bound(self, restored: Callable[[], None]) -> None:
         """Every SOCKET_CHECK_S, bind the socket again if it was removed, and call ``restored``."""
-        while True:
+        while not self._closing:
             await asyncio.sleep(SOCKET_CHECK_S)
-            if self.socket_gone():
+            if self.socket_gone() and not self._closing:
                 await self.listen_again()
                 log.warning("%s was removed: listening there again", self._path)
                 restored()
@@ -182,9 +183,13 @@ class ConnectionServer:
         if self._server is not None:
             self._server.close()
         await self.listen(self._path)
+        if self._closing and self._server is not None:  # closed while binding: leave no socket
+            self._server.close()
+            self._remove_socket()
 
     async def close(self) -> None:
         """Stop listening, remove our socket, close every connection."""
+        self._closing = True  # the socket watch must not bind it again
         if self._server is not None:
             self._server.close()
             self._remove_socket()

@@ -46,18 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as err:
         print(f"memtui: {err}", file=sys.stderr)
         return err.code
-    except Exception as err:
-        said = store_problem(err)
-        if said is None:
-            raise
-        print(f"memtui: {said}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `memtui status --json | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's exit flush must not raise again
         return 0
+    except Exception as err:  # last: the clauses above are the ones for their errors
+        said = store_problem(err)
+        if said is None:
+            raise
+        print(f"memtui: {said}", file=sys.stderr)
+        return 2
 
 
 def store_problem(err: BaseException) -> str | None:
