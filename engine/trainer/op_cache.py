@@ -7,6 +7,12 @@ first time in an environment that compiles it with ninja (tens of seconds to min
 1.5 GB of compiler memory) into ``TORCH_EXTENSIONS_DIR/<op>/`` (memtui's cache for this
 environment unless the user set one: ``engine.extension_cache``), where every later run finds
 ``<op>.so``. A process that finds torch's ``lock`` file there waits until its builder is done.
+torch's lock is a bare file, which a killed builder leaves behind for ever; so every memtui
+process loads an op in turn, under an ``flock`` of its own in the same directory
+(``load_turn``): the kernel releases it when its holder dies, so whoever holds it knows that
+a torch lock still there has no live memtui builder, and removes it at once (a kill during
+a build costs the next load nothing but the build). A lock left by a process that is not
+ours (a user's own DeepSpeed script sharing the cache) is still removed only once stale.
 ``prepare_ops`` loads each needed op before ``deepspeed.initialize`` does (DeepSpeed's
 builders keep what they loaded, so initialise finds it loaded), saying first whether it
 builds or waits, and again whenever what the load does changes: the trainer's
@@ -27,11 +33,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +50,9 @@ SHM_COMM = "ShareMemCommBuilder"
 """The op builder DeepSpeed's torch backend loads on the CPU (``deepspeed/comm/torch.py``)."""
 LOCK_FILE = "lock"
 """torch.utils.cpp_extension's build lock (a FileBaton) inside the op's build directory."""
+TURN_FILE = "memtui-load.flock"
+"""Our own lock beside torch's: an ``flock`` each memtui process holds while it loads the op
+(``load_turn``); the kernel releases it when the holder dies, however it dies."""
 LOCK_POLL_S = 0.5
 """s between two looks at the build (lock, compilers) while an op loads."""
 STALE_LOCK_S = 120.0
@@ -111,15 +122,44 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
 
     say(said.pop())
     done = threading.Event()
-    if said[-1].directory:
+    directory = Path(said[-1].directory) if said[-1].directory else None
+    turn: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if directory is not None:
         threading.Thread(target=_watch_build, args=(said[-1], say, done), daemon=True).start()
-        threading.Thread(target=_clear_stale_lock, args=(Path(said[-1].directory), done), daemon=True).start()
+        threading.Thread(target=_clear_stale_lock, args=(directory, done), daemon=True).start()
+        turn = load_turn(directory, lambda: say(dataclasses.replace(said[-1], locked=True)))
     began = time.monotonic()
     try:
-        builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
+        with turn:
+            builder.load(verbose=False)  # kept by DeepSpeed's OpBuilder: initialise reuses it
     finally:
         done.set()
     return said[-1], time.monotonic() - began
+
+
+@contextlib.contextmanager
+def load_turn(
+    directory: Path, waiting: Callable[[], None], busy: Callable[[Path], bool] | None = None
+) -> Iterator[None]:
+    """This process's turn to load the op in ``directory``: the ``TURN_FILE`` flock, waited for
+    (``waiting`` hears it first) while another memtui process holds it. Once it is held, a
+    torch lock in the directory has no live memtui builder: it is removed at once unless a
+    process works in the directory (``busy``: a build that is not ours, by ninja's working
+    directory)."""
+    fd = os.open(directory / TURN_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        lock = directory / LOCK_FILE
+        if lock.exists() and not (busy or _worked_in)(directory):
+            print(f"removing the build lock {lock}: the process that took it died", file=sys.stderr, flush=True)
+            lock.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # and with it the flock
 
 
 def _watch_build(

@@ -195,3 +195,69 @@ def test_a_lock_left_by_a_killed_build_is_stale_and_only_then(tmp_path: Path) ->
     os.utime(tmp_path / "shm.o", (old, old))
     os.utime(lock, (now - 10, now - 10))  # a build that took the lock a moment ago
     assert not op_cache.stale_lock(tmp_path, now, busy=lambda d: False)
+
+
+def test_a_torch_lock_with_no_live_memtui_holder_is_removed_when_the_turn_comes(tmp_path: Path) -> None:
+    """Holding our flock, a torch lock still there was left by a builder that died: removed at
+    once (not after STALE_LOCK_S), unless a process works in the directory (not ours)."""
+    from engine.trainer import op_cache
+
+    lock = tmp_path / op_cache.LOCK_FILE
+    lock.touch()
+    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("nobody holds the turn"), busy=lambda d: True):
+        assert lock.exists()  # another tool's ninja compiles there: its lock stays
+    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("nobody holds the turn"), busy=lambda d: False):
+        assert not lock.exists()
+
+
+def test_a_second_load_waits_for_the_turn_and_says_so(tmp_path: Path) -> None:
+    from engine.trainer import op_cache
+
+    order: list[str] = []
+    held, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with op_cache.load_turn(tmp_path, waiting=lambda: order.append("first waited"), busy=lambda d: False):
+            order.append("first loads")
+            held.set()
+            release.wait(30)
+            order.append("first done")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    held.wait(30)
+
+    def waiting() -> None:
+        order.append("second waits")
+        release.set()
+
+    with op_cache.load_turn(tmp_path, waiting=waiting, busy=lambda d: False):
+        order.append("second loads")
+    thread.join(30)
+    assert order == ["first loads", "second waits", "first done", "second loads"]
+
+
+@pytest.mark.slow
+def test_a_builder_killed_mid_load_leaves_nothing_the_next_load_waits_on(tmp_path: Path) -> None:
+    """The holder of the turn SIGKILLed with torch's lock taken (a spare killed while it built):
+    the next load gets the turn at once and the lock is gone."""
+    import signal
+    import sys
+
+    from engine.trainer import op_cache
+
+    holder = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(tmp_path / op_cache.TURN_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        f"open({str(tmp_path / op_cache.LOCK_FILE)!r}, 'x').close()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE) as child:
+        assert child.stdout is not None and child.stdout.readline() == b"held\n"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert (tmp_path / op_cache.LOCK_FILE).exists()  # torch's lock outlives its holder
+    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("the dead holder's turn"), busy=lambda d: False):
+        assert not (tmp_path / op_cache.LOCK_FILE).exists()
