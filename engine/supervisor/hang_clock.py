@@ -18,6 +18,10 @@ HANG_FLOOR_S = 600.0
 slow first step must not read as a hang."""
 HANG_STEP_FACTOR = 20.0
 """The derived limit is this many median step intervals (when that is above the floor)."""
+BUILD_PHASES = frozenset({"building_op", "waiting_for_build"})
+"""Start-up phases in which a compiler works for minutes and the trainer says nothing: the
+limit is then never under ``HANG_FLOOR_S``, whatever ``restart.hang_s`` says (a shorter one
+would kill every build and count each kill against ``restart.max_restarts``)."""
 PACE_WINDOW = 64  # recent step intervals the median is taken over
 
 
@@ -30,26 +34,31 @@ class HangClock:
         self._last_life: float | None = None
         self._last_step_at: float | None = None
         self._intervals: deque[float] = deque(maxlen=PACE_WINDOW)
+        self._building = False  # the last sign of life was a build phase (BUILD_PHASES)
 
-    def sign_of_life(self, now: float) -> None:
-        """A launch or a start-up phase: the quiet time starts again (``now``: monotonic s)."""
+    def sign_of_life(self, now: float, phase: str | None = None) -> None:
+        """A launch or a start-up phase (``phase``, its name): the quiet time starts again
+        (``now``: monotonic s)."""
         self._last_life = now
         self._last_step_at = None  # the next step's interval includes no start-up
+        self._building = phase in BUILD_PHASES
 
     def on_step(self, now: float) -> None:
         """A step report arrived; its interval to the one before feeds the pace."""
         if self._last_step_at is not None:
             self._intervals.append(now - self._last_step_at)
         self._last_step_at = self._last_life = now
+        self._building = False
 
     def stop(self) -> None:
         """No trainer to watch (it exited, it holds, it stops): nothing is quiet."""
         self._last_life = self._last_step_at = None
+        self._building = False
 
     def limit_s(self) -> float:
         """Seconds of quiet that make a hang."""
         if self.hang_s is not None:
-            return self.hang_s
+            return max(self.hang_s, HANG_FLOOR_S) if self._building else self.hang_s
         if not self._intervals:
             return HANG_FLOOR_S
         return max(HANG_FLOOR_S, HANG_STEP_FACTOR * statistics.median(self._intervals))

@@ -67,7 +67,10 @@ class HangRecovery:
     def _watch(self, event: Event) -> None:
         """Start-up phases are signs of life (a cold op build takes minutes before a step);
         the heartbeat alert firing has every rank's stacks collected."""
-        if event.type in (StartupPhase.event_type, RunContinued.event_type):
+        phase = StartupPhase.of(event)
+        if phase is not None:
+            self.hang.sign_of_life(self._now(), phase.phase)  # a build: never judged by a short hang_s
+        elif event.type == RunContinued.event_type:
             self.sign_of_life()
         alert = AlertRaised.of(event)
         busy = self._collecting is not None and not self._collecting.done()

@@ -155,7 +155,8 @@ def load_turn(
             fcntl.flock(fd, fcntl.LOCK_EX)
         lock = directory / LOCK_FILE
         if lock.exists() and not (busy or _worked_in)(directory):
-            print(f"removing the build lock {lock}: the process that took it died", file=sys.stderr, flush=True)
+            said = f"removing the build lock {lock}: the process that took it died"
+            print(said, file=sys.stderr, flush=True)
             lock.unlink(missing_ok=True)
         yield
     finally:

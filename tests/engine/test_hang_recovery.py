@@ -59,6 +59,21 @@ def test_a_start_up_phase_restarts_the_quiet_time_and_nothing_is_watched_before_
     assert clock.hung(18.0)
 
 
+def test_an_op_build_is_never_judged_by_a_hang_s_shorter_than_the_floor() -> None:
+    """A compiler works for minutes with the trainer silent: restart.hang_s = 60 would kill
+    every cold build and turn it into a restart loop. Past the build, hang_s holds again."""
+    clock = HangClock(60.0)
+    clock.sign_of_life(0.0, "building_op")
+    assert not clock.hung(HANG_FLOOR_S - 1) and clock.hung(HANG_FLOOR_S)  # a build silent for ever is hung
+    clock.sign_of_life(0.0, "waiting_for_build")
+    assert not clock.hung(120.0)
+    clock.sign_of_life(200.0, "initialising")
+    assert clock.hung(260.0)
+    clock.sign_of_life(300.0, "building_op")
+    clock.on_step(310.0)  # a step ends the build's allowance
+    assert clock.hung(370.0)
+
+
 # ----------------------------------------------------------- the restart budget (pure)
 
 

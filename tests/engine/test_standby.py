@@ -3,6 +3,8 @@ which waits as a spare the way the real one does (``engine.trainer.standby``).""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import shlex
 import signal
@@ -174,3 +176,70 @@ def test_orders_round_trip_and_bad_orders_name_the_field() -> None:
 def test_a_spare_is_told_by_its_first_argument() -> None:
     assert is_standby([STANDBY_FLAG]) and is_standby([STANDBY_FLAG, "/runs/r"])
     assert not is_standby(["/runs/r", "--attempt", "2"]) and not is_standby([STANDBY_FLAG, "/r", "x"])
+
+
+class _Pipe(io.BytesIO):
+    """A spare's stdin that keeps what was written to it once closed."""
+
+    written = b""
+
+    def close(self) -> None:
+        self.written = self.getvalue()
+        super().close()
+
+
+class _Proc:
+    """A spare's process as ``Standby`` sees it; never a real pid (kill_group is replaced)."""
+
+    def __init__(self) -> None:
+        self.pid, self.returncode, self.stdin, self.stdout = 999_999, None, _Pipe(), None
+
+    async def wait(self) -> int:
+        while self.returncode is None:
+            await asyncio.sleep(0.01)
+        return self.returncode
+
+
+class _NoJournal:
+    def record(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"nothing is recorded for a spare passed over: {args}")
+
+
+async def test_a_restart_passes_over_a_spare_still_warming_and_starts_cold(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a ready spare (or the head start) is taken: one still importing at nice 19 would
+    finish after the trainer it replaces had died. It is killed, and its death is no loss."""
+    from engine.supervisor import standby as standby_module
+
+    killed: list[int] = []
+
+    def kill_group(pid: int, sig: int) -> None:
+        killed.append(pid)
+        proc.returncode = -sig
+
+    monkeypatch.setattr(standby_module, "kill_group", kill_group)
+    keeper = standby_module.Standby(run, SPARE_CMD, _NoJournal())  # type: ignore[arg-type]
+    orders = StandbyOrders(["RUN", "--attempt", "2"], "/dev/null")
+
+    proc = _Proc()
+    warming = standby_module.Spare(proc, 0.0)  # type: ignore[arg-type]
+    keeper._spare = warming
+    watch = asyncio.create_task(keeper._watch(warming))
+    assert keeper.take(orders) is None
+    assert killed == [999_999] and warming.passed_over
+    assert proc.stdin.getvalue() == b"" and not proc.stdin.closed  # no orders went to it
+    await asyncio.wait_for(watch, 10)  # ends without a standby_lost or a backoff
+    assert keeper._deaths == 0
+
+    proc = _Proc()
+    ready = standby_module.Spare(proc, 0.0)  # type: ignore[arg-type]
+    ready.ready = True
+    keeper._spare = ready
+    assert keeper.take(orders) is ready and proc.stdin.written == orders.encode()
+
+    proc = _Proc()
+    head = standby_module.Spare(proc, 0.0, head_start=True)  # type: ignore[arg-type]
+    keeper._spare = head
+    assert keeper.take(orders) is head  # imports at the trainer's priority: worth waiting for
+    assert killed == [999_999]

@@ -75,7 +75,8 @@ def test_without_background_training_waits_for_the_whole_save(monkeypatch: pytes
 
 
 def test_wall_clock_cadence_saves_in_the_background() -> None:
-    raw = {"name": "clock", "steps": 80, "checkpoint": {"every_steps": 0, "every_minutes": 0.005, "keep": 100}}
+    checkpoint = {"every_steps": 0, "every_minutes": 0.005, "keep": 100}
+    raw = {"name": "clock", "steps": 80, "checkpoint": checkpoint}
     # a save every 0.3 s of training, none by step count; keep > steps, so none is rotated away
     # even on a loaded machine, where a step can take longer than 0.3 s and each one saves
     run = make_run(raw)

@@ -110,8 +110,8 @@ def test_nodes_whose_configs_differ_end_at_the_join_timeout_naming_the_mismatch(
         assert status.state == "failed" and status.exit_reason == timed_out.message, logs(run)
         ends[run] = timed_out.message
     assert ends[node0] == (
-        f"all 2 nodes reached {endpoint} but did not agree within {JOIN_S} s: another node meets under another "
-        f"rendezvous id (this node's rendezvous id is {id0}): their training configs, train.nodes or "
+        f"all 2 nodes reached {endpoint} but did not agree within {JOIN_S} s: another node meets under "
+        f"another rendezvous id (this node's rendezvous id is {id0}): their training configs, train.nodes or "
         "train.rdzv_id differ"
     )
     assert ends[node1].startswith(

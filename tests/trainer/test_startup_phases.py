@@ -204,9 +204,10 @@ def test_a_torch_lock_with_no_live_memtui_holder_is_removed_when_the_turn_comes(
 
     lock = tmp_path / op_cache.LOCK_FILE
     lock.touch()
-    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("nobody holds the turn"), busy=lambda d: True):
+    alone = lambda: pytest.fail("nobody holds the turn")  # noqa: E731
+    with op_cache.load_turn(tmp_path, waiting=alone, busy=lambda d: True):
         assert lock.exists()  # another tool's ninja compiles there: its lock stays
-    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("nobody holds the turn"), busy=lambda d: False):
+    with op_cache.load_turn(tmp_path, waiting=alone, busy=lambda d: False):
         assert not lock.exists()
 
 
@@ -259,5 +260,6 @@ def test_a_builder_killed_mid_load_leaves_nothing_the_next_load_waits_on(tmp_pat
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert (tmp_path / op_cache.LOCK_FILE).exists()  # torch's lock outlives its holder
-    with op_cache.load_turn(tmp_path, waiting=lambda: pytest.fail("the dead holder's turn"), busy=lambda d: False):
+    dead = lambda: pytest.fail("the dead holder's turn")  # noqa: E731
+    with op_cache.load_turn(tmp_path, waiting=dead, busy=lambda d: False):
         assert not (tmp_path / op_cache.LOCK_FILE).exists()
