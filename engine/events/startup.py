@@ -46,6 +46,8 @@ class StartupPhase(Payload):
     """The op's build directory: what the build leaves for every later run in this environment."""
     lock: str | None = None
     """``waiting_for_build``: the lock file another process holds while it builds."""
+    holder: int | None = None
+    """``waiting_for_build``: the pid of the memtui process that builds, when known."""
     tag: str | None = None
     """``loading_checkpoint``: the checkpoint's tag."""
     rendezvous: RendezvousWait | None = None
@@ -54,10 +56,11 @@ class StartupPhase(Payload):
     def label(self) -> str:
         """The phase in a few words, for a header, a panel or ``memtui status``."""
         op = self.op or "an op"
+        whose = f"process {self.holder}'s" if self.holder else "another process's"
         labels: dict[str, str] = {
             "importing": "importing torch and DeepSpeed",
             "building_op": f"building DeepSpeed op {op} (once per environment)",
-            "waiting_for_build": f"waiting for another process's build of {op}",
+            "waiting_for_build": f"waiting for {whose} build of {op}",
             "initialising": "initialising DeepSpeed",
             "loading_checkpoint": f"loading checkpoint {self.tag or ''}".rstrip(),
             "first_step": "first step",

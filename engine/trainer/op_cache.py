@@ -78,6 +78,8 @@ class OpState:
     seen: loading takes a moment."""
     locked: bool
     """Another process holds the build lock: loading waits for its build."""
+    holder: int | None = None
+    """The pid of the memtui process whose turn (``load_turn``) is waited for, when known."""
 
 
 def needed_builders() -> list[Any]:
@@ -127,7 +129,7 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
     if directory is not None:
         threading.Thread(target=_watch_build, args=(said[-1], say, done), daemon=True).start()
         threading.Thread(target=_clear_stale_lock, args=(directory, done), daemon=True).start()
-        turn = load_turn(directory, lambda: say(dataclasses.replace(said[-1], locked=True)))
+        turn = load_turn(directory, lambda pid: say(dataclasses.replace(said[-1], locked=True, holder=pid)))
     began = time.monotonic()
     try:
         with turn:
@@ -139,10 +141,11 @@ def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState
 
 @contextlib.contextmanager
 def load_turn(
-    directory: Path, waiting: Callable[[], None], busy: Callable[[Path], bool] | None = None
+    directory: Path, waiting: Callable[[int | None], None], busy: Callable[[Path], bool] | None = None
 ) -> Iterator[None]:
     """This process's turn to load the op in ``directory``: the ``TURN_FILE`` flock, waited for
-    (``waiting`` hears it first) while another memtui process holds it. Once it is held, a
+    (``waiting`` hears the holder's pid first, None if unknown) while another memtui process
+    holds it; the holder writes its pid into the file. Once it is held, a
     torch lock in the directory has no live memtui builder: it is removed at once unless a
     process works in the directory (``busy``: a build that is not ours, by ninja's working
     directory)."""
@@ -151,8 +154,10 @@ def load_turn(
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            waiting()
+            waiting(_holder(fd))
             fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         lock = directory / LOCK_FILE
         if lock.exists() and not (busy or _worked_in)(directory):
             said = f"removing the build lock {lock}: the process that took it died"
@@ -161,6 +166,12 @@ def load_turn(
         yield
     finally:
         os.close(fd)  # and with it the flock
+
+
+def _holder(fd: int) -> int | None:
+    """The pid the turn's holder wrote into the turn file; None if it has not yet."""
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _watch_build(
@@ -259,15 +270,19 @@ def describe(state: OpState, took_s: float) -> str:
         return f"{state.name}: pre-built at install"
     if state.built:
         return f"{state.name}: already built in {state.directory} (loaded in {took_s:.1f} s)"
-    how = "waited for another process's build" if state.locked else "built"
+    how = f"waited for {_whose(state)} build" if state.locked else "built"
     return f"{state.name}: {how} in {took_s:.0f} s, cached in {state.directory} for every later run"
+
+
+def _whose(state: OpState) -> str:
+    return f"process {state.holder}'s" if state.holder else "another process's"
 
 
 def _say_before_load(state: OpState) -> None:
     """On stderr: a build about to take a while, or a wait for another process's."""
     if state.locked:
         lock = Path(state.directory) / LOCK_FILE
-        print(f"{state.name}: waiting for another process's build (lock {lock})", file=sys.stderr, flush=True)
+        print(f"{state.name}: waiting for {_whose(state)} build (lock {lock})", file=sys.stderr, flush=True)
     elif not state.built:
         where = state.directory
         print(f"{state.name}: building (once per environment) in {where}", file=sys.stderr, flush=True)

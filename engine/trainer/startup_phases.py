@@ -31,7 +31,7 @@ class StartupPhases:
         self.current: PhaseName | None = None
 
     def enter(self, phase: PhaseName, **details: Any) -> None:
-        """Record that the trainer enters ``phase``; ``details``: op, cache, lock, tag."""
+        """Record that the trainer enters ``phase``; ``details``: op, cache, lock, holder, tag."""
         payload = StartupPhase(phase=phase, attempt=self.attempt, **details)
         self.current = phase
         label = payload.label()
@@ -50,4 +50,5 @@ class StartupPhases:
             return
         lock = str(Path(state.directory) / LOCK_FILE) if state.locked else None
         phase: PhaseName = "waiting_for_build" if state.locked else "building_op"
-        self.enter(phase, op=state.name, cache=state.directory, lock=lock)
+        holder = state.holder if state.locked else None
+        self.enter(phase, op=state.name, cache=state.directory, lock=lock, holder=holder)

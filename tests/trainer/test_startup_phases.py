@@ -204,7 +204,7 @@ def test_a_torch_lock_with_no_live_memtui_holder_is_removed_when_the_turn_comes(
 
     lock = tmp_path / op_cache.LOCK_FILE
     lock.touch()
-    alone = lambda: pytest.fail("nobody holds the turn")  # noqa: E731
+    alone = lambda pid: pytest.fail(f"nobody holds the turn, not {pid}")  # noqa: E731
     with op_cache.load_turn(tmp_path, waiting=alone, busy=lambda d: True):
         assert lock.exists()  # another tool's ninja compiles there: its lock stays
     with op_cache.load_turn(tmp_path, waiting=alone, busy=lambda d: False):
@@ -212,13 +212,15 @@ def test_a_torch_lock_with_no_live_memtui_holder_is_removed_when_the_turn_comes(
 
 
 def test_a_second_load_waits_for_the_turn_and_says_so(tmp_path: Path) -> None:
+    import os
+
     from engine.trainer import op_cache
 
     order: list[str] = []
     held, release = threading.Event(), threading.Event()
 
     def first() -> None:
-        with op_cache.load_turn(tmp_path, waiting=lambda: order.append("first waited"), busy=lambda d: False):
+        with op_cache.load_turn(tmp_path, waiting=lambda pid: order.append(f"first waited for {pid}")):
             order.append("first loads")
             held.set()
             release.wait(30)
@@ -228,14 +230,14 @@ def test_a_second_load_waits_for_the_turn_and_says_so(tmp_path: Path) -> None:
     thread.start()
     held.wait(30)
 
-    def waiting() -> None:
-        order.append("second waits")
+    def waiting(holder: int | None) -> None:
+        order.append(f"second waits for {holder}")
         release.set()
 
     with op_cache.load_turn(tmp_path, waiting=waiting, busy=lambda d: False):
         order.append("second loads")
     thread.join(30)
-    assert order == ["first loads", "second waits", "first done", "second loads"]
+    assert order == ["first loads", f"second waits for {os.getpid()}", "first done", "second loads"]
 
 
 @pytest.mark.slow
@@ -260,6 +262,14 @@ def test_a_builder_killed_mid_load_leaves_nothing_the_next_load_waits_on(tmp_pat
         child.send_signal(signal.SIGKILL)
         child.wait()
     assert (tmp_path / op_cache.LOCK_FILE).exists()  # torch's lock outlives its holder
-    dead = lambda: pytest.fail("the dead holder's turn")  # noqa: E731
+    dead = lambda pid: pytest.fail(f"the dead holder's turn: {pid}")  # noqa: E731
     with op_cache.load_turn(tmp_path, waiting=dead, busy=lambda d: False):
         assert not (tmp_path / op_cache.LOCK_FILE).exists()
+
+
+def test_a_wait_for_a_memtui_build_names_the_builders_pid() -> None:
+    waiting = OpState("deepspeed_shm_comm", "/x/deepspeed_shm_comm", built=False, locked=True, holder=4321)
+    ((data, message),) = phases_for(waiting)
+    assert data["phase"] == "waiting_for_build" and data["holder"] == 4321
+    assert message.startswith("waiting for process 4321's build of deepspeed_shm_comm (lock ")
+    assert describe(waiting, 30.0).startswith("deepspeed_shm_comm: waited for process 4321's build in 30 s")
