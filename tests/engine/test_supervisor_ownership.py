@@ -153,3 +153,43 @@ def test_a_killed_supervisor_leaves_the_run_free_even_with_its_trainer_alive(run
 def trainer_pid(run: RunDir) -> int | None:
     with Store(run.store, readonly=True) as store:
         return store.read_meta().trainer_pid
+
+
+SPARE_MARK = "spare.pid"  # in the run dir: the pid of each spare the supervisor started
+MARKING_SPARE = f"sh -c 'echo $$ >> {SPARE_MARK}; exec sleep 600' spare"
+
+
+def losing_supervisor(run: RunDir) -> subprocess.CompletedProcess[str]:
+    """``python -m engine supervise RUN`` on a run another process holds, with a spare that
+    writes its pid (the spare's cwd is the run dir); it must exit 2."""
+    env = {**os.environ, "MEMTUI_STANDBY_CMD": MARKING_SPARE}
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "supervise", str(run.path)],
+        cwd=CHECKOUT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "already served" in done.stdout + done.stderr, done
+    return done
+
+
+def test_a_supervisor_starts_no_spare_for_a_run_a_live_supervisor_names(run: RunDir, holder) -> None:
+    losing_supervisor(run)
+    assert not (run.path / SPARE_MARK).exists()
+
+
+def test_a_supervisor_that_loses_the_run_kills_the_spare_it_started(run: RunDir) -> None:
+    """The owner has the lock but has not named itself yet (the race of two resumes): the
+    loser's head start is already running, and dies with its loss, not minutes later."""
+    fd = os.open(run.lock_file, os.O_RDWR | os.O_CREAT)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        losing_supervisor(run)
+    finally:
+        os.close(fd)
+    (spare,) = map(int, (run.path / SPARE_MARK).read_text().split())
+    assert not pid_alive(spare)
