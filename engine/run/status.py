@@ -32,7 +32,7 @@ from engine.events import (
 from engine.run.directory import RunDir
 from engine.run.eval_history import stored_evals
 from engine.run.meta import RunMeta
-from engine.run.store import Store, StoreError
+from engine.run.store import Store, StoreError, damaged
 from engine.run.throughput import throughput_of
 
 # Sample fields copied into RunStatus as they are.
@@ -64,12 +64,18 @@ SAVE_EVENTS = (
 
 
 def offline_status(
-    run: RunDir, *, checkpoint_step: int | None = None, checkpoint_rejected: list[str] | None = None
+    run: RunDir,
+    *,
+    checkpoint_step: int | None = None,
+    checkpoint_rejected: list[str] | None = None,
+    strict: bool = False,
 ) -> RunStatus:
     """Status of ``run`` from disk; ``interrupted`` if it never ended and nobody serves it.
     The checkpoint fields are what the caller's full verification found
     (``Standing.status_fields``: ``engine.run`` is below ``engine.checkpoints``); without
-    one they say nothing."""
+    one they say nothing. A store that cannot be read is said in ``exit_reason`` (a listing
+    of every run goes on); ``strict``: a StoreError naming the run instead, unless a live
+    supervisor may be creating the file right now."""
     alive = run.supervisor_pid() is not None
     meta = RunMeta()
     latest: TelemetrySample | None = None
@@ -87,6 +93,10 @@ def offline_status(
         except (StoreError, sqlite3.Error) as err:
             # A supervisor creating the file right now, or a damaged file: say so, do not
             # crash a listing of every run.
+            if strict and not alive:
+                raise StoreError(
+                    str(err) if isinstance(err, StoreError) else damaged(run.store, err)
+                ) from None
             meta = RunMeta() if alive else RunMeta(exit_reason=f"store unreadable: {err}")
     return compose_status(
         run,

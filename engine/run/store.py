@@ -69,6 +69,15 @@ class StoreError(RuntimeError):
     """The store file cannot be used (missing, newer schema, not a store)."""
 
 
+def damaged(path: Path, err: BaseException) -> str:
+    """One line for a store file SQLite cannot read: what is wrong, and what still can be
+    done (the run's checkpoints beside it are files of their own: none is lost with it)."""
+    return (
+        f"{path}: damaged, not a store that can be read ({err}); the run's checkpoints are files of "
+        f"their own: `memtui checkpoints {path.parent.name}` lists those that verify"
+    )
+
+
 # ------------------------------------------------------------------------ store
 
 
@@ -105,7 +114,7 @@ class Store:
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as err:  # truncated, zeroed, or not SQLite at all
             self._db.close()
-            raise StoreError(f"{self.path}: damaged, not a store that can be read ({err})") from None
+            raise StoreError(damaged(self.path, err)) from None
         if version > SCHEMA_VERSION:
             self._db.close()
             raise StoreError(

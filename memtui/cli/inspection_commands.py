@@ -149,7 +149,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from memtui.cli.live_status import fetch_status
     from memtui.cli.resolver import require_run
 
-    status = fetch_status(require_run(args.run, live=False, prefer_live=True))
+    status = fetch_status(require_run(args.run, live=False, prefer_live=True), strict=True)
     if args.json:
         print(status.model_dump_json())
     else:

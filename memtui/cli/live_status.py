@@ -10,8 +10,9 @@ from engine.run.directory import RunDir
 STATUS_TIMEOUT_S = 3.0
 
 
-def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S) -> RunStatus:
-    """Ask the supervisor (``Status``); if it is gone or does not answer, read the store."""
+def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S, strict: bool = False) -> RunStatus:
+    """Ask the supervisor (``Status``); if it is gone or does not answer, read the store
+    (``strict``: a store that cannot be read is a StoreError, not a state)."""
     if run.supervisor_pid() is not None and run.socket.exists():
         status = _ask_supervisor(run, timeout)
         if status is not None:
@@ -19,7 +20,7 @@ def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S) -> RunStatus:
     from engine.checkpoints.standing import standing_of
     from engine.run.status import offline_status
 
-    return offline_status(run, **standing_of(run.checkpoints).status_fields())
+    return offline_status(run, **standing_of(run.checkpoints).status_fields(), strict=strict)
 
 
 def _ask_supervisor(run: RunDir, timeout: float) -> RunStatus | None:

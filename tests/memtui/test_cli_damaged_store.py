@@ -41,7 +41,7 @@ def flip(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [truncate, zero, flip])
-@pytest.mark.parametrize("command", ["export", "directives", "report", "resume"])
+@pytest.mark.parametrize("command", ["export", "directives", "report", "resume", "status"])
 def test_a_damaged_store_is_one_line_and_exit_2(
     damage, command: str, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -52,6 +52,27 @@ def test_a_damaged_store_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("memtui: "), err  # was a sqlite3 traceback
     assert run.store.read_bytes() == before and run.supervisor_pid() is None  # nothing started or written
+    assert "memtui checkpoints" in err  # what still can be done
+
+
+def test_status_json_of_a_damaged_store_is_exit_2_and_no_document(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = stored_run(home)
+    truncate(run.store)
+    assert main(["status", run.run_id, "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "damaged, not a store that can be read" in err, err
+
+
+def test_ls_lists_a_run_whose_store_is_damaged_beside_the_others(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged, intact = stored_run(home), stored_run(home)
+    zero(damaged.store)
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    assert damaged.run_id in out and intact.run_id in out
 
 
 def test_resume_refuses_to_start_an_empty_history_over_checkpoints(
