@@ -1,4 +1,4 @@
-"""``memtui doctor [--json] [--deep]``: the command line of the environment doctor; and
+"""``memtui doctor [RUN] [--json] [--deep]``: the command line of the environment doctor; and
 ``memtui prepare [--json]``, which builds ahead what the doctor finds a first run would build.
 
 The report itself, and why ``--deep`` runs in a child process, is ``memtui.cli.doctor_report``.
@@ -22,6 +22,14 @@ def add_parsers(sub: Any) -> None:
             "Verdict healthy, degraded or unhealthy with "
             "reasons; exit 1 only if unhealthy. No GPU or no NVML is a reason, never an error."
         ),
+    )
+    doctor.add_argument(
+        "run",
+        nargs="?",
+        metavar="RUN",
+        default=None,
+        help="also check this run: its store (SQLite's quick_check), its checkpoints (quick "
+        "verification) and whether a supervisor serves it; a damaged store makes the verdict unhealthy",
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument(
@@ -60,8 +68,10 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from memtui.cli.doctor_report import run_doctor
+    from memtui.cli.resolver import require_run
 
-    return run_doctor(as_json=args.json, deep=args.deep, rdzv_endpoint=args.rdzv_endpoint)
+    run = require_run(args.run, live=False, prefer_live=True) if args.run is not None else None
+    return run_doctor(as_json=args.json, deep=args.deep, run=run, rdzv_endpoint=args.rdzv_endpoint)
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:

@@ -17,6 +17,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.hardware_report import DoctorReport
+    from engine.run.directory import RunDir
 
 DEEP_TIMEOUT_S = 120.0
 """Seconds for the child doctor (importing torch and DeepSpeed can take tens of seconds)."""
@@ -28,17 +33,23 @@ def doctor_exit_code(verdict: str) -> int:
 
 
 def run_doctor(
-    *, as_json: bool, deep: bool, run_dir: Path | None = None, rdzv_endpoint: str | None = None
+    *,
+    as_json: bool,
+    deep: bool,
+    run: RunDir | None = None,
+    rdzv_endpoint: str | None = None,
 ) -> int:
-    """Print the report; the exit status follows the verdict."""
+    """Print the report; the exit status follows the verdict. ``run``: its store, checkpoints
+    and supervisor are judged too (``engine.doctor.run_findings``), its disk is the one checked."""
     from engine.run.directory import memtui_home, runs_root
 
+    run_dir = run.path if run is not None else None
     home = run_dir or memtui_home()
     # Before any run, a run's checkpoints/ will be under runs/ (its disk is the nearest existing parent's).
     checkpoints = run_dir / "checkpoints" if run_dir else runs_root(home)
     if deep:
         return _run_child(
-            as_json=as_json, run_dir=home, checkpoint_dir=checkpoints, rdzv_endpoint=rdzv_endpoint
+            as_json=as_json, run_dir=home, checkpoint_dir=checkpoints, rdzv_endpoint=rdzv_endpoint, run=run
         )
     from engine.doctor.examiner import EnvironmentDoctor
     from engine.doctor.report_text import render_report
@@ -46,12 +57,25 @@ def run_doctor(
     doctor = EnvironmentDoctor(
         run_dir=home, checkpoint_dir=checkpoints, interconnect=True, rdzv_endpoint=rdzv_endpoint
     )
-    report = doctor.examine()
+    report = with_run(doctor.examine(), run)
     print(report.model_dump_json(indent=2) if as_json else render_report(report))
     return doctor_exit_code(report.verdict)
 
 
-def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path, rdzv_endpoint: str | None) -> int:
+def with_run(report: DoctorReport, run: RunDir | None) -> DoctorReport:
+    """``report`` with ``run``'s findings among its own, worst first, and the verdict again."""
+    if run is None:
+        return report
+    from engine.doctor.findings import severity_order, verdict_of
+    from engine.doctor.run_findings import run_findings
+
+    findings = sorted([*report.findings, *run_findings(run)], key=severity_order)
+    return report.model_copy(update={"findings": findings, "verdict": verdict_of(findings)})
+
+
+def _run_child(
+    *, as_json: bool, run_dir: Path, checkpoint_dir: Path, rdzv_endpoint: str | None, run: RunDir | None
+) -> int:
     command = [sys.executable, "-m", "engine", "doctor", "--deep", "--json"]
     command += ["--run-dir", str(run_dir), "--checkpoint-dir", str(checkpoint_dir)]
     command += ["--rdzv-endpoint", rdzv_endpoint] if rdzv_endpoint else []
@@ -69,6 +93,6 @@ def _run_child(*, as_json: bool, run_dir: Path, checkpoint_dir: Path, rdzv_endpo
     from engine.doctor.report_text import render_report
     from engine.hardware_report import DoctorReport
 
-    report = DoctorReport.model_validate(raw)
-    print(json.dumps(raw, indent=2) if as_json else render_report(report))
+    report = with_run(DoctorReport.model_validate(raw), run)
+    print(report.model_dump_json(indent=2) if as_json else render_report(report))
     return doctor_exit_code(report.verdict)

@@ -4,6 +4,7 @@ history while the run's checkpoints remain (it would have begun an empty history
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -88,3 +89,33 @@ def test_resume_refuses_to_start_an_empty_history_over_checkpoints(
     assert err.count("\n") == 1 and "holds no step, yet 3 checkpoint(s) were committed" in err, err
     assert "move telemetry.sqlite aside first" in err and run.supervisor_pid() is None
     assert run.store.read_bytes() == b""
+
+
+def test_doctor_run_checks_the_store_and_the_checkpoints(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = stored_run(home)
+    checkpoints = CheckpointStore(run.checkpoints)
+    for step in (10, 20):
+        assert checkpoints.save(step, writer(run.checkpoints, step), FIELDS, 4096).status == "saved"
+    assert main(["doctor", run.run_id, "--json"]) in (0, 1)  # the machine's own verdict
+    findings = [f["message"] for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert f"{run.run_id}: store ok (quick_check), 0 steps stored" in findings
+    assert (
+        f"{run.run_id}: 2 checkpoint(s) verify (quick check); a resume starts from global_step20 (step 20)"
+        in findings
+    )
+    assert f"{run.run_id}: no supervisor serves it" in findings
+
+    truncate(run.store)
+    before = run.store.read_bytes()
+    assert main(["doctor", run.run_id, "--json"]) == 1  # unhealthy, whatever the machine
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == "unhealthy"
+    worst = report["findings"][0]
+    assert (
+        worst["level"] == "unhealthy"
+        and "damaged" in worst["message"]
+        and "memtui checkpoints" in worst["message"]
+    )
+    assert run.store.read_bytes() == before  # the doctor only reads
