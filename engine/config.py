@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.chaos.config import ChaosConfig
 from engine.domain import Thresholds
@@ -87,6 +87,22 @@ class HfConfig(_Strict):
         return self
 
 
+def endpoint_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as a rendezvous endpoint ``HOST:PORT``; None if nothing.
+    A host name is at most 253 bytes in labels of at most 63 (DNS; longer fails in the
+    resolver's IDNA codec), a port 1-65535; ``[v6 address]`` hosts are taken as written."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or any(c.isspace() for c in text):
+        return f"{text[:60]!r} is not HOST:PORT"
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"port {port[:20]!r} is not a number from 1 to 65535"
+    if host.startswith("["):
+        return None if host.endswith("]") and len(host) <= 64 else f"{host[:60]!r} is not an [IPv6] host"
+    if len(host.encode()) > 253 or any(not 1 <= len(label.encode()) <= 63 for label in host.split(".")):
+        return f"host {host[:60]!r} is not a host name (labels of 1-63 bytes, 253 in all)"
+    return None
+
+
 class TrainConfig(_Strict):
     """Optimisation and batch geometry. Samples are sequences of ``model.seq_len`` bytes."""
 
@@ -132,6 +148,15 @@ class TrainConfig(_Strict):
     """This host's place in the run (0 .. nodes-1); node 0 holds rank 0 and the store."""
     rdzv_endpoint: str | None = Field(None, pattern=r"^\S+:\d{1,5}$")
     """``HOST:PORT`` on node 0 where torchrun's rendezvous store listens (every node the same)."""
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        problem = None if value is None else endpoint_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     rdzv_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     """A name shared by the run's nodes (default: derived from the training content of the
     config and the endpoint, ``engine.rendezvous``: hosts running the same config agree

@@ -48,15 +48,21 @@ def describe_validation(err: ValidationError, source: Path | None = None) -> str
     text = Path(source).read_text(encoding="utf-8", errors="replace") if source is not None else ""
     lines = []
     for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(config)"
+        where = _shortened(".".join(str(p) for p in e["loc"])) or "(config)"
         line = key_line(text, tuple(str(p) for p in e["loc"])) if text else None
         where = f"{source}:{line}: {where}" if line is not None else where
         if e["type"] == "extra_forbidden":
             near = difflib.get_close_matches(str(e["loc"][-1]), known_keys(e["loc"][:-1]), n=1)
             lines.append(f"{where}: unknown key" + (f" (did you mean {near[0]}?)" if near else ""))
         else:
-            lines.append(f"{where}: {e['msg']} (got {e.get('input')!r})")
+            lines.append(f"{where}: {e['msg']} (got {_shortened(repr(e.get('input')))})")
     return "; ".join(lines)
+
+
+def _shortened(text: str, most: int = 80) -> str:
+    """``text`` cut to ``most`` characters for one line of an error: a hostile key or value of
+    megabytes is named, not echoed."""
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def key_line(text: str, key: tuple[str, ...]) -> int | None:

@@ -76,6 +76,9 @@ RequestId = Annotated[str, Field(min_length=1, max_length=REQUEST_ID_MAX)]
 Role = Literal["console", "cli", "trainer"]
 
 
+MAX_REASON_CHARS = 1024  # an operator's reason for a rejection: a sentence or two, for the record
+
+
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
@@ -213,7 +216,7 @@ class Reject(_Message):
     kind: Literal["reject"] = "reject"
     id: RequestId
     directive_id: str = Field(min_length=1, max_length=64)
-    reason: str = Field("operator", max_length=1024)
+    reason: str = Field("operator", max_length=MAX_REASON_CHARS)
 
 
 class Propose(_Message):

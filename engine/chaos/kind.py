@@ -26,6 +26,15 @@ MIB = 1 << 20
 EVERY_RANK = -1  # a request's rank that means every rank (a form shows ints only)
 
 
+def rank_outside(request: Any, world: int) -> str | None:
+    """Why ``request`` aims past the run's ``world`` ranks (train.ranks x train.nodes); None
+    when it aims at one of them, at every rank, or at none (a kind without a rank)."""
+    rank = getattr(request, "rank", EVERY_RANK)
+    if rank == EVERY_RANK or rank < world:
+        return None
+    return f"rank {rank} is not in this run: its ranks are 0 to {world - 1} (-1: every rank)"
+
+
 class RunFacts(Protocol):
     """What an outcome sentence needs of one run (``memtui.run_facts.RunFacts``)."""
 

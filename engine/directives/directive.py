@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.domain import DIRECTIVE_FIELDS, EDGE_LIMITS, INTEGER_FIELDS, DirectiveField, DirectiveValue
 from engine.rollback import Rollback
 
+MAX_ID_CHARS = 64
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+"""A directive id: what a planner may name it, and what an operator's answer may name."""
 MAX_RATIONALE_CHARS = 2000  # one paragraph; a 10 MB "rationale" is hostile, not verbose
 MAX_RAW_ITEMS = 64  # keys of a raw directive object before we stop reading it
 MAX_EVIDENCE_ITEMS = 8  # figures a planner cites for one suggestion
@@ -42,7 +45,7 @@ class Directive(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, pattern=ID_PATTERN)
     source: str = Field(min_length=1, max_length=128)
     """``rules``, ``operator``, ``command:...``, ``http:...``."""
     created_at: float = Field(allow_inf_nan=False, ge=0.0)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.chaos.config import ChaosConfig
-from engine.chaos.kind import EVERY_RANK
+from engine.chaos.kind import rank_outside
 from engine.chaos.table import CHAOS_ADAPTER, ChaosKindSpec, ChaosRequest, chaos_specs, values_of
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, Severity, TelemetrySample
@@ -128,11 +128,11 @@ class ChaosDesk:
         kind = request.kind
         performer = performers().get(kind)
         aim: Aim | str = f"this supervisor does not perform {kind}"
-        rank = getattr(request, "rank", EVERY_RANK)
+        outside = rank_outside(request, self.world)
         if self.journal.ended or self.attempts.stop_reason is not None:
             aim = f"the run is {self.journal.state}: there is nothing to inject into"
-        elif rank != EVERY_RANK and rank >= self.world:
-            aim = f"rank {rank} is not in this run: its ranks are 0 to {self.world - 1} (-1: every rank)"
+        elif outside is not None:
+            aim = outside
         elif performer is not None:
             aim = performer.aim(self, self.journal.state)
         if performer is None or isinstance(aim, str):

@@ -14,17 +14,24 @@ import argparse
 import math
 from collections.abc import Callable
 
+MAX_COUNT = 10**12
+"""The largest count any flag takes (steps, lines, tokens): beyond it a number is a typo or
+an attack, and would only overflow what it reaches."""
+MAX_SEQ_LEN = 10**7  # tokens per sample: past any model's context window
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argument type: an integer no smaller than ``minimum``."""
+
+def int_at_least(minimum: int, maximum: int = MAX_COUNT) -> Callable[[str], int]:
+    """An argument type: an integer from ``minimum`` to ``maximum``."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum:g}, got {text[:40]}")
         return value
 
     return parse
@@ -32,6 +39,17 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
+sequence_length = int_at_least(1, MAX_SEQ_LEN)
+
+
+def endpoint(text: str) -> str:
+    """An argument type: a rendezvous endpoint ``HOST:PORT`` (``engine.config.endpoint_problem``)."""
+    from engine.config import endpoint_problem
+
+    problem = endpoint_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def positive_float(text: str) -> float:

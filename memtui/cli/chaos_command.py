@@ -23,6 +23,7 @@ from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
     from engine.chaos.table import ChaosKindSpec, ChaosRequest
+    from engine.run.directory import RunDir
 
 USAGE = "memtui chaos [-h] [--json] [RUN] KIND [--PARAM VALUE ...]\n       memtui chaos --list [--json] [RUN]"
 WELCOME_TIMEOUT_S = 5.0
@@ -121,6 +122,21 @@ def checked_request(kind: str, texts: dict[str, str]) -> ChaosRequest:
         raise CliError(f"chaos {kind}: --{err.field.replace('_', '-')}: {err.message}", code=2) from None
 
 
+def _refuse_outside_ranks(run: RunDir, request: ChaosRequest) -> None:
+    """A rank past the run's own (its config says how many) is a refused value, exit 2,
+    whether or not a supervisor serves the run."""
+    from engine.chaos.kind import rank_outside
+    from engine.config_file import ConfigError
+
+    try:
+        train = run.read_config().train
+    except (ConfigError, OSError):
+        return  # the supervisor, if any, judges it
+    outside = rank_outside(request, train.ranks * train.nodes)
+    if outside is not None:
+        raise CliError(f"chaos {request.kind}: {outside}", code=2)
+
+
 def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int:
     """Send ``Chaos(request)`` to the run's supervisor; print the chaos id and what happens."""
     from engine.protocol import Chaos
@@ -132,6 +148,7 @@ def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int
     from memtui.run_facts import run_facts
 
     run = require_run(run_spec, live=run_spec is None)
+    _refuse_outside_ranks(run, request)
     if run.supervisor_pid() is None:
         raise CliError(f"{run.run_id}: the run is not running (no supervisor to inject chaos into)")
     facts = run_facts(run) if depends_on_the_run(request.kind) else None  # as the run is before it

@@ -58,7 +58,7 @@ def add_parsers(sub: Any) -> None:
     approve = _answer_parser(sub, "approve", "approve a pending directive (the policy re-checks it)")
     approve.set_defaults(handler=cmd_approve)
     reject = _answer_parser(sub, "reject", "reject a pending directive")
-    reject.add_argument("--reason", required=True, metavar="TEXT", help="why, for the record")
+    reject.add_argument("--reason", required=True, type=reason, metavar="TEXT", help="why, for the record")
     reject.set_defaults(handler=cmd_reject)
     clamp = _answer_parser(sub, "clamp", "apply a pending directive with edited values (re-checked)")
     _add_set(clamp, required=True)
@@ -110,11 +110,34 @@ def rationale(text: str) -> str:
     return text
 
 
+def reason(text: str) -> str:
+    """An argument type: a rejection's reason, no longer than the protocol carries."""
+    from engine.protocol import MAX_REASON_CHARS
+
+    if len(text) > MAX_REASON_CHARS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_REASON_CHARS} characters, got {len(text)}")
+    return text
+
+
+def directive_id(text: str) -> str:
+    """An argument type: a directive id as directives are named (``d-…``, a planner's own)."""
+    import re
+
+    from engine.directives.directive import ID_PATTERN, MAX_ID_CHARS
+
+    if len(text) > MAX_ID_CHARS or not re.match(ID_PATTERN, text):
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise argparse.ArgumentTypeError(
+            f"{shown!r} is no directive id (letters, digits and _.:- only, at most {MAX_ID_CHARS})"
+        )
+    return text
+
+
 def _answer_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     """``memtui NAME [RUN] ID``, with the deprecated ``--run RUN`` still read."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
     parser.add_argument("run", nargs="?", metavar="RUN", help=RUN_HELP)
-    parser.add_argument("directive_id", metavar="ID")
+    parser.add_argument("directive_id", metavar="ID", type=directive_id)
     parser.add_argument("--run", dest="run_option", metavar="RUN", help=argparse.SUPPRESS)
     _add_json(parser)
     return parser
@@ -136,17 +159,38 @@ def _add_set(parser: argparse.ArgumentParser, *, required: bool) -> None:
     )
 
 
+def check_values(command: str, values: dict[str, Any]) -> None:
+    """Judge ``values`` as a directive would be, here, before any supervisor is asked: an
+    unknown field, a value that is no number, not finite or outside the field's outer edge,
+    a rollback tag that no checkpoint could have, is a CliError (exit 2) naming the field.
+    The run's own policy bounds, narrower, are the supervisor's to judge."""
+    from engine.directives.directive import DirectiveRefused, parse_directive
+
+    try:
+        parse_directive({"id": "check", "source": "operator", "created_at": 0.0, "expires_at": 0.0, **values})
+    except DirectiveRefused as err:
+        raise CliError(f"{command}: {err}", code=2) from None
+
+
+MAX_FIELD_CHARS = 64  # longer than any directive field's name: echoed no further
+
+
 def parse_assignments(items: list[str]) -> dict[str, Any]:
     """``["lr_multiplier=0.5", "micro_batch_size=4"]`` -> values; JSON numbers only."""
     values: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
+        shown = repr(item) if len(item) <= 60 else repr(item[:57]) + "..."
         if not sep or not name.strip():
-            raise CliError(f"--set {item!r}: expected FIELD=VALUE", code=2)
+            raise CliError(f"--set {shown}: expected FIELD=VALUE", code=2)
+        if len(name) > MAX_FIELD_CHARS:
+            raise CliError(
+                f"--set {shown}: a field name of {len(name)} characters is no directive field", code=2
+            )
         try:
             value = json.loads(text)
-        except json.JSONDecodeError:
-            raise CliError(f"--set {item!r}: {text!r} is not a number", code=2) from None
+        except (json.JSONDecodeError, RecursionError):
+            raise CliError(f"--set {shown}: the value is not a number", code=2) from None
         values[name.strip()] = value
     return values
 
@@ -198,6 +242,7 @@ def cmd_clamp(args: argparse.Namespace) -> int:
     from engine.protocol import Clamp
 
     values = parse_assignments(args.values)
+    check_values("clamp", values)
     try:
         Clamp(id="x", directive_id=args.directive_id, values=values)
     except ValidationError as err:
@@ -217,6 +262,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
         raise CliError("propose: --skip-batches goes with --rollback TAG", code=2)
     if not values and not args.reset:
         raise CliError("propose: give --set FIELD=VALUE, --reset FIELD or --rollback TAG", code=2)
+    check_values("propose", values)
     try:
         Propose(id="x", values=values, reset=args.reset)
     except ValidationError as err:

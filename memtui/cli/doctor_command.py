@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from memtui.cli.arguments import endpoint
+
 
 def add_parsers(sub: Any) -> None:
     """Register ``doctor`` on ``memtui``'s subparsers."""
@@ -41,6 +43,7 @@ def add_parsers(sub: Any) -> None:
     doctor.add_argument(
         "--rdzv-endpoint",
         metavar="HOST:PORT",
+        type=endpoint,
         default=None,
         help="also check that a multi-node run's rendezvous endpoint (torchrun's c10d store on node 0) "
         "accepts a TCP connection; InfiniBand ports and NCCL variables are always reported",

@@ -63,6 +63,18 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value outside ``choices`` (a preset, a format, a subcommand) names the nearest one."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = {str(c).lower(): str(c) for c in choices}
+        near = difflib.get_close_matches(str(value).lower(), list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean {names[near[0]]}?" if near else ""
+        shown = repr(value) if len(str(value)) <= 40 else repr(str(value)[:37]) + "..."
+        listed = ", ".join(map(repr, names.values()))
+        raise argparse.ArgumentError(action, f"invalid choice: {shown} (choose from {listed}){hint}")
+
     def unrecognized(self, extras: list[str]) -> NoReturn:
         """Refuse arguments this command does not take, suggesting the nearest flag of its own."""
         flags = [flag for action in self._actions for flag in action.option_strings]

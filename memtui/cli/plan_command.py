@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memtui.cli.arguments import positive_float, positive_int
+from memtui.cli.arguments import positive_float, positive_int, sequence_length
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="activation checkpointing on (default: train.activation_checkpointing)",
     )
-    plan.add_argument("--seq-len", type=positive_int, metavar="N", help="tokens per sample (over the config)")
+    plan.add_argument(
+        "--seq-len", type=sequence_length, metavar="N", help="tokens per sample (over the config)"
+    )
     plan.add_argument(
         "--mfu",
         type=positive_float,

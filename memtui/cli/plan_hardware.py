@@ -46,7 +46,7 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
         raise CliError(f"--gpus: at least 1 GPU per node is needed (got {args.gpus})", code=2)
     seen = _nvml_device()
     gpus = args.gpus or (seen[0] if seen else None)
-    memory = _size(args.gpu_memory) if args.gpu_memory else (seen[1] if seen else None)
+    memory = _size(args.gpu_memory) if args.gpu_memory is not None else (seen[1] if seen else None)
     cpu = gpus is None and memory is None
     if gpus is not None and memory is None:
         raise CliError(
@@ -69,7 +69,7 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
             CPU_RUNTIME_BYTES,
         )
     assert gpus is not None and memory is not None
-    source = "given" if args.gpu_memory else "nvml"
+    source = "given" if args.gpu_memory is not None else "nvml"
     return Hardware(
         gpus, memory, source, name, peak, peak_source, link, link_source, False, CUDA_CONTEXT_BYTES
     )

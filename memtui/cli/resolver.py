@@ -71,7 +71,10 @@ def require_run(spec: str | None, *, live: bool, prefer_live: bool = False) -> R
 
 def _check_spec(spec: str) -> None:
     """Refuse what cannot name a run before it reaches the file system (where a component over
-    NAME_MAX raises ENAMETOOLONG and a NUL byte ValueError)."""
+    NAME_MAX raises ENAMETOOLONG and a NUL byte ValueError), and an empty or blank one, which
+    every run id starts with (it would pick one for you)."""
+    if not spec.strip():
+        raise RunNotFound("an empty RUN names no run (leave RUN out for the newest run)", usage=True)
     if "\0" in spec:
         raise RunNotFound("a run id or directory has no NUL byte in it", usage=True)
     longest = max(len(os.fsencode(part)) for part in spec.split("/"))

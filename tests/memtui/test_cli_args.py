@@ -214,3 +214,27 @@ def test_a_config_that_is_no_regular_file_is_refused_at_once(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and says in err, err
     assert not (home / "runs").exists() or list((home / "runs").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["run", "--preset", "tinny"],
+            "invalid choice: 'tinny' (choose from 'tiny', 'small'); did you mean tiny?",
+        ),
+        (["run", "--preset", "SMALL"], "did you mean small?"),
+        (["export", "--format", "jsnl"], "did you mean jsonl?"),
+        (["stauts"], "invalid choice: 'stauts' (choose from "),
+        (["run", "--preset", "x" * 500], "invalid choice: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'..."),
+    ],
+)
+def test_a_value_outside_the_choices_names_the_nearest(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and says in err, err
+    if argv == ["stauts"]:
+        assert err.rstrip().endswith("did you mean status? (see 'memtui --help')"), err
