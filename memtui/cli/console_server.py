@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import sys
+from typing import Any
 
 import psutil
 from aiohttp import web
@@ -53,12 +55,31 @@ def serve_console(command: str, *, host: str, port: int, title: str) -> None:
     """Serve ``command`` (a shell line, one process per browser session) on ``host:port``
     until SIGINT or SIGTERM; then stop every session's process."""
     server = ConsoleServer(command, host=host, port=port, title=title)
+    sys.unraisablehook = quiet_closed_transports(sys.unraisablehook)
     try:
         server.serve()
     except OSError as err:  # the address is taken or cannot be bound
         raise CliError(f"cannot serve on {host}:{port}: {err.strerror or err}") from None
     finally:
         stop_children()
+
+
+def quiet_closed_transports(hook: Any) -> Any:
+    """``sys.unraisablehook`` that drops one known message and passes every other on: a
+    session's process transport that a handler still held when ``on_cleanup`` collected
+    (seen on a loaded machine) is freed after the loop closed, and its ``__del__`` then
+    fails to close it ("Event loop is closed"). Its process was already stopped
+    (``terminate_children``); there is nothing left to close, and no traceback to print."""
+
+    def quiet(unraisable: Any) -> None:
+        where = getattr(unraisable.object, "__qualname__", "")
+        closed = isinstance(unraisable.exc_value, RuntimeError) and "Event loop is closed" in str(
+            unraisable.exc_value
+        )
+        if not (closed and where == "BaseSubprocessTransport.__del__"):
+            hook(unraisable)
+
+    return quiet
 
 
 def terminate_children() -> list[psutil.Process]:

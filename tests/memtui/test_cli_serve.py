@@ -70,3 +70,27 @@ def test_a_taken_port_is_one_line_naming_it(home: Path, live_run: RunDir) -> Non
     assert done.returncode == 1
     assert done.stderr.startswith(f"memtui: cannot serve on 127.0.0.1:{port}: "), done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_a_transport_freed_after_the_loop_closed_prints_nothing_and_other_errors_still_do() -> None:
+    """The one unraisable the served console drops: a session's process transport freed once
+    the loop is closed. Anything else reaches the hook as before."""
+    import asyncio.base_subprocess
+    import types
+
+    pytest.importorskip("textual_serve")
+    from memtui.cli.console_server import quiet_closed_transports
+
+    heard: list[object] = []
+    quiet = quiet_closed_transports(heard.append)
+    freed = types.SimpleNamespace(
+        object=asyncio.base_subprocess.BaseSubprocessTransport.__del__,
+        exc_value=RuntimeError("Event loop is closed"),
+    )
+    quiet(freed)
+    assert heard == []
+    other = types.SimpleNamespace(object=print, exc_value=RuntimeError("Event loop is closed"))
+    quiet(other)
+    elsewhere = types.SimpleNamespace(object=freed.object, exc_value=ValueError("bad"))
+    quiet(elsewhere)
+    assert heard == [other, elsewhere]

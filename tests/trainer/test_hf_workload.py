@@ -29,6 +29,7 @@ from engine.run.store import Store
 from engine.trainer import token_cache
 from engine.trainer.hf_workload import hf_workload
 from engine.trainer.workload import WorkloadError
+from memtui.cli.main import main
 from tests.waiting import wait_for
 
 pytest.importorskip("transformers")
@@ -148,7 +149,9 @@ def start(home: Path, scratch: Path) -> RunDir:
 
 @pytest.mark.deepspeed
 @pytest.mark.e2e
-def test_stop_and_resume_gives_the_loss_of_an_uninterrupted_run(scratch: Path) -> None:
+def test_stop_and_resume_gives_the_loss_of_an_uninterrupted_run(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = scratch / "home"
     home.mkdir()
     straight = start(home, scratch)
@@ -156,7 +159,10 @@ def test_stop_and_resume_gives_the_loss_of_an_uninterrupted_run(scratch: Path) -
 
     stopped = start(home, scratch)
     wait_for(lambda: max(losses(stopped), default=0) >= 10, timeout=240, what="step 10")
-    memtui(home, "stop", stopped.run_id)
+    # `memtui stop` in this process: the same command, without an interpreter's start (seconds
+    # on a loaded machine, in which the run once reached step 144 of 150 before it stopped)
+    monkeypatch.setenv("MEMTUI_HOME", str(home))
+    assert main(["stop", stopped.run_id]) == 0
     wait_for(lambda: state_of(stopped) == "stopped", timeout=120, what="the stop")
     stop_step = max(losses(stopped))
     memtui(home, "resume", stopped.run_id, "--detach")

@@ -59,8 +59,10 @@ def test_slow_steps_on_one_rank_make_the_straggler_alert_name_it() -> None:
         wait_for_step(run, proc, 4)
         slow = ["slow_steps", "--steps", "40", "--delay-s", "0.3", "--jitter", "0", "--rank", "1"]
         memtui("chaos", str(run.path), *slow)
-        alert = first(run, proc, lambda e: e.type == "alert" and e.data["rule"].startswith("straggler"))
-        assert alert.data["rule"] == "straggler.1" and alert.data["rank"] == 1, logs(run, proc)
+        # rank 1's alert; on a loaded machine rank 0 may also be slower for a while and be named
+        # (it was, in CI): that alert is as true as this one and is not what is asserted here
+        alert = first(run, proc, lambda e: e.type == "alert" and e.data["rule"] == "straggler.1")
+        assert alert.data["rank"] == 1, logs(run, proc)
         assert "rank 1 is a straggler" in (alert.message or "")
         with Store(run.store, readonly=True) as store:
             reports = [s.ranks for s in store.steps() if s.ranks and s.step <= alert.data["step"]]
