@@ -57,6 +57,7 @@ def test_full_disk_then_damaged_tags_then_refusal() -> None:
             "op": None,
             "cache": None,
             "lock": None,
+            "holder": None,
             "tag": "global_step8",
             "rendezvous": None,
         }
