@@ -25,7 +25,7 @@ from textual.events import Resize
 from textual.screen import Screen
 
 from engine.chaos.table import KINDS, ChaosKindSpec, ChaosRequest, parse_request
-from engine.domain import Event
+from engine.domain import TERMINAL_STATES, Event
 from engine.protocol import Chaos, DirectiveView, Error, EventMessage, Ok, Pause, ServerMessage, Welcome
 from engine.run.directory import RunDir
 from memtui.chaos_phrases import depends_on_the_run
@@ -59,6 +59,8 @@ READONLY_REFUSAL = "read-only console: commands are refused"
 """What a command key says in a console opened with ``--readonly``."""
 OFFLINE_REFUSAL = "read-only: not connected to a live run (history)"
 """What a command key says in a console showing a run's history, not following a live run."""
+ENDED_REFUSAL = "the run has ended ({state}): there is nothing left to command (memtui resume RUN)"
+"""What a command key says once the run this console follows has ended (stop, pause, chaos...)."""
 
 
 class MemtuiApp(App[None]):
@@ -132,8 +134,9 @@ class MemtuiApp(App[None]):
     def fold(self, view: RunView) -> None:
         """Make ``view`` the newest; the main screen draws it at its rate."""
         if view is not self.view:
-            if (view.state == "paused") != (self.view.state == "paused"):
-                self.refresh_bindings()  # key P: pause <-> continue
+            paused, ended = (view.state == "paused", view.state in TERMINAL_STATES)
+            if (paused, ended) != (self.view.state == "paused", self.view.state in TERMINAL_STATES):
+                self.refresh_bindings()  # key P: pause <-> continue; an ended run: no command keys
             self.view = view
             self.main.view_changed()
 
@@ -195,7 +198,11 @@ class MemtuiApp(App[None]):
         None when it does."""
         if self.readonly:
             return READONLY_REFUSAL
-        return None if self.live else OFFLINE_REFUSAL
+        if not self.live:
+            return OFFLINE_REFUSAL
+        if self.view.state in TERMINAL_STATES:
+            return ENDED_REFUSAL.format(state=self.view.state)
+        return None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The actions table's rule for the app's actions (read-only, pause)."""

@@ -60,15 +60,19 @@ def test_the_typed_values_reach_the_engine(live_run: RunDir, capsys: pytest.Capt
         assert answer["run_id"] == live_run.run_id and answer["chaos_id"] == "c-fake2"
         assert answer["kind"] == "slow_steps"
         assert answer["params"] == {"steps": 3, "factor": 3.0, "delay_s": 0.5, "jitter": 0.25, "rank": -1}
-        assert main(["chaos", live_run.run_id, "slow_steps", "--rank", "1"]) == 0  # one straggler
-        assert chaos_sent(fake)[-1].request == SlowSteps(rank=1)
+        assert main(["chaos", live_run.run_id, "slow_steps", "--rank", "0"]) == 0  # one straggler
+        assert chaos_sent(fake)[-1].request == SlowSteps(rank=0)
         assert (
             capsys.readouterr()
             .out.rstrip()
             .endswith(
-                "make each of the next 20 steps of rank 1 alone 3.0x as long (+ up to 25% more at random)"
+                "make each of the next 20 steps of rank 0 alone 3.0x as long (+ up to 25% more at random)"
             )
         )
+        sent = len(chaos_sent(fake))
+        assert main(["chaos", live_run.run_id, "slow_steps", "--rank", "1"]) == 2  # a 1-rank run
+        assert "rank 1 is not in this run: its ranks are 0 to 0" in capsys.readouterr().err
+        assert len(chaos_sent(fake)) == sent  # refused here: nothing was sent
 
         assert main(["chaos", "kill", "--json"]) == 0  # a kind without parameters
         assert chaos_sent(fake)[-1].request == Kill()

@@ -124,15 +124,16 @@ async def test_p_sends_the_pause_that_fits_the_state(live_run: RunDir, state: st
 
 
 async def test_pausing_an_ended_run_shows_the_refusal(live_run: RunDir) -> None:
+    """The console knows the run has ended: P says so and sends nothing to refuse."""
     async with engine(live_run, "stopped", "the run is stopped: there is no training to pause") as fake:
         app = MemtuiApp(live_run)
         notes = recorded_notes(app)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(lambda: app.view.connection == "connected" and app.view.state == "stopped")
             await pilot.press("P")
-            await until(lambda: any(title == "pause refused" for title, _ in notes))
-            assert pauses(app) == [True] and [m.kind for m in fake.requests] == ["pause"]
-            assert "the run is stopped" in dict(notes)["pause refused"]
+            said = lambda: any("the run has ended (stopped)" in text for _, text in notes)  # noqa: E731
+            await until(said, what="the console's own refusal", seen=lambda: notes)
+            assert pauses(app) == [] and "pause" not in [m.kind for m in fake.requests]
 
 
 @pytest.mark.slow
@@ -179,3 +180,26 @@ def test_header_shows_paused_as_a_badge_with_its_duration() -> None:
     assert "reverse" not in running and "paused" not in running
     stale = RunView(run_id="r", state="running", connection="connected", newest_data_at=990.0)
     assert "$text-warning" in render_header(stale, 1_065.0).split("\n")[1]  # running: stale is flagged
+
+
+async def test_a_run_that_ends_under_the_console_offers_no_command_and_says_why(run_dir: RunDir) -> None:
+    """Stop (and every key that changes the run) goes from the footer once the run ends; the
+    key says why instead of asking a question whose yes did nothing."""
+    app = MemtuiApp(run_dir)
+    notes = recorded_notes(app)
+    async with engine(run_dir) as fake, app.run_test(size=(120, 40)) as pilot:
+        await until(lambda: app.view.connection == "connected" and app.view.step > 0)
+        footer = lambda: {k.description for k in app.query("FooterKey")}  # noqa: E731
+        await until(lambda: "Stop run" in footer(), what="Stop in the footer of a running run")
+        ended = StateChanged.model_validate({"from": "running", "to": "completed"})
+        fake.send(EventMessage(event=make_event(5, ended)))
+        await until(lambda: app.view.state == "completed")
+        await until(lambda: "Stop run" not in footer(), what="Stop gone from the footer", seen=footer)
+        assert "Run: stop" not in palette_titles(app)
+        await pilot.press("s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        await until(
+            lambda: any("the run has ended (completed)" in text for _, text in notes), seen=lambda: notes
+        )
+        assert app.sent == []
