@@ -1,5 +1,5 @@
 """The engine of a memtui run: the contract both sides share (config, domain types, wire
 protocol, events) at this top level, torch-free, and below it the packages by capability,
-layered as DESIGN.md draws them (run, checkpoints, memory, directives, doctor, alerts, then
+layered as docs/architecture.md draws them (run, checkpoints, memory, directives, doctor, alerts, then
 the supervisor and the trainer), each importing only the ones below it.
 """

@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md, checked on every module there is.
+"""The import rules of docs/architecture.md, checked on every module there is.
 
 Each side is imported whole, module by module, in a fresh interpreter, and what that loaded
 is compared with what the side may load:

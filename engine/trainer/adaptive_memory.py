@@ -28,7 +28,7 @@ one rank only would hang the gradient all-reduce): the model is fed the ranks' m
 readings (one small all-reduce at each boundary and after each step), so every rank's
 controller sees the same numbers and decides the same. An OOM on one rank cannot be redone
 in place (the others are already inside the step's collectives): it takes the ZeRO-3 way,
-memory.json and a group restart from the newest checkpoint (DEEPSPEED-NOTES).
+memory.json and a group restart from the newest checkpoint (docs/deepspeed.md).
 """
 
 from __future__ import annotations

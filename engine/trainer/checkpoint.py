@@ -317,7 +317,7 @@ def restore_after_load(engine: Any, manifest: Manifest) -> None:
 
 def restore_geometry(engine: Any, micro_batch: int, grad_accum: int, world_size: int) -> None:
     """DeepSpeed restores no batch sizes: set the checkpoint's micro-batch, then the global
-    batch (which recomputes GAS), as DEEPSPEED-NOTES says. A fresh engine's micro_steps is 0,
+    batch (which recomputes GAS), as docs/deepspeed.md says. A fresh engine's micro_steps is 0,
     aligned to any GAS."""
     if (int(engine.train_micro_batch_size_per_gpu()), int(engine.gradient_accumulation_steps())) == (
         micro_batch,

@@ -1,4 +1,4 @@
-"""What a checkpoint carries that DeepSpeed does not restore by itself (see DEEPSPEED-NOTES:
+"""What a checkpoint carries that DeepSpeed does not restore by itself (see docs/deepspeed.md,
 Checkpoints): written with every save by ``client_state``, read back at a resume (the
 data position, the tokens trained, the directives and the cadence in effect).
 """
@@ -16,7 +16,7 @@ from engine.trainer.workload import Workload
 
 
 def client_state(training: Training) -> dict[str, Any]:
-    """What DeepSpeed does not restore by itself (see DEEPSPEED-NOTES: Checkpoints)."""
+    """What DeepSpeed does not restore by itself (see docs/deepspeed.md, Checkpoints)."""
     engine = training.engine
     return {
         "step": int(engine.global_steps),  # data position: the next step draws batch(step, ...)

@@ -4,7 +4,7 @@ Defence in depth: the supervisor's policy already admitted these values, but the
 re-checks each against the run config's hard bounds (``PolicyConfig``) and refuses what
 lies outside, whatever the socket says, unless it is the field's run default (the way back
 an operator may take: ``engine.directive_defaults``). Where each value goes in DeepSpeed
-(DEEPSPEED-NOTES: Loss scale):
+(docs/deepspeed.md, Loss scale):
 
 - ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
   lambdas (ours, lr_schedule.py) are wrapped once with a factor read from ``self``; any

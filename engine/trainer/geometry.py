@@ -1,6 +1,6 @@
 """Changing DeepSpeed's batch geometry at an optimizer-step boundary.
 
-DeepSpeed 0.19.8 (see shared/DEEPSPEED-NOTES.md, Batch geometry):
+DeepSpeed 0.19.8 (see docs/deepspeed.md, Batch geometry):
 ``set_train_micro_batch_size(m)`` keeps GAS (so the global batch changes), then
 ``set_train_batch_size(T)`` keeps ``m`` and recomputes GAS. The accumulation boundary is
 ``(micro_steps + 1) % gas == 0`` on a counter that never resets, so ``micro_steps`` is

@@ -1,6 +1,6 @@
 """The fp16 loss-scale floor: the dynamic scale cannot go lower and steps keep overflowing.
 
-DeepSpeed 0.19.8 (shared/DEEPSPEED-NOTES.md, Loss scale): ZeRO's ``DynamicLossScaler``
+DeepSpeed 0.19.8 (docs/deepspeed.md, Loss scale): ZeRO's ``DynamicLossScaler``
 raises a plain ``Exception("Current loss scale already at minimum ...")`` from the
 optimizer step; the stage-0 fp16 optimizer stays at its minimum and skips every step
 without a word. ``is_floor_error`` recognises the first; ``FloorWatch`` counts the second

@@ -9,7 +9,7 @@ bookkeeping reset, ``micro_steps`` realigned (see geometry.py), memory released 
 ``drop_frames``: the error's traceback would otherwise keep the activations alive). The
 caller then shrinks the micro-batch and redoes the window from its first sample.
 
-DeepSpeed 0.19.8 (shared/DEEPSPEED-NOTES.md): stage 0/1 need only ``zero_grad``; stage 2
+DeepSpeed 0.19.8 (docs/deepspeed.md, An OOM inside backward): stage 0/1 need only ``zero_grad``; stage 2
 fails on the next backward ("has already been reduced") unless its bookkeeping is reset
 too, and on CUDA only after the device is synchronized (with ``overlap_comm`` the window's
 reductions may still be queued on DeepSpeed's side stream, reading the buckets freed

@@ -1,6 +1,6 @@
 """The trainer's ranks as one group: the few collectives memtui itself needs.
 
-DeepSpeed and torchrun are the distributed engine (DESIGN.md): the gradients' all-reduce is
+DeepSpeed and torchrun are the distributed engine (docs/architecture.md): the gradients' all-reduce is
 DeepSpeed's. memtui adds small collectives of its own on the default process group that
 DeepSpeed initialised, so that every rank takes the same decision at the same step:
 

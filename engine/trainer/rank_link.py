@@ -1,6 +1,6 @@
 """Several ranks behind rank 0's one connection to the supervisor.
 
-Only rank 0 dials the supervisor (DESIGN.md); the other ranks hold a ``NullLink``. What the
+Only rank 0 dials the supervisor (docs/architecture.md); the other ranks hold a ``NullLink``. What the
 supervisor tells rank 0 (stop, directives) must reach every rank at the same optimizer-step
 boundary, or the ranks would diverge: one rank leaving the loop while the others wait in
 the next gradient all-reduce hangs the group, and a learning rate applied on one rank only

@@ -1,6 +1,6 @@
 """Every rank's memory and pace, gathered for rank 0's telemetry every few steps.
 
-DESIGN.md: other ranks report what only they know (their memory) through collectives every
+docs/architecture.md: other ranks report what only they know (their memory) through collectives every
 few steps, never every step. One all-gather of five int64 per rank; rank 0's next step
 report carries the list (``TelemetrySample.ranks``) and the console draws a row per rank.
 

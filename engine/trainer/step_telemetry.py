@@ -1,6 +1,6 @@
 """One TelemetrySample per optimizer step, read from DeepSpeed's engine after ``step()``.
 
-Where DeepSpeed keeps the numbers (0.19.8; see shared/DEEPSPEED-NOTES.md):
+Where DeepSpeed keeps the numbers (0.19.8; see docs/deepspeed.md):
 - loss scale: stage-0 fp16 optimizers hold ``loss_scale_config.cur_scale``; ZeRO holds
   ``loss_scaler.cur_scale``; bf16 and fp32 have no dynamic scale (reported as None).
 - grad norm: ``engine.get_global_grad_norm()``; the CPU's stage-0 ``FP16_UnfusedOptimizer``

@@ -12,7 +12,7 @@ import pytest
 from engine.config_file import ConfigError, build_run_config, load_run_config
 from engine.deepspeed_config import build_deepspeed_config
 
-# The ZeRO-3 configuration of the InfiniBand article in shared/seeds, as printed there.
+# The ZeRO-3 configuration of the InfiniBand article the project started from, as printed there.
 SEED_ZERO3 = {
     "train_batch_size": 512,
     "gradient_accumulation_steps": 4,

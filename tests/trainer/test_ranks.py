@@ -150,7 +150,7 @@ def test_data_is_sharded_without_overlap() -> None:
 
 
 def test_an_oom_on_one_rank_restarts_the_group_with_a_smaller_micro_batch() -> None:
-    """DEEPSPEED-NOTES: an OOM on one rank mid-collective leaves the others waiting; the
+    """docs/deepspeed.md: an OOM on one rank mid-collective leaves the others waiting; the
     group restart from the newest checkpoint, with the smaller micro-batch, is the answer."""
     run = restartable_run(steps=24)
     proc = supervise(run, {INJECT_OOM_ENV: "14:0:backward:8", INJECT_OOM_RANK_ENV: "1"})

@@ -1,5 +1,5 @@
-"""The ZeRO-3 DeepSpeed JSON of the InfiniBand article (shared/seeds), as written there
-(batch 512, 4 accumulation steps, the optimizer offloaded to the CPU, overlap_comm,
+"""The ZeRO-3 DeepSpeed JSON of the InfiniBand article the project started from, as written
+there (batch 512, 4 accumulation steps, the optimizer offloaded to the CPU, overlap_comm,
 contiguous_gradients, fp16), trains and checkpoints on the CPU: its owned keys are read into
 [train], the offload options reach DeepSpeed untouched."""
 

@@ -1,6 +1,6 @@
 """``nan_loss``, ``overflow`` and ``spike``: the step's loss or gradients poisoned inside it.
 
-Non-finite loss, per precision (shared/DEEPSPEED-NOTES.md, Loss scale):
+Non-finite loss, per precision (docs/deepspeed.md, Loss scale):
 - fp16: the loss is multiplied by NaN/inf in a forward hook; its gradients are not finite,
   DeepSpeed's overflow check skips the step and lowers the loss scale (as a real one).
   ``overflow`` keeps the loss as it is and makes only the gradients infinite (an identity
