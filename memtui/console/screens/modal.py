@@ -9,7 +9,8 @@ a form (``FormModal``) submits on enter from any of its fields.
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from textual.binding import Binding
 from textual.screen import ModalScreen
@@ -43,9 +44,14 @@ class Modal(ModalScreen[ResultType]):
 class FormModal(Modal[ResultType]):
     """A modal with fields: enter in any of them submits the form (``submit``)."""
 
-    def submit(self) -> None:
-        """Dismiss with the form's value if it is good, else say what is wrong in the form."""
-        raise NotImplementedError
+    submit: Callable[[], None]
+    """Dismiss with the form's value if it is good, else say what is wrong in the form: each
+    form defines it (``__init_subclass__`` refuses a form class without one)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not callable(getattr(cls, "submit", None)):
+            raise TypeError(f"{cls.__name__}: a FormModal defines submit()")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

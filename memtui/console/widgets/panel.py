@@ -13,6 +13,7 @@ when its text changes (``SteadyTitle``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
@@ -108,9 +109,14 @@ class Panel(Widget):
         """The body's content markup as last drawn."""
         return self._content
 
-    def draw(self, view: RunView, now: float) -> str:
-        """Body markup for ``view``; subclasses call their module's pure renderer."""
-        raise NotImplementedError
+    draw: Callable[[RunView, float], str]
+    """Body markup for ``view`` at ``now`` (s): each panel defines it, calling its module's
+    pure renderer (``__init_subclass__`` refuses a panel class without one)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not callable(getattr(cls, "draw", None)):
+            raise TypeError(f"{cls.__name__}: a Panel defines draw(view, now) -> markup")
 
     def draw_chart(self, view: RunView, now: float, width: int, height: int) -> str:
         """Chart markup, ``height`` lines of ``width`` cells; for panels with ``HAS_CHART``."""
