@@ -2,8 +2,12 @@
 to its next completed step after the automatic restart, with the warm standby trainer and
 without it (a cold start), and the checkpoint stall per save.
 
-    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold]
+    python bench/recovery_time.py [--kills 10] [--mode both|standby|cold|warming|all]
                                   [--signal kill|term|tree] [--json PATH]
+
+``--mode warming`` keeps a spare but kills the trainer while that spare is still warming up
+(its process there, its ``standby_ready`` not yet said): the restart must pass it over and
+start cold (``Standby.take``), no slower than ``cold``. ``all`` runs the three.
 
 ``--signal tree`` is a whole-tree kill, as ``memtui endure --kills`` does it: SIGKILL of the
 supervisor's and the trainer's process groups, then the run brought back as ``memtui
@@ -103,6 +107,17 @@ def spare_ready(run: RunDir) -> bool:
     return any(e["pid"] not in trainers for e in events(run, "standby_ready"))
 
 
+def spare_warming(run: RunDir) -> bool:
+    """A spare of this run is running and none has said ready: it is still importing."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "--standby" in cmdline and str(run.path) in cmdline:
+            return not spare_ready(run)
+    return False
+
+
 def kill(run: RunDir, trainer_pid: int, how: str) -> None:
     """``how``: ``kill`` (SIGKILL of the trainer's group), ``term`` (SIGTERM, a preemption), or
     ``tree`` (a whole-tree kill, then the run resumed as ``memtui resume`` does)."""
@@ -116,7 +131,10 @@ def kill(run: RunDir, trainer_pid: int, how: str) -> None:
     resume_run(run, fresh=False)
 
 
-def measure(standby: bool, kills: int, backoff_s: float | None, how: str = "kill") -> dict[str, Any]:
+def measure(
+    standby: bool, kills: int, backoff_s: float | None, how: str = "kill", warming: bool = False
+) -> dict[str, Any]:
+    """``kills`` recoveries of one run; ``warming``: each kill while the spare still warms up."""
     home = Path(tempfile.mkdtemp(prefix="mtb", dir="/tmp"))
     env = {**os.environ, "MEMTUI_HOME": str(home)}
     config = home / "b.toml"
@@ -142,7 +160,8 @@ def measure(standby: bool, kills: int, backoff_s: float | None, how: str = "kill
                     start = max(first, killed_step + 1)
                     settled = latest.step >= start + SETTLE_STEPS and latest.step % EVERY > 1  # not mid-save
                     saved = newest_verified_step(run.checkpoints) is not None  # a restart loads one
-                    if settled and saved and (not standby or spare_ready(run)):
+                    spare = spare_warming(run) if warming else (not standby or spare_ready(run))
+                    if settled and saved and spare:
                         break
                 time.sleep(POLL_S)
             killed_at, killed_step = time.time(), latest.step
@@ -156,7 +175,7 @@ def measure(standby: bool, kills: int, backoff_s: float | None, how: str = "kill
                     parts.append(segments(run, killed_at, attempt + 1, latest.ts))
                     break
                 time.sleep(POLL_S)
-            mode = "standby" if standby else "cold"
+            mode = "warming" if warming else "standby" if standby else "cold"
             print(f"  {mode} {how} {attempt}: {recoveries[-1]:.2f} s", flush=True)
         launches = events(run, "trainer_launched")
         spares = events(run, "standby_ready")
@@ -172,6 +191,7 @@ def measure(standby: bool, kills: int, backoff_s: float | None, how: str = "kill
             for key in dict.fromkeys(k for p in parts for k in p)
         },
         "warm_restarts": sum(1 for e in launches if e.get("standby")),
+        "spares_lost": len(events(run, "standby_lost")),
         "spare": _spare_cost(spares),
         "median_checkpoint_stall_s": round(statistics.median(stalls), 4) if stalls else None,  # timed saves
         "loadavg": {"before": load_before, "after": os.getloadavg()},
@@ -191,7 +211,7 @@ def _spare_cost(ready: list[dict[str, Any]]) -> dict[str, float] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=10, help="SIGKILLs per mode (default 10)")
-    parser.add_argument("--mode", choices=("both", "standby", "cold"), default="both")
+    parser.add_argument("--mode", choices=("both", "standby", "cold", "warming", "all"), default="both")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
         "--signal",
@@ -203,7 +223,13 @@ def main() -> None:
         "--backoff", type=float, metavar="S", help="restart.backoff_initial_s (default: the config's default)"
     )
     args = parser.parse_args()
-    modes = {"standby": [True], "cold": [False], "both": [True, False]}[args.mode]
+    modes = {
+        "standby": ["standby"],
+        "cold": ["cold"],
+        "warming": ["warming"],
+        "both": ["standby", "cold"],
+        "all": ["standby", "warming", "cold"],
+    }[args.mode]
     result: dict[str, Any] = {
         "command": " ".join(["python", *sys.argv]),
         "cores": os.cpu_count(),
@@ -213,10 +239,11 @@ def main() -> None:
         "restart_backoff_s": "default" if args.backoff is None else args.backoff,
         "signal": args.signal,
     }
-    for standby in modes:
-        result["standby" if standby else "cold"] = measure(standby, args.kills, args.backoff, args.signal)
+    for mode in modes:
+        standby = mode != "cold"
+        result[mode] = measure(standby, args.kills, args.backoff, args.signal, warming=mode == "warming")
     result["loadavg_after"] = os.getloadavg()
-    for name in ("standby", "cold"):
+    for name in ("standby", "warming", "cold"):
         if name in result:
             figures = result[name]
             median, each = figures["median_s"], figures["recoveries_s"]
