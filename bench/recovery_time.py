@@ -6,8 +6,8 @@ without it (a cold start), and the checkpoint stall per save.
                                   [--signal kill|term|tree] [--json PATH]
 
 ``--mode warming`` keeps a spare but kills the trainer while that spare is still warming up
-(its process there, its ``standby_ready`` not yet said): the restart must pass it over and
-start cold (``Standby.take``), no slower than ``cold``. ``all`` runs the three.
+(its process there, its ``standby_ready`` not yet said): the restart is handed to the
+warming spare (``Standby.take``), to compare with ``cold``. ``all`` runs the three.
 
 ``--signal tree`` is a whole-tree kill, as ``memtui endure --kills`` does it: SIGKILL of the
 supervisor's and the trainer's process groups, then the run brought back as ``memtui
@@ -179,6 +179,7 @@ def measure(
             print(f"  {mode} {how} {attempt}: {recoveries[-1]:.2f} s", flush=True)
         launches = events(run, "trainer_launched")
         spares = events(run, "standby_ready")
+        lost = len(events(run, "standby_lost"))
         stalls = [e["seconds"] for e in events(run, "checkpoint_saved") if e.get("seconds") is not None]
     finally:
         subprocess.run([MEMTUI, "stop", run.run_id], env=env, capture_output=True)
@@ -191,7 +192,7 @@ def measure(
             for key in dict.fromkeys(k for p in parts for k in p)
         },
         "warm_restarts": sum(1 for e in launches if e.get("standby")),
-        "spares_lost": len(events(run, "standby_lost")),
+        "spares_lost": lost,
         "spare": _spare_cost(spares),
         "median_checkpoint_stall_s": round(statistics.median(stalls), 4) if stalls else None,  # timed saves
         "loadavg": {"before": load_before, "after": os.getloadavg()},
