@@ -317,10 +317,31 @@ def request_once(socket_path: Path | str, message: Request, timeout: float = 10.
     return asyncio.run(_request_once(Path(socket_path), message, timeout))
 
 
+SOCKET_BACK_S = 5.0
+"""Seconds a one-shot request waits for the socket of a live supervisor to be bound again
+(deleted from under it: the supervisor looks every 2 s, ``engine.supervisor.connections``)."""
+
+
+async def _connect_once(client: EngineClient, socket_path: Path, timeout: float) -> Welcome:
+    """``client.connect()``; while the socket file is missing and the run directory's
+    supervisor is alive, tried again for up to ``SOCKET_BACK_S``."""
+    from engine.run.directory import RunDir
+
+    deadline = time.monotonic() + SOCKET_BACK_S
+    while True:
+        try:
+            return await asyncio.wait_for(client.connect(), timeout)
+        except EngineUnavailable:
+            served = RunDir(socket_path.parent).supervisor_pid() is not None
+            if socket_path.exists() or not served or time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def _request_once(socket_path: Path, message: Request, timeout: float) -> Ok:
     client = EngineClient(socket_path, role="cli", telemetry=False, replay_from=None)
     try:
-        await asyncio.wait_for(client.connect(), timeout)
+        await _connect_once(client, socket_path, timeout)
     except asyncio.TimeoutError:
         await client.close()
         raise EngineUnavailable(f"no welcome from {socket_path} within {timeout:g}s") from None
@@ -342,7 +363,7 @@ def welcome_once(socket_path: Path | str, timeout: float = 10.0) -> Welcome:
 async def _welcome_once(socket_path: Path, timeout: float) -> Welcome:
     client = EngineClient(socket_path, role="cli", telemetry=False, replay_from=None)
     try:
-        return await asyncio.wait_for(client.connect(), timeout)
+        return await _connect_once(client, socket_path, timeout)
     except asyncio.TimeoutError:
         raise EngineUnavailable(f"no welcome from {socket_path} within {timeout:g}s") from None
     finally:

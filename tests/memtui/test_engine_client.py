@@ -23,6 +23,7 @@ from engine.protocol import (
     Status,
     Telemetry,
 )
+from engine.run.directory import RunDir
 from memtui.client import (
     EngineClient,
     EngineRefused,
@@ -219,3 +220,34 @@ async def test_a_connection_dropped_while_a_request_waits_is_unavailable_not_a_c
         with pytest.raises(EngineUnavailable, match="dropped"):
             await client.request(Status(id=new_request_id()), timeout=5.0)
         await client.close()
+
+
+def test_a_request_waits_for_a_live_supervisors_socket_to_come_back(live_run: RunDir) -> None:
+    """``engine.sock`` deleted under a live supervisor: it binds it again within seconds, and
+    a one-shot request (``memtui stop``, ``approve``...) waits for it instead of saying
+    "no supervisor". With no live supervisor it fails at once."""
+    import threading
+
+    from engine.protocol import Ping
+    from memtui.client import EngineUnavailable, request_once
+
+    assert not live_run.socket.exists()
+    back, done = threading.Event(), threading.Event()
+
+    def serve_later() -> None:
+        with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id)):
+            back.set()
+            done.wait(30)
+
+    server = threading.Timer(0.5, serve_later)
+    server.start()
+    try:
+        ok = request_once(live_run.socket, Ping(id="p1"), timeout=10.0)  # asked before it is back
+        assert back.is_set() and ok.id == "p1"
+    finally:
+        done.set()
+        server.join(30)
+
+    live_run.pid_file.unlink()  # nobody serves the run now
+    with pytest.raises(EngineUnavailable, match="no supervisor at"):
+        request_once(live_run.socket, Ping(id="p2"), timeout=10.0)
