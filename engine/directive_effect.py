@@ -34,6 +34,9 @@ class DirectiveEffect(BaseModel):
     steps: int
     before: EffectWindow
     after: EffectWindow
+    chaos: list[str] = []
+    """Chaos injected during the two windows, ``c-1234abcd spike`` each: what it did to the
+    figures (overflows, the loss, tokens/s) is not the directive's doing."""
 
     def describe(self) -> str:
         """``over 100 steps before -> after step 450: loss slope -2.10e-04 -> -5.00e-05/step,
@@ -46,9 +49,11 @@ class DirectiveEffect(BaseModel):
         def peak(value: int | None) -> str:
             return "-" if value is None else f"{value / (1 << 20):,.1f} MiB"
 
+        confounded = f"; chaos injected meanwhile, not the directive's doing: {', '.join(self.chaos)}"
         return (
             f"over {self.steps} steps before -> after step {self.applied_step}: "
             f"loss slope {slope(b.loss_slope)} -> {slope(a.loss_slope)}/step, "
             f"tokens/s {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}, "
             f"overflows {b.overflows} -> {a.overflows}, peak {peak(b.mem_peak)} -> {peak(a.mem_peak)}"
+            + (confounded if self.chaos else "")
         )

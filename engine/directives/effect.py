@@ -4,7 +4,9 @@
 applied at step S it takes the steps up to S as the "before" window and waits for as many
 after S. Figures per window: the loss slope (least squares, per step), mean tokens/s, fp16
 overflows and the largest step peak of memory. Steps replayed after a trainer restart
-replace the ones they repeat. Pure and torch-free.
+replace the ones they repeat. Chaos injected while a directive is measured (from the step it
+was injected after until its verdict) is named in the effect: an overflow a NaN injection
+made is not the directive's. Pure and torch-free.
 """
 
 from __future__ import annotations
@@ -40,13 +42,53 @@ def summarize(window: list[TelemetrySample]) -> EffectWindow:
     )
 
 
+MAX_CHAOS = 64  # chaos spans remembered; older ones are forgotten (their windows long closed)
+
+
+@dataclass
+class ChaosSpan:
+    """Steps one chaos injection may have touched: from the step after its injection until
+    its verdict (None: not yet)."""
+
+    label: str
+    """``c-1234abcd spike``: the chaos id and its kind."""
+    first_step: int
+    last_step: int | None = None
+
+
 class EffectWatch:
-    """The newest ``steps`` samples and the directives waiting for their after-window."""
+    """The newest ``steps`` samples, the directives waiting for their after-window and the
+    chaos injected lately."""
 
     def __init__(self, steps: int) -> None:
         self.steps = steps
         self.recent: deque[TelemetrySample] = deque(maxlen=steps)
         self.waiting: dict[str, Waiting] = {}
+        self.chaos: dict[str, ChaosSpan] = {}
+
+    def chaos_injected(self, chaos_id: str, kind: str, step: int) -> None:
+        """Chaos ``chaos_id`` of ``kind`` was injected after optimizer step ``step``."""
+        self.chaos[chaos_id] = ChaosSpan(f"{chaos_id} {kind}", step + 1)
+        while len(self.chaos) > MAX_CHAOS:
+            del self.chaos[next(iter(self.chaos))]
+
+    def chaos_settled(self, chaos_id: str, step: int) -> None:
+        """Its verdict came after step ``step``: it touches no later step."""
+        span = self.chaos.get(chaos_id)
+        if span is not None and span.last_step is None:
+            span.last_step = max(step, span.first_step)
+
+    def chaos_in_effect(self) -> list[str]:
+        """Labels of the chaos injected and not yet settled (no verdict yet)."""
+        return [span.label for span in self.chaos.values() if span.last_step is None]
+
+    def _chaos_within(self, first: int, last: int) -> list[str]:
+        """Labels of the chaos whose steps meet ``first..last``."""
+        return [
+            span.label
+            for span in self.chaos.values()
+            if span.first_step <= last and (span.last_step is None or span.last_step >= first)
+        ]
 
     def applied(self, directive_id: str, step: int) -> None:
         """The trainer applied ``directive_id`` at the boundary after ``step``."""
@@ -70,11 +112,13 @@ class EffectWatch:
             wait.after = [s for s in wait.after if s.step < sample.step] + [sample]
             if len(wait.after) >= self.steps:
                 del self.waiting[directive_id]
+                before, after = summarize(wait.before), summarize(wait.after)
                 effect = DirectiveEffect(
                     applied_step=wait.applied_step,
                     steps=self.steps,
-                    before=summarize(wait.before),
-                    after=summarize(wait.after),
+                    before=before,
+                    after=after,
+                    chaos=self._chaos_within(before.first_step, after.last_step),
                 )
                 done.append((directive_id, effect))
         return done

@@ -41,11 +41,14 @@ from engine.domain import (
     DirectiveField,
     DirectiveState,
     DirectiveValue,
+    Event,
     OperatorDecision,
     TelemetrySample,
     Verdict,
 )
 from engine.events import (
+    ChaosInjected,
+    ChaosRecovered,
     DirectiveApplied,
     DirectiveDecided,
     DirectiveEffectMeasured,
@@ -177,6 +180,9 @@ class DirectiveQueue:
             )
         stale_after = directive.step + self.config.policy.max_staleness_steps
         entry = Entry(directive, verdict, "pending", list(verdict.reasons), stale_after_step=stale_after)
+        chaos = self.effects.chaos_in_effect()
+        if chaos and directive.source != "operator":  # a planner may be answering the injection
+            entry.reasons.append(f"proposed while injected chaos was in effect: {', '.join(chaos)}")
         entry.note_in_effect(context.current)
         self._keep(entry)
         if verdict.rate_limited:
@@ -219,6 +225,19 @@ class DirectiveQueue:
         return self._decide(entry, "rejected", f"by the operator: {reason}", operator="reject")
 
     # ------------------------------------------------------------ telemetry side
+
+    def on_event(self, event: Event) -> None:
+        """The run's events: chaos injected and its verdicts mark the steps it touched, which
+        a directive's measured effect then names (``EffectWatch``)."""
+        injected = ChaosInjected.of(event)
+        if injected is not None:
+            step = injected.step if injected.step is not None else (self.latest.step if self.latest else 0)
+            self.effects.chaos_injected(injected.chaos_id, injected.kind, step)
+            return
+        settled = ChaosRecovered.of(event)
+        if settled is not None:
+            step = settled.step if settled.step is not None else (self.latest.step if self.latest else 0)
+            self.effects.chaos_settled(settled.chaos_id, step)
 
     def on_step(self, sample: TelemetrySample) -> None:
         """Newest telemetry: what the policy judges by; expire what is overdue."""

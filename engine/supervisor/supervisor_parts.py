@@ -43,6 +43,7 @@ def directive_queue(config: RunConfig, journal: Journal, send: Callable[[Any], b
     """The directive queue, sending through ``send``, with the OOMs an earlier supervisor was told."""
     queue = DirectiveQueue(config, journal.record, send, keep=journal.store.add_decision)
     queue.ooms.update(stored_ooms(journal.store))
+    journal.watchers.append(queue.on_event)  # chaos, for the directives' measured effects
     return queue
 
 

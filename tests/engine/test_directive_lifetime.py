@@ -140,6 +140,42 @@ def test_an_applied_directive_gets_its_effect_from_the_steps_around_it() -> None
     assert "loss slope -1.00e-02 -> +0.00e+00/step" in message and "tokens/s 100 -> 120" in message
 
 
+def test_chaos_injected_while_a_directive_is_measured_is_named_in_its_effect() -> None:
+    """An lr cut approved, then a NaN injection in its after-window: the overflows it made
+    are named as the chaos's, not put on the directive; chaos settled before the windows is not."""
+    from engine.events import ChaosInjected, ChaosRecovered
+    from tests.fakes.run_script import make_event
+
+    h = Harness(config(effect_steps=10))
+    early = ChaosInjected(chaos_id="c-early", kind="slow_steps", params={}, source="operator", step=1)
+    h.queue.on_event(make_event(1, early))
+    for step in range(1, 21):  # the before-window will be steps 11-20
+        h.queue.on_step(sample(step, loss=3.0, tokens_per_s=100.0))
+        if step == 2:  # its verdict: it touched step 2 only, long before the before-window
+            settled = ChaosRecovered(chaos_id="c-early", kind="slow_steps", recovered=True, seconds=1.0)
+            h.queue.on_event(make_event(2, settled))
+    entry = h.queue.propose_raw({"lr_multiplier": 0.5}, "rules")
+    h.queue.approve(entry.directive.id)
+    h.echo_all(step=20)
+    nan = ChaosInjected(chaos_id="c-nan1", kind="nan_loss", params={}, source="operator", step=23)
+    for step in range(21, 31):
+        if step == 24:
+            h.queue.on_event(make_event(3, nan))
+        h.queue.on_step(sample(step, loss=2.9, tokens_per_s=100.0, overflow=step in (24, 25, 26)))
+    (measured,) = h.of("directive_effect")
+    assert measured["effect"]["chaos"] == ["c-nan1 nan_loss"]
+    assert measured["effect"]["after"]["overflows"] == 3  # still counted, and attributed
+    message = next(e.message for e in h.events if e.type == "directive_effect")
+    assert message.endswith("; chaos injected meanwhile, not the directive's doing: c-nan1 nan_loss")
+
+    reacting = h.queue.propose_raw({"gradient_clip_norm": 0.5}, "rules")  # c-nan1 has no verdict yet
+    assert reacting.reasons[-1] == "proposed while injected chaos was in effect: c-nan1 nan_loss"
+    settled = ChaosRecovered(chaos_id="c-nan1", kind="nan_loss", recovered=True, seconds=2.0, step=27)
+    h.queue.on_event(make_event(4, settled))
+    later = h.queue.propose_raw({"gradient_clip_norm": 0.6}, "rules")
+    assert not any("injected chaos" in reason for reason in later.reasons)
+
+
 def test_a_pending_directive_expires_once_the_steps_make_it_stale_and_its_view_says_when() -> None:
     """The policy refuses an approval of a directive based on telemetry over
     ``max_staleness_steps`` old: on a fast run that comes long before the TTL, and a pending
