@@ -58,7 +58,9 @@ async def test_kill_from_the_chaos_menu_restarts_the_real_trainer(home: Path) ->
         assert [options.get_option_at_index(i).id for i in range(options.option_count)] == advertised
         options.highlighted = advertised.index("kill")
         await pilot.press("enter")
-        await until(lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        # the question reads the run's checkpoints first (what a kill would cost): seconds on a
+        # loaded machine, where 20 s once passed without it
+        await until(lambda: isinstance(app.screen, ConfirmScreen), timeout=120, what="the confirmation")
         await pilot.press("y")
 
         injected = await until(

@@ -34,6 +34,7 @@ adaptive = false  # the controller would grow it first: leave that to the planne
 [policy]
 planner = "rules"
 approval = "manual"
+max_staleness_steps = 100000  # each CLI round trip takes seconds on a loaded machine: 500 steps
 """
 
 
