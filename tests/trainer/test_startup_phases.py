@@ -250,14 +250,15 @@ def test_a_builder_killed_mid_load_leaves_nothing_the_next_load_waits_on(tmp_pat
     from engine.trainer import op_cache
 
     holder = (
-        "import fcntl, os, sys, time\n"
+        "import fcntl, os, sys\n"
         f"fd = os.open({str(tmp_path / op_cache.TURN_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
         f"open({str(tmp_path / op_cache.LOCK_FILE)!r}, 'x').close()\n"
         "print('held', flush=True)\n"
-        "time.sleep(600)\n"
+        "sys.stdin.read()\n"  # holds until killed (or its stdin closes): no timed wait
     )
-    with subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE) as child:
+    argv = [sys.executable, "-c", holder]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
         assert child.stdout is not None and child.stdout.readline() == b"held\n"
         child.send_signal(signal.SIGKILL)
         child.wait()
