@@ -19,6 +19,11 @@ first step, whether a ``building_op`` phase was said, whether an op was compiled
 it left. ``--mode before``: both use torch's default cache (``TORCH_EXTENSIONS_DIR`` set to
 it, as every memtui did before it kept one per environment); ``after``: memtui's default,
 one per environment. Run it under ``nice``; each build is minutes on a loaded 2-core machine.
+
+Since the trainer declines DeepSpeed's shared-memory op (inference only; docs/deepspeed.md),
+a default run builds nothing in either mode; the figures in docs/install.md were measured
+before that, and the per-environment cache now matters for a ``deepspeed_config`` that needs
+DeepSpeed's own optimizer op.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ schedule is not here: see lr_schedule.py (a user's ``scheduler`` key still repla
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from engine.config import RunConfig
@@ -82,3 +83,26 @@ def build_deepspeed_config(config: RunConfig, world_size: int = 1) -> dict[str, 
     # Owned keys last: a user's fp16 sub-keys (loss_scale_window, hysteresis) pass through,
     # but "enabled", the batch geometry and the ZeRO stage are always ours.
     return deep_merge(merged, owned(config, world_size))
+
+
+def required_ops(ds_config: Mapping[str, Any]) -> list[str]:
+    """The ops a DeepSpeed config cannot run without (a best effort for the common optimizers).
+
+    memtui's own config (``engine.deepspeed_config.defaults``) sets ``torch_adam``:
+    the optimizer is torch's AdamW, so no op is required and a default run is never degraded
+    by an op it cannot build. A user's ``deepspeed_config`` may ask for DeepSpeed's own:
+    Adam/AdamW without ``torch_adam`` is ``fused_adam`` (``cpu_adam`` with the optimizer
+    offloaded to the CPU), Lion is ``fused_lion``/``cpu_lion``, offloaded Adagrad ``cpu_adagrad``.
+    """
+    optimizer = ds_config.get("optimizer") or {}
+    kind = str(optimizer.get("type", "")).lower()
+    params = optimizer.get("params") or {}
+    offload = (ds_config.get("zero_optimization") or {}).get("offload_optimizer") or {}
+    on_cpu = offload.get("device") in ("cpu", "nvme")
+    if kind in ("adam", "adamw") and not params.get("torch_adam"):
+        return ["cpu_adam" if on_cpu else "fused_adam"]
+    if kind == "lion":
+        return ["cpu_lion" if on_cpu else "fused_lion"]
+    if kind == "adagrad" and on_cpu:
+        return ["cpu_adagrad"]
+    return []

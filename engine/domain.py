@@ -323,7 +323,7 @@ class StartupStatus(BaseModel):
     ``loading_checkpoint`` or ``first_step``; before them, over several nodes,
     ``waiting_for_nodes`` (the supervisor's, while torchrun waits at the rendezvous)."""
     label: str
-    """The phase in a few words (``building DeepSpeed op deepspeed_shm_comm (once per environment)``)."""
+    """The phase in a few words (``building DeepSpeed op cpu_adam (once per environment)``)."""
     since: float
     """Unix time (s) the trainer entered it."""
     attempt: int

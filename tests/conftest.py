@@ -66,39 +66,6 @@ def _record_starts() -> None:
 _record_starts()
 
 
-# ------------------------------------------------------------- the DeepSpeed op, built once, early
-#
-# A fresh environment has no DeepSpeed shared-memory op yet (engine.trainer.op_cache): the
-# first trainer builds it (a minute of compiler on a 2-core machine) while every other
-# trainer started meanwhile waits for that build. CI always starts fresh. So a session that
-# may run slow tests starts the build (``python -m engine.trainer.op_cache``, what ``memtui
-# prepare`` runs) in the background as it begins, while the tests that need no trainer run;
-# a trainer that comes before it is done waits for it as it would for any build. Where the
-# op is built already, the process loads it and exits (a couple of seconds of CPU).
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") or "not slow" in (config.getoption("markexpr", "") or ""):
-        return  # an xdist worker (the controller starts it), or the fast lane (no trainer)
-    config.stash[_OP_BUILD] = subprocess.Popen(
-        [sys.executable, "-m", "engine.trainer.op_cache"],
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # a Ctrl-C of pytest does not kill it in the middle of a build
-    )
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    build = config.stash.get(_OP_BUILD, None)
-    if build is not None:
-        build.wait()  # done long before the end of a whole run; a short one waits for the build
-
-
-_OP_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
-
-
 @pytest.fixture(autouse=True)
 def _fast_lane_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
     before = len(_started)

@@ -1,5 +1,7 @@
-"""``memtui prepare``: the DeepSpeed ops a trainer loads at start are built (or found built)
-ahead, in torch's extension cache, and a run then finds them there. Real DeepSpeed."""
+"""``memtui prepare [CONFIG]``: the DeepSpeed ops a run's config needs are built (or found
+built) ahead, in torch's extension cache; a default run needs none, and an op that must be
+built with no compiler here is refused in one line, exit 2, with ``--json`` still one document.
+Real DeepSpeed."""
 
 from __future__ import annotations
 
@@ -11,28 +13,55 @@ from pathlib import Path
 
 import pytest
 
-from engine.extension_cache import EXTENSIONS_ENV, environment_extensions_dir
+from engine.extension_cache import EXTENSIONS_ENV
 
-pytestmark = [pytest.mark.deepspeed, pytest.mark.timeout(900)]  # a cold build takes minutes
+pytestmark = [pytest.mark.deepspeed]
+
+OFFLOADED_DEEPSPEED_ADAM = """
+[deepspeed_config.optimizer]
+type = "AdamW"
+params = { torch_adam = false }
+[deepspeed_config.zero_optimization.offload_optimizer]
+device = "cpu"
+"""
 
 
-def test_prepare_builds_the_shared_memory_op_into_the_cache() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "memtui.cli", "prepare", "--json"],
+def prepare(cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memtui.cli", "prepare", *args],
         capture_output=True,
         text=True,
-        env=dict(os.environ),
+        env={**os.environ, EXTENSIONS_ENV: str(cache), **env},
     )
+
+
+def test_a_default_run_needs_no_op_and_builds_nothing(tmp_path: Path) -> None:
+    done = prepare(tmp_path / "cache", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
-    (op,) = json.loads(done.stdout)["ops"]  # one JSON document, DeepSpeed's own lines on stderr
-    assert op["name"] == "deepspeed_shm_comm" and op["load_s"] >= 0
-    cache = os.environ.get(EXTENSIONS_ENV) or environment_extensions_dir()  # the trainers' cache
-    assert Path(op["directory"]) == Path(cache) / "deepspeed_shm_comm"
-    assert (Path(op["directory"]) / "deepspeed_shm_comm.so").exists()  # what later runs load
+    assert json.loads(done.stdout) == {"ops": []}  # one JSON document, DeepSpeed's own lines on stderr
+    assert not (tmp_path / "cache" / "deepspeed_shm_comm").exists()  # the inference op is declined
+
+
+def test_an_op_to_build_without_a_compiler_is_refused_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "offload.toml"
+    config.write_text(OFFLOADED_DEEPSPEED_ADAM)
+    done = prepare(tmp_path / "cache", str(config), "--json", CXX="no-such-compiler")
+    assert done.returncode == 2
+    (error,) = [line for line in done.stderr.splitlines() if "cpu_adam" in line]
+    assert "no C++ compiler (no-such-compiler is not on PATH)" in error and "apt install g++" in error
+    assert json.loads(done.stdout) == {"ops": [], "error": error}
+    assert "Traceback" not in done.stderr
+
+
+def test_a_wrong_config_is_refused_with_exit_2_and_one_document(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[train]\nmicro_bach = 4\n")
+    done = prepare(tmp_path / "cache", str(config), "--json")
+    assert done.returncode == 2 and "micro_bach" in json.loads(done.stdout)["error"]
 
 
 def test_prepare_has_help() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "memtui.cli", "prepare", "--help"], capture_output=True, text=True
     )
-    assert done.returncode == 0 and "TORCH_EXTENSIONS_DIR" in done.stdout
+    assert done.returncode == 0 and "TORCH_EXTENSIONS_DIR" in done.stdout and "CONFIG" in done.stdout

@@ -23,9 +23,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -172,26 +170,3 @@ async def survey_ops_async(timeout_s: float = SURVEY_TIMEOUT_S, python: str = sy
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def required_ops(ds_config: Mapping[str, Any]) -> list[str]:
-    """The ops a DeepSpeed config cannot run without (a best effort for the common optimizers).
-
-    memtui's own config (``engine.deepspeed_config.defaults``) sets ``torch_adam``:
-    the optimizer is torch's AdamW, so no op is required and a default run is never degraded
-    by an op it cannot build. A user's ``deepspeed_config`` may ask for DeepSpeed's own:
-    Adam/AdamW without ``torch_adam`` is ``fused_adam`` (``cpu_adam`` with the optimizer
-    offloaded to the CPU), Lion is ``fused_lion``/``cpu_lion``, offloaded Adagrad ``cpu_adagrad``.
-    """
-    optimizer = ds_config.get("optimizer") or {}
-    kind = str(optimizer.get("type", "")).lower()
-    params = optimizer.get("params") or {}
-    offload = (ds_config.get("zero_optimization") or {}).get("offload_optimizer") or {}
-    on_cpu = offload.get("device") in ("cpu", "nvme")
-    if kind in ("adam", "adamw") and not params.get("torch_adam"):
-        return ["cpu_adam" if on_cpu else "fused_adam"]
-    if kind == "lion":
-        return ["cpu_lion" if on_cpu else "fused_lion"]
-    if kind == "adagrad" and on_cpu:
-        return ["cpu_adagrad"]
-    return []

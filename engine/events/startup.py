@@ -41,7 +41,7 @@ class StartupPhase(Payload):
     phase: PhaseName
     attempt: int
     op: str | None = None
-    """The DeepSpeed op being built or waited for (``deepspeed_shm_comm``...)."""
+    """The DeepSpeed op being built or waited for (``cpu_adam``...)."""
     cache: str | None = None
     """The op's build directory: what the build leaves for every later run in this environment."""
     lock: str | None = None

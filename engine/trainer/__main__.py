@@ -197,9 +197,9 @@ def warm_up() -> None:
 
     import engine.trainer.checkpoint  # noqa: F401
     import engine.trainer.loop  # noqa: F401
-    from engine.trainer.op_cache import prepare_ops
 
-    prepare_ops()  # loaded ops stay loaded: the attempt's deepspeed.initialize finds them
+    # No op is loaded here: a default run needs none, and the ops a user's deepspeed_config
+    # needs are known with the orders (the attempt loads them, saying so: op_cache).
 
 
 def entry(argv: list[str]) -> int:

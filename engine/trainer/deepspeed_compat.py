@@ -1,4 +1,4 @@
-"""Two gaps in DeepSpeed 0.19.8 that the trainer works around, each checked where it applies.
+"""Three gaps in DeepSpeed 0.19.8 that the trainer works around, each checked where it applies.
 
 1. fp16 on the CPU. The CPU accelerator reports fp16 as supported only when oneDNN has
    native fp16 kernels (``torch.ops.mkldnn._is_mkldnn_fp16_supported()``: AVX512-FP16/AMX
@@ -11,6 +11,16 @@
    Measured: stage-0 fp16 grad norm 3.385 / 4096 vs 3.385 for ZeRO-1 on the same batch.
    ``scaled_for_backward`` multiplies the loss by the current scale before
    ``engine.backward`` when (and only when) the optimizer is such a stage-0 fp16 optimizer.
+3. An inference op compiled for training. On the CPU accelerator, the torch backend that
+   ``deepspeed.init_distributed`` creates loads the shared-memory all-reduce op
+   (``deepspeed_shm_comm``, C++: a ninja build of 20 s to minutes and a compiler, the first
+   time in an environment) whenever DeepSpeed finds it compatible
+   (``deepspeed/comm/torch.py``, ``build_shm_op``). The only caller of that op is
+   ``inference_all_reduce``, which serves the tensor-parallel inference layers of
+   ``deepspeed/module_inject``; a training step's all-reduce, reduce-scatter and all-gather
+   go through ``torch.distributed`` (gloo) at any number of ranks. ``decline_inference_ops``
+   marks the op incompatible before the backend is made: DeepSpeed then loads nothing, and
+   ``inference_all_reduce``, were it ever called, falls back to ``torch.distributed``.
 """
 
 from __future__ import annotations
@@ -29,6 +39,25 @@ def allow_cpu_fp16() -> bool:
         return False
     type(accelerator).is_fp16_supported = lambda self: True  # type: ignore[method-assign]
     return True
+
+
+INFERENCE_OPS = ("ShareMemCommBuilder",)
+"""Builders of ops DeepSpeed loads at start for inference only (gap 3 above)."""
+
+
+def decline_inference_ops() -> list[str]:
+    """Tell DeepSpeed the inference-only ops do not fit here, before ``init_distributed``
+    makes its backend (gap 3); returns the names of the ops declined."""
+    import deepspeed.ops
+    from deepspeed.accelerator import get_accelerator
+
+    declined = []
+    for builder_name in INFERENCE_OPS:
+        builder = get_accelerator().create_op_builder(builder_name)
+        if builder is not None:
+            deepspeed.ops.__compatible_ops__[builder.NAME] = False
+            declined.append(builder.NAME)
+    return declined
 
 
 def needs_manual_loss_scale(engine: Any) -> bool:

@@ -40,6 +40,7 @@ import torch
 
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
+from engine.deepspeed_config import build_deepspeed_config
 from engine.events import (
     RunContinued,
     RunPaused,
@@ -113,7 +114,7 @@ def _train(
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
     description = describe_built(workload, config)  # before ZeRO-3 partitions the parameters
-    prepare_ops(phases.op)  # a build once per environment, or a wait for one
+    prepare_ops(build_deepspeed_config(config, world_size()), phases.op)  # a build or a wait, if any
     phases.enter("initialising")
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)

@@ -1,10 +1,13 @@
 """DeepSpeed's just-in-time ops in torch's extension cache: which ones a trainer needs, whether
 each is built, being built by another process, or to be built; and building them ahead.
 
-On the CPU, ``deepspeed.initialize`` creates its torch backend, which loads the shared-memory
-communication op (``deepspeed_shm_comm``, C++) with ``torch.utils.cpp_extension.load``: the
-first time in an environment that compiles it with ninja (tens of seconds to minutes, about
-1.5 GB of compiler memory) into ``TORCH_EXTENSIONS_DIR/<op>/`` (memtui's cache for this
+A default run needs none: memtui's optimizer is torch's AdamW, and the shared-memory op that
+DeepSpeed's CPU backend would compile at start serves inference only, so the trainer declines
+it (``engine.trainer.deepspeed_compat``, gap 3). A user's ``deepspeed_config`` may ask for
+DeepSpeed's own optimizer (``engine.deepspeed_config.required_ops``: ``cpu_adam`` when it is
+offloaded to the CPU, ``fused_adam`` on a GPU...), which DeepSpeed loads with
+``torch.utils.cpp_extension.load``: the first time in an environment that compiles it with
+ninja (tens of seconds to minutes) into ``TORCH_EXTENSIONS_DIR/<op>/`` (memtui's cache for this
 environment unless the user set one: ``engine.extension_cache``), where every later run finds
 ``<op>.so``. A process that finds torch's ``lock`` file there waits until its builder is done.
 torch's lock is a bare file, which a killed builder leaves behind for ever; so every memtui
@@ -16,7 +19,8 @@ ours (a user's own DeepSpeed script sharing the cache) is still removed only onc
 ``prepare_ops`` loads each needed op before ``deepspeed.initialize`` does (DeepSpeed's
 builders keep what they loaded, so initialise finds it loaded), saying first whether it
 builds or waits, and again whenever what the load does changes: the trainer's
-``building_op`` and ``waiting_for_build`` phases.
+``building_op`` and ``waiting_for_build`` phases. An op to build with no C++ compiler on
+``PATH`` is refused in one line naming what to install (``MissingCompiler``).
 
 A ``<op>.so`` in the cache does not mean the load will not build: torch rewrites the op's
 ``build.ninja`` at every load and ninja rebuilds whenever its commands differ (another
@@ -24,7 +28,7 @@ environment's include paths) or a source is newer. So a load is watched as it ha
 ``_watch_build``): a compiler of ours at work in the op's directory is a build, whatever the
 cache held.
 
-``python -m engine.trainer.op_cache [--json]`` builds them ahead (``memtui prepare``).
+``python -m engine.trainer.op_cache [--config FILE] [--json]`` builds them ahead (``memtui prepare``).
 Imports torch and DeepSpeed (in the trainer, or in this module's own process).
 """
 
@@ -36,18 +40,19 @@ import dataclasses
 import fcntl
 import json
 import os
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.config_file import ConfigError, load_run_config
+from engine.deepspeed_config import build_deepspeed_config, required_ops
 from engine.extension_cache import set_extensions_dir
 
-SHM_COMM = "ShareMemCommBuilder"
-"""The op builder DeepSpeed's torch backend loads on the CPU (``deepspeed/comm/torch.py``)."""
 LOCK_FILE = "lock"
 """torch.utils.cpp_extension's build lock (a FileBaton) inside the op's build directory."""
 TURN_FILE = "memtui-load.flock"
@@ -82,17 +87,19 @@ class OpState:
     """The pid of the memtui process whose turn (``load_turn``) is waited for, when known."""
 
 
-def needed_builders() -> list[Any]:
-    """The op builders ``deepspeed.initialize`` will load here: the shared-memory comm op on
-    the CPU accelerator when DeepSpeed finds it compatible; none on a GPU (memtui's AdamW
-    needs no DeepSpeed op)."""
+def needed_builders(ds_config: Mapping[str, Any]) -> list[Any]:
+    """The op builders ``deepspeed.initialize`` will load for ``ds_config`` here: those its
+    optimizer requires (``engine.deepspeed_config.required_ops``: none for memtui's AdamW,
+    ``cpu_adam`` for a user's offloaded DeepSpeed Adam...) that DeepSpeed finds compatible.
+    The CPU backend's shared-memory op is declined, not loaded
+    (``engine.trainer.deepspeed_compat``, gap 3): a default run builds nothing."""
     import deepspeed.ops
-    from deepspeed.accelerator import get_accelerator
+    from deepspeed.ops.op_builder.all_ops import ALL_OPS
 
-    builder = get_accelerator().create_op_builder(SHM_COMM)
-    if builder is None or not deepspeed.ops.__compatible_ops__.get(builder.NAME, False):
-        return []
-    return [builder]
+    compatible = deepspeed.ops.__compatible_ops__
+    return [
+        ALL_OPS[name] for name in required_ops(ds_config) if name in ALL_OPS and compatible.get(name, False)
+    ]
 
 
 def op_state(builder: Any) -> OpState:
@@ -107,16 +114,34 @@ def op_state(builder: Any) -> OpState:
     return OpState(builder.name, str(directory), built=built, locked=(directory / LOCK_FILE).exists())
 
 
-def prepare_ops(before_load: Callable[[OpState], None] = lambda state: None) -> list[tuple[OpState, float]]:
-    """Load every needed op, building it if the cache lacks it or torch finds it stale;
-    ``before_load`` hears where each stands first, and again whenever the load turns out to
-    do otherwise: a build of an op found built, a wait for another process's build. Returns
-    each op's state and the seconds its load took (the state as last said)."""
-    return [_load(builder, before_load) for builder in needed_builders()]
+def prepare_ops(
+    ds_config: Mapping[str, Any], before_load: Callable[[OpState], None] = lambda state: None
+) -> list[tuple[OpState, float]]:
+    """Load every op ``ds_config`` needs, building it if the cache lacks it or torch finds it
+    stale; ``before_load`` hears where each stands first, and again whenever the load turns
+    out to do otherwise: a build of an op found built, a wait for another process's build.
+    Returns each op's state and the seconds its load took (the state as last said)."""
+    return [_load(builder, before_load) for builder in needed_builders(ds_config)]
+
+
+class MissingCompiler(RuntimeError):
+    """An op must be built here and no C++ compiler is on ``PATH``."""
+
+
+def compiler() -> str | None:
+    """The C++ compiler torch's extension builds run (``$CXX``, else ``c++``), if on ``PATH``."""
+    return shutil.which(os.environ.get("CXX") or "c++")
 
 
 def _load(builder: Any, before_load: Callable[[OpState], None]) -> tuple[OpState, float]:
     said = [op_state(builder)]  # what before_load heard, newest last
+    if not said[0].built and not said[0].locked and compiler() is None:
+        raise MissingCompiler(
+            f"DeepSpeed op {builder.name} must be built here and there is no C++ compiler "
+            f"({os.environ.get('CXX') or 'c++'} is not on PATH): install one (Debian/Ubuntu: "
+            "apt install g++), or drop the DeepSpeed optimizer from deepspeed_config "
+            "(memtui's default AdamW needs no op)"
+        )
 
     def say(state: OpState) -> None:
         said.append(state)
@@ -294,27 +319,39 @@ def main(argv: list[str] | None = None) -> int:
         description="Build the DeepSpeed ops a memtui trainer needs here, ahead of the first run.",
     )
     parser.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="the run's config (default: the defaults)"
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: the ops, each as found and its load's seconds",
+        help="print one JSON object: the ops, each as found and its load's seconds, and any error",
     )
     args = parser.parse_args(argv)
     set_extensions_dir()  # the trainers' cache: before torch reads it
     try:
         # DeepSpeed's import logs to stdout: with --json, stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
-            loaded = prepare_ops(_say_before_load)
-    except Exception as err:  # a compiler missing, a failed build: say it, exit 1
-        print(f"cannot build: {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
+            loaded = prepare_ops(build_deepspeed_config(load_run_config(args.config)), _say_before_load)
+    except (ConfigError, MissingCompiler) as err:  # the user's to fix: exit 2, as a usage error
+        return _refuse(str(err), args.json, 2)
+    except Exception as err:  # a failed build: say it, exit 1
+        return _refuse(f"cannot build: {type(err).__name__}: {err}", args.json, 1)
     if args.json:
         print(json.dumps({"ops": [asdict(state) | {"load_s": round(took, 3)} for state, took in loaded]}))
     else:
         for state, took in loaded:
             print(describe(state, took))
         if not loaded:
-            print("no DeepSpeed op to build here: DeepSpeed loads none at start on this accelerator")
+            print("no DeepSpeed op to build: this run's optimizer needs none (memtui's default never does)")
     return 0
+
+
+def _refuse(message: str, as_json: bool, code: int) -> int:
+    """``message`` on stderr, and with ``--json`` one document on stdout all the same."""
+    print(message, file=sys.stderr)
+    if as_json:
+        print(json.dumps({"ops": [], "error": message}))
+    return code
 
 
 if __name__ == "__main__":

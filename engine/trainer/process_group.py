@@ -52,4 +52,7 @@ def join_process_group(timeout_s: float) -> None:
     CUDA, gloo on the CPU), collectives failing after ``timeout_s`` seconds of waiting."""
     import deepspeed  # slow: imported only when a trainer starts
 
+    from engine.trainer.deepspeed_compat import decline_inference_ops
+
+    decline_inference_ops()  # no build of an op that training never calls
     deepspeed.init_distributed(timeout=timedelta(seconds=timeout_s), verbose=False)

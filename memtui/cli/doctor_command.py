@@ -1,5 +1,5 @@
 """``memtui doctor [RUN] [--json] [--deep]``: the command line of the environment doctor; and
-``memtui prepare [--json]``, which builds ahead what the doctor finds a first run would build.
+``memtui prepare [CONFIG] [--json]``, which builds ahead the DeepSpeed ops a run's config needs.
 
 The report itself, and why ``--deep`` runs in a child process, is ``memtui.cli.doctor_report``.
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
@@ -51,20 +51,32 @@ def add_parsers(sub: Any) -> None:
     doctor.set_defaults(handler=cmd_doctor)
     prepare = sub.add_parser(
         "prepare",
-        help="build the DeepSpeed ops a trainer needs here, ahead of the first run",
+        help="build the DeepSpeed ops a run's config needs here, ahead of its first run",
         description=(
-            "DeepSpeed builds some ops the first time an environment uses them (on a CPU its "
-            "shared-memory op, deepspeed_shm_comm: a C++ compile of a minute or more, about "
-            "1.5 GB of compiler memory), into this Python environment's own extension cache "
+            "A default run needs no DeepSpeed op, so no compiler: memtui's optimizer is torch's "
+            "AdamW, and the shared-memory op DeepSpeed's CPU backend would build serves inference "
+            "only (the trainer declines it). A deepspeed_config that asks for DeepSpeed's own "
+            "optimizer (torch_adam = false: cpu_adam when offloaded, fused_adam on a GPU) needs "
+            "its op, which DeepSpeed builds the first time an environment uses it (a C++ compile "
+            "of a minute or more) into this Python environment's own extension cache "
             "(~/.cache/memtui/torch_extensions/<environment>/, or TORCH_EXTENSIONS_DIR when "
-            "set), where every trainer of this environment finds them. This builds them now, "
-            "in a child process, so that no run pays for it; ops already built are only loaded."
+            "set), where every trainer of this environment finds it. This builds them now, in a "
+            "child process, so that no run pays for it; ops already built are only loaded. Exit 2 "
+            "when the config is wrong or an op must be built and there is no C++ compiler."
         ),
+    )
+    prepare.add_argument(
+        "config",
+        nargs="?",
+        metavar="CONFIG",
+        default=None,
+        help="the run's TOML config (default: memtui's defaults, which need no op)",
     )
     prepare.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: the ops, each with its cache dir and whether it was built",
+        help="print one JSON object: the ops, each with its cache dir and whether it was built, "
+        "and the error if any",
     )
     prepare.set_defaults(handler=cmd_prepare)
 
@@ -78,18 +90,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    """Run ``python -m engine.trainer.op_cache`` (torch and DeepSpeed: a child of ours)."""
+    """Run ``python -m engine.trainer.op_cache`` (torch and DeepSpeed: a child of ours); its exit
+    status (2: the config, or no compiler for an op to build) is ours."""
     import subprocess
     import sys
 
     if not args.json:
-        print(
-            "loading the DeepSpeed ops a trainer needs here, building any this machine lacks "
-            "(once per environment: a minute or more the first time)...",
-            file=sys.stderr,
-            flush=True,
-        )
-    command = [sys.executable, "-m", "engine.trainer.op_cache", *(["--json"] if args.json else [])]
+        print("loading the DeepSpeed ops this run needs, building any this machine lacks...", file=sys.stderr)
+    command = [sys.executable, "-m", "engine.trainer.op_cache"]
+    command += ["--config", str(args.config)] if args.config is not None else []
+    command += ["--json"] if args.json else []
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)  # stderr: as it comes
     print(done.stdout, end="", flush=True)
-    return 0 if done.returncode == 0 else 1
+    return done.returncode if done.returncode >= 0 else 1  # killed by a signal: failed

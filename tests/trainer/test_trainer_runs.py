@@ -7,7 +7,6 @@ gets a fresh torch.distributed world and the command line is what is tested.
 from __future__ import annotations
 
 import math
-import os
 import signal
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
 from engine.config_file import build_run_config
-from engine.extension_cache import EXTENSIONS_ENV, environment_extensions_dir
+from engine.extension_cache import EXTENSIONS_ENV
 from engine.run.directory import RunDir
 from engine.trainer.checkpoint import tags_on_disk
 
@@ -84,14 +83,19 @@ def test_run_reports_every_step_learns_and_checkpoints() -> None:
     assert supervisor.messages[-1].type == "trainer_finished"
 
 
-def test_the_trainer_loads_its_ops_from_its_environment_s_cache() -> None:
-    """Unless the user set TORCH_EXTENSIONS_DIR, the trainer builds and finds DeepSpeed's op
-    in its environment's own cache (shared by every test of this environment)."""
-    _, _, code, output = _run({"name": "cache", "steps": 2})
+def test_a_default_run_builds_no_deepspeed_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSpeed's CPU backend would compile its shared-memory op (inference only) the first time
+    an environment starts a process group; the trainer declines it, so a run on an empty op
+    cache trains without a compiler and leaves the cache empty."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(EXTENSIONS_ENV, str(cache))
+    _, supervisor, code, output = _run({"name": "cache", "steps": 2})
     assert code == 0, output
-    cache = Path(os.environ.get(EXTENSIONS_ENV) or environment_extensions_dir())
-    assert f"DeepSpeed op cache: {cache}" in output
-    assert (cache / "deepspeed_shm_comm" / "deepspeed_shm_comm.so").exists()
+    assert f"DeepSpeed op cache: {cache}" in output  # the user's TORCH_EXTENSIONS_DIR wins
+    assert not (cache / "deepspeed_shm_comm").exists()
+    assert [s.step for s in supervisor.samples] == [1, 2]
+    phases = [e.data["phase"] for e in supervisor.events("startup_phase")]
+    assert "building_op" not in phases and "waiting_for_build" not in phases
 
 
 def test_stop_command_checkpoints_and_a_new_attempt_resumes_identically() -> None:
