@@ -132,6 +132,9 @@ class SoftwareReport(_Report):
     """Op -> why it cannot be built here, in DeepSpeed's words (incompatible ops only)."""
     deepspeed_ninja: bool | None = None
     """ninja found (JIT builds need it); None unless the op check ran."""
+    cxx_compiler: str | None = None
+    """The C++ compiler a JIT build of a DeepSpeed op runs (``$CXX``, else ``c++``), its path;
+    None when not on ``PATH``."""
     deepspeed_ops_required: list[str] = Field(default_factory=list)
     """Ops the run's optimizer needs; [] with memtui's default (torch's own AdamW)."""
     torch_arch_list: list[str] = Field(default_factory=list)

@@ -23,6 +23,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,6 +113,7 @@ class EnvironmentDoctor:
                 str(k): bool(v) for k, v in (ds_facts.get("installed_ops") or {}).items()
             }
             fields["deepspeed_ops_required"] = self.required_ops
+            fields["cxx_compiler"] = shutil.which(os.environ.get("CXX") or "c++")
             if self.op_survey is None and self.check_ops:
                 self.op_survey = survey_ops()
             if self.op_survey is not None:

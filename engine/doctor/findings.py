@@ -124,6 +124,13 @@ def _op_findings(sw: SoftwareReport) -> list[Finding]:
     if "deepspeed_op_check" in sw.unavailable:
         why = sw.unavailable["deepspeed_op_check"]
         return [Finding(level="info", message=f"DeepSpeed op compatibility unavailable ({why})")]
+    to_build = [op for op in sw.deepspeed_ops_required if not sw.deepspeed_ops.get(op)]
+    if to_build and sw.cxx_compiler is None:
+        needs = f"DeepSpeed op{'s' if len(to_build) > 1 else ''} {', '.join(to_build)} (this run's optimizer)"
+        fix = "install one (Debian/Ubuntu: apt install g++) or use memtui's default AdamW"
+        return [
+            Finding(level="degraded", message=f"{needs} must be built and there is no C++ compiler: {fix}")
+        ]
     if not sw.deepspeed_compatible:
         return []  # the op check did not run (it is slow: ``--deep``)
     out: list[Finding] = []

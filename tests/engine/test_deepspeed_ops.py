@@ -51,13 +51,16 @@ def fake_python(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def software(survey: OpSurvey, required: list[str] | None = None) -> SoftwareReport:
+def software(
+    survey: OpSurvey, required: list[str] | None = None, compiler: str | None = "/usr/bin/c++"
+) -> SoftwareReport:
     gone: dict[str, str] = {}
     fields = op_fields(survey, gone)
     return SoftwareReport(
         python="3.11",
         torch="2.4",
         deepspeed="0.19",
+        cxx_compiler=compiler,
         deepspeed_ops_required=required or [],
         unavailable=gone,
         **fields,
@@ -184,6 +187,21 @@ def test_an_incompatible_op_nobody_needs_is_information() -> None:
     text = render_report(_report(sw))
     assert "needed by the run: none (torch's own optimizer)" in text
     assert "async_io: cannot be built (libaio not found)" in text
+
+
+def test_an_op_to_build_with_no_compiler_degrades_without_the_deep_survey() -> None:
+    plain = SoftwareReport(python="3.11", torch="2.4", deepspeed="0.19", deepspeed_ops_required=["cpu_adam"])
+    assert plain.deepspeed_compatible == {}  # no --deep: the op survey did not run
+    (finding,) = [f for f in judge(plain, NO_GPU) if "cpu_adam" in f.message]
+    assert finding.level == "degraded"
+    assert finding.message == (
+        "DeepSpeed op cpu_adam (this run's optimizer) must be built and there is no C++ compiler: "
+        "install one (Debian/Ubuntu: apt install g++) or use memtui's default AdamW"
+    )
+    prebuilt = plain.model_copy(update={"deepspeed_ops": {"cpu_adam": True}})
+    assert [f for f in judge(prebuilt, NO_GPU) if "cpu_adam" in f.message] == []  # nothing to build
+    default = plain.model_copy(update={"deepspeed_ops_required": []})
+    assert [f for f in judge(default, NO_GPU) if "compiler" in f.message] == []  # a default run needs none
 
 
 def test_an_op_the_run_needs_that_cannot_be_built_degrades() -> None:
