@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,10 +108,52 @@ def step_after(page: Any, step: int) -> int:
     return shown_step(page)
 
 
+class Forwarder:
+    """A TCP port forwarded to ``127.0.0.1:target``, as ``ssh -L`` makes one: each connection
+    is piped both ways; the first bytes of each are kept (its request line and headers)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.openings: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed
+            while True:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+                threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, keep: bool) -> None:
+        with contextlib.suppress(OSError):
+            first = True
+            while data := source.recv(65536):
+                if keep and first:
+                    self.openings.append(data[:2048])
+                first = False
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def upgraded(self) -> bool:
+        """A websocket was opened through this port."""
+        return any(b"upgrade: websocket" in opening.lower() for opening in self.openings)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 @contextlib.contextmanager
-def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Popen[str], Any]]:
+def served(
+    home: Path, run: RunDir, *flags: str, forward: bool = False
+) -> Iterator[tuple[subprocess.Popen[str], Any]]:
     """``memtui serve RUN FLAGS`` and a headless Chromium page on it, showing a step; the
-    server is killed after, if the test has not stopped it."""
+    server is killed after, if the test has not stopped it. ``forward``: the page is opened
+    through a forwarded port under another host name (``localhost:OTHER``), as a laptop
+    reaches it through an SSH tunnel; the forwarder is the page's ``memtui_forwarder``."""
     port = free_port()
     server = subprocess.Popen(
         [MEMTUI, "serve", run.run_id, "--port", str(port), *flags],
@@ -128,7 +171,9 @@ def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Po
             browser = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.route("**/static/js/textual.js", expose_terminal)
-            page.goto(f"http://127.0.0.1:{port}/")
+            forwarder = Forwarder(port) if forward else None
+            page.memtui_forwarder = forwarder
+            page.goto(f"http://localhost:{forwarder.port}/" if forwarder else f"http://127.0.0.1:{port}/")
             step_after(page, -1)
             page.wait_for_function(f"({SCREEN_TEXT})().includes({json.dumps(LIVE)})", timeout=60_000)
             # A person's page has the focus; a headless one is blurred, and Textual's footer
@@ -137,6 +182,8 @@ def served(home: Path, run: RunDir, *flags: str) -> Iterator[tuple[subprocess.Po
             page.wait_for_function(f"({SCREEN_TEXT})().includes('Detach')", timeout=60_000)
             yield server, page
             browser.close()
+            if forwarder:
+                forwarder.close()
     finally:
         if server.poll() is None:
             server.kill()
@@ -178,3 +225,17 @@ def test_allow_actions_serves_a_console_that_offers_them(home: Path) -> None:
         assert "Stop run" in text and "read-only" not in text, text
         # Ctrl-C in a terminal: SIGINT to the whole foreground group, the consoles too
         stop_cleanly(server, lambda: os.killpg(server.pid, signal.SIGINT))
+
+
+def test_a_forwarded_port_under_another_host_name_reaches_the_console(home: Path) -> None:
+    """``ssh -L 9000:127.0.0.1:8000``: the page comes through the tunnel's port, and so must its
+    websocket (textual-serve wrote the bind address into the page: ws://127.0.0.1:8000/ws)."""
+    run = start_run(home)
+    with served(home, run, forward=True) as (server, page):
+        forwarder: Forwarder = page.memtui_forwarder
+        assert forwarder.upgraded(), [o[:80] for o in forwarder.openings]  # the websocket came through it
+        html = page.content()
+        assert f"ws://localhost:{forwarder.port}/ws" in html and f"127.0.0.1:{forwarder.target}" not in html
+        first = shown_step(page)
+        assert step_after(page, first) > first  # live through the tunnel
+        stop_cleanly(server, lambda: server.send_signal(signal.SIGINT))

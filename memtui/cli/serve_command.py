@@ -38,6 +38,16 @@ def port_number(text: str) -> int:
     return value
 
 
+def public_url(text: str) -> str:
+    """An http(s) URL with a host, without its trailing slash."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL like https://example.org/memtui: {text!r}")
+    return text.rstrip("/")
+
+
 def add_parser(sub: Any) -> None:
     serve = sub.add_parser(
         "serve",
@@ -45,14 +55,24 @@ def add_parser(sub: Any) -> None:
         description=(
             "Serve the console on RUN over HTTP with textual-serve: every browser tab gets its "
             "own console. Read-only unless --allow-actions. Bound to 127.0.0.1 by default; from "
-            "a laptop: ssh -L 8000:127.0.0.1:8000 HOST, then open http://127.0.0.1:8000. "
-            "Ctrl-C stops the server and every console it started; the run goes on."
+            "a laptop: ssh -L 9000:127.0.0.1:8000 HOST, then open http://127.0.0.1:9000 (any "
+            "local port: the page's URLs are the ones the browser used, or a proxy's "
+            "X-Forwarded-Host and -Proto). Ctrl-C stops the server and every console it "
+            "started; the run goes on."
         ),
     )
     add_run(serve, "the newest live run")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     serve.add_argument(
         "--port", type=port_number, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
+    )
+    serve.add_argument(
+        "--public-url",
+        type=public_url,
+        default=None,
+        metavar="URL",
+        help="the address browsers reach the server by, when a proxy serves it under a path "
+        "(https://example.org/memtui); default: each request's own",
     )
     serve.add_argument(
         "--allow-actions",
@@ -85,6 +105,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     mode = "actions allowed" if args.allow_actions else "read-only"
     # exec: the shell textual-serve starts becomes the console, one process per session
     serve_console(
-        "exec " + shlex.join(command), host=args.host, port=args.port, title=f"memtui {run.run_id} ({mode})"
+        "exec " + shlex.join(command),
+        host=args.host,
+        port=args.port,
+        title=f"memtui {run.run_id} ({mode})",
+        public_url=args.public_url,
     )
     return 0

@@ -23,8 +23,8 @@ def test_help_says_read_only_by_default_and_how_to_tunnel(capsys: pytest.Capture
     assert exited.value.code == 0
     shown = " ".join(capsys.readouterr().out.split())
     assert "Read-only unless --allow-actions" in shown
-    assert "ssh -L 8000:127.0.0.1:8000" in shown
-    assert "--host HOST" in shown and "--port PORT" in shown
+    assert "ssh -L 9000:127.0.0.1:8000" in shown and "X-Forwarded-Host" in shown
+    assert "--host HOST" in shown and "--port PORT" in shown and "--public-url URL" in shown
 
 
 def test_each_session_runs_a_read_only_attach_unless_actions_are_allowed(run_dir: RunDir) -> None:
@@ -94,3 +94,34 @@ def test_a_transport_freed_after_the_loop_closed_prints_nothing_and_other_errors
     elsewhere = types.SimpleNamespace(object=freed.object, exc_value=ValueError("bad"))
     quiet(elsewhere)
     assert heard == [other, elsewhere]
+
+
+@pytest.mark.parametrize(
+    ("headers", "url"),
+    [
+        ({"Host": "127.0.0.1:9000"}, "http://127.0.0.1:9000"),  # an SSH tunnel's local port
+        ({"Host": "gpu-box:8000"}, "http://gpu-box:8000"),  # --host 0.0.0.0, reached by name
+        ({"Host": "[::1]:8000"}, "http://[::1]:8000"),
+        (
+            {"Host": "x", "X-Forwarded-Host": "ml.example.org", "X-Forwarded-Proto": "https"},
+            "https://ml.example.org",
+        ),
+        ({"Host": "x", "X-Forwarded-Host": "a.example, b.internal"}, "http://a.example"),  # the first hop
+        ({"Host": 'evil"><script>'}, "http://127.0.0.1:8000"),  # not a host: the bind address
+        ({"Host": "h", "X-Forwarded-Proto": "javascript"}, "http://127.0.0.1:8000"),
+    ],
+)
+def test_the_page_s_urls_are_the_ones_the_browser_used(headers: dict[str, str], url: str) -> None:
+    pytest.importorskip("textual_serve", reason="needs textual-serve (the [serve] extra)")
+    from aiohttp.test_utils import make_mocked_request
+
+    from memtui.cli.console_server import request_url
+
+    assert request_url(make_mocked_request("GET", "/", headers=headers), "http://127.0.0.1:8000") == url
+
+
+@pytest.mark.parametrize("text", ["example.org", "ftp://example.org", "https://", "https://h/?q=1"])
+def test_a_public_url_that_is_not_http_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="not an http"):
+        serve_command.public_url(text)
+    assert serve_command.public_url("https://example.org/memtui/") == "https://example.org/memtui"
