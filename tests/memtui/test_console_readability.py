@@ -9,7 +9,7 @@ import dataclasses
 
 from textual.content import Content
 
-from engine.domain import ThroughputFigures
+from engine.domain import Event, ThroughputFigures
 from engine.events import StateChanged
 from engine.protocol import Hardware
 from engine.run.directory import RunDir
@@ -144,8 +144,57 @@ def test_an_event_is_listed_once() -> None:
 def test_the_cursor_keeps_the_selected_event_on_screen() -> None:
     events = [make_event(n, "note", f"event {n}") for n in range(1, 21)]
     shown = plain(render_events(events, 3, selected=5))
-    assert ["#5" in line for line in shown] == [False, False, True]
-    assert "#20" in plain(render_events(events, 3))[-1]
+    assert [line.endswith("event 5") for line in shown] == [False, False, True]
+    assert plain(render_events(events, 3))[-1].endswith("event 20")
+
+
+def demo_events() -> list[Event]:
+    """What an auto-cadence demo stores: a save about every second, a cadence change, a spare,
+    and one chaos injection among them."""
+    events = [make_event(1, "run_started", "run started: demo, 2000 steps")]
+    events += [
+        make_event(n, "checkpoint_saved", f"checkpoint step {n * 10} (1.1 MiB, verified)")
+        for n in range(2, 20)
+    ]
+    events.append(make_event(20, "checkpoint_cadence", "checkpoint every 40 steps (auto)"))
+    events.append(make_event(21, "standby_ready", "spare trainer ready (pid 77)"))
+    events.append(make_event(22, "chaos_injected", "chaos nan injected at step 233", severity="warning"))
+    events += [
+        make_event(n, "checkpoint_saved", f"checkpoint step {n * 10} (1.1 MiB, verified)")
+        for n in range(23, 40)
+    ]
+    return events
+
+
+def test_routine_events_fold_into_one_live_line_with_their_counts() -> None:
+    events = demo_events()
+    shown = listed(events)
+    assert [e.type for e, _ in shown] == ["run_started", "chaos_injected", "checkpoint_saved"]
+    assert shown[-1] == (events[-1], 37)  # the newest routine event stands for all 37
+    lines = plain(render_events(events, 5))
+    assert lines[1].endswith("chaos nan injected at step 233")  # not pushed out by the saves
+    assert "saved ×35 · cadence ×1 · spare ready ×1: checkpoint step 390 (1.1 MiB, verified)" in lines[-1]
+    saves = listed(events, "checkpoints")  # the checkpoints filter lists each save
+    assert len(saves) == 36 and saves[-1] == (events[-1], 1)
+    warned = make_event(40, "checkpoint_saved", "checkpoint step 400 slow (9 s)", severity="warning")
+    assert listed([*events, warned])[-2:] == [(events[-1], 37), (warned, 1)]  # only info events fold
+
+
+async def test_the_folded_line_and_a_chaos_event_are_both_on_screen_at_80x24(live_run: RunDir) -> None:
+    async with ScriptedEngine(live_run.socket, welcome_for(live_run.run_id), events=demo_events()):
+        app = MemtuiApp(live_run, clock=lambda: 0.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            log = app.query_one(EventLog)
+            await until(
+                lambda: "saved ×35" in text_of(log), what="the folded line", seen=lambda: text_of(log)
+            )
+            shown = text_of(log)
+            assert "chaos nan injected at step 233" in shown  # the panel has 2 lines at 80x24
+            assert shown.count("checkpoint step") == 1
+            log.focus()
+            await pilot.press("enter")  # the folded line opens its newest event in full
+            await until(lambda: isinstance(app.screen, EventScreen), what="the event to open")
+            assert "checkpoint step 390" in text_of(app.screen.query_one("#event-details"))
 
 
 def test_keys_fold_into_columns_when_the_screen_is_short() -> None:

@@ -170,3 +170,19 @@ def test_event_in_full(home: Path, utc: None, snap_compare) -> None:  # type: ig
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SMALL, run_before=opened)
+
+
+def test_routine_events_folded(home: Path, utc: None, snap_compare) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """An auto-cadence demo's events at 80x24: the saves, the cadence change and the spare
+    fold into one line under the chaos injection, which they no longer push out."""
+    from tests.memtui.test_console_readability import demo_events
+
+    run = fixed_run(home)
+    events = demo_events()
+    stream = telemetry([sample(LAST_STEP + 1)])
+    with ScriptedEngine.in_thread(run.socket, welcome_for(run.run_id), events=events, stream=stream):
+
+        async def drawn(pilot) -> None:  # type: ignore[no-untyped-def]
+            await until_drawn(pilot, last_seq=len(events))
+
+        assert snap_compare(live_console(run), terminal_size=SMALL, run_before=drawn)

@@ -6,7 +6,12 @@ panel has focus ↑/↓ move a cursor over the lines and enter opens the selecte
 An event is listed once: a run of consecutive events saying the same thing (type and message)
 is one line with a count, and a doctor report that repeats the one before it is not listed
 again (the supervisor reports at start and again once its op survey answers, usually with the
-same verdict; both are in the store and the newest is in the header).
+same verdict; both are in the store and the newest is in the header). Routine events (saves,
+cadence changes, a spare ready, start-up phases: the run working as it should) fold into one
+live line in the unfiltered list, where the newest of them stands, with their counts; the
+``checkpoints`` filter lists the saves one by one, ``restarts`` the spares and phases. A line
+is the event's time and words (its type and number are in the full view): a narrow panel
+keeps the words.
 
 Most events show the line their writer recorded; chaos events are worded from their typed
 payloads (``memtui.chaos_phrases``): what was injected, when it took effect, and whether
@@ -15,13 +20,21 @@ and how fast the run recovered (a failed recovery in the error colour)."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from textual.binding import Binding
 from textual.markup import escape
 
 from engine.domain import Event
-from engine.events import ChaosRecovered, DoctorReported
+from engine.events import (
+    ChaosRecovered,
+    CheckpointCadence,
+    CheckpointSaved,
+    DoctorReported,
+    StandbyReady,
+    StartupPhase,
+)
 from memtui.chaos_phrases import event_line
 from memtui.console.alert_state import ALERT_EVENT
 from memtui.console.run_view import RunView
@@ -38,12 +51,25 @@ EVENT_FILTERS: dict[str, Callable[[Event], bool]] = {
     "alerts": lambda e: e.severity != "info" or e.type == ALERT_EVENT,  # "resolved" alerts are info
     "decisions": lambda e: e.type.startswith("directive"),
     "checkpoints": lambda e: e.type.startswith("checkpoint"),
-    "restarts": lambda e: e.type.startswith(("trainer_", "restart", "run_", "state_changed", "rolled_back")),
+    "restarts": lambda e: e.type.startswith(
+        ("trainer_", "restart", "run_", "state_changed", "rolled_back", "standby_", "startup_phase")
+    ),
     "chaos": lambda e: e.type.startswith("chaos"),
     "adaptations": lambda e: e.type.startswith(("adapt", "memory", "micro_batch", "loss_scale")),
 }
 """Filter name -> which events it keeps; the ``e`` key cycles through them in this order."""
 DOCTOR_EVENT = DoctorReported.event_type
+ROUTINE: dict[str, str] = {
+    CheckpointSaved.event_type: "saved",
+    CheckpointCadence.event_type: "cadence",
+    StandbyReady.event_type: "spare ready",
+    StartupPhase.event_type: "start-up",
+}
+"""Event type -> its word on the folded routine line (info events only fold)."""
+
+
+def routine(event: Event) -> bool:
+    return event.type in ROUTINE and event.severity == "info"
 
 
 def render_event(event: Event, repeats: int = 1, selected: bool = False) -> str:
@@ -54,21 +80,33 @@ def render_event(event: Event, repeats: int = 1, selected: bool = False) -> str:
         style = SEVERITY_STYLES["critical"]
     text = escape(event_line(event) or event.message or event.type)
     count = f" [$text-muted]×{repeats}[/]" if repeats > 1 else ""
-    line = (
-        f"[$text-muted]{clock} #{event.seq:<4}[/] [$text-secondary]{event.type}[/] [{style}]{text}[/]{count}"
-    )
+    line = f"[$text-muted]{clock}[/] [{style}]{text}[/]{count}"
+    return f"[reverse]{line}[/reverse]" if selected else line
+
+
+def render_routine(newest: Event, counts: Counter[str], selected: bool = False) -> str:
+    """The folded line: how many routine events of each kind, then the newest one's words."""
+    clock = time.strftime("%H:%M:%S", time.localtime(newest.ts))
+    tally = " · ".join(f"{ROUTINE[kind]} ×{n}" for kind, n in counts.most_common())
+    text = escape(newest.message or newest.type)
+    line = f"[$text-muted]{clock} {tally}:[/] [$text-muted]{text}[/]"
     return f"[reverse]{line}[/reverse]" if selected else line
 
 
 def listed(events: Sequence[Event], kind: str = "all") -> list[tuple[Event, int]]:
     """(event, how many it stands for) of the events that pass filter ``kind``, oldest first:
-    consecutive events of one type and message fold into the newest of them, and a doctor
-    report saying what the previous one said is left out."""
+    consecutive events of one type and message fold into the newest of them, a doctor report
+    saying what the previous one said is left out, and with ``all`` the routine events fold
+    into their newest, listed where it stands."""
     keep = EVENT_FILTERS[kind]
     out: list[tuple[Event, int]] = []
     doctor: str | None = None
+    folded: list[Event] = []
     for event in events:
         if not keep(event):
+            continue
+        if kind == "all" and routine(event):
+            folded.append(event)
             continue
         if event.type == DOCTOR_EVENT:
             if event.message == doctor:
@@ -78,6 +116,9 @@ def listed(events: Sequence[Event], kind: str = "all") -> list[tuple[Event, int]
             out[-1] = (event, out[-1][1] + 1)
         else:
             out.append((event, 1))
+    if folded:  # where its newest member stands in time
+        at = next((i for i, (e, _) in enumerate(out) if e.seq > folded[-1].seq), len(out))
+        out.insert(at, (folded[-1], len(folded)))
     return out
 
 
@@ -90,7 +131,14 @@ def render_events(events: Sequence[Event], limit: int, kind: str = "all", select
     limit = max(1, limit)
     at = next((i for i, (e, _) in enumerate(shown) if e.seq == selected), None)
     end = len(shown) if at is None else min(len(shown), max(at + 1, limit))
-    return "\n".join(render_event(e, n, e.seq == selected) for e, n in shown[max(0, end - limit) : end])
+    counts = Counter(e.type for e in events if kind == "all" and routine(e))
+
+    def line(event: Event, repeats: int) -> str:
+        if counts.total() > 1 and routine(event):
+            return render_routine(event, counts, event.seq == selected)
+        return render_event(event, repeats, event.seq == selected)
+
+    return "\n".join(line(e, n) for e, n in shown[max(0, end - limit) : end])
 
 
 class EventLog(Panel):
