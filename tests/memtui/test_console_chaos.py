@@ -327,3 +327,32 @@ async def test_confirmations_say_what_happens_to_this_run(live_run: RunDir) -> N
             corrupt = await confirmation_of(app, pilot, 0)
             assert "(step 40), the only one that verifies" in corrupt and "the one before" not in corrupt
     assert chaos_requests(fake) == []
+
+
+async def test_the_whole_menu_fits_at_80x24_with_every_kind_offered(live_run: RunDir) -> None:
+    """At the smallest size we promise, the description of the highlighted kind and the hint
+    line stay on screen (the list scrolls instead), with every kind the engine can offer."""
+    every = [spec.kind for spec in chaos_specs()]
+    async with chaos_engine(live_run, every, events=[make_event(1, "run_started", "run started")]):
+        app = MemtuiApp(live_run)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await ready(app)
+            await pilot.press("x")
+            await until(lambda: isinstance(app.screen, ChaosMenuScreen), what="the menu")
+            await pilot.press("down")
+            await pilot.pause()
+            shown = drawn_text(app)  # what the terminal shows, not what the widgets hold
+            assert "enter chooses (then asks first) · esc cancels" in shown
+            description = chaos_specs(["release"])[0].description
+            assert " ".join(description.split()[:6]) in shown  # the highlighted kind's words
+
+
+def drawn_text(app: MemtuiApp) -> str:
+    """The screen's text as drawn (its SVG screenshot's text, spaces as spaces)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    return " ".join(
+        html.unescape(" ".join(re.findall(r">([^<>]+)</text>", svg))).replace("\xa0", " ").split()
+    )

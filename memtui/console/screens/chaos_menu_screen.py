@@ -22,13 +22,15 @@ def option_prompt(spec: ChaosKindSpec) -> str:
 
 
 class ChaosMenuScreen(Modal[str | None]):
-    """One option per offered kind; dismissed with the chosen kind, or None."""
+    """One option per offered kind; dismissed with the chosen kind, or None. The list takes
+    at most 45% of the terminal's rows and scrolls beyond: at 80x24 the description and the
+    hint under it stay on screen (a fixed 16 rows pushed both out)."""
 
     DEFAULT_CSS = """
     ChaosMenuScreen > Vertical {
         width: 76; max-height: 90%; padding: 1 2; border: round $error; border-title-color: $text-error;
     }
-    ChaosMenuScreen OptionList { height: auto; max-height: 16; }
+    ChaosMenuScreen OptionList { height: auto; max-height: 45vh; }
     ChaosMenuScreen #about { margin-top: 1; height: auto; }
     """
 
