@@ -66,6 +66,10 @@ class NvmlLibrary(Protocol):
         """(current gen, current width, max gen, max width)."""
         ...
 
+    def nvlinks_active(self, index: int) -> int:
+        """How many of the device's NVLinks are up (0 on a card without NVLink)."""
+        ...
+
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         """(pid, used bytes or None) of compute processes."""
         ...
@@ -268,6 +272,16 @@ class PynvmlLibrary:
             int(nv.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
             int(nv.nvmlDeviceGetMaxPcieLinkWidth(handle)),
         )
+
+    def nvlinks_active(self, index: int) -> int:
+        handle, nv = self._handle(index), self._nv
+        up = 0
+        for link in range(nv.NVML_NVLINK_MAX_LINKS):
+            try:
+                up += int(nv.nvmlDeviceGetNvLinkState(handle, link) == nv.NVML_FEATURE_ENABLED)
+            except nv.NVMLError:
+                continue  # not supported, or no such link on this device
+        return up
 
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         found = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle(index))

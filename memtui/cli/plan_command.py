@@ -61,11 +61,13 @@ def add_parser(sub: Any) -> None:
         metavar="T",
         help="one GPU's peak TFLOP/s at the run's precision (over the table)",
     )
+    from engine.memory.communication import LINKS  # pure data: cheap for --help
+
     plan.add_argument(
         "--interconnect",
-        choices=("pcie", "pcie5", "nvlink", "nvlink4", "infiniband", "ethernet"),
-        help="the link the collectives cross (default: nvlink, nvlink4 for H100/H200, on 1 node; "
-        "infiniband on more)",
+        choices=[name for name in LINKS if name != "shared-memory"],
+        help="the link the collectives cross (default on 1 node: what NVML sees, else the GPU "
+        "model's: NVLink 3-5 on SXM parts, PCIe on cards; infiniband on more)",
     )
     plan.add_argument(
         "--bandwidth",

@@ -1,10 +1,13 @@
 """The hardware ``memtui plan`` plans for: the flags, else what NVML sees, else this host.
 
 GPU count and memory: ``--gpus``/``--gpu-memory``, else NVML's first device (count, total
-memory, name). Without either, the plan is for the CPU, as memtui trains there: the
+memory, name), else the device table by ``--gpu`` (its memory; 1 GPU per node unless
+``--gpus``). With none of them, the plan is for the CPU, as memtui trains there: the
 config's ranks sharing the host's RAM. The peak: ``--peak-tflops``, the config's
-``[hardware] peak_tflops``, or the table by ``--gpu``/NVML name. Every source is named in
-the plan. Torch-free.
+``[hardware] peak_tflops``, or the table by ``--gpu``/NVML name. The link within a node:
+``--interconnect``/``--bandwidth``, else what NVML says of device 0 (an NVLink up, else its
+PCIe generation and width), else the table by name. Every source is named in the plan.
+Torch-free.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
+    from engine.doctor.nvml_probe import NvmlLibrary
     from engine.memory.communication import Link
 
 
@@ -39,23 +43,31 @@ class Hardware:
     """Bytes of the named margin's fixed part: the CUDA context, or the CPU process's runtime."""
 
 
-def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
+@dataclass(frozen=True)
+class SeenGpu:
+    """NVML's device 0 and how many there are."""
+
+    count: int
+    memory: int
+    """Bytes."""
+    name: str
+    link: Link | None
+    """What NVML says connects it (``communication.seen_link``); None if it cannot say."""
+
+
+def resolve_hardware(args: argparse.Namespace, config: RunConfig, seen: SeenGpu | None = None) -> Hardware:
+    """``seen``: NVML's view, read here when not given (tests give a fake one)."""
     from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, CUDA_CONTEXT_BYTES
 
     if args.gpus is not None and args.gpus < 1:
         raise CliError(f"--gpus: at least 1 GPU per node is needed (got {args.gpus})", code=2)
-    seen = _nvml_device()
-    gpus = args.gpus or (seen[0] if seen else None)
-    memory = _size(args.gpu_memory) if args.gpu_memory is not None else (seen[1] if seen else None)
-    cpu = gpus is None and memory is None
-    if gpus is not None and memory is None:
-        raise CliError(
-            "--gpu-memory: no GPU visible to NVML to read it from; give it, e.g. --gpu-memory 80G", 2
-        )
-    name = args.gpu or (seen[2] if seen else None)
+    seen = seen if seen is not None else _nvml_device()
+    asked_gpu = args.gpus is not None or args.gpu_memory is not None or args.gpu is not None
+    gpus = args.gpus or (seen.count if seen else 1 if asked_gpu else None)
+    name = args.gpu or (seen.name if seen else None)
     peak, peak_source = _peak(args, config, name)
-    link, link_source = _link(args, cpu, name)
-    if cpu:
+    if gpus is None:
+        link, link_source = _link(args, True, None, None)
         return Hardware(
             config.train.ranks,
             _host_ram(),
@@ -68,11 +80,28 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig) -> Hardware:
             True,
             CPU_RUNTIME_BYTES,
         )
-    assert gpus is not None and memory is not None
-    source = "given" if args.gpu_memory is not None else "nvml"
+    memory, memory_source = _memory(args, seen, name)
+    link, link_source = _link(args, False, name, seen)
     return Hardware(
-        gpus, memory, source, name, peak, peak_source, link, link_source, False, CUDA_CONTEXT_BYTES
+        gpus, memory, memory_source, name, peak, peak_source, link, link_source, False, CUDA_CONTEXT_BYTES
     )
+
+
+def _memory(args: argparse.Namespace, seen: SeenGpu | None, name: str | None) -> tuple[int, str]:
+    """Bytes per GPU and where they came from: given, NVML, else the GPU's name or the table."""
+    from engine.memory.device_peaks import memory_from_name
+
+    if args.gpu_memory is not None:
+        return _size(args.gpu_memory), "given"
+    if seen is not None:
+        return seen.memory, "nvml"
+    table = memory_from_name(name) if name else None
+    if table is None:
+        why = (
+            f"the table has no single size for {name!r}" if name else "no GPU visible to NVML to read it from"
+        )
+        raise CliError(f"--gpu-memory: {why}; give it, e.g. --gpu-memory 80G", 2)
+    return table, f"table ({name})"
 
 
 def _peak(args: argparse.Namespace, config: RunConfig, name: str | None) -> tuple[float | None, str]:
@@ -93,14 +122,19 @@ def _peak(args: argparse.Namespace, config: RunConfig, name: str | None) -> tupl
     return value, source
 
 
-def _link(args: argparse.Namespace, cpu: bool, name: str | None) -> tuple[Link, str]:
+def _link(args: argparse.Namespace, cpu: bool, name: str | None, seen: SeenGpu | None) -> tuple[Link, str]:
     from dataclasses import replace
 
     from engine.memory.communication import LINKS, default_link
 
-    fallback = LINKS["shared-memory"] if cpu else default_link(args.nodes, name)
-    link = LINKS[args.interconnect] if args.interconnect else fallback
-    source = "given" if args.interconnect else "default"
+    if args.interconnect:
+        link, source = LINKS[args.interconnect], "given"
+    elif cpu:
+        link, source = LINKS["shared-memory"], "default"
+    elif args.nodes == 1 and seen is not None and seen.link is not None:
+        link, source = seen.link, "nvml"
+    else:
+        link, source = default_link(args.nodes, name), "table" if args.nodes == 1 else "default"
     if args.bandwidth:
         return replace(link, gb_per_s=args.bandwidth, note=f"{args.bandwidth:g} GB/s given"), "given"
     return link, source
@@ -118,8 +152,8 @@ def _size(text: str) -> int:
     return value
 
 
-def _nvml_device() -> tuple[int, int, str] | None:
-    """(count, bytes of device 0, its name) from NVML; None without NVML or a GPU."""
+def _nvml_device() -> SeenGpu | None:
+    """NVML's device 0 and the count; None without NVML or a GPU."""
     try:
         from engine.doctor.nvml_probe import PynvmlLibrary
 
@@ -128,15 +162,28 @@ def _nvml_device() -> tuple[int, int, str] | None:
     except Exception:  # no pynvml, no driver: a CPU host
         return None
     try:
-        count = nvml.device_count()
-        if count < 1:
-            return None
-        return count, nvml.memory(0)[0], nvml.name(0)
+        return seen_gpu(nvml)
     except Exception:
         return None
     finally:
         with contextlib.suppress(Exception):
             nvml.shutdown()
+
+
+def seen_gpu(nvml: NvmlLibrary) -> SeenGpu | None:
+    """What an initialised NVML says of device 0; the link left None if NVML cannot say."""
+    from engine.memory.communication import seen_link
+
+    count = nvml.device_count()
+    if count < 1:
+        return None
+    name = nvml.name(0)
+    try:
+        gen, width, _, _ = nvml.pcie(0)
+        link: Link | None = seen_link(nvml.nvlinks_active(0), gen, width, name)
+    except Exception:  # a driver without these queries: the table decides
+        link = None
+    return SeenGpu(count, nvml.memory(0)[0], name, link)
 
 
 def _host_ram() -> int:

@@ -169,11 +169,60 @@ def test_unknown_device_has_no_peak() -> None:
     assert find_peak("Imaginary Accelerator 9000") is None
 
 
-def test_default_link_by_nodes_and_gpu() -> None:
+@pytest.mark.parametrize(
+    ("name", "link", "gb_per_s"),
+    [
+        ("NVIDIA H100 80GB HBM3", "nvlink4", 450.0),
+        ("NVIDIA H100 PCIe", "pcie5", 50.0),  # no NVLink on the PCIe card (was NVLink 4)
+        ("NVIDIA GeForce RTX 5090", "pcie5", 50.0),  # was NVLink 3's 300 GB/s
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "pcie5", 50.0),
+        ("NVIDIA B200", "nvlink5", 900.0),  # was NVLink 3's 300 GB/s
+        ("NVIDIA GB200", "nvlink5", 900.0),
+        ("NVIDIA A100-SXM4-80GB", "nvlink", 300.0),
+        ("NVIDIA A100-PCIE-40GB", "pcie", 25.0),
+        ("Imaginary Accelerator 9000", "pcie", 25.0),  # unknown: PCIe 4, not NVLink
+    ],
+)
+def test_the_link_within_a_node_is_the_model_s(name: str, link: str, gb_per_s: float) -> None:
     from engine.memory.communication import default_link
 
-    assert default_link(1).name == "nvlink" and default_link(1, "NVIDIA H100 80GB HBM3").gb_per_s == 450.0
-    assert default_link(2, "NVIDIA H100 80GB HBM3").name == "infiniband"
+    assert (default_link(1, name).name, default_link(1, name).gb_per_s) == (link, gb_per_s)
+    assert default_link(2, name).name == "infiniband"
+
+
+def test_the_link_nvml_sees_wins_over_the_table() -> None:
+    from engine.memory.communication import seen_link
+
+    assert seen_link(18, 5, 16, "NVIDIA H100 80GB HBM3").name == "nvlink4"
+    assert seen_link(4, 4, 16, "Imaginary Accelerator 9000").name == "nvlink"  # NVLink up, model unknown
+    narrow = seen_link(0, 4, 8, "NVIDIA H100 80GB HBM3")  # an H100 whose NVLinks are down, PCIe 4 x8
+    assert (narrow.name, narrow.gb_per_s) == ("pcie4", 12.5)
+    assert seen_link(0, 5, 16, "NVIDIA GeForce RTX 5090").gb_per_s == 50.0
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16", "gib"),
+    [
+        ("NVIDIA GeForce RTX 5080", 112.6, 16),
+        ("NVIDIA GeForce RTX 5070 Ti", 87.9, 16),
+        ("NVIDIA B300 SXM6 AC", 2250.0, 288),
+        ("NVIDIA GB300", 2500.0, 288),
+        ("NVIDIA GB10", 125.0, 128),
+    ],
+)
+def test_the_seed_s_newer_cards_have_peaks_and_memory(name: str, bf16: float, gib: int) -> None:
+    from engine.memory.device_peaks import memory_from_name
+
+    assert peak_tflops(name, "bf16") == bf16
+    assert memory_from_name(name) == gib * 1024**3
+
+
+def test_memory_from_the_name_where_a_model_has_several_sizes() -> None:
+    from engine.memory.device_peaks import memory_from_name
+
+    assert memory_from_name("NVIDIA A100-SXM4-40GB") == 40 * 1024**3
+    assert memory_from_name("NVIDIA A100") is None  # 40 or 80: the plan asks for --gpu-memory
+    assert memory_from_name("Imaginary Accelerator 9000") is None
 
 
 def test_cpu_plans_count_fp16_activations_at_fp32() -> None:

@@ -25,6 +25,7 @@ def healthy_gpu(**over: Any) -> dict[str, Any]:
         "throttle": 0,
         "ecc": 0,
         "pcie": (5, 16, 5, 16),
+        "nvlinks": 18,
         "processes": [],
         "capability": (9, 0),
     }
@@ -109,6 +110,10 @@ class FakeNvml:
     def pcie(self, index: int) -> tuple[int, int, int, int]:
         self._call("pcie")
         return self.gpus[index]["pcie"]  # type: ignore[no-any-return]
+
+    def nvlinks_active(self, index: int) -> int:
+        self._call("nvlinks_active")
+        return int(self.gpus[index]["nvlinks"])
 
     def processes(self, index: int) -> list[tuple[int, int | None]]:
         self._call("processes")

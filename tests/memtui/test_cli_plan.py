@@ -225,3 +225,40 @@ def test_a_run_is_planned_for_the_model_its_trainer_built(
     doc = plan_json(capsys, run.run_id)
     assert doc["model"]["params"] == 16_123_456 and doc["model"]["source"] == "/models/gpt2/config.json"
     assert (doc["model"]["n_layer"], doc["model"]["vocab"]) == (4, 50257)
+
+
+def test_gpu_memory_alone_plans_one_gpu_without_nvml(capsys: pytest.CaptureFixture[str]) -> None:
+    hw = plan_json(capsys, "--gpu-memory", "24G")["hardware"]  # was an AssertionError
+    assert (hw["gpus_per_node"], hw["gpu_memory"], hw["memory_source"]) == (1, 24 * 1024**3, "given")
+
+
+def test_a_gpu_name_alone_plans_that_gpu_not_the_host(capsys: pytest.CaptureFixture[str]) -> None:
+    hw = plan_json(capsys, "--gpu", "H100")["hardware"]  # was host RAM with an H100's peak
+    assert (
+        hw["device"] == "H100" and hw["gpu_memory"] == 80 * 1024**3 and hw["memory_source"] == "table (H100)"
+    )
+    assert (hw["interconnect"], hw["interconnect_source"]) == ("nvlink4", "table")
+    five = plan_json(capsys, "--gpu", "RTX 5090", "--gpus", "8")["hardware"]
+    assert (five["interconnect"], five["bandwidth_gb_s"], five["gpus_per_node"]) == ("pcie5", 50.0, 8)
+
+
+def test_a_gpu_whose_size_the_table_cannot_say_asks_for_it(capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["plan", "--gpu", "A100"]) == 2
+    assert "--gpu-memory: the table has no single size for 'A100'" in capsys.readouterr().err
+
+
+def test_what_nvml_sees_decides_the_link(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from memtui.cli.plan_hardware import resolve_hardware, seen_gpu
+    from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
+
+    args = argparse.Namespace(
+        gpus=None, gpu_memory=None, gpu=None, nodes=1, interconnect=None, bandwidth=None, peak_tflops=None
+    )
+    cut = FakeNvml([healthy_gpu(name="NVIDIA H100 80GB HBM3", nvlinks=0, pcie=(4, 16, 5, 16))] * 4)
+    hw = resolve_hardware(args, build_run_config(), seen_gpu(cut))
+    assert (hw.gpus_per_node, hw.memory_source, hw.link.name, hw.link_source) == (4, "nvml", "pcie4", "nvml")
+    linked = FakeNvml([healthy_gpu(name="NVIDIA H100 80GB HBM3")] * 8)  # 18 NVLinks up
+    assert resolve_hardware(args, build_run_config(), seen_gpu(linked)).link.gb_per_s == 450.0
