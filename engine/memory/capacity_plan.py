@@ -169,7 +169,16 @@ def activation_bytes(req: PlanRequest) -> int:
     s = req.shape
     return int(
         transformer_activation_bytes(
-            s.seq_len, s.d_model, s.n_layer, s.n_head, s.vocab, req.activation_precision, req.checkpointing
+            s.seq_len,
+            s.d_model,
+            s.n_layer,
+            s.n_head,
+            s.vocab,
+            req.activation_precision,
+            req.checkpointing,
+            ffn=s.ffn,
+            gated=s.gated_mlp,
+            kv_dim=s.kv_heads * s.head_dim,
         )
     )
 

@@ -6,8 +6,11 @@ Torch-free and pure. FLOPs per token of one training step (forward + backward), 
     flops_per_token = 6 * N + 12 * n_layer * seq_len * d_model
 
 ``6N``: every weight a token passes through costs one multiply-add (2 FLOPs) forward and
-two backward; N counts the matrices a token multiplies through (every parameter except a
-learned position embedding, a table lookup). ``12 * n_layer * seq_len * d_model``: the
+two backward; N counts the matrices a token multiplies through: every parameter except the
+lookups, a learned position embedding and, where the head is not tied to it, the token
+embedding (a tied one is the head's matrix, which every token multiplies through). Counting
+an untied token embedding put LLaMA-2-7B 2% high and a small LLaMA with a large vocabulary
+far higher. ``12 * n_layer * seq_len * d_model``: the
 attention scores and their weighted sum (QK^T and AV, 2 x 2 x seq_len x d_model forward
 per layer, times 3 with backward). Activation recomputation is not counted: MFU counts the
 model's FLOPs, not the hardware's (that would be HFU).
@@ -24,7 +27,8 @@ TERA = 1e12
 
 def matmul_params(shape: TransformerShape) -> int:
     """N of ``6N``: the parameters that take part in a matrix multiply per token."""
-    return shape.params() - shape.learned_positions * shape.d_model
+    lookups = shape.learned_positions + (0 if shape.tied_head else shape.vocab)
+    return shape.params() - lookups * shape.d_model
 
 
 def flops_per_token(shape: TransformerShape) -> float:

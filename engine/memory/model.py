@@ -129,23 +129,40 @@ def transformer_activation_bytes(
     vocab: int,
     precision: str,
     checkpointing: bool = False,
+    *,
+    ffn: int | None = None,
+    gated: bool = False,
+    kv_dim: int | None = None,
 ) -> float:
     """Activation bytes one sample keeps for backward in a GPT-style decoder.
 
-    Per layer and token about 34 * d_model bytes at 16 bits (Korthikanti et al. 2022, no
-    dropout masks), times 2 at fp32; no attention-score matrix (SDPA's fused kernels keep
-    none; ``n_head`` is kept for a math-path variant); plus, per token and vocabulary entry,
-    the logits at the head (element bytes), their fp32 copy for the loss when they are 16-bit
-    (4; at fp32 ``.float()`` copies nothing) and the loss's fp32 log-softmax (4). With activation
+    Per layer and token about 34 * d_model bytes at 16 bits for a 4x MLP with full attention
+    heads (Korthikanti et al. 2022, no dropout masks), times 2 at fp32; no attention-score
+    matrix (SDPA's fused kernels keep none; ``n_head`` is kept for a math-path variant). The
+    17 elements per d_model scale with what each part saves (``layer_elements``): an MLP of
+    width ``ffn`` (default 4 d_model) saves its input and two ``ffn``-wide tensors, four when
+    ``gated`` (SwiGLU: gate, up, the activation and their product); attention saves its input,
+    Q, the output projection's input and K and V of ``kv_dim`` each (default d_model; less
+    with grouped-query attention). Plus, per token and vocabulary entry, the logits at the
+    head (element bytes), their fp32 copy for the loss when they are 16-bit (4; at fp32
+    ``.float()`` copies nothing) and the loss's fp32 log-softmax (4). With activation
     checkpointing each layer keeps only its input (d_model elements per token) and one
     layer's full activations live again while it is recomputed.
     """
     element = ELEMENT_BYTES.get(precision, 4)
-    per_token_layer = 17 * d_model * element
+    per_token_layer = layer_elements(d_model, ffn or 4 * d_model, gated, kv_dim or d_model) * element
     logits = vocab * (element + (4 if element < 4 else 0) + 4)
     if checkpointing:
         return float(seq_len * (n_layer * d_model * element + per_token_layer + logits))
     return float(seq_len * (n_layer * per_token_layer + logits))
+
+
+def layer_elements(d_model: int, ffn: int, gated: bool, kv_dim: int) -> float:
+    """Elements one layer saves per token for backward: 17 d_model for the 4x GELU MLP with
+    full heads that the 34-bytes figure measured, scaled by what the parts save (two norm
+    inputs 2d; attention 3d + 2 kv_dim; MLP d + 2 ffn, or d + 4 ffn gated: 16 d in all there)."""
+    saved = 2 * d_model + 3 * d_model + 2 * kv_dim + d_model + (4 if gated else 2) * ffn
+    return 17.0 * saved / 16.0
 
 
 @dataclass

@@ -62,7 +62,16 @@ class ModelDescription:
         if s is None:
             return 0.0
         return transformer_activation_bytes(
-            s.seq_len, s.d_model, s.n_layer, s.n_head, s.vocab, precision, checkpointing
+            s.seq_len,
+            s.d_model,
+            s.n_layer,
+            s.n_head,
+            s.vocab,
+            precision,
+            checkpointing,
+            ffn=s.ffn,
+            gated=s.gated_mlp,
+            kv_dim=s.kv_heads * s.head_dim,
         )
 
     def model_states(self, precision: str, zero_stage: int, world_size: int, offload: Offload) -> ModelStates:

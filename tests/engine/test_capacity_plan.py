@@ -57,6 +57,15 @@ def test_parameter_counts_of_known_models() -> None:
     assert tiny.params() == (256 + 128) * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64
 
 
+def test_6n_counts_no_lookup() -> None:
+    from engine.memory.flops import matmul_params
+
+    llama = from_hf_config(LLAMA_7B, "x")  # untied: its token embedding is a lookup
+    assert matmul_params(llama) == 6_738_415_616 - 32000 * 4096
+    gpt2 = from_hf_config(GPT2, "x")  # tied: the embedding is the head's matrix; positions are a lookup
+    assert matmul_params(gpt2) == 124_439_808 - 1024 * 768
+
+
 def test_hf_config_without_a_shape_key_names_it() -> None:
     with pytest.raises(ShapeError, match="hidden_size or n_embd or d_model"):
         from_hf_config({"num_hidden_layers": 2}, "m/config.json")
@@ -67,7 +76,10 @@ def test_7b_on_8x80gb_fits_from_zero_1_and_recommends_the_cheapest() -> None:
     verdicts = {(r.zero_stage, r.offload): r for r in plan.rows}
     assert verdicts[(0, "none")].largest_micro_batch == 0  # 20 bytes x 6.7 B = 126 GiB per GPU
     assert verdicts[(1, "none")].largest_micro_batch >= 1
-    assert verdicts[(3, "none")].largest_micro_batch > verdicts[(2, "none")].largest_micro_batch
+    # stage 3 partitions the parameters too: fewer state bytes, room for at least as many samples
+    # (LLaMA's gated MLP keeps more a sample than a 4x GELU one: here the room gained is less than one)
+    assert verdicts[(3, "none")].model_states < verdicts[(2, "none")].model_states
+    assert verdicts[(3, "none")].largest_micro_batch >= verdicts[(2, "none")].largest_micro_batch
     assert plan.recommended is verdicts[(1, "none")] and "lowest ZeRO stage" in plan.reason
     b = plan.breakdown
     assert (

@@ -84,3 +84,16 @@ def test_seed_uses_resident_memory_before_any_step() -> None:
     assert model.predict(0) == 1000
     model.seed(5)  # only once
     assert model.predict(0) == 1000
+
+
+def test_the_activation_prior_follows_the_mlp_width_its_gate_and_the_kv_heads() -> None:
+    from engine.memory.model import layer_elements
+
+    d = 4096
+    assert layer_elements(d, 4 * d, False, d) == 17 * d  # the measured 34 bytes at 16 bits
+    llama = layer_elements(d, 11008, True, d)  # SwiGLU: four ffn-wide tensors
+    assert llama == 17 / 16 * (8 * d + 4 * 11008) and llama > 17 * d
+    assert layer_elements(d, 11008, True, d // 8) < llama  # grouped-query: smaller K and V
+    default = transformer_activation_bytes(128, 64, 2, 4, 256, "fp16")
+    assert transformer_activation_bytes(128, 64, 2, 4, 256, "fp16", ffn=256, kv_dim=64) == default
+    assert transformer_activation_bytes(128, 64, 2, 4, 256, "fp16", ffn=512) > default
