@@ -64,7 +64,9 @@ class Manifest(BaseModel):
     data_position: dict[str, int] = Field(default_factory=dict)
     """Where the data stream stands: ``step`` and ``samples``."""
     rng: dict[str, Any] = Field(default_factory=dict)
-    """RNG states (python, torch CPU, CUDA per device) as JSON-safe values."""
+    """Rank 0's RNG states (python, torch CPU, CUDA per device) as JSON-safe values."""
+    rank_rng: list[dict[str, Any]] = Field(default_factory=list)
+    """Every rank's RNG states, in rank order (empty in checkpoints written before)."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)

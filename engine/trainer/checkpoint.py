@@ -106,8 +106,9 @@ def save(
     Every rank calls it at the same step; all of them get rank 0's outcome."""
     group = group or RankGroup()
     outcome: SaveOutcome | None = None
+    rank_rng = group.gather(capture_rng())  # each rank draws its own dropout and noise
     if group.leader:
-        outcome = _save_as_leader(engine, store, config, client_state, directives, group, sealer)
+        outcome = _save_as_leader(engine, store, config, client_state, directives, group, sealer, rank_rng)
     else:
         _save_as_follower(engine, store, client_state, group)
     shared: SaveOutcome = group.broadcast(outcome)  # rank 0's outcome on every rank
@@ -152,6 +153,7 @@ def _save_as_leader(
     directives: list[dict[str, Any]] | None,
     group: RankGroup,
     sealer: CheckpointSealer | None,
+    rank_rng: list[dict[str, Any]],
 ) -> SaveOutcome:
     step = int(engine.global_steps)
     samples = int(engine.global_samples)
@@ -169,7 +171,8 @@ def _save_as_leader(
         "samples": samples,
         "config_hash": config_hash(config.model_dump(mode="json")),
         "data_position": {"step": step, "samples": samples},
-        "rng": capture_rng(),
+        "rng": rank_rng[0],
+        "rank_rng": rank_rng,
         "micro_batch": int(engine.train_micro_batch_size_per_gpu()),
         "grad_accum": int(engine.gradient_accumulation_steps()),
         "world_size": int(client_state.get("world_size", 1)),
@@ -234,7 +237,7 @@ def resume(
         converted = None
     if path is None:
         raise RuntimeError(f"DeepSpeed could not load {tag_dir}, which verified")
-    restore_after_load(engine, manifest)
+    restore_after_load(engine, manifest, group.rank)
     return Resumed(
         path=str(path),
         tag=chosen.tag,
@@ -307,11 +310,14 @@ def _choose(store: CheckpointStore, allow_fresh: bool, link: Any) -> _Choice:
     return _Choice("resume", plan.reason, plan.chosen, skipped)
 
 
-def restore_after_load(engine: Any, manifest: Manifest) -> None:
+def restore_after_load(engine: Any, manifest: Manifest, rank: int = 0) -> None:
     """What ``load_checkpoint`` leaves out: RNG and batch geometry. The directive values a
     ZeRO load overwrites (loss scaler, clip norm) come back through the loop's
-    ``DirectiveApplier.restore`` from ``client_state["directives"]``, before the first step."""
-    restore_rng(manifest.rng)
+    ``DirectiveApplier.restore`` from ``client_state["directives"]``, before the first step.
+    Each rank takes its own RNG states back; a rank the checkpoint had not (a resume at more
+    ranks, or a checkpoint written before ranks kept theirs) takes rank 0's."""
+    own = manifest.rank_rng[rank] if rank < len(manifest.rank_rng) else manifest.rng
+    restore_rng(own)
     restore_geometry(engine, manifest.micro_batch, manifest.grad_accum, manifest.world_size)
 
 

@@ -11,6 +11,7 @@ from test_ranks import TWO_RANKS, logs, supervise
 from trainer_harness import REPO_ROOT, SupervisorStub, make_run, rewrite_config, run_trainer
 
 from engine.checkpoints.catalog import committed_tags
+from engine.checkpoints.manifest import read_manifest
 from engine.config_file import build_run_config
 from engine.events import CheckpointCadence, CheckpointSaved
 from engine.run.store import Store
@@ -83,3 +84,6 @@ def test_two_ranks_save_at_the_steps_rank_0_decides() -> None:
     saves = [CheckpointSaved.model_validate(e.data).step for e in events if e.type == "checkpoint_saved"]
     assert saves == expected_saves(decisions, STEPS)
     assert [s for s, _ in committed_tags(run.checkpoints)] == saves  # every rank wrote each one
+    for _, tag in committed_tags(run.checkpoints):  # and each rank's RNG states are kept
+        manifest = read_manifest(run.checkpoints / tag)
+        assert len(manifest.rank_rng) == 2 and manifest.rank_rng[0] == manifest.rng
