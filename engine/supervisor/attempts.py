@@ -45,7 +45,6 @@ from engine.run.standby_orders import StandbyOrders
 from engine.run.status import save_report
 from engine.supervisor.essential_pool import off_loop
 from engine.supervisor.exit_records import record_exit, record_restart
-from engine.supervisor.flight_recorder import cuda_host, flight_recorder_env
 from engine.supervisor.journal import Journal
 from engine.supervisor.rank_processes import rank_processes
 from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, Streak
@@ -241,7 +240,6 @@ class Attempts:
         if spare is not None:
             return spare.proc, spare
         env = trainer_environment(os.environ, self.ranks)
-        env |= flight_recorder_env(os.environ, self.run.path, cuda_host(os.environ))
         with open(self.run.trainer_log(attempt), "ab") as out:
             return await launch(  # forked at the user's priority, above the supervisor's
                 command,

@@ -30,7 +30,6 @@ from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.run.directory import RunDir
 from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, STANDBY_FLAG
-from engine.supervisor.flight_recorder import cuda_host, flight_recorder_env
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV, trainer_environment
 
 log = logging.getLogger(__name__)
@@ -64,10 +63,9 @@ def spare_command(config: RunConfig, custom_trainer: bool) -> list[str] | None:
     return default_standby_command(custom_trainer=custom_trainer)
 
 
-def spare_environment(run: RunDir) -> dict[str, str]:
-    """A spare's environment: what a cold single-rank trainer of ``run`` would get."""
-    env = trainer_environment(os.environ, 1)
-    return env | flight_recorder_env(os.environ, run.path, cuda_host(os.environ))
+def spare_environment() -> dict[str, str]:
+    """A spare's environment: what a cold single-rank trainer would get."""
+    return trainer_environment(os.environ, 1)
 
 
 def spare_popen(run: RunDir, command: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
@@ -100,7 +98,7 @@ def head_start(run: RunDir) -> subprocess.Popen[bytes] | None:
         return None
     try:
         run.ensure_layout()
-        return spare_popen(run, command, spare_environment(run) | {HEAD_START_ENV: "1"})
+        return spare_popen(run, command, spare_environment() | {HEAD_START_ENV: "1"})
     except OSError as err:
         log.warning("no head start for the first trainer (%s): %s", shlex.join(command), err)
         return None

@@ -158,7 +158,7 @@ class Standby:
     async def _start(self) -> Spare | None:
         self.share(1)  # its imports get a core of their own, not a slice of every one
         try:
-            start = partial(spare_popen, self.run, self.command, spare_environment(self.run))
+            start = partial(spare_popen, self.run, self.command, spare_environment())
             proc = await fork(start, group=True)
         except OSError as err:
             self.share(0)

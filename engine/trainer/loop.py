@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -48,6 +49,7 @@ from engine.events import (
 )
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
+from engine.run.flight_recorder import flight_recorder_env
 from engine.trainer import checkpoint
 from engine.trainer.built_model import describe_built
 from engine.trainer.client_state import client_state, step_lengths, trained_tokens
@@ -115,6 +117,8 @@ def _train(
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
     description = describe_built(workload, config)  # before ZeRO-3 partitions the parameters
     prepare_ops(build_deepspeed_config(config, world_size()), phases.op)  # a build or a wait, if any
+    # NCCL's flight recorder, read when the process group is made (build_engine joins it)
+    os.environ.update(flight_recorder_env(os.environ, run.path, torch.cuda.is_available()))
     phases.enter("initialising")
     engine = build_engine(config, workload)
     ranks = RankGroup.of_engine(engine)

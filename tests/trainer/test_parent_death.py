@@ -44,7 +44,7 @@ def test_a_spare_is_told_which_supervisor_started_it() -> None:
     run = make_run({"name": "p"})
     (run.path / "logs").mkdir(exist_ok=True)
     probe = [sys.executable, "-c", f"import os; print(os.environ[{PARENT_ENV!r}])"]
-    spare = spare_popen(run, probe, spare_environment(run))
+    spare = spare_popen(run, probe, spare_environment())
     out, _ = spare.communicate(timeout=120)
     assert out.decode().strip() == str(os.getpid())
 

@@ -3,8 +3,11 @@
 torch's ProcessGroupNCCL keeps a ring of the recent collectives per rank when
 ``TORCH_NCCL_TRACE_BUFFER_SIZE`` > 0, and with ``TORCH_NCCL_DUMP_ON_TIMEOUT`` writes it when
 a collective times out, to ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` + the rank: which collective
-each rank last entered, so a hang names the rank that never arrived. The launcher sets them
-in the trainer's environment (a user's own values win); gloo (the CPU) has no recorder.
+each rank last entered, so a hang names the rank that never arrived. ProcessGroupNCCL reads
+them when it is made, so each trainer process sets them in its own environment just before
+it joins its process group, when torch says CUDA is there (a user's own values win): the
+decision is CUDA's own, not a guess from a device file (``/dev/nvidia0`` exists in
+containers without a usable GPU, and not under every driver). gloo (the CPU) has no recorder.
 Torch-free.
 """
 
@@ -17,18 +20,11 @@ from engine.run.stack_files import flight_prefix
 
 TRACE_ENTRIES = 2000
 """Collectives each rank's ring keeps (a few hundred bytes each: well under 1 MB per rank)."""
-NVIDIA_DEVICE = Path("/dev/nvidia0")
-
-
-def cuda_host(environ: Mapping[str, str], device: Path = NVIDIA_DEVICE) -> bool:
-    """The trainer will run on CUDA: an NVIDIA device is there and not hidden from it."""
-    hidden = environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
-    return device.exists() and not hidden
 
 
 def flight_recorder_env(environ: Mapping[str, str], run_path: Path, cuda: bool) -> dict[str, str]:
-    """The recorder's variables the trainer gets (none off CUDA, none the user already set);
-    creates the dump's directory."""
+    """The recorder's variables a trainer sets for itself (none off CUDA, none the user already
+    set); creates the dump's directory."""
     if not cuda:
         return {}
     prefix = flight_prefix(run_path)
