@@ -69,7 +69,7 @@ def test_values_at_their_limits_are_flagged() -> None:
         disks=[DiskReport(label="run", path="/", free_bytes=0, total_bytes=GiB)],
     )
     markup = render_hardware(
-        HardwareSnapshot(ts=0.0, gpus=[idle, hot], host=host), make_sample(1, mem_kind="cuda")
+        HardwareSnapshot(ts=0.0, gpus=[idle, hot], host=host), make_sample(1, mem_kind="cuda"), reporter=1
     )
     lines = markup.splitlines()
     assert "[$text-warning]  0%" in lines[0] and "[$text-warning]throttled: sw_power_cap" in lines[0]
@@ -137,3 +137,17 @@ def test_processes_of_another_pid_namespace_are_said_unattributed() -> None:
     gpu = GpuReport(index=0, processes=[GpuProcess(pid=7, ours=None), GpuProcess(pid=8, ours=None)])
     text = plain(render_hardware(HardwareSnapshot(ts=0.0, gpus=[gpu])))
     assert "2 procs unattributed" in text and "other proc" not in text
+
+
+def test_the_allocator_figures_go_to_the_gpu_the_reporting_rank_holds() -> None:
+    """Rank 1 holds GPU 0 and rank 0 (which reports) GPU 1, as CUDA_VISIBLE_DEVICES=1,0 or
+    another NVML order gives: the figures go on GPU 1's line, found by rank 0's pid."""
+    rank1 = GpuReport(index=0, processes=[GpuProcess(pid=200, ours=True)])
+    rank0 = GpuReport(index=1, processes=[GpuProcess(pid=100, ours=True)])
+    snapshot = HardwareSnapshot(ts=0.0, gpus=[rank1, rank0])
+    lines = plain(render_hardware(snapshot, make_sample(1, mem_kind="cuda"), reporter=100)).splitlines()
+    assert "alloc" not in lines[0] and "alloc" in lines[1]
+    unknown = plain(render_hardware(snapshot, make_sample(1, mem_kind="cuda"))).splitlines()
+    assert not any(
+        "alloc" in line for line in unknown[:2]
+    )  # no pid known: on no line rather than a wrong one

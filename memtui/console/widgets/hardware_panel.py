@@ -40,11 +40,13 @@ def render_hardware(
     *,
     ended: bool = False,
     height: int | None = None,
+    reporter: int | None = None,
 ) -> str:
     """Body markup: a banner or one line per GPU, then host, disks and engine processes.
 
     ``sample`` is the step sample current when the reading came: its allocator figures are
-    shown beside NVML's "used" on the GPU our trainer holds. Lines are not wrapped; the
+    shown beside NVML's "used" on the GPU that ``reporter`` (the pid of the rank whose
+    figures they are: rank 0, from ``trainer_started``) holds, or on the only GPU. Lines are not wrapped; the
     panel crops them, so each line leads with what matters most. Memory is coloured by the
     run's ``thresholds`` (the panel passes its view's). Once the run has ``ended`` its
     processes are gone: their last readings (and the allocator's figures) are not shown.
@@ -53,7 +55,7 @@ def render_hardware(
     """
     if snapshot is None:
         return NO_READING
-    gpus = gpu_lines(snapshot, None if ended else sample, thresholds)
+    gpus = gpu_lines(snapshot, None if ended else sample, thresholds, reporter)
     host = host_lines(snapshot.host, thresholds, ended=ended)
     room = len(gpus) if height is None else height - len(host)  # lines the GPUs may take
     if len(gpus) > room >= 2:
@@ -72,22 +74,27 @@ def hardware_title(snapshot: HardwareSnapshot | None) -> str:
 
 
 def gpu_lines(
-    snapshot: HardwareSnapshot, sample: TelemetrySample | None, thresholds: Thresholds
+    snapshot: HardwareSnapshot,
+    sample: TelemetrySample | None,
+    thresholds: Thresholds,
+    reporter: int | None = None,
 ) -> list[str]:
     if not snapshot.gpus:
         reason = snapshot.nvml or "NVML found no devices"
         reason = reason.removeprefix("NVML: ")
         return [f"[$text-warning]no GPU: NVML unavailable ({escape(reason)})[/] [$text-muted]host only[/]"]
-    ours = _allocator_gpu(snapshot.gpus, sample)
+    ours = _allocator_gpu(snapshot.gpus, sample, reporter)
     return [gpu_line(g, thresholds, sample if g.index == ours else None) for g in snapshot.gpus]
 
 
-def _allocator_gpu(gpus: list[GpuReport], sample: TelemetrySample | None) -> int | None:
-    """Which GPU the telemetry's allocator figures belong to: the first our trainer holds
-    (rank 0 reports them), or the only one."""
+def _allocator_gpu(gpus: list[GpuReport], sample: TelemetrySample | None, reporter: int | None) -> int | None:
+    """Which GPU the telemetry's allocator figures belong to: the one whose processes include
+    the reporting rank's pid, or the only one; None otherwise (NVML's index order is not
+    CUDA's, and another rank's GPU is not rank 0's: better no figure than one on the wrong
+    line)."""
     if sample is None or sample.mem_kind != "cuda":
         return None
-    held = [g.index for g in gpus if any(p.ours for p in g.processes)]
+    held = [g.index for g in gpus if reporter is not None and any(p.pid == reporter for p in g.processes)]
     if held:
         return held[0]
     return gpus[0].index if len(gpus) == 1 else None
@@ -222,7 +229,14 @@ class HardwarePanel(Panel):
     def show(self, view: RunView, now: float, *, charts: bool = True) -> None:
         """Draw only when the reading (or the panel's size) changed: hardware comes every
         few seconds, while the app hands every panel each new step."""
-        key = (view.hardware, view.hardware_sample, view.thresholds, view.finished, self.content_size)
+        key = (
+            view.hardware,
+            view.hardware_sample,
+            view.thresholds,
+            view.finished,
+            view.started,
+            self.content_size,
+        )
         if self._drawn is not None and all(a is b or a == b for a, b in zip(key, self._drawn, strict=True)):
             self._view, self._now = view, now
             return
@@ -237,4 +251,5 @@ class HardwarePanel(Panel):
             view.thresholds,
             ended=view.finished,
             height=self.content_size.height or None,
+            reporter=view.started.pid if view.started is not None else None,
         )
