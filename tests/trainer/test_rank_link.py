@@ -42,6 +42,11 @@ class ScriptedGroup:
         self.calls.append("broadcast")
         return value if self.leader else self.sent.popleft()
 
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value``: this rank's in its place, the others' the same (RNG states)."""
+        self.calls.append("gather")
+        return [value] * self.world
+
 
 def directive(n: int) -> ApplyDirective:
     return ApplyDirective(directive_id=f"d{n}", decision_id=f"x{n}", values={"lr_multiplier": 0.5})
@@ -116,7 +121,8 @@ def test_rank0_seals_only_what_every_rank_wrote(tmp_path: Path) -> None:
     group = ScriptedGroup(0, others=[[0]])  # rank 1 wrote its shard
     saved = checkpoint.save(ShardEngine(0), store, config, {"world_size": 2}, None, group)
     assert saved.status == "saved" and committed_tags(tmp_path) == [(10, "global_step10")]
-    assert group.calls == ["broadcast", "max", "broadcast"]  # tag out, failures in, outcome out
+    # RNG states in, tag out, failures in, outcome out
+    assert group.calls == ["gather", "broadcast", "max", "broadcast"]
 
     group = ScriptedGroup(0, others=[[1]])  # rank 1 could not write its shard
     ShardEngine.global_steps = 20
@@ -137,4 +143,4 @@ def test_a_follower_writes_into_rank0s_tag_and_takes_its_outcome(tmp_path: Path)
 
     group = ScriptedGroup(1, sent=[None, outcome])  # rank 0 skipped (no room): nothing written
     assert checkpoint.save(ShardEngine(1), store, build_run_config({}), {}, None, group) is outcome
-    assert group.calls == ["broadcast", "broadcast"]
+    assert group.calls == ["gather", "broadcast", "broadcast"]
