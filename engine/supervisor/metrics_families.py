@@ -113,6 +113,8 @@ def _counters(figures: ScrapeFigures) -> Iterator[Metric]:
     counts = [("memtui_restarts", "Trainer restarts of the run.", figures.status.restarts)]
     if sample is not None:
         counts += [
+            ("memtui_tokens", "Tokens trained so far, all ranks (rate() of it: tokens/s).", sample.tokens),
+            ("memtui_samples", "Samples trained so far, all ranks.", sample.samples),
             ("memtui_overflows", "fp16 overflows so far in the run.", sample.overflow_count),
             ("memtui_skipped_steps", "Optimizer steps skipped so far (overflows).", sample.skipped_steps),
         ]

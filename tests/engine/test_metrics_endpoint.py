@@ -171,7 +171,9 @@ def test_the_example_dashboard_and_the_guide_name_only_metrics_that_are_served()
     figures = ScrapeFigures(status, sample, {"heartbeat": "critical"}, 1, LastSave(4, 0.5), now=2.0)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RunCollector(lambda: figures))
-    served = set(re.findall(r"^(memtui_\w+?)(?:\{| )", generate_latest(registry).decode(), re.M))
+    text = generate_latest(registry).decode()
+    served = set(re.findall(r"^(memtui_\w+?)(?:\{| )", text, re.M))
+    assert 'memtui_tokens_total{run="r1"} 100.0' in text and 'memtui_samples_total{run="r1"} 10.0' in text
     root = Path(__file__).resolve().parents[2]
     dashboard = (root / "examples" / "grafana-dashboard.json").read_text(encoding="utf-8")
     guide = (root / "docs" / "metrics-exports-serve.md").read_text(encoding="utf-8")
@@ -182,4 +184,5 @@ def test_the_example_dashboard_and_the_guide_name_only_metrics_that_are_served()
         options, _, tail = rest.partition("}")
         named |= {head + option + tail for option in options.split(",")} if rest else {head}
     assert {"memtui_memory_budget_bytes", "memtui_overflows_total", "memtui_rank_memory_peak_bytes"} <= named
+    assert {"memtui_tokens_total", "memtui_samples_total"} <= named  # counters for rate()
     assert named - served == set()
