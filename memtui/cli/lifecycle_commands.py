@@ -15,6 +15,7 @@ Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -217,9 +218,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except ConfigError as err:
         raise CliError(f"config error: {err}", code=2) from None
+    refuse_unfit(config)
     run = start_run(config)
     _print_started(run, as_json=args.json)
     return 0 if args.detach else open_console(run, args.theme, readonly=args.readonly, bell=args.bell)
+
+
+def refuse_unfit(config: RunConfig) -> None:
+    """Exit 2 naming the key when the config cannot run on the GPUs this host shows
+    (``engine.doctor.gpu_fit``: ranks above the visible GPUs, bf16 before Ampere)."""
+    from engine.doctor.gpu_fit import fit_problems
+
+    problems = fit_problems(config, *_visible_gpus())
+    if problems:
+        raise CliError("; ".join(problems), code=2)
+
+
+def _visible_gpus() -> tuple[list[Any], bool]:
+    """(the GPUs a trainer here would see, whether NVML showed any); ([], False) without NVML."""
+    from engine.doctor.gpu_fit import visible_gpus
+    from engine.doctor.nvml_probe import default_library
+
+    nvml = default_library()
+    if nvml is None:
+        return [], False
+    try:
+        nvml.init()
+    except Exception:  # no driver: a CPU host
+        return [], False
+    try:
+        gpus = visible_gpus(nvml)
+        return gpus, nvml.device_count() > 0
+    except Exception:
+        return [], False
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.shutdown()
 
 
 def start_run(config: RunConfig) -> RunDir:
