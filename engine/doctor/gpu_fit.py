@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from engine.config import RunConfig
 from engine.doctor.nvml_probe import NvmlLibrary
+from engine.hardware_report import Finding, GpuReport
 
 BF16_CAPABILITY = (8, 0)
 """The first compute capability with bf16 tensor cores (Ampere)."""
@@ -81,3 +82,21 @@ def fit_problems(config: RunConfig, gpus: Sequence[VisibleGpu], nvml_seen: bool)
                 f"{major}.{minor}: bf16 needs 8.0 or later (Ampere); use fp16"
             )
     return problems
+
+
+def of_reports(reports: Sequence[GpuReport]) -> list[VisibleGpu]:
+    """The doctor's GPU readings as ``VisibleGpu`` (capability ``"9.0"`` -> (9, 0))."""
+    out = []
+    for gpu in reports:
+        major, _, minor = (gpu.compute_capability or "").partition(".")
+        capability = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+        out.append(VisibleGpu(gpu.index, gpu.name or f"GPU{gpu.index}", capability))
+    return out
+
+
+def fit_findings(config: RunConfig, reports: Sequence[GpuReport]) -> list[Finding]:
+    """``memtui doctor RUN``: each way the run's config cannot run on the GPUs read, unhealthy."""
+    return [
+        Finding(level="unhealthy", message=p)
+        for p in fit_problems(config, of_reports(reports), bool(reports))
+    ]

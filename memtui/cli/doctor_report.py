@@ -13,6 +13,7 @@ Exit 0 unless the verdict is unhealthy (1).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -67,9 +68,13 @@ def with_run(report: DoctorReport, run: RunDir | None) -> DoctorReport:
     if run is None:
         return report
     from engine.doctor.findings import severity_order, verdict_of
+    from engine.doctor.gpu_fit import fit_findings
     from engine.doctor.run_findings import run_findings
 
-    findings = sorted([*report.findings, *run_findings(run)], key=severity_order)
+    found = run_findings(run)
+    with contextlib.suppress(Exception):  # an unreadable run.json is the store finding's to say
+        found += fit_findings(run.read_config(), report.hardware.gpus)
+    findings = sorted([*report.findings, *found], key=severity_order)
     return report.model_copy(update={"findings": findings, "verdict": verdict_of(findings)})
 
 

@@ -62,3 +62,13 @@ def test_memtui_run_exits_2_before_starting_anything(
     assert main(["run", "--set", "train.ranks=4", "--set", "train.global_batch=32", "--detach"]) == 2
     assert "train.ranks = 4 but this host shows 2 GPUs" in capsys.readouterr().err
     assert started == []
+
+
+def test_memtui_doctor_run_finds_a_config_the_gpus_cannot_run() -> None:
+    from engine.doctor.gpu_fit import fit_findings
+    from engine.hardware_report import GpuReport
+
+    volta = [GpuReport(index=0, name="Tesla V100-SXM2-32GB", compute_capability="7.0")]
+    (finding,) = fit_findings(build_run_config({"train": {"precision": "bf16"}}), volta)
+    assert finding.level == "unhealthy" and "compute capability 7.0" in finding.message
+    assert fit_findings(build_run_config({"train": {"precision": "bf16"}}), []) == []  # no GPU read
