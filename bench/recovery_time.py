@@ -124,8 +124,8 @@ def kill(run: RunDir, trainer_pid: int, how: str) -> None:
     if how != "tree":
         os.killpg(trainer_pid, signal.SIGTERM if how == "term" else signal.SIGKILL)
         return
-    from memtui.cli.endurance_driver import kill_tree, look
-    from memtui.cli.resumption import resume_run
+    from memtui.cli.runs.endurance_driver import kill_tree, look
+    from memtui.cli.runs.resumption import resume_run
 
     kill_tree(run, look(run))
     resume_run(run, fresh=False)

@@ -29,8 +29,8 @@ from engine.domain import TelemetrySample  # noqa: E402
 from engine.events import ChaosInjected, TrainerRestarted  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.run.store import Store  # noqa: E402
-from memtui.cli.endurance_commands import read_page  # noqa: E402
-from memtui.cli.tensorboard_export import export_tensorboard  # noqa: E402
+from memtui.cli.inspection.tensorboard_export import export_tensorboard  # noqa: E402
+from memtui.cli.runs.endurance_commands import read_page  # noqa: E402
 
 T0 = 1_790_000_000.0
 STEP_S = 0.4

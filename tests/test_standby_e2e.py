@@ -26,7 +26,7 @@ from engine.run.standby_orders import STANDBY_FLAG
 from engine.run.store import Store
 from engine.supervisor.spare_launch import STANDBY_CMD_ENV
 from engine.supervisor.trainer_process import TRAINER_CMD_ENV
-from memtui.cli.endurance_driver import kill_tree, look
+from memtui.cli.runs.endurance_driver import kill_tree, look
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]

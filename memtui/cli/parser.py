@@ -14,19 +14,14 @@ import difflib
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from memtui.cli import (
-    chaos_command,
-    directive_commands,
-    doctor_command,
-    endurance_commands,
-    inspection_commands,
-    lifecycle_commands,
-    oom_command,
-    pause_commands,
-    plan_command,
-    serve_command,
-)
+from memtui.cli import chaos_command
 from memtui.cli.arguments import add_bell, add_readonly, add_theme
+from memtui.cli.directives import directive_commands
+from memtui.cli.doctor import doctor_command
+from memtui.cli.inspection import inspection_commands, oom_command
+from memtui.cli.plan import plan_command
+from memtui.cli.runs import endurance_commands, lifecycle_commands, pause_commands
+from memtui.cli.serve import serve_command
 
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     lifecycle_commands.add_run_parser,

@@ -38,7 +38,7 @@ NOT_CHAOS = {
     ("engine/directives/failed_sizes.py", "oom"): "a memory adaptation's kind",
     ("engine/directives/planners/external.py", "overflow"): "a telemetry field",
     ("memtui/run_series.py", "oom"): "a memory adaptation's mark",
-    ("memtui/cli/oom_command.py", "oom"): "the oom command",
+    ("memtui/cli/inspection/oom_command.py", "oom"): "the oom command",
     ("memtui/report_page.py", "oom"): "a memory adaptation's colour",
     ("memtui/console/series.py", "overflow"): "a telemetry field",
     ("memtui/console/widgets/memory_breakdown.py", "ballast"): "a part of the memory shown",

@@ -8,8 +8,8 @@ import pytest
 
 from engine.config_file import build_run_config
 from engine.doctor.gpu_fit import fit_problems, visible_gpus
-from memtui.cli import lifecycle_commands
 from memtui.cli.main import main
+from memtui.cli.runs import lifecycle_commands
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
 
 

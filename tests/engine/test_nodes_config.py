@@ -16,7 +16,7 @@ from engine.run.directory import RunDir
 from engine.run.node_outcome import follower_leader, read_node_outcome, write_node_outcome
 from engine.run.status import offline_status
 from engine.supervisor.trainer_process import STORE_TIMEOUT_MARGIN_S, Placement, default_trainer_command
-from memtui.cli.lifecycle_commands import node_settings
+from memtui.cli.runs.lifecycle_commands import node_settings
 from memtui.status_report import render_status
 
 
@@ -129,7 +129,7 @@ def test_node_flags_become_settings() -> None:
 
 
 def test_resume_at_another_rank_count_rewrites_the_config_or_refuses(home: Path) -> None:
-    from memtui.cli.resumption import ResumeRefused, change_ranks
+    from memtui.cli.runs.resumption import ResumeRefused, change_ranks
 
     run = RunDir.create(build_run_config({"train": {"ranks": 2, "global_batch": 16}}), home=home)
     created = run.created_at()

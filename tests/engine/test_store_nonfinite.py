@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.run.store import SCHEMA_VERSION, Store
-from memtui.cli.export import export
+from memtui.cli.inspection.export import export
 from tests.engine.test_store import sample
 
 LOSSES = [float("nan"), 2.0, float("inf"), 4.0]

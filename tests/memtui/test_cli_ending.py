@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-import memtui.cli.lifecycle_commands
+import memtui.cli.runs.lifecycle_commands
 from engine.checkpoints.store import CheckpointStore
 from engine.domain import RunStatus
 from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, Payload
@@ -118,7 +118,7 @@ def test_a_live_stop_whose_final_save_fails_says_so(
         for step in (4, 5):
             store.add_step(make_sample(step))
         store.update_meta(state="running", attempt=1)
-    monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.runs.lifecycle_commands, "STOP_POLL_S", 0.02)
 
     def supervisor_exits() -> None:  # a real supervisor records the trainer's event, then ends
         record(live_run, CheckpointFailed(step=5, tag="global_step5", reason=DISK_FULL), attempt=1)

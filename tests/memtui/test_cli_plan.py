@@ -251,7 +251,7 @@ def test_a_gpu_whose_size_the_table_cannot_say_asks_for_it(capsys: pytest.Captur
 def test_what_nvml_sees_decides_the_link(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from memtui.cli.plan_hardware import resolve_hardware, seen_gpu
+    from memtui.cli.plan.plan_hardware import resolve_hardware, seen_gpu
     from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
 
     args = argparse.Namespace(

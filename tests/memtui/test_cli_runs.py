@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import memtui.cli.lifecycle_commands
+import memtui.cli.runs.lifecycle_commands
 from engine.config_file import build_run_config
 from engine.domain import RunStatus
 from engine.protocol import ClientMessage, ServerMessage
@@ -92,7 +92,7 @@ def test_stop_waits_for_the_ending(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fabricate_store(live_run, "running")
-    monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.runs.lifecycle_commands, "STOP_POLL_S", 0.02)
 
     def supervisor_exits(message: ClientMessage) -> list[ServerMessage]:
         """What a real supervisor does once it has stopped: its store says so, its pid file goes."""
@@ -116,7 +116,7 @@ def test_stop_waits_for_the_ending(
 def test_stop_times_out_with_a_clear_message(
     live_run: RunDir, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(memtui.cli.lifecycle_commands, "STOP_POLL_S", 0.02)
+    monkeypatch.setattr(memtui.cli.runs.lifecycle_commands, "STOP_POLL_S", 0.02)
     status = RunStatus(run_id=live_run.run_id, name="demo", state="stopping", run_dir=str(live_run.path))
     with ScriptedEngine.in_thread(live_run.socket, welcome_for(live_run.run_id), status=status):  # stays so
         assert main(["stop", "--timeout", "0.3"]) == 1

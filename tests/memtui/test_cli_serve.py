@@ -12,9 +12,9 @@ import pytest
 from cli_harness import memtui
 
 from engine.run.directory import RunDir
-from memtui.cli import serve_command
 from memtui.cli.errors import CliError
 from memtui.cli.main import main
+from memtui.cli.serve import serve_command
 
 
 def test_help_says_read_only_by_default_and_how_to_tunnel(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,7 +51,7 @@ def test_without_the_extra_serve_says_how_to_install_it(
 ) -> None:
     monkeypatch.setitem(sys.modules, "textual_serve", None)  # as if not installed
     monkeypatch.setitem(sys.modules, "textual_serve.server", None)
-    monkeypatch.delitem(sys.modules, "memtui.cli.console_server", raising=False)
+    monkeypatch.delitem(sys.modules, "memtui.cli.serve.console_server", raising=False)
     args = argparse.Namespace(
         run=live_run.run_id, allow_actions=False, theme=None, host="127.0.0.1", port=8000
     )
@@ -79,7 +79,7 @@ def test_a_transport_freed_after_the_loop_closed_prints_nothing_and_other_errors
     import types
 
     pytest.importorskip("textual_serve")
-    from memtui.cli.console_server import quiet_closed_transports
+    from memtui.cli.serve.console_server import quiet_closed_transports
 
     heard: list[object] = []
     quiet = quiet_closed_transports(heard.append)
@@ -115,7 +115,7 @@ def test_the_page_s_urls_are_the_ones_the_browser_used(headers: dict[str, str], 
     pytest.importorskip("textual_serve", reason="needs textual-serve (the [serve] extra)")
     from aiohttp.test_utils import make_mocked_request
 
-    from memtui.cli.console_server import request_url
+    from memtui.cli.serve.console_server import request_url
 
     assert request_url(make_mocked_request("GET", "/", headers=headers), "http://127.0.0.1:8000") == url
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import engine.run.launch
-import memtui.cli.lifecycle_commands
+import memtui.cli.runs.lifecycle_commands
 from engine.run.directory import RunDir, list_runs
 from memtui.cli.main import main
 
@@ -37,7 +37,7 @@ def consoles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
         opened.append((run.run_id, theme))
         return 0
 
-    monkeypatch.setattr(memtui.cli.lifecycle_commands, "open_console", open_console)
+    monkeypatch.setattr(memtui.cli.runs.lifecycle_commands, "open_console", open_console)
     return opened
 
 
@@ -117,7 +117,7 @@ def test_bare_memtui_without_a_terminal_says_it_starts_a_demo_instead(
 def test_leaving_a_live_run_says_how_to_come_back(home: Path, launcher: list[str]) -> None:  # type: ignore[no-untyped-def]
     from engine.config_file import build_run_config
     from engine.run.store import Store
-    from memtui.cli.lifecycle_commands import detach_note, start_run
+    from memtui.cli.runs.lifecycle_commands import detach_note, start_run
 
     run = start_run(build_run_config(preset="tiny"))  # its supervisor: this process (stubbed)
     note = detach_note(run)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from engine.chaos.config import default_kinds
-from memtui.cli.endurance_commands import endurance_config
-from memtui.cli.endurance_driver import kill_steps
 from memtui.cli.errors import CliError
+from memtui.cli.runs.endurance_commands import endurance_config
+from memtui.cli.runs.endurance_driver import kill_steps
 
 
 def test_kill_steps_are_reproducible_distinct_and_inside_the_run() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from engine.run.store import Store
+from memtui.cli.inspection.tensorboard_export import EXTRA, STEP_TAGS, WORKLOAD_PREFIX
 from memtui.cli.main import main
-from memtui.cli.tensorboard_export import EXTRA, STEP_TAGS, WORKLOAD_PREFIX
 from tests.memtui.stored_runs import EVENTS, stored_run
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")

@@ -8,8 +8,8 @@ import io
 import pytest
 
 from engine.run.directory import RunDir
+from memtui.cli.inspection.merged_logs import follow_merged, line_time
 from memtui.cli.main import main
-from memtui.cli.merged_logs import follow_merged, line_time
 
 SUPERVISOR = """\
 2026-11-30 19:21:33,701 INFO engine.supervisor.journal: event 1 run_started

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from memtui.cli.arguments import add_run
-from memtui.cli.inspection_commands import NEWEST
+from memtui.cli.inspection.inspection_commands import NEWEST
 
 
 def add_parser(sub: Any) -> None:

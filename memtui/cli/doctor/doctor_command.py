@@ -1,7 +1,7 @@
 """``memtui doctor [RUN] [--json] [--deep]``: the command line of the environment doctor; and
 ``memtui prepare [CONFIG] [--json]``, which builds ahead the DeepSpeed ops a run's config needs.
 
-The report itself, and why ``--deep`` runs in a child process, is ``memtui.cli.doctor_report``.
+The report itself, and why ``--deep`` runs in a child process, is ``memtui.cli.doctor.doctor_report``.
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -82,7 +82,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from memtui.cli.doctor_report import run_doctor
+    from memtui.cli.doctor.doctor_report import run_doctor
     from memtui.cli.resolver import require_run
 
     run = require_run(args.run, live=False, prefer_live=True) if args.run is not None else None

@@ -199,7 +199,12 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_directives(args: argparse.Namespace) -> int:
-    from memtui.cli.directive_listing import no_longer_waiting, print_decisions, render, stored_directives
+    from memtui.cli.directives.directive_listing import (
+        no_longer_waiting,
+        print_decisions,
+        render,
+        stored_directives,
+    )
     from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
 
@@ -287,7 +292,7 @@ def _answer(args: argparse.Namespace, verb: str, build: Callable[[str], Any]) ->
 def _live_run(spec: str | None, directive_id: str | None) -> Any:
     """RUN as named; else the run that holds ``directive_id``; else the newest live run.
     It must have a live supervisor."""
-    from memtui.cli.directive_owner import owner_of
+    from memtui.cli.directives.directive_owner import owner_of
     from memtui.cli.resolver import require_run
 
     if spec is not None:
@@ -305,7 +310,7 @@ def _ask(run: Any, build: Callable[[str], Any], succeeded: tuple[str, ...], *, a
     """Send one request to ``run``'s supervisor; print the directive it answers with (a line,
     or its JSON view); 0 when it ended in one of the ``succeeded`` states, 2 when the policy
     refused its value (as for any value refused on the command line), else 1."""
-    from memtui.cli.directive_listing import render
+    from memtui.cli.directives.directive_listing import render
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
     try:

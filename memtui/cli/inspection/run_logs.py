@@ -1,5 +1,5 @@
 """A run's log files for ``memtui logs``: pick one, print its tail, follow it (all of them
-merged: ``memtui.cli.merged_logs``)."""
+merged: ``memtui.cli.inspection.merged_logs``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Literal, TextIO
 from engine.run.directory import RunDir
 
 LogKind = Literal["trainer", "supervisor", "auto", "all"]
-"""``all``: every log merged (``memtui.cli.merged_logs``); ``auto``: the trainer's, else the supervisor's."""
+"""``all``: every log merged (``memtui.cli.inspection.merged_logs``); ``auto``: the trainer's,
+else the supervisor's."""
 FOLLOW_POLL_S = 0.2
 TAIL_READ_BYTES = 1 << 20
 """Most bytes read from the end of a log to find its last lines."""

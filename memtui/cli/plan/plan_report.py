@@ -13,8 +13,8 @@ from memtui.formatting import format_bytes
 
 if TYPE_CHECKING:
     from engine.memory.capacity_plan import Plan, Row
-    from memtui.cli.plan_hardware import Hardware
-    from memtui.cli.plan_reality import Measured
+    from memtui.cli.plan.plan_hardware import Hardware
+    from memtui.cli.plan.plan_reality import Measured
 
 OFFLOAD_WORDS = {"none": "no offload", "optimizer": "optimizer offload", "all": "optimizer+param offload"}
 

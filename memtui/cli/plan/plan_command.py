@@ -8,7 +8,7 @@ Offload comes from the config's ``deepspeed_config`` (``engine.memory.offload_se
 unless ``--offload`` says otherwise; activation checkpointing from
 ``train.activation_checkpointing`` or ``--checkpointing``. The
 plan itself is ``engine.memory.capacity_plan``; this module gathers its inputs (the config,
-NVML when present, the flags) and prints it (``memtui.cli.plan_report``). Torch-free and
+NVML when present, the flags) and prints it (``memtui.cli.plan.plan_report``). Torch-free and
 instant: nothing here imports torch or DeepSpeed.
 """
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from engine.config import RunConfig
     from engine.memory.capacity_plan import PlanRequest
     from engine.memory.transformer_shape import TransformerShape
-    from memtui.cli.plan_hardware import Hardware
+    from memtui.cli.plan.plan_hardware import Hardware
 
 
 def add_parser(sub: Any) -> None:
@@ -104,7 +104,7 @@ def add_parser(sub: Any) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from engine.memory.capacity_plan import make_plan
     from memtui.cli.json_document import print_json
-    from memtui.cli.plan_report import plan_document, print_plan
+    from memtui.cli.plan.plan_report import plan_document, print_plan
 
     config, shape, run_path = _target(args)
     request, hw, notes = _request(args, config, shape)
@@ -120,7 +120,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     measured = None
     if run_path is not None:
-        from memtui.cli.plan_reality import measured_against
+        from memtui.cli.plan.plan_reality import measured_against
 
         measured = measured_against(run_path, request)
     if args.json:
@@ -169,7 +169,7 @@ def _built_shape(run_path: Path, seq_len: int | None) -> TransformerShape | None
     when given; None when it announced none (an older trainer, a workload without one)."""
     import dataclasses
 
-    from memtui.cli.plan_reality import built_description
+    from memtui.cli.plan.plan_reality import built_description
 
     described = built_description(run_path)
     if described is None or described.shape is None:
@@ -219,7 +219,7 @@ def _request(
     """The plan's request, the hardware it is for, and notes on where settings came from."""
     from engine.memory.capacity_plan import PlanRequest
     from engine.memory.offload_setting import OffloadError, offload_setting
-    from memtui.cli.plan_hardware import resolve_hardware
+    from memtui.cli.plan.plan_hardware import resolve_hardware
 
     if args.mfu > 1:
         raise CliError(f"--mfu: a fraction of the peak, at most 1 (got {args.mfu:g})", code=2)

@@ -8,7 +8,7 @@ the supervisor they started counts as started: when it left because another serv
 live run (exit 0, or the console).
 ``stop`` asks the supervisor to finish the step, checkpoint and exit, waits for it, and
 says how it ended: a final save that failed and the newest verified checkpoint included
-(``memtui.cli.ending_report``).
+(``memtui.cli.runs.ending_report``).
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -289,7 +289,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from_step (null when another supervisor resumed it) and already_served."""
     from engine.run.launch import AlreadyServed, LaunchError
     from memtui.cli.resolver import require_run
-    from memtui.cli.resumption import ResumeRefused, resume_run
+    from memtui.cli.runs.resumption import ResumeRefused, resume_run
 
     run = require_run(args.run, live=False)
     served = {"run_id": run.run_id, "run_dir": str(run.path)}
@@ -418,7 +418,7 @@ def _final_status(run: RunDir) -> RunStatus:
 
 
 def _report_ending(run: RunDir, status: RunStatus, *, as_json: bool, already: bool = False) -> int:
-    from memtui.cli.ending_report import ending_document, ending_lines, exit_code, newest_checkpoint
+    from memtui.cli.runs.ending_report import ending_document, ending_lines, exit_code, newest_checkpoint
 
     newest = newest_checkpoint(run.checkpoints)
     if as_json:

@@ -97,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from memtui.cli.resolver import require_run
 
     try:
-        from memtui.cli.console_server import serve_console
+        from memtui.cli.serve.console_server import serve_console
     except ImportError as err:
         raise CliError(f"{MISSING_EXTRA}; {err}") from None
     run = require_run(args.run, live=args.run is None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from engine.run.directory import RunDir
-from memtui.cli.run_logs import FOLLOW_POLL_S, trainer_logs
+from memtui.cli.inspection.run_logs import FOLLOW_POLL_S, trainer_logs
 
 _STAMP = re.compile(r"^\[?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]?")
 LABEL_WIDTH = 10

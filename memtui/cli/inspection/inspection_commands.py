@@ -160,8 +160,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from memtui.cli.inspection.run_logs import follow, pick_log, tail_lines
     from memtui.cli.resolver import require_run
-    from memtui.cli.run_logs import follow, pick_log, tail_lines
 
     run = require_run(args.run, live=False, prefer_live=True)
     _name_diagnosis(run)
@@ -181,7 +181,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _name_diagnosis(run: RunDir) -> None:
     """The stack dumps and flight records beside the logs, on stderr (the logs stay on stdout)."""
-    from memtui.cli.run_logs import diagnosis_note
+    from memtui.cli.inspection.run_logs import diagnosis_note
 
     note = diagnosis_note(run)
     if note:
@@ -189,8 +189,8 @@ def _name_diagnosis(run: RunDir) -> None:
 
 
 def _print_merged_logs(run: RunDir, args: argparse.Namespace) -> int:
-    from memtui.cli.merged_logs import follow_merged, merged_tail
-    from memtui.cli.run_logs import tail_lines
+    from memtui.cli.inspection.merged_logs import follow_merged, merged_tail
+    from memtui.cli.inspection.run_logs import tail_lines
 
     try:
         lines = merged_tail(run, args.lines, tail_lines)
@@ -227,7 +227,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.run.store import StoreError
-    from memtui.cli.export import export
+    from memtui.cli.inspection.export import export
     from memtui.cli.resolver import require_run
 
     run = require_run(args.run, live=False, prefer_live=True)
@@ -253,7 +253,7 @@ def _export_tensorboard(run: RunDir, out: str | None) -> int:
     from pathlib import Path
 
     from engine.run.store import StoreError
-    from memtui.cli.tensorboard_export import TensorBoardMissing, export_tensorboard
+    from memtui.cli.inspection.tensorboard_export import TensorBoardMissing, export_tensorboard
 
     if not out:
         raise CliError("--format tensorboard writes a directory: give --out DIRECTORY", code=2)

@@ -80,8 +80,8 @@ def add_endure_parser(sub: Any) -> None:
 
 
 def cmd_endure(args: argparse.Namespace) -> int:
-    from memtui.cli.endurance_driver import Endurance, kill_steps
-    from memtui.cli.lifecycle_commands import start_run
+    from memtui.cli.runs.endurance_driver import Endurance, kill_steps
+    from memtui.cli.runs.lifecycle_commands import start_run
 
     config = endurance_config(args)
     run = start_run(config)
@@ -126,7 +126,7 @@ def _resume(run: RunDir) -> None:
     """Bring ``run`` back as ``memtui resume`` does; a refusal ends the endurance run, a run
     already served (its supervisor came back some other way) goes on being driven."""
     from engine.run.launch import AlreadyServed, LaunchError
-    from memtui.cli.resumption import ResumeRefused, resume_run
+    from memtui.cli.runs.resumption import ResumeRefused, resume_run
 
     try:
         pid, plan = resume_run(run, fresh=False)

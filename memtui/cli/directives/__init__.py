@@ -1,0 +1,1 @@
+"""Directives from the shell: ``directives``, ``approve``, ``reject``, ``clamp``, ``propose``."""

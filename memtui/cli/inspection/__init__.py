@@ -1,0 +1,2 @@
+"""Looking at runs without changing them: ``ls``, ``status``, ``logs``, ``checkpoints``,
+``export`` and ``oom``."""

@@ -1,0 +1,1 @@
+"""``memtui plan``: the capacity plan, the hardware it is for, and the plan against a run's reality."""
