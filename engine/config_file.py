@@ -96,12 +96,17 @@ def known_keys(section: tuple[int | str, ...]) -> list[str]:
 
 
 def build_run_config(
-    raw: dict[str, Any] | None = None, source: Path | None = None, **overrides: Any
+    raw: dict[str, Any] | None = None,
+    source: Path | None = None,
+    *,
+    world: int | None = None,
+    **overrides: Any,
 ) -> RunConfig:
     """Validate ``raw`` (a parsed TOML document) on top of its preset.
 
     ``overrides`` are top-level keys from the command line (``steps``, ``name``, ``preset``),
-    applied last; ``None`` values are ignored.
+    applied last; ``None`` values are ignored. ``world``: the ranks a DeepSpeed config's batch
+    keys are resolved for, when not the config's own (``memtui plan --gpus``).
     """
     raw = dict(raw or {})
     raw.update({k: v for k, v in overrides.items() if v is not None})
@@ -111,7 +116,7 @@ def build_run_config(
     if raw.get("workload") and not raw.get("workload_dir"):
         raw["workload_dir"] = os.getcwd()  # the trainer runs elsewhere: remember where we were
     try:
-        merged = adopt_deepspeed_keys(raw, deep_merge(PRESETS[preset], raw))
+        merged = adopt_deepspeed_keys(raw, deep_merge(PRESETS[preset], raw), world)
     except DeepSpeedConflict as err:
         raise ConfigError(str(err)) from None
     try:
@@ -136,7 +141,7 @@ def demo_run_config() -> RunConfig:
 
 
 def load_run_config(
-    path: Path | None = None, settings: list[str] | None = None, **overrides: Any
+    path: Path | None = None, settings: list[str] | None = None, *, world: int | None = None, **overrides: Any
 ) -> RunConfig:
     """Read a TOML config (optional) plus command-line overrides into a RunConfig.
 
@@ -149,7 +154,7 @@ def load_run_config(
             raw = deep_merge(raw, parse_override(text))
         except OverrideError as err:
             raise ConfigError(str(err)) from None
-    return build_run_config(raw, source=path, **overrides)
+    return build_run_config(raw, source=path, world=world, **overrides)
 
 
 CONFIG_MAX_BYTES = 1 << 20

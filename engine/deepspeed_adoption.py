@@ -32,10 +32,14 @@ class DeepSpeedConflict(ValueError):
     """The DeepSpeed config disagrees with itself or with ``[train]``: one line, both values."""
 
 
-def adopt_deepspeed_keys(user: dict[str, Any], merged: dict[str, Any]) -> dict[str, Any]:
+def adopt_deepspeed_keys(
+    user: dict[str, Any], merged: dict[str, Any], world: int | None = None
+) -> dict[str, Any]:
     """``merged`` (preset + user's table) with the owned keys of its ``deepspeed_config``
     moved into ``train``. ``user`` is the table the user wrote: its ``train`` keys are the
-    ones a DeepSpeed value may not contradict (a preset's default may be replaced)."""
+    ones a DeepSpeed value may not contradict (a preset's default may be replaced).
+    ``world``: the data-parallel ranks the batch keys divide over, when not ``train.ranks x
+    train.nodes`` (a plan for other hardware than the config's)."""
     ds = merged.get("deepspeed_config")
     if not isinstance(ds, dict):
         return merged
@@ -50,7 +54,7 @@ def adopt_deepspeed_keys(user: dict[str, Any], merged: dict[str, Any]) -> dict[s
     precision = _precision(ds)
     if precision is not None:
         found["precision"] = (f"{precision[0]} (precision)", precision[1])
-    found.update(_batch(ds, train))
+    found.update(_batch(ds, train, world))
     for key, (dotted, value) in found.items():
         if key in written and written[key] != value:
             raise DeepSpeedConflict(
@@ -83,7 +87,7 @@ def _precision(ds: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _batch(ds: dict[str, Any], train: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+def _batch(ds: dict[str, Any], train: dict[str, Any], world: int | None = None) -> dict[str, tuple[str, Any]]:
     """global_batch and micro_batch from any of DeepSpeed's three batch keys (any two give
     the third; ``gradient_accumulation_steps`` alone keeps the run's micro-batch)."""
     total, micro, accum = (_get(ds, k) for k in _BATCH)
@@ -92,7 +96,7 @@ def _batch(ds: dict[str, Any], train: dict[str, Any]) -> dict[str, tuple[str, An
             raise DeepSpeedConflict(
                 f"deepspeed_config.{name}: must be a positive integer (got {_show(value)})"
             )
-    world = int(train.get("ranks", 1)) * int(train.get("nodes", 1))
+    world = world or int(train.get("ranks", 1)) * int(train.get("nodes", 1))
     found: dict[str, tuple[str, Any]] = {}
     implied = f"(implied by gradient_accumulation_steps {accum})"
     if accum is not None:

@@ -175,6 +175,20 @@ def test_the_seed_zero3_json_plans_its_optimizer_offload(
     assert plan_json(capsys, str(config), *GPUS, "--offload", "none")["train"]["offload"] == "none"
 
 
+def test_the_seed_s_batch_keys_divide_over_the_gpus_planned_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``train_batch_size`` 512 with 4 accumulation steps on 8 GPUs is 16 a GPU, as DeepSpeed
+    would run it (the config alone, one rank, read it as 128: 1,024 samples a step planned)."""
+    (tmp_path / "ds.json").write_text(SEED_ZERO3.read_text())
+    config = tmp_path / "run.toml"
+    config.write_text('deepspeed_config = "ds.json"\n')
+    train = plan_json(capsys, str(config), *GPUS)["train"]
+    assert (train["micro_batch"], train["grad_accum"], train["global_batch"]) == (16, 4, 512)
+    two_nodes = plan_json(capsys, str(config), *GPUS, "--nodes", "2")["train"]
+    assert (two_nodes["micro_batch"], two_nodes["grad_accum"]) == (8, 4)
+
+
 def test_parameter_offload_and_a_bad_device_in_the_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,9 +104,10 @@ def add_parser(sub: Any) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from engine.memory.capacity_plan import make_plan
     from memtui.cli.json_document import print_json
+    from memtui.cli.plan.plan_hardware import planned_world
     from memtui.cli.plan.plan_report import plan_document, print_plan
 
-    config, shape, run_path = _target(args)
+    config, shape, run_path = _target(args, planned_world(args))
     request, hw, notes = _request(args, config, shape)
     try:
         plan = make_plan(request)
@@ -130,19 +131,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace) -> tuple[RunConfig, TransformerShape, Path | None]:
-    """(config, shape, the run's directory when TARGET is a run)."""
+def _target(args: argparse.Namespace, world: int | None) -> tuple[RunConfig, TransformerShape, Path | None]:
+    """(config, shape, the run's directory when TARGET is a run). ``world``: the GPUs planned
+    for, over which a DeepSpeed config's batch keys are resolved (as DeepSpeed would on them)."""
     from engine.config_file import ConfigError, load_run_config
     from engine.memory.transformer_shape import ShapeError, from_hf_config
 
     target = Path(args.target) if args.target else None
     try:
         if target is None or target.is_file():
-            config = load_run_config(target, args.settings)
+            config = load_run_config(target, args.settings, world=world)
             return config, _config_shape(config, args.seq_len), None
         if target.is_dir() and not (target / "run.json").is_file():
             hf = _read_hf_config(target)
-            config = load_run_config(None, args.settings)
+            config = load_run_config(None, args.settings, world=world)
             return config, from_hf_config(hf, str(target / "config.json"), args.seq_len), None
         run_path = target if target.is_dir() else _run_by_name(args.target)
         config = _run_config(run_path, args.settings)

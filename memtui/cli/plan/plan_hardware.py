@@ -87,6 +87,18 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig, seen: SeenGpu 
     )
 
 
+def planned_world(args: argparse.Namespace) -> int | None:
+    """The GPUs a plan is for, all nodes together (``--gpus``, else what NVML sees, else one
+    when a GPU is named); None for a CPU plan (the config's own ranks)."""
+    asked_gpu = args.gpu_memory is not None or args.gpu is not None
+    if args.gpus is not None:
+        per_node: int | None = args.gpus
+    else:
+        seen = _nvml_device()
+        per_node = seen.count if seen else 1 if asked_gpu else None
+    return per_node * args.nodes if per_node else None
+
+
 def _memory(args: argparse.Namespace, seen: SeenGpu | None, name: str | None) -> tuple[int, str]:
     """Bytes per GPU and where they came from: given, NVML, else the GPU's name or the table."""
     from engine.memory.device_peaks import memory_from_name
