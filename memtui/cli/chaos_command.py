@@ -111,7 +111,7 @@ def checked_request(kind: str, texts: dict[str, str]) -> ChaosRequest:
     """The request for ``kind`` from typed-in values, checked by its spec; CliError (exit 2)
     naming the kind or the parameter otherwise."""
     from engine.chaos.table import KINDS, chaos_specs
-    from memtui.chaos_values import ParamError, build_request
+    from memtui.chaos.chaos_values import ParamError, build_request
 
     if kind not in KINDS:
         raise CliError(f"unknown chaos kind {kind!r} (choose from {', '.join(KINDS)})", code=2)
@@ -140,8 +140,8 @@ def _refuse_outside_ranks(run: RunDir, request: ChaosRequest) -> None:
 def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int:
     """Send ``Chaos(request)`` to the run's supervisor; print the chaos id and what happens."""
     from engine.protocol import Chaos
-    from memtui.chaos_phrases import depends_on_the_run, what_happens
-    from memtui.chaos_values import request_values
+    from memtui.chaos.chaos_phrases import depends_on_the_run, what_happens
+    from memtui.chaos.chaos_values import request_values
     from memtui.cli.json_document import print_json
     from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
@@ -219,7 +219,7 @@ def offered_kinds(run_spec: str | None) -> tuple[str | None, list[ChaosKindSpec]
 
 def kind_lines(spec: ChaosKindSpec) -> str:
     """``kind  title (by the performer)`` then one indented line per parameter."""
-    from memtui.chaos_values import describe_bounds, format_value
+    from memtui.chaos.chaos_values import describe_bounds, format_value
 
     lines = [f"  {spec.kind:<20} {spec.title} (by the {spec.performer})"]
     for param in spec.params:

@@ -28,7 +28,7 @@ from engine.chaos.table import KINDS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import TERMINAL_STATES, Event
 from engine.protocol import Chaos, DirectiveView, Error, EventMessage, Ok, Pause, ServerMessage, Welcome
 from engine.run.directory import RunDir
-from memtui.chaos_phrases import depends_on_the_run
+from memtui.chaos.chaos_phrases import depends_on_the_run
 from memtui.client import (
     ConnectionState,
     EngineClient,

@@ -16,7 +16,7 @@ from engine.chaos.kind import ChaosKind, Pending
 from engine.chaos.table import KINDS, chaos_specs, parse_request, values_of
 from engine.supervisor.chaos import advertised
 from engine.supervisor.chaos_performer import TO_THE_TRAINER, performers
-from memtui.chaos_phrases import depends_on_the_run, what_happens
+from memtui.chaos.chaos_phrases import depends_on_the_run, what_happens
 from memtui.run_facts import RunFacts
 
 ROOT = Path(__file__).resolve().parents[2]

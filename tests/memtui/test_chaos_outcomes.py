@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtui.chaos_phrases import what_happens
+from memtui.chaos.chaos_phrases import what_happens
 from memtui.run_facts import RunFacts
 
 RUN = RunFacts(verified_steps=(), on_disk=0, on_preemption=False, max_restarts=5)

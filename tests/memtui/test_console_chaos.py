@@ -18,7 +18,7 @@ from engine.checkpoints.store import CheckpointStore
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
 from engine.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from engine.run.directory import RunDir
-from memtui.chaos_phrases import what_happens
+from memtui.chaos.chaos_phrases import what_happens
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.chaos_form_screen import ChaosFormScreen
 from memtui.console.screens.chaos_menu_screen import ChaosMenuScreen

@@ -153,7 +153,7 @@ def _link(args: argparse.Namespace, cpu: bool, name: str | None, seen: SeenGpu |
 
 
 def _size(text: str) -> int:
-    from memtui.chaos_values import parse_size
+    from memtui.chaos.chaos_values import parse_size
 
     try:
         value = parse_size(text)

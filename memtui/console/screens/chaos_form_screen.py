@@ -2,7 +2,7 @@
 
 An input per number (defaults filled in; a size takes ``64M``), a select per choice, each
 with its bounds and help. Enter (from any field, a select's too, or Continue) checks every
-value against the spec (``memtui.chaos_values``): a wrong one is refused in the form, naming
+value against the spec (``memtui.chaos.chaos_values``): a wrong one is refused in the form, naming
 the field, and the form stays; a good set dismisses with the wire request, which the console then asks about
 before sending. Esc cancels.
 """
@@ -16,7 +16,7 @@ from textual.markup import escape
 from textual.widgets import Button, Input, Label, Select, Static
 
 from engine.chaos.table import ChaosKindSpec, ChaosParamSpec, ChaosRequest
-from memtui.chaos_values import ParamError, build_request, describe_bounds, format_value, is_size
+from memtui.chaos.chaos_values import ParamError, build_request, describe_bounds, format_value, is_size
 from memtui.console.screens.modal import FormModal
 
 

@@ -17,7 +17,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from engine.domain import Event
-from memtui.chaos_phrases import event_line
+from memtui.chaos.chaos_phrases import event_line
 from memtui.console.screens.modal import Modal
 
 CLOSE_HINT = "esc or enter closes · ↑/↓ scroll"

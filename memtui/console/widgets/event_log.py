@@ -14,7 +14,7 @@ is the event's time and words (its type and number are in the full view): a narr
 keeps the words.
 
 Most events show the line their writer recorded; chaos events are worded from their typed
-payloads (``memtui.chaos_phrases``): what was injected, when it took effect, and whether
+payloads (``memtui.chaos.chaos_phrases``): what was injected, when it took effect, and whether
 and how fast the run recovered (a failed recovery in the error colour)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from engine.events import (
     StandbyReady,
     StartupPhase,
 )
-from memtui.chaos_phrases import event_line
+from memtui.chaos.chaos_phrases import event_line
 from memtui.console.alert_state import ALERT_EVENT
 from memtui.console.run_view import RunView
 from memtui.console.screens.event_screen import EventScreen
