@@ -303,6 +303,25 @@ def _used(value: Any) -> int | None:
     return int(value)
 
 
+def read_once(read: Callable[[NvmlLibrary], T]) -> T | None:
+    """``read`` on a freshly initialised NVML, shut down after; None without nvidia-ml-py, a
+    driver, or when a query fails (a CPU host, a reading NVML will not give)."""
+    nvml = default_library()
+    if nvml is None:
+        return None
+    try:
+        nvml.init()
+    except Exception:  # no driver: a CPU host
+        return None
+    try:
+        return read(nvml)
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.shutdown()
+
+
 def default_library() -> NvmlLibrary | None:
     """The real NVML library wrapper; None when nvidia-ml-py is not installed."""
     try:

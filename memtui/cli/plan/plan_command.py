@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from engine.config import RunConfig
     from engine.memory.capacity_plan import PlanRequest
     from engine.memory.transformer_shape import TransformerShape
-    from memtui.cli.plan.plan_hardware import Hardware
+    from memtui.cli.plan.plan_hardware import Hardware, SeenGpu
 
 
 def add_parser(sub: Any) -> None:
@@ -104,11 +104,12 @@ def add_parser(sub: Any) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from engine.memory.capacity_plan import make_plan
     from memtui.cli.json_document import print_json
-    from memtui.cli.plan.plan_hardware import planned_world
+    from memtui.cli.plan.plan_hardware import nvml_device, planned_world
     from memtui.cli.plan.plan_report import plan_document, print_plan
 
-    config, shape, run_path = _target(args, planned_world(args))
-    request, hw, notes = _request(args, config, shape)
+    seen = nvml_device()  # once: the world the config is read for, then the hardware
+    config, shape, run_path = _target(args, planned_world(args, seen))
+    request, hw, notes = _request(args, config, shape, seen)
     try:
         plan = make_plan(request)
     except ValueError as err:
@@ -216,7 +217,7 @@ def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
 
 
 def _request(
-    args: argparse.Namespace, config: RunConfig, shape: TransformerShape
+    args: argparse.Namespace, config: RunConfig, shape: TransformerShape, seen: SeenGpu | None
 ) -> tuple[PlanRequest, Hardware, list[str]]:
     """The plan's request, the hardware it is for, and notes on where settings came from."""
     from engine.memory.capacity_plan import PlanRequest
@@ -232,7 +233,7 @@ def _request(
         raise CliError(str(err), code=2) from None
     notes = [] if args.offload else [f"offload from {key}" for key in setting.keys]
     notes += [setting.note] if setting.note and not args.offload else []
-    hw = resolve_hardware(args, config)
+    hw = resolve_hardware(args, config, seen)
     request = PlanRequest(
         shape=shape,
         precision=train.precision,

@@ -13,7 +13,6 @@ Torch-free.
 from __future__ import annotations
 
 import argparse
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,13 +54,12 @@ class SeenGpu:
     """What NVML says connects it (``communication.seen_link``); None if it cannot say."""
 
 
-def resolve_hardware(args: argparse.Namespace, config: RunConfig, seen: SeenGpu | None = None) -> Hardware:
-    """``seen``: NVML's view, read here when not given (tests give a fake one)."""
+def resolve_hardware(args: argparse.Namespace, config: RunConfig, seen: SeenGpu | None) -> Hardware:
+    """``seen``: NVML's view (``nvml_device``; None on a host without one)."""
     from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, CUDA_CONTEXT_BYTES
 
     if args.gpus is not None and args.gpus < 1:
         raise CliError(f"--gpus: at least 1 GPU per node is needed (got {args.gpus})", code=2)
-    seen = seen if seen is not None else _nvml_device()
     asked_gpu = args.gpus is not None or args.gpu_memory is not None or args.gpu is not None
     gpus = args.gpus or (seen.count if seen else 1 if asked_gpu else None)
     name = args.gpu or (seen.name if seen else None)
@@ -87,14 +85,13 @@ def resolve_hardware(args: argparse.Namespace, config: RunConfig, seen: SeenGpu 
     )
 
 
-def planned_world(args: argparse.Namespace) -> int | None:
+def planned_world(args: argparse.Namespace, seen: SeenGpu | None) -> int | None:
     """The GPUs a plan is for, all nodes together (``--gpus``, else what NVML sees, else one
     when a GPU is named); None for a CPU plan (the config's own ranks)."""
     asked_gpu = args.gpu_memory is not None or args.gpu is not None
     if args.gpus is not None:
         per_node: int | None = args.gpus
     else:
-        seen = _nvml_device()
         per_node = seen.count if seen else 1 if asked_gpu else None
     return per_node * args.nodes if per_node else None
 
@@ -164,22 +161,11 @@ def _size(text: str) -> int:
     return value
 
 
-def _nvml_device() -> SeenGpu | None:
-    """NVML's device 0 and the count; None without NVML or a GPU."""
-    try:
-        from engine.doctor.nvml_probe import PynvmlLibrary
+def nvml_device() -> SeenGpu | None:
+    """NVML's device 0 and the count, read once per plan; None without NVML or a GPU."""
+    from engine.doctor.nvml_probe import read_once
 
-        nvml = PynvmlLibrary()
-        nvml.init()
-    except Exception:  # no pynvml, no driver: a CPU host
-        return None
-    try:
-        return seen_gpu(nvml)
-    except Exception:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.shutdown()
+    return read_once(seen_gpu)
 
 
 def seen_gpu(nvml: NvmlLibrary) -> SeenGpu | None:

@@ -15,7 +15,6 @@ Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -237,23 +236,10 @@ def refuse_unfit(config: RunConfig) -> None:
 def _visible_gpus() -> tuple[list[Any], bool]:
     """(the GPUs a trainer here would see, whether NVML showed any); ([], False) without NVML."""
     from engine.doctor.gpu_fit import visible_gpus
-    from engine.doctor.nvml_probe import default_library
+    from engine.doctor.nvml_probe import read_once
 
-    nvml = default_library()
-    if nvml is None:
-        return [], False
-    try:
-        nvml.init()
-    except Exception:  # no driver: a CPU host
-        return [], False
-    try:
-        gpus = visible_gpus(nvml)
-        return gpus, nvml.device_count() > 0
-    except Exception:
-        return [], False
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.shutdown()
+    seen = read_once(lambda nvml: (visible_gpus(nvml), nvml.device_count() > 0))
+    return seen if seen is not None else ([], False)
 
 
 def start_run(config: RunConfig) -> RunDir:
