@@ -110,11 +110,11 @@ def prepared(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
     """A ``loop.Training`` on a fresh engine (threads as the trainer sets them)."""
     from engine.trainer import loop
     from engine.trainer.link import NullLink
-    from engine.trainer.memory_probe import MemoryProbe
-    from engine.trainer.process_group import ensure_single_process_env
-    from engine.trainer.step_telemetry import StepTelemetry
+    from engine.trainer.memory.memory_probe import MemoryProbe
+    from engine.trainer.ranks.process_group import ensure_single_process_env
+    from engine.trainer.telemetry.step_telemetry import StepTelemetry
     from engine.trainer.training_parts import equip
-    from engine.trainer.workload import load_workload
+    from engine.trainer.workloads.workload import load_workload
 
     config = config_for(micro_batch, memory, setup)
     loop.share_cpu_cores()
@@ -128,7 +128,7 @@ def prepared(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
 
 def static(micro_batch: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
-    from engine.trainer.sample_window import SampleWindow
+    from engine.trainer.workloads.sample_window import SampleWindow
 
     training = prepared(micro_batch, {"adaptive": False}, setup)
     engine, probe = training.engine, training.telemetry.probe
@@ -174,9 +174,9 @@ def steady(step_times: list[float]) -> float | None:
 
 def accelerate(budget: int, steps: int, setup: str = "wide") -> dict[str, Any]:
     from engine.trainer import loop
-    from engine.trainer.geometry import realign_micro_steps
-    from engine.trainer.oom_recovery import trim_heap
-    from engine.trainer.sample_window import SampleWindow
+    from engine.trainer.memory.geometry import realign_micro_steps
+    from engine.trainer.memory.oom_recovery import trim_heap
+    from engine.trainer.workloads.sample_window import SampleWindow
 
     global_batch = SETUPS[setup].global_batch
     training = prepared(global_batch, {"adaptive": False}, setup)

@@ -33,16 +33,16 @@ from engine.config import MemoryConfig
 from engine.config_file import build_run_config
 from engine.memory.controller import Geometry, Policy
 from engine.trainer import loop
-from engine.trainer.geometry import apply_geometry
 from engine.trainer.link import NullLink
-from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.oom_injection import INJECT_OOM_ENV
-from engine.trainer.oom_recovery import discard_window, release_memory
-from engine.trainer.process_group import ensure_single_process_env
-from engine.trainer.sample_window import SampleWindow
-from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.memory.geometry import apply_geometry
+from engine.trainer.memory.memory_probe import MemoryProbe
+from engine.trainer.memory.oom_injection import INJECT_OOM_ENV
+from engine.trainer.memory.oom_recovery import discard_window, release_memory
+from engine.trainer.ranks.process_group import ensure_single_process_env
+from engine.trainer.telemetry.step_telemetry import StepTelemetry
 from engine.trainer.training_parts import equip
-from engine.trainer.workload import load_workload
+from engine.trainer.workloads.sample_window import SampleWindow
+from engine.trainer.workloads.workload import load_workload
 
 MODEL = {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 128}  # the tiny preset's
 GLOBAL_BATCH = 64

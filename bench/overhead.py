@@ -34,13 +34,13 @@ import torch
 from engine.config_file import build_run_config
 from engine.cpu_share import SUPERVISOR_NICE
 from engine.trainer import loop
-from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import SocketLink
-from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.process_group import ensure_single_process_env
-from engine.trainer.step_telemetry import StepTelemetry
+from engine.trainer.memory.memory_probe import MemoryProbe
+from engine.trainer.ranks.process_group import ensure_single_process_env
+from engine.trainer.telemetry.step_telemetry import StepTelemetry
 from engine.trainer.training_parts import equip
-from engine.trainer.workload import load_workload
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.workload import load_workload
 
 
 def parse_args() -> argparse.Namespace:

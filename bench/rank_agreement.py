@@ -2,7 +2,7 @@
 
 At every optimizer-step boundary the ranks all-reduce (MAX) a few int64 (stop flag and
 directive count; the memory readings the controller steers by), see
-engine/trainer/rank_link.py and adaptive_memory.py. This times ``RankGroup.max_ints`` on
+engine/trainer/ranks/rank_link.py and adaptive_memory.py. This times ``RankGroup.max_ints`` on
 2 processes over gloo on this host, as the trainer runs it, and prints the median and p90.
 
     python bench/rank_agreement.py [--calls 2000] [--world 2]
@@ -18,8 +18,8 @@ import time
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from engine.trainer.process_group import free_port
-from engine.trainer.rank_group import RankGroup
+from engine.trainer.ranks.process_group import free_port
+from engine.trainer.ranks.rank_group import RankGroup
 
 
 def worker(rank: int, world: int, port: int, calls: int) -> None:

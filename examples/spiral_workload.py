@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload
+from engine.trainer.workloads.workload import Workload
 
 CLASSES = 3
 

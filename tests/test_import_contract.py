@@ -38,7 +38,7 @@ PLANTS = {
     # a cycle between two siblings
     "memtui/console/chart.py": ("import torch", "memtui never imports torch"),
     "engine/run/store.py": ("import engine.alerts.rules", "engine layers"),
-    "engine/trainer/geometry.py": ("import engine.supervisor.journal", "the trainer imports only"),
+    "engine/trainer/memory/geometry.py": ("import engine.supervisor.journal", "the trainer imports only"),
     "engine/domain.py": ("import engine.run.directory", "the contract (engine's top level)"),
     "memtui/history.py": ("import memtui.console.run_view", "memtui's data layer"),
     "engine/checkpoints/manifest.py": ("import engine.checkpoints.catalog", "no import cycles"),

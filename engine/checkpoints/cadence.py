@@ -14,7 +14,7 @@ carried. (CheckFreq, FAST '21, tunes the interval the same way.)
 Figures are smoothed (exponential averages), and a decision is made at each save only: the
 interval in force stays while the share it gives stays within ``KEEP_BAND`` of the aim, so
 a noisy step or one slow save does not move it. Pure: no clock, no I/O; the trainer feeds
-it measurements (``engine.trainer.save_cadence``) and rank 0's decision is
+it measurements (``engine.trainer.checkpoints.save_cadence``) and rank 0's decision is
 broadcast at the save, so every rank counts the same interval. Torch-free.
 """
 

@@ -79,7 +79,7 @@ class PlanRequest:
     context_bytes: int = CUDA_CONTEXT_BYTES
     on_cpu: bool = False
     """Planned for memtui's CPU training, where fp16 matmuls run upcast to fp32
-    (``engine/trainer/model.py``): its activations are counted at fp32."""
+    (``engine/trainer/workloads/model.py``): its activations are counted at fp32."""
 
     @property
     def gpus(self) -> int:

@@ -2,7 +2,7 @@
 
 Torch-free and pure: the capacity plan and the MFU figure need the number of parameters
 before (or without) building the model. Two sources: the built-in byte-level model
-(``engine.config.ModelConfig``; ``engine/trainer/model.py`` builds the same shape, and a
+(``engine.config.ModelConfig``; ``engine/trainer/workloads/model.py`` builds the same shape, and a
 test holds the two counts equal) and a Hugging Face ``config.json`` (GPT-2 and
 LLaMA-style keys; the caller reads the file, ``from_hf_config`` reads its dict).
 """
@@ -87,7 +87,7 @@ class TransformerShape:
 
 
 def from_model_config(n_layer: int, n_head: int, d_model: int, seq_len: int) -> TransformerShape:
-    """The built-in byte-level model (``engine/trainer/model.py``): learned positions, a
+    """The built-in byte-level model (``engine/trainer/workloads/model.py``): learned positions, a
     4x GELU MLP with biases, fused qkv, a head tied to the token embedding."""
     return TransformerShape(
         n_layer=n_layer,

@@ -33,9 +33,9 @@ from engine.run.node_outcome import follower_leader, write_node_outcome
 from engine.run.report_spool import SpoolWriter, spool_path
 from engine.run.stack_files import open_live_stack_file
 from engine.trainer.link import CONNECT_TIMEOUT_S, Link, LinkError, NullLink, SocketLink
-from engine.trainer.parent_death import die_with_parent
+from engine.trainer.ranks.parent_death import die_with_parent
 from engine.trainer.standby import await_orders, is_standby
-from engine.trainer.startup_phases import StartupPhases
+from engine.trainer.telemetry.startup_phases import StartupPhases
 
 log = logging.getLogger("engine.trainer")  # run as `python -m engine.trainer`: __name__ is "__main__"
 
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             phases.enter("importing")
         import deepspeed  # noqa: F401  (seconds: part of the importing phase)
 
-        from engine.trainer.checkpoint import NoVerifiedCheckpoint
+        from engine.trainer.checkpoints.checkpoint import NoVerifiedCheckpoint
         from engine.trainer.loop import train
 
         try:
@@ -195,7 +195,7 @@ def warm_up() -> None:
     import deepspeed  # noqa: F401
     import torch._dynamo  # noqa: F401  (torch's optimizers import it when built: 4 s of 5 in initialising)
 
-    import engine.trainer.checkpoint  # noqa: F401
+    import engine.trainer.checkpoints.checkpoint  # noqa: F401
     import engine.trainer.loop  # noqa: F401
 
     # No op is loaded here: a default run needs none, and the ops a user's deepspeed_config

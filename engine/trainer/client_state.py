@@ -9,10 +9,10 @@ from typing import Any
 
 from engine.config import RunConfig
 from engine.rollback import OFFSET_KEY
-from engine.trainer.data_cursor import shifted
-from engine.trainer.step_lengths import StepLengths
+from engine.trainer.checkpoints.data_cursor import shifted
 from engine.trainer.training import Training
-from engine.trainer.workload import Workload
+from engine.trainer.workloads.step_lengths import StepLengths
+from engine.trainer.workloads.workload import Workload
 
 
 def client_state(training: Training) -> dict[str, Any]:

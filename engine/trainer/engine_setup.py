@@ -13,10 +13,10 @@ from engine.config import RunConfig
 from engine.cpu_share import threads_per_rank, usable_cores, user_threads
 from engine.deepspeed_config import build_deepspeed_config
 from engine.trainer.deepspeed_compat import allow_cpu_fp16
-from engine.trainer.host_heap import steady_host_heap
 from engine.trainer.lr_schedule import warmup_cosine
-from engine.trainer.process_group import join_process_group, world_size
-from engine.trainer.workload import Workload
+from engine.trainer.memory.host_heap import steady_host_heap
+from engine.trainer.ranks.process_group import join_process_group, world_size
+from engine.trainer.workloads.workload import Workload
 
 
 def share_cpu_cores() -> None:

@@ -50,32 +50,32 @@ from engine.events import (
 from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.run.flight_recorder import flight_recorder_env
-from engine.trainer import checkpoint
-from engine.trainer.built_model import describe_built
+from engine.trainer.checkpoints import checkpoint
+from engine.trainer.checkpoints.data_cursor import offset_of, shifted
+from engine.trainer.checkpoints.save_report import report_save
 from engine.trainer.client_state import client_state, step_lengths, trained_tokens
 from engine.trainer.core_share import CoreShare
-from engine.trainer.data_cursor import offset_of, shifted
 from engine.trainer.deepspeed_compat import needs_manual_loss_scale, scaled_for_backward
 from engine.trainer.engine_setup import build_engine, leave_process_group, seed_everything, share_cpu_cores
-from engine.trainer.forward_output import split_output
-from engine.trainer.hf_workload import hf_workload
 from engine.trainer.link import Link
-from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.mfu_meter import CPU_PEAK_FILE, build_meter
+from engine.trainer.memory.memory_probe import MemoryProbe
 from engine.trainer.op_cache import prepare_ops
-from engine.trainer.process_group import ensure_single_process_env, world_size
-from engine.trainer.rank_group import RankGroup
-from engine.trainer.rank_link import RankLink
-from engine.trainer.rank_memory import RankPace, exchange_memory
-from engine.trainer.sample_window import for_rank
-from engine.trainer.save_report import report_save
+from engine.trainer.ranks.process_group import ensure_single_process_env, world_size
+from engine.trainer.ranks.rank_group import RankGroup
+from engine.trainer.ranks.rank_link import RankLink
 from engine.trainer.start_report import announce_start
-from engine.trainer.startup_phases import StartupPhases
-from engine.trainer.step_metrics import StepMetrics
-from engine.trainer.step_telemetry import StepTelemetry, loss_scale
+from engine.trainer.telemetry.mfu_meter import CPU_PEAK_FILE, build_meter
+from engine.trainer.telemetry.rank_memory import RankPace, exchange_memory
+from engine.trainer.telemetry.startup_phases import StartupPhases
+from engine.trainer.telemetry.step_metrics import StepMetrics
+from engine.trainer.telemetry.step_telemetry import StepTelemetry, loss_scale
 from engine.trainer.training import Training
 from engine.trainer.training_parts import equip
-from engine.trainer.workload import BatchFn, load_workload
+from engine.trainer.workloads.built_model import describe_built
+from engine.trainer.workloads.forward_output import split_output
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.sample_window import for_rank
+from engine.trainer.workloads.workload import BatchFn, load_workload
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from engine.run.standby_orders import (
     STANDBY_FLAG,
     StandbyOrders,
 )
-from engine.trainer.parent_death import die_with_parent, outlive_parent
+from engine.trainer.ranks.parent_death import die_with_parent, outlive_parent
 
 SPARE_NICE = 19  # nice steps of the warm-up's thread: the lowest, it waits for idle cores
 

@@ -10,8 +10,8 @@ import os
 import torch
 
 from engine.events import CheckpointLoaded, TrainerStarted
-from engine.trainer import checkpoint
-from engine.trainer.planned_memory import planned_memory
+from engine.trainer.checkpoints import checkpoint
+from engine.trainer.memory.planned_memory import planned_memory
 from engine.trainer.training import Training
 
 log = logging.getLogger(__name__)

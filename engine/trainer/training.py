@@ -11,18 +11,18 @@ from engine.checkpoints.sealer import CheckpointSealer
 from engine.config import RunConfig
 from engine.memory.model_description import ModelDescription
 from engine.run.directory import RunDir
-from engine.trainer.adaptive_memory import AdaptiveMemory
-from engine.trainer.built_model import describe_built
-from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.chaos.injections import ChaosInjections
+from engine.trainer.checkpoints.save_cadence import SaveCadence
 from engine.trainer.directive_applier import DirectiveApplier
-from engine.trainer.evaluation import Evaluator
 from engine.trainer.link import Link
-from engine.trainer.rank_group import RankGroup
-from engine.trainer.rank_memory import RankPace
-from engine.trainer.save_cadence import SaveCadence
-from engine.trainer.step_metrics import WorkloadMetrics
-from engine.trainer.step_telemetry import StepTelemetry
-from engine.trainer.workload import Workload
+from engine.trainer.memory.adaptive_memory import AdaptiveMemory
+from engine.trainer.ranks.rank_group import RankGroup
+from engine.trainer.telemetry.evaluation import Evaluator
+from engine.trainer.telemetry.rank_memory import RankPace
+from engine.trainer.telemetry.step_metrics import WorkloadMetrics
+from engine.trainer.telemetry.step_telemetry import StepTelemetry
+from engine.trainer.workloads.built_model import describe_built
+from engine.trainer.workloads.workload import Workload
 
 
 @dataclass

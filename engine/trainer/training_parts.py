@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.trainer.adaptive_memory import AdaptiveMemory
-from engine.trainer.chaos_injections import ChaosInjections
+from engine.trainer.chaos.injections import ChaosInjections
+from engine.trainer.checkpoints.save_cadence import SaveCadence
 from engine.trainer.directive_applier import DirectiveApplier
-from engine.trainer.evaluation import Evaluator
-from engine.trainer.oom_forensics import OomForensics
-from engine.trainer.save_cadence import SaveCadence
-from engine.trainer.step_metrics import WorkloadMetrics
+from engine.trainer.memory.adaptive_memory import AdaptiveMemory
+from engine.trainer.memory.oom_forensics import OomForensics
+from engine.trainer.telemetry.evaluation import Evaluator
+from engine.trainer.telemetry.step_metrics import WorkloadMetrics
 from engine.trainer.training import Training
 
 

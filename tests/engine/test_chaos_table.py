@@ -24,12 +24,12 @@ SIGNALS = ("step_shows", "event_shows", "applied_shows", "settled")
 KIND_HOMES = (
     "engine/chaos/kinds/",
     "engine/supervisor/chaos_performers/",
-    "engine/trainer/chaos_performers/",
+    "engine/trainer/chaos/performers/",
 )
 """Where a kind may be named: its contract and its performer."""
 NOT_CHAOS = {
-    ("engine/trainer/adaptive_memory.py", "oom"): "a memory adaptation's kind",
-    ("engine/trainer/adaptation_events.py", "oom"): "a memory adaptation's kind",
+    ("engine/trainer/memory/adaptive_memory.py", "oom"): "a memory adaptation's kind",
+    ("engine/trainer/memory/adaptation_events.py", "oom"): "a memory adaptation's kind",
     ("engine/memory/controller.py", "oom"): "a memory adaptation's kind",
     ("engine/supervisor/trainer_reports.py", "oom"): "a memory adaptation's kind",
     ("engine/run/oom_files.py", "oom"): "a directory's name",

@@ -11,7 +11,7 @@ import pytest
 
 from engine.memory.controller import Geometry
 from engine.memory.size_history import SizeHistory
-from engine.trainer.geometry_file import read_geometry, write_geometry
+from engine.trainer.memory.geometry_file import read_geometry, write_geometry
 
 ALLOWED = (1, 2, 4, 8, 16)
 HISTORY = SizeHistory({8: (100.0, 101.0, 99.0)}, {16: (12, 4_000_000)})

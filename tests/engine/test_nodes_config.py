@@ -144,7 +144,7 @@ def test_resume_at_another_rank_count_rewrites_the_config_or_refuses(home: Path)
 
 @pytest.mark.deepspeed
 def test_a_failed_conversion_says_how_to_convert_by_hand(tmp_path: Path) -> None:
-    from engine.trainer.universal_checkpoint import UniversalConversionFailed, convert
+    from engine.trainer.checkpoints.universal_checkpoint import UniversalConversionFailed, convert
 
     tag = tmp_path / "global_step10"
     tag.mkdir()

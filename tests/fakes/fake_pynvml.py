@@ -43,7 +43,7 @@ class FakePynvml:
         return SimpleNamespace(used=self.used_by_bus[handle], total=80 << 30)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakePynvml:
-        import engine.trainer.device_nvml as device_nvml
+        import engine.trainer.memory.device_nvml as device_nvml
 
         monkeypatch.setitem(sys.modules, "pynvml", self)
         monkeypatch.setattr(device_nvml, "_nvml", None)

@@ -22,12 +22,12 @@ from typing import Any
 import torch
 
 from engine.config_file import build_run_config
-from engine.trainer.built_model import describe_built
 from engine.trainer.engine_setup import build_engine, share_cpu_cores
-from engine.trainer.hf_workload import hf_workload
-from engine.trainer.memory_prior import build_memory_model
-from engine.trainer.memory_probe import MemoryProbe
-from engine.trainer.process_group import ensure_single_process_env
+from engine.trainer.memory.memory_prior import build_memory_model
+from engine.trainer.memory.memory_probe import MemoryProbe
+from engine.trainer.ranks.process_group import ensure_single_process_env
+from engine.trainer.workloads.built_model import describe_built
+from engine.trainer.workloads.hf_workload import hf_workload
 
 STEPS = 3  # per micro-batch: the first one also allocates the optimizer's states
 

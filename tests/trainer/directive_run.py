@@ -20,7 +20,7 @@ from engine.protocol import ApplyDirective, StepReport, TrainerEvent
 from engine.run.directory import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink
-from engine.trainer.step_telemetry import loss_scale
+from engine.trainer.telemetry.step_telemetry import loss_scale
 
 INJECT_AT = 3
 

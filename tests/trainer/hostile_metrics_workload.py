@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload
+from engine.trainer.workloads.workload import Workload
 
 EXTRA_NAMES = 40
 LONG_NAME = "n" * 200

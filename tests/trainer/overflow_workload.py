@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload, builtin_workload
+from engine.trainer.workloads.workload import Workload, builtin_workload
 
 OVERFLOW_FROM = 3
 

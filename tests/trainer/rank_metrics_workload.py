@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch import nn
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload
+from engine.trainer.workloads.workload import Workload
 
 DIVERGE_AFTER = 5
 """Forwards (one per step: no gradient accumulation) with the same names on both ranks."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 from torch.optim.lr_scheduler import ExponentialLR
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload, builtin_workload
+from engine.trainer.workloads.workload import Workload, builtin_workload
 
 GAMMA = 0.8  # lr of 1-based step k: train.lr * GAMMA ** (k - 1)
 

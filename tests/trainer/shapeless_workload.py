@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.config import RunConfig
-from engine.trainer.workload import Workload, builtin_workload
+from engine.trainer.workloads.workload import Workload, builtin_workload
 
 
 def build(config: RunConfig) -> Workload:

@@ -16,10 +16,10 @@ import torch
 
 from engine.config_file import build_run_config
 from engine.trainer import loop
-from engine.trainer.chaos_performers.numerics import skipped_step
-from engine.trainer.process_group import ensure_single_process_env
-from engine.trainer.sample_window import SampleWindow
-from engine.trainer.workload import BatchFn, load_workload
+from engine.trainer.chaos.performers.numerics import skipped_step
+from engine.trainer.ranks.process_group import ensure_single_process_env
+from engine.trainer.workloads.sample_window import SampleWindow
+from engine.trainer.workloads.workload import BatchFn, load_workload
 
 
 def engine_for(precision: str, stage: int) -> tuple[Any, BatchFn]:

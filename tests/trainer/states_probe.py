@@ -20,9 +20,9 @@ import torch
 
 from engine.config_file import build_run_config
 from engine.trainer.loop import build_engine
-from engine.trainer.model import parameter_count
-from engine.trainer.process_group import ensure_single_process_env
-from engine.trainer.workload import load_workload
+from engine.trainer.ranks.process_group import ensure_single_process_env
+from engine.trainer.workloads.model import parameter_count
+from engine.trainer.workloads.workload import load_workload
 
 SKIP = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 

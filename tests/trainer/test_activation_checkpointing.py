@@ -19,9 +19,9 @@ from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
 from engine.config import ModelConfig
 from engine.config_file import build_run_config
-from engine.trainer.hf_workload import hf_workload
-from engine.trainer.model import VOCAB_SIZE, Block, ByteTransformer
-from engine.trainer.workload import WorkloadError, builtin_workload
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.model import VOCAB_SIZE, Block, ByteTransformer
+from engine.trainer.workloads.workload import WorkloadError, builtin_workload
 
 SHAPE = ModelConfig(n_layer=2, n_head=2, d_model=32, seq_len=32, dropout=0.3)
 

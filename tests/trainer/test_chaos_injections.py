@@ -18,14 +18,14 @@ from engine.chaos.kinds.numerics import NanLoss, Overflow, Spike
 from engine.chaos.kinds.processes import Kill
 from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.protocol import InjectChaos, TrainerEvent
-from engine.trainer.ballast import Ballast as BallastHolder
-from engine.trainer.chaos_injections import ChaosInjections
-from engine.trainer.chaos_performers import numerics, slow_steps
-from engine.trainer.disk_full_injection import full_disk
+from engine.trainer.chaos.disk_full_injection import full_disk
+from engine.trainer.chaos.injections import ChaosInjections
+from engine.trainer.chaos.performers import numerics, slow_steps
 from engine.trainer.link import NullLink
-from engine.trainer.oom_injection import OomInjector
-from engine.trainer.rank_group import RankGroup
-from engine.trainer.rank_link import RankLink
+from engine.trainer.memory.ballast import Ballast as BallastHolder
+from engine.trainer.memory.oom_injection import OomInjector
+from engine.trainer.ranks.rank_group import RankGroup
+from engine.trainer.ranks.rank_link import RankLink
 from tests.trainer.test_rank_link import ScriptedGroup
 
 

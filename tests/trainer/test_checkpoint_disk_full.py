@@ -1,5 +1,5 @@
 """A disk that fills up mid-save, with real DeepSpeed: DeepSpeed's own write fails (half a
-file, then ENOSPC; see engine.trainer.disk_full_injection). Every older checkpoint stays
+file, then ENOSPC; see engine.trainer.chaos.disk_full_injection). Every older checkpoint stays
 as it was, nothing half-written is left, and the run goes on to its last step.
 """
 
@@ -10,7 +10,7 @@ from trainer_harness import SupervisorStub, make_run, run_trainer
 
 from engine.checkpoints.catalog import committed_tags, latest_tag, staging_tags
 from engine.checkpoints.manifest import verify_tag
-from engine.trainer.disk_full_injection import DISK_FULL_ENV
+from engine.trainer.chaos.disk_full_injection import DISK_FULL_ENV
 
 pytestmark = pytest.mark.deepspeed
 

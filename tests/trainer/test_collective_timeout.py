@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.trainer.process_group import free_port
+from engine.trainer.ranks.process_group import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RANK = """
 import sys
 import torch
 import torch.distributed as dist
-from engine.trainer.process_group import join_process_group
+from engine.trainer.ranks.process_group import join_process_group
 
 
 join_process_group(float(sys.argv[1]))

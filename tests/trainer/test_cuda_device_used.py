@@ -15,7 +15,7 @@ import torch
 
 from engine.domain import RunStatus, TelemetrySample
 from engine.run.store import Store
-from engine.trainer.memory_probe import MemoryProbe
+from engine.trainer.memory.memory_probe import MemoryProbe
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import render_memory
 from memtui.status_report import render_status
@@ -74,7 +74,7 @@ def test_a_cuda_steps_sample_carries_device_used_fragmentation_and_process_peak(
 ) -> None:
     from types import SimpleNamespace
 
-    from engine.trainer.step_telemetry import StepTelemetry
+    from engine.trainer.telemetry.step_telemetry import StepTelemetry
 
     cuda = torch.cuda
     monkeypatch.setattr(cuda, "memory_allocated", lambda device=None: 3 * GIB)

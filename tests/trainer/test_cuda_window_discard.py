@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from engine.trainer.oom_recovery import discard_window
+from engine.trainer.memory.oom_recovery import discard_window
 
 
 class SideStream:

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from engine.rollback import OFFSET_KEY, RollbackOrder, write_order
-from engine.trainer.checkpoint import Resumed
-from engine.trainer.data_cursor import offset_of, shifted
+from engine.trainer.checkpoints.checkpoint import Resumed
+from engine.trainer.checkpoints.data_cursor import offset_of, shifted
 
 
 def resumed(tag: str, **state: Any) -> Resumed:

@@ -15,10 +15,10 @@ from engine.config import EvalConfig
 from engine.config_file import build_run_config
 from engine.events import EvalCompleted, EvalSkipped
 from engine.protocol import TrainerEvent
-from engine.trainer.evaluation import NO_EVAL_BATCH, EvalShare, Evaluator, combined, rank_indices
 from engine.trainer.link import NullLink
-from engine.trainer.rank_group import RankGroup
-from engine.trainer.workload import builtin_workload
+from engine.trainer.ranks.rank_group import RankGroup
+from engine.trainer.telemetry.evaluation import NO_EVAL_BATCH, EvalShare, Evaluator, combined, rank_indices
+from engine.trainer.workloads.workload import builtin_workload
 
 
 class Scorer(torch.nn.Module):
@@ -143,7 +143,7 @@ def test_the_built_in_and_hf_workloads_evaluate_with_the_default_config(
         pytest.importorskip("transformers")
         from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
-        from engine.trainer.hf_workload import hf_workload
+        from engine.trainer.workloads.hf_workload import hf_workload
 
         make_model_dir(tmp_path / "model", weights=False)
         raw["hf"] = {

@@ -20,8 +20,8 @@ from trainer_harness import SupervisorStub, make_run, run_trainer
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.trainer.hf_workload import hf_workload
-from engine.trainer.step_lengths import StepLengths
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.step_lengths import StepLengths
 
 pytestmark = pytest.mark.deepspeed
 

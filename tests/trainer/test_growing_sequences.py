@@ -17,11 +17,11 @@ from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
 from engine.config import ModelConfig
 from engine.config_file import ConfigError, build_run_config
-from engine.trainer.document_corpus import IGNORE_INDEX, DocumentCorpus
-from engine.trainer.sample_window import SampleWindow
-from engine.trainer.sequence_growth import SequenceGrowth
-from engine.trainer.step_lengths import StepLengths
-from engine.trainer.workload import builtin_workload
+from engine.trainer.workloads.document_corpus import IGNORE_INDEX, DocumentCorpus
+from engine.trainer.workloads.sample_window import SampleWindow
+from engine.trainer.workloads.sequence_growth import SequenceGrowth
+from engine.trainer.workloads.step_lengths import StepLengths
+from engine.trainer.workloads.workload import builtin_workload
 
 EOS = 0
 
@@ -117,7 +117,7 @@ def scratch() -> Iterator[Path]:
 
 
 def test_the_hf_workload_with_packing_off_trains_documents_of_their_own_length(scratch: Path) -> None:
-    from engine.trainer.hf_workload import hf_workload
+    from engine.trainer.workloads.hf_workload import hf_workload
 
     raw = {
         "model": {"seq_len": 64},

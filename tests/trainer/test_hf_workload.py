@@ -26,9 +26,9 @@ from hf_fixture import make_model_dir, sample_texts, write_jsonl
 from engine.config_file import ConfigError, build_run_config
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.trainer import token_cache
-from engine.trainer.hf_workload import hf_workload
-from engine.trainer.workload import WorkloadError
+from engine.trainer.workloads import token_cache
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.workload import WorkloadError
 from memtui.cli.main import main
 from tests.waiting import wait_for
 

@@ -1,6 +1,6 @@
 """The trainer's steady host heap: with glibc's thresholds fixed, a window of tensors freed
 at the end of one step is reused by the next instead of trimmed away and faulted in again
-(what cost a run ~3 % on the CPU, engine/trainer/host_heap.py); the user's settings win."""
+(what cost a run ~3 % on the CPU, engine/trainer/memory/host_heap.py); the user's settings win."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.trainer.host_heap import steady_host_heap, user_tuned
+from engine.trainer.memory.host_heap import steady_host_heap, user_tuned
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WINDOWS = """
 import ctypes, resource, sys
 sys.path.insert(0, sys.argv[2])
-from engine.trainer.host_heap import steady_host_heap
+from engine.trainer.memory.host_heap import steady_host_heap
 if sys.argv[1] == "steady":
     assert steady_host_heap({})
 libc = ctypes.CDLL("libc.so.6")

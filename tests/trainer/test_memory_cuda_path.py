@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.trainer.memory_probe import MemoryProbe, enforce_budget
-from engine.trainer.oom_recovery import is_oom
+from engine.trainer.memory.memory_probe import MemoryProbe, enforce_budget
+from engine.trainer.memory.oom_recovery import is_oom
 
 GIB = 1 << 30
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from engine.trainer.memory_probe import MemoryProbe
+from engine.trainer.memory.memory_probe import MemoryProbe
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import render_memory
 from tests.fakes.run_script import make_sample
@@ -41,7 +41,7 @@ def cuda_probe(allocator: Allocator, monkeypatch: pytest.MonkeyPatch) -> MemoryP
     monkeypatch.setattr(cuda, "memory_reserved", lambda device=None: allocator.used)
     monkeypatch.setattr(cuda, "max_memory_allocated", lambda device=None: allocator.peak)
     monkeypatch.setattr(cuda, "reset_peak_memory_stats", allocator.reset)
-    monkeypatch.setattr("engine.trainer.memory_probe.DeviceUsed", lambda device: None)
+    monkeypatch.setattr("engine.trainer.memory.memory_probe.DeviceUsed", lambda device: None)
     return MemoryProbe(torch.device("cuda", 0))
 
 

@@ -18,7 +18,7 @@ import pytest
 from trainer_harness import REPO_ROOT, make_run
 
 from engine.run.store import Store
-from engine.trainer.ballast import BALLAST_ENV
+from engine.trainer.memory.ballast import BALLAST_ENV
 
 pytestmark = pytest.mark.deepspeed
 

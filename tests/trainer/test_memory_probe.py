@@ -10,9 +10,9 @@ import torch
 
 from engine.config_file import build_run_config
 from engine.memory.model import MemoryModel, Predictions
-from engine.trainer.adaptive_memory import AdaptiveMemory
 from engine.trainer.link import NullLink
-from engine.trainer.memory_probe import MemoryProbe, RssReader
+from engine.trainer.memory.adaptive_memory import AdaptiveMemory
+from engine.trainer.memory.memory_probe import MemoryProbe, RssReader
 
 MIB = 1 << 20
 

@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from engine.memory.model import model_state_bytes
-from engine.trainer import oom_recovery
-from engine.trainer.ballast import Ballast, parse_schedule, parse_size
-from engine.trainer.loss_scale_floor import FloorWatch, is_floor_error
-from engine.trainer.oom_injection import Injection, parse_injections
-from engine.trainer.oom_recovery import drop_frames, is_oom, release_memory
-from engine.trainer.sample_window import SampleWindow
+from engine.trainer.memory import oom_recovery
+from engine.trainer.memory.ballast import Ballast, parse_schedule, parse_size
+from engine.trainer.memory.loss_scale_floor import FloorWatch, is_floor_error
+from engine.trainer.memory.oom_injection import Injection, parse_injections
+from engine.trainer.memory.oom_recovery import drop_frames, is_oom, release_memory
+from engine.trainer.workloads.sample_window import SampleWindow
 
 GB = 1024**3  # DeepSpeed prints GiB and calls them GB
 

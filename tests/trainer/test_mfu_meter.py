@@ -12,11 +12,11 @@ from engine.config import RunConfig
 from engine.config_file import build_run_config
 from engine.memory.flops import flops_per_token
 from engine.memory.transformer_shape import TransformerShape, from_model_config
-from engine.trainer import mfu_meter
-from engine.trainer.built_model import describe_built
-from engine.trainer.mfu_meter import MfuMeter, build_meter, kept_cpu_peak, probe_cpu_peak
-from engine.trainer.model import ByteTransformer
-from engine.trainer.workload import Workload
+from engine.trainer.telemetry import mfu_meter
+from engine.trainer.telemetry.mfu_meter import MfuMeter, build_meter, kept_cpu_peak, probe_cpu_peak
+from engine.trainer.workloads.built_model import describe_built
+from engine.trainer.workloads.model import ByteTransformer
+from engine.trainer.workloads.workload import Workload
 
 
 def test_meter_figures_on_a_known_case() -> None:

@@ -21,12 +21,12 @@ from hf_fixture import make_model_dir, sample_texts, write_jsonl
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
 from engine.config_file import build_run_config
-from engine.trainer.built_model import describe_built, describe_module
-from engine.trainer.hf_workload import hf_workload
-from engine.trainer.memory_prior import build_memory_model
-from engine.trainer.mfu_meter import build_meter
-from engine.trainer.planned_memory import planned_memory
-from engine.trainer.workload import builtin_workload
+from engine.trainer.memory.memory_prior import build_memory_model
+from engine.trainer.memory.planned_memory import planned_memory
+from engine.trainer.telemetry.mfu_meter import build_meter
+from engine.trainer.workloads.built_model import describe_built, describe_module
+from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.workload import builtin_workload
 from memtui.cli.main import main
 
 transformers = pytest.importorskip("transformers")

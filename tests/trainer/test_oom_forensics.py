@@ -15,8 +15,8 @@ import torch
 
 from engine.events import PlannedMemory
 from engine.run.oom_files import read_breakdowns
-from engine.trainer.oom_forensics import INACTIVE_SPLIT, OomForensics
-from engine.trainer.rank_group import RankGroup
+from engine.trainer.memory.oom_forensics import INACTIVE_SPLIT, OomForensics
+from engine.trainer.ranks.rank_group import RankGroup
 
 GIB = 1 << 30
 PLANNED = PlannedMemory(

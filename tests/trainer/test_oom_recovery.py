@@ -17,7 +17,7 @@ import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
 from engine.run.directory import RunDir
-from engine.trainer.oom_injection import INJECT_OOM_ENV
+from engine.trainer.memory.oom_injection import INJECT_OOM_ENV
 
 pytestmark = pytest.mark.deepspeed
 

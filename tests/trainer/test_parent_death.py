@@ -21,7 +21,10 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # starts processes
 
-CHILD = "from engine.trainer.parent_death import die_with_parent\ndie_with_parent({parent})\nprint('alive')\n"
+CHILD = (
+    "from engine.trainer.ranks.parent_death import die_with_parent\n"
+    "die_with_parent({parent})\nprint('alive')\n"
+)
 
 
 def child(parent: int | None) -> subprocess.CompletedProcess[str]:

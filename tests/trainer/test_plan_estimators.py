@@ -92,7 +92,7 @@ def test_model_states_within_5_percent_of_deepspeeds_estimators(size: str, gpus:
 def test_built_in_shape_counts_what_torch_builds(preset: str) -> None:
     from deepspeed.runtime.zero.stage3 import model_to_params
 
-    from engine.trainer.model import ByteTransformer, parameter_count
+    from engine.trainer.workloads.model import ByteTransformer, parameter_count
 
     config = ModelConfig.model_validate(PRESETS[preset]["model"])
     module = ByteTransformer(config)

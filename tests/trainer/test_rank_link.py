@@ -15,9 +15,9 @@ from engine.checkpoints.store import CheckpointStore
 from engine.config_file import build_run_config
 from engine.events import FreshStart
 from engine.protocol import ApplyDirective
-from engine.trainer import checkpoint
+from engine.trainer.checkpoints import checkpoint
 from engine.trainer.link import NullLink
-from engine.trainer.rank_link import RankLink
+from engine.trainer.ranks.rank_link import RankLink
 
 
 class ScriptedGroup:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.trainer import rank_memory
-from engine.trainer.rank_memory import NO_PACE, RankPace
+from engine.trainer.telemetry import rank_memory
+from engine.trainer.telemetry.rank_memory import NO_PACE, RankPace
 
 
 def test_the_pace_ends_at_the_collective_and_is_averaged_between_reports(

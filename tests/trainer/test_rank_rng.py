@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import torch
 
 from engine.checkpoints.manifest import Manifest
-from engine.trainer.checkpoint import capture_rng, restore_after_load
+from engine.trainer.checkpoints.checkpoint import capture_rng, restore_after_load
 
 
 def manifest(rank_rng: list[dict]) -> Manifest:  # type: ignore[type-arg]

@@ -28,8 +28,8 @@ from engine.checkpoints.manifest import verify_tag
 from engine.domain import Event
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.trainer.ballast import BALLAST_ENV, BALLAST_RANK_ENV
-from engine.trainer.oom_injection import INJECT_OOM_ENV, INJECT_OOM_RANK_ENV
+from engine.trainer.memory.ballast import BALLAST_ENV, BALLAST_RANK_ENV
+from engine.trainer.memory.oom_injection import INJECT_OOM_ENV, INJECT_OOM_RANK_ENV
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 
@@ -133,7 +133,7 @@ def test_a_killed_group_restarts_both_ranks_from_the_checkpoint() -> None:
 
 
 def test_data_is_sharded_without_overlap() -> None:
-    from engine.trainer.sample_window import for_rank
+    from engine.trainer.workloads.sample_window import for_rank
 
     drawn: list[tuple[int, int]] = []
 

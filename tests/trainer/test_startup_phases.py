@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from engine.domain import Severity
 from engine.events import Payload, StartupPhase
 from engine.trainer.op_cache import OpState, describe
-from engine.trainer.startup_phases import StartupPhases
+from engine.trainer.telemetry.startup_phases import StartupPhases
 from tests.waiting import wait_for
 
 

@@ -11,10 +11,10 @@ import torch
 
 from engine.events import MetricWarning
 from engine.protocol import TrainerEvent
-from engine.trainer.chaos_performers import numerics
+from engine.trainer.chaos.performers import numerics
 from engine.trainer.link import NullLink
-from engine.trainer.rank_group import RankGroup
-from engine.trainer.step_metrics import (
+from engine.trainer.ranks.rank_group import RankGroup
+from engine.trainer.telemetry.step_metrics import (
     RANKS_DISAGREE,
     StepMetrics,
     WorkloadMetrics,

@@ -16,7 +16,7 @@ from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer
 from engine.config_file import build_run_config
 from engine.extension_cache import EXTENSIONS_ENV
 from engine.run.directory import RunDir
-from engine.trainer.checkpoint import tags_on_disk
+from engine.trainer.checkpoints.checkpoint import tags_on_disk
 
 pytestmark = pytest.mark.deepspeed
 

@@ -18,12 +18,12 @@ from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
 from engine.events import FreshStart, RunPaused, TrainerFinished
 from engine.protocol import CoreShare, TrainerCommand, TrainerEvent, decode_client, encode
 from engine.run.report_spool import SpoolWriter, spool_lines
-from engine.trainer.checkpoint import tags_to_prune
-from engine.trainer.corpus import ByteCorpus, read_corpus
+from engine.trainer.checkpoints.checkpoint import tags_to_prune
 from engine.trainer.link import NullLink, SocketLink
 from engine.trainer.lr_schedule import lr_ratio
-from engine.trainer.model import VOCAB_SIZE, ByteTransformer
-from engine.trainer.workload import Workload, WorkloadError, load_workload
+from engine.trainer.workloads.corpus import ByteCorpus, read_corpus
+from engine.trainer.workloads.model import VOCAB_SIZE, ByteTransformer
+from engine.trainer.workloads.workload import Workload, WorkloadError, load_workload
 from tests.waiting import wait_for
 
 # ----------------------------------------------------------------- deepspeed config
@@ -319,8 +319,8 @@ def test_null_link_records() -> None:
 
 
 def test_a_forward_may_return_the_loss_alone_or_with_named_scalars() -> None:
-    from engine.trainer.forward_output import as_number, split_output
-    from engine.trainer.workload import WorkloadError
+    from engine.trainer.workloads.forward_output import as_number, split_output
+    from engine.trainer.workloads.workload import WorkloadError
 
     loss = torch.tensor(2.0)
     assert split_output(loss) == (loss, {})

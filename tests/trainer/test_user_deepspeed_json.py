@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_trainer_runs import _run
 
-from engine.trainer.checkpoint import tags_on_disk
+from engine.trainer.checkpoints.checkpoint import tags_on_disk
 from tests.engine.test_deepspeed_adoption import SEED_ZERO3
 
 pytestmark = pytest.mark.deepspeed

@@ -72,7 +72,7 @@ def test_two_ranks_average_agreeing_metrics_and_fall_back_to_rank_0s_once_they_d
     from test_ranks import TWO_RANKS, logs, supervise
 
     from engine.run.store import Store
-    from engine.trainer.step_metrics import RANKS_DISAGREE
+    from engine.trainer.telemetry.step_metrics import RANKS_DISAGREE
 
     steps = DIVERGE_AFTER + 4
     run = make_run(

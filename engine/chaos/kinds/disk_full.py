@@ -1,5 +1,5 @@
 """A full disk for the next checkpoint saves (performed by the trainer:
-``engine.trainer.chaos_performers.disk_full``)."""
+``engine.trainer.chaos.performers.disk_full``)."""
 
 from __future__ import annotations
 

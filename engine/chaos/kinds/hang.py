@@ -1,7 +1,7 @@
 """A hung step: the trainer blocks inside one optimizer step for a while, as a hung collective
 would, so that an operator rehearses the heartbeat alert (``alerts.no_step_s``), the stack
 collection and the hang recovery (``restart.hang_s``). Performed by the trainer
-(``engine.trainer.chaos_performers.hang``)."""
+(``engine.trainer.chaos.performers.hang``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Memory chaos: ballast held on the training device, its release, and an out-of-memory
-error in a step (performed by the trainer: ``engine.trainer.chaos_performers.memory``)."""
+error in a step (performed by the trainer: ``engine.trainer.chaos.performers.memory``)."""
 
 from __future__ import annotations
 

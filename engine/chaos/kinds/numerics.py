@@ -1,5 +1,5 @@
 """Numerics chaos: a NaN (or inf) loss, an fp16 overflow burst, a loss spike (performed by
-the trainer: ``engine.trainer.chaos_performers.numerics``). Each is recovered at the first
+the trainer: ``engine.trainer.chaos.performers.numerics``). Each is recovered at the first
 step after it with a finite loss and no overflow."""
 
 from __future__ import annotations

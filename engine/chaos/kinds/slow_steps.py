@@ -1,5 +1,5 @@
 """Slow steps: added latency with jitter, on every rank or on one straggler (performed by
-the trainer: ``engine.trainer.chaos_performers.slow_steps``).
+the trainer: ``engine.trainer.chaos.performers.slow_steps``).
 
 By default the latency is relative: each slowed step takes about ``factor`` times the step
 before the injection, so the rehearsal means the same on any model. A fixed 0.2 s was 10x a
