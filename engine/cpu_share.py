@@ -5,7 +5,7 @@ give each rank its share under torchrun (which otherwise pins every rank to 1 th
 trainer to size torch's intra-op pool.
 
 The supervisor and the console do not reserve a core: they run at a lower priority instead
-(see ``engine.supervisor.trainer_launcher``), so training gets every core whenever it wants one.
+(see ``engine.supervisor.trainers.trainer_launcher``), so training gets every core whenever it wants one.
 """
 
 from __future__ import annotations

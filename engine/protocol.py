@@ -327,7 +327,7 @@ class TrainerCommand(_Message):
 
 class CoreShare(_Message):
     """Supervisor -> trainer: from the next optimizer-step boundary, leave ``cores`` of the
-    host's cores to the supervisor's own CPU work (``engine.supervisor.core_loans`` says which
+    host's cores to the supervisor's own CPU work (``engine.supervisor.trainers.core_loans`` says which
     and why); 0 gives training every core again. A trainer on a GPU ignores it."""
 
     kind: Literal["core_share"] = "core_share"

@@ -319,7 +319,7 @@ def request_once(socket_path: Path | str, message: Request, timeout: float = 10.
 
 SOCKET_BACK_S = 5.0
 """Seconds a one-shot request waits for the socket of a live supervisor to be bound again
-(deleted from under it: the supervisor looks every 2 s, ``engine.supervisor.connections``)."""
+(deleted from under it: the supervisor looks every 2 s, ``engine.supervisor.channel.connections``)."""
 
 
 async def _connect_once(client: EngineClient, socket_path: Path, timeout: float) -> Welcome:

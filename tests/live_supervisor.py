@@ -26,7 +26,7 @@ from engine.config_file import build_run_config
 from engine.protocol import DirectiveView, Ok, Propose
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
-from engine.supervisor.trainer_process import TrainerExit
+from engine.supervisor.trainers.trainer_process import TrainerExit
 from memtui.client import Request, _request_once, new_request_id
 from tests.waiting import until
 

@@ -24,8 +24,8 @@ from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import STANDBY_FLAG
 from engine.run.store import Store
-from engine.supervisor.spare_launch import STANDBY_CMD_ENV
-from engine.supervisor.trainer_process import TRAINER_CMD_ENV
+from engine.supervisor.trainers.spare_launch import STANDBY_CMD_ENV
+from engine.supervisor.trainers.trainer_process import TRAINER_CMD_ENV
 from memtui.cli.runs.endurance_driver import kill_tree, look
 from tests.waiting import wait_for
 

@@ -2,7 +2,7 @@
 kind, in menu order, and what every side builds from it.
 
 Adding a kind is its contract module in ``engine/chaos/kinds/`` and its performer module
-(``engine/trainer/chaos/performers/`` or ``engine/supervisor/chaos_performers/``): both are
+(``engine/trainer/chaos/performers/`` or ``engine/supervisor/chaos/performers/``): both are
 found by importing every module of their package (``import_all``), so no list names them.
 The wire's request union (``ChaosRequest``, one discriminated model per kind), the specs a
 console builds its form from (``chaos_specs``) and a shell's loose values (``parse_request``,

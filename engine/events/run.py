@@ -101,7 +101,7 @@ class TrainerLaunched(Payload):
     """The attempt was handed to the waiting spare (``restart.standby``): no cold start."""
     head_start: bool = False
     """The attempt was handed to the spare its supervisor started with itself
-    (``engine.supervisor.spare_launch``): a cold start, begun before the supervisor was ready."""
+    (``engine.supervisor.trainers.spare_launch``): a cold start, begun before the supervisor was ready."""
 
 
 class TrainerLaunchFailed(Payload):

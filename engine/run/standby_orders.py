@@ -20,7 +20,7 @@ READY = b"ready\n"
 
 HEAD_START_ENV = "MEMTUI_HEAD_START"
 """Set (to 1) for the spare a supervisor starts for its own first attempt: nothing trains
-yet, so it warms up at the trainer's priority, not aside (``engine.supervisor.spare_launch``)."""
+yet, so it warms up at the trainer's priority, not aside (``engine.supervisor.trainers.spare_launch``)."""
 
 PARENT_ENV = "MEMTUI_SPARE_PARENT"
 """The pid of the supervisor that started the spare. The spare asks the kernel to kill it

@@ -52,27 +52,27 @@ from engine.run.status import (
 )
 from engine.run.store import Store
 from engine.run.throughput import ThroughputTally, throughput_or_none
-from engine.supervisor import chaos
 from engine.supervisor import supervisor_parts as parts
-from engine.supervisor.attempts import Attempts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
-from engine.supervisor.checkpoint_watch import CheckpointWatch
-from engine.supervisor.connections import ConnectionServer
-from engine.supervisor.consoles import Consoles
-from engine.supervisor.core_loans import CoreLoans
-from engine.supervisor.hang_recovery import HangRecovery
-from engine.supervisor.health_feed import HealthFeed
+from engine.supervisor.channel.connections import ConnectionServer
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.channel.served import DirectiveRequest
+from engine.supervisor.channel.trainer_link import TrainerSeat
+from engine.supervisor.chaos import desk as chaos
+from engine.supervisor.hangs.hang_recovery import HangRecovery
+from engine.supervisor.intake.checkpoint_watch import CheckpointWatch
+from engine.supervisor.intake.health_feed import HealthFeed
+from engine.supervisor.intake.run_progress import RunProgress
+from engine.supervisor.intake.spool_intake import outlast_orphan, take_in
+from engine.supervisor.intake.trainer_reports import TrainerReports
 from engine.supervisor.journal import Journal
-from engine.supervisor.metrics_endpoint import serve_metrics
-from engine.supervisor.rendezvous_watch import RendezvousWatch, rendezvous_watch
-from engine.supervisor.run_progress import RunProgress
-from engine.supervisor.served import DirectiveRequest
-from engine.supervisor.spool_intake import outlast_orphan, take_in
+from engine.supervisor.metrics.metrics_endpoint import serve_metrics
+from engine.supervisor.rendezvous.rendezvous_watch import RendezvousWatch, rendezvous_watch
 from engine.supervisor.stop_signals import install_stop_signals
 from engine.supervisor.storage_outage import StorageOutage
-from engine.supervisor.trainer_link import TrainerSeat
-from engine.supervisor.trainer_process import TrainerExit, ending
-from engine.supervisor.trainer_reports import TrainerReports
+from engine.supervisor.trainers.attempts import Attempts
+from engine.supervisor.trainers.core_loans import CoreLoans
+from engine.supervisor.trainers.trainer_process import TrainerExit, ending
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from engine.run.directory import RunDir
 from engine.run.ownership import recorded_owner
 from engine.supervisor.log_output import log_to
-from engine.supervisor.spare_launch import head_start
-from engine.supervisor.trainer_launcher import lower_supervisor_priority
-from engine.supervisor.trainer_process import kill_group
+from engine.supervisor.trainers.spare_launch import head_start
+from engine.supervisor.trainers.trainer_launcher import lower_supervisor_priority
+from engine.supervisor.trainers.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from engine.domain import TERMINAL_STATES, Event, RunState, Severity
 from engine.events import PauseKept, Payload, RunEnded, RunStarted, StateChanged
 from engine.run.meta import RunMeta
 from engine.run.store import Store
-from engine.supervisor.consoles import Consoles
+from engine.supervisor.channel.consoles import Consoles
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from engine.config import StorageConfig
 from engine.domain import Severity
 from engine.events import STORAGE_RULE
 from engine.run.store import Store
-from engine.supervisor.attempts import Attempts
+from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)
 

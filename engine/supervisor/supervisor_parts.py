@@ -23,18 +23,18 @@ from engine.doctor.examiner import ops_required_by
 from engine.domain import TelemetrySample
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
-from engine.supervisor.attempts import Attempts
-from engine.supervisor.chaos import ChaosDesk
-from engine.supervisor.core_loans import CoreLoans
-from engine.supervisor.hang_recovery import HangRecovery
-from engine.supervisor.health_feed import HealthFeed
+from engine.supervisor.channel.trainer_link import TrainerSeat
+from engine.supervisor.chaos.desk import ChaosDesk
+from engine.supervisor.hangs.hang_recovery import HangRecovery
+from engine.supervisor.intake.health_feed import HealthFeed
+from engine.supervisor.intake.trainer_reports import StepConsumer
 from engine.supervisor.journal import Journal
-from engine.supervisor.rendezvous_watch import RendezvousWatch
-from engine.supervisor.rollback_restart import RollbackDesk
-from engine.supervisor.standby import standby_for
-from engine.supervisor.trainer_link import TrainerSeat
-from engine.supervisor.trainer_process import Placement, default_trainer_command
-from engine.supervisor.trainer_reports import StepConsumer
+from engine.supervisor.rendezvous.rendezvous_watch import RendezvousWatch
+from engine.supervisor.trainers.attempts import Attempts
+from engine.supervisor.trainers.core_loans import CoreLoans
+from engine.supervisor.trainers.rollback_restart import RollbackDesk
+from engine.supervisor.trainers.standby import standby_for
+from engine.supervisor.trainers.trainer_process import Placement, default_trainer_command
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A standby trainer's wait: warm up, say ready, take one attempt's orders, become it.
 
 The supervisor starts ``python -m engine.trainer --standby RUN_DIR`` ahead of any restart (see
-``engine.supervisor.standby``). While it waits it dies with the supervisor
+``engine.supervisor.trainers.standby``). While it waits it dies with the supervisor
 (``PR_SET_PDEATHSIG``): a spare never outlives its run. Once it has its orders it is an
 ordinary trainer: it outlives the supervisor as a cold one does, its stdin is /dev/null
 and its stdout and stderr go to the attempt's log. Torch-free itself (the warm-up is the

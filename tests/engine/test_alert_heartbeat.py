@@ -12,7 +12,7 @@ import pytest
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.supervisor.stack_collection import is_stopped
+from engine.supervisor.hangs.stack_collection import is_stopped
 from tests.waiting import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -17,7 +17,7 @@ from engine.events import (
     CheckpointSaved,
     Payload,
 )
-from engine.supervisor.chaos_recovery import Pending, RecoveryTracker
+from engine.supervisor.chaos.recovery import Pending, RecoveryTracker
 
 T0 = 1000.0  # s: the injection's time
 

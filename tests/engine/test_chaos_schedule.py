@@ -7,7 +7,7 @@ from itertools import islice
 
 from engine.chaos.config import ChaosConfig
 from engine.chaos.table import KINDS
-from engine.supervisor.chaos_schedule import next_after, schedule
+from engine.supervisor.chaos.schedule import next_after, schedule
 
 
 def drawn(config: ChaosConfig, n: int) -> list[tuple[int, str]]:

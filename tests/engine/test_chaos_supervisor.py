@@ -24,7 +24,7 @@ from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
 from engine.protocol import Chaos
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor.chaos_schedule import schedule
+from engine.supervisor.chaos.schedule import schedule
 from tests.engine.checkpoint_samples import FIELDS, writer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]

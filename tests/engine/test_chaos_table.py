@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from engine.chaos.config import ChaosConfig
 from engine.chaos.kind import ChaosKind, Pending
 from engine.chaos.table import KINDS, chaos_specs, parse_request, values_of
-from engine.supervisor.chaos import advertised
-from engine.supervisor.chaos_performer import TO_THE_TRAINER, performers
+from engine.supervisor.chaos.desk import advertised
+from engine.supervisor.chaos.performer import TO_THE_TRAINER, performers
 from memtui.chaos.chaos_phrases import depends_on_the_run, what_happens
 from memtui.run_facts import RunFacts
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SIGNALS = ("step_shows", "event_shows", "applied_shows", "settled")
 KIND_HOMES = (
     "engine/chaos/kinds/",
-    "engine/supervisor/chaos_performers/",
+    "engine/supervisor/chaos/performers/",
     "engine/trainer/chaos/performers/",
 )
 """Where a kind may be named: its contract and its performer."""
@@ -31,7 +31,7 @@ NOT_CHAOS = {
     ("engine/trainer/memory/adaptive_memory.py", "oom"): "a memory adaptation's kind",
     ("engine/trainer/memory/adaptation_events.py", "oom"): "a memory adaptation's kind",
     ("engine/memory/controller.py", "oom"): "a memory adaptation's kind",
-    ("engine/supervisor/trainer_reports.py", "oom"): "a memory adaptation's kind",
+    ("engine/supervisor/intake/trainer_reports.py", "oom"): "a memory adaptation's kind",
     ("engine/run/oom_files.py", "oom"): "a directory's name",
     ("engine/run/endurance_report.py", "kill"): "an old store's ``kill_trainer`` chaos, read as kill",
     ("engine/run/endurance_report.py", "oom"): "a memory adaptation's kind",

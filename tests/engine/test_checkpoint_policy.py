@@ -11,7 +11,7 @@ from engine.checkpoints.manifest import Verdict
 from engine.checkpoints.selection import plan_resume, save_due, select_newest_verified, space_needed, to_prune
 from engine.config import RestartConfig
 from engine.domain import EXIT_NO_CHECKPOINT
-from engine.supervisor.restart_policy import AttemptEnd, backoff_s, decide
+from engine.supervisor.trainers.restart_policy import AttemptEnd, backoff_s, decide
 
 
 def verdict(step: int, problem: str | None = None) -> Verdict:

@@ -6,7 +6,7 @@ import asyncio
 
 from engine.domain import Event, TelemetrySample
 from engine.protocol import PROTOCOL_VERSION, EventMessage, Hello, Telemetry, decode_server
-from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.channel.console_outbox import ConsoleClient
 from tests.waiting import until
 
 

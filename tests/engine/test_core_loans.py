@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.protocol import CoreShare
-from engine.supervisor.core_loans import CoreLoans
-from engine.supervisor.trainer_link import TrainerSeat
+from engine.supervisor.channel.trainer_link import TrainerSeat
+from engine.supervisor.trainers.core_loans import CoreLoans
 
 
 class Seat(TrainerSeat):

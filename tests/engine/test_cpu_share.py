@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from engine.cpu_share import threads_per_rank, usable_cores, user_threads
-from engine.supervisor.trainer_process import trainer_environment
+from engine.supervisor.trainers.trainer_process import trainer_environment
 
 
 def test_every_core_goes_to_one_rank_and_is_divided_between_several() -> None:

@@ -14,8 +14,8 @@ from engine.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.run.status import offline_status, save_report
 from engine.run.store import Store
-from engine.supervisor.hang_clock import HANG_FLOOR_S, HANG_STEP_FACTOR, HangClock
-from engine.supervisor.restart_policy import AttemptEnd, decide
+from engine.supervisor.hangs.hang_clock import HANG_FLOOR_S, HANG_STEP_FACTOR, HangClock
+from engine.supervisor.trainers.restart_policy import AttemptEnd, decide
 from memtui.cli.runs.ending_report import exit_code
 
 pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds

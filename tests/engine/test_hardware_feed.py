@@ -14,7 +14,7 @@ from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Hello, decode_server
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.channel.console_outbox import ConsoleClient
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)

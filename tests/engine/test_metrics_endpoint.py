@@ -25,8 +25,8 @@ from engine.eval_summary import EvalSummary
 from engine.events import METRICS_PORT_RULE, AlertRaised, CheckpointSaved
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor.metrics_endpoint import RunCollector
-from engine.supervisor.scrape_figures import LastSave, ScrapeFigures
+from engine.supervisor.metrics.metrics_endpoint import RunCollector
+from engine.supervisor.metrics.scrape_figures import LastSave, ScrapeFigures
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -15,7 +15,11 @@ from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import follower_leader, read_node_outcome, write_node_outcome
 from engine.run.status import offline_status
-from engine.supervisor.trainer_process import STORE_TIMEOUT_MARGIN_S, Placement, default_trainer_command
+from engine.supervisor.trainers.trainer_process import (
+    STORE_TIMEOUT_MARGIN_S,
+    Placement,
+    default_trainer_command,
+)
 from memtui.cli.runs.lifecycle_commands import node_settings
 from memtui.status_report import render_status
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from engine.supervisor.rank_processes import rank_processes
+from engine.supervisor.trainers.rank_processes import rank_processes
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)

@@ -24,12 +24,12 @@ from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import write_node_outcome
 from engine.run.store import Store
-from engine.supervisor.consoles import Consoles
-from engine.supervisor.hang_recovery import HangRecovery
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.hangs.hang_recovery import HangRecovery
 from engine.supervisor.journal import Journal
-from engine.supervisor.rendezvous_sockets import RendezvousSeen
-from engine.supervisor.rendezvous_watch import RendezvousWatch
-from engine.supervisor.trainer_process import Placement, default_trainer_command
+from engine.supervisor.rendezvous.rendezvous_sockets import RendezvousSeen
+from engine.supervisor.rendezvous.rendezvous_watch import RendezvousWatch
+from engine.supervisor.trainers.trainer_process import Placement, default_trainer_command
 from memtui.status_report import render_status
 from tests.waiting import until
 

@@ -19,9 +19,9 @@ from engine.events import DirectiveDecided, DirectiveProposed
 from engine.rollback import RollbackOrder, read_order
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor.consoles import Consoles
+from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.journal import Journal
-from engine.supervisor.rollback_restart import PendingRollback, RollbackDesk
+from engine.supervisor.trainers.rollback_restart import PendingRollback, RollbackDesk
 
 
 def saved(directory: Path, *steps: int) -> None:

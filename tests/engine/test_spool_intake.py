@@ -9,7 +9,7 @@ from engine.protocol import StepReport, TrainerEvent, encode
 from engine.run.directory import RunDir
 from engine.run.report_spool import spool_path, spools
 from engine.run.store import Store
-from engine.supervisor.spool_intake import take_in
+from engine.supervisor.intake.spool_intake import take_in
 from tests.fakes.fake_trainer import sample as fake_sample
 
 

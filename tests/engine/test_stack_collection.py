@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.run.stack_files import diagnosis_files, innermost_frame, live_stack_files
-from engine.supervisor.stack_collection import collect_stacks, is_stopped
+from engine.supervisor.hangs.stack_collection import collect_stacks, is_stopped
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)

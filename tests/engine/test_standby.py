@@ -17,8 +17,13 @@ from engine.config import RestartConfig, RunConfig
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import HEAD_START_ENV, STANDBY_FLAG, StandbyOrders
 from engine.run.store import Store
-from engine.supervisor.spare_launch import STANDBY_CMD_ENV, default_standby_command, head_start, spare_command
-from engine.supervisor.trainer_process import TRAINER_CMD_ENV
+from engine.supervisor.trainers.spare_launch import (
+    STANDBY_CMD_ENV,
+    default_standby_command,
+    head_start,
+    spare_command,
+)
+from engine.supervisor.trainers.trainer_process import TRAINER_CMD_ENV
 from engine.trainer.standby import is_standby
 from tests.engine.conftest import FAKE_TRAINER_CMD
 
@@ -197,7 +202,7 @@ class _Proc:
 def test_a_restart_hands_its_attempt_to_a_spare_ready_or_still_warming(run: RunDir) -> None:
     """Taking a warming spare measured faster than a cold start, quiet and beside busy loops
     (``Standby.take``): each is handed the orders; a dead one is not."""
-    from engine.supervisor import standby as standby_module
+    from engine.supervisor.trainers import standby as standby_module
 
     keeper = standby_module.Standby(run, SPARE_CMD, journal=None)  # type: ignore[arg-type]
     orders = StandbyOrders(["RUN", "--attempt", "2"], "/dev/null")

@@ -17,10 +17,10 @@ from engine.cpu_share import OMP_WAIT_ENV
 from engine.run.directory import RunDir
 from engine.run.standby_orders import HEAD_START_ENV
 from engine.run.store import Store
-from engine.supervisor.consoles import Consoles
+from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.journal import Journal
-from engine.supervisor.standby import Spare, Standby, spare_due, stepping_attempt
-from engine.supervisor.trainer_process import trainer_environment
+from engine.supervisor.trainers.standby import Spare, Standby, spare_due, stepping_attempt
+from engine.supervisor.trainers.trainer_process import trainer_environment
 from engine.trainer.core_share import CoreShare
 from engine.trainer.standby import SPARE_NICE, warm_aside, warm_in_turn
 from tests.engine.planner_samples import sample

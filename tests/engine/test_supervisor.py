@@ -31,10 +31,11 @@ from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.status import offline_status
 from engine.run.store import Store
-from engine.supervisor import peer, trainer_process
-from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.channel import peer
+from engine.supervisor.channel.console_outbox import ConsoleClient
 from engine.supervisor.daemon import Supervisor
-from engine.supervisor.trainer_process import TrainerExit, ending
+from engine.supervisor.trainers import trainer_process
+from engine.supervisor.trainers.trainer_process import TrainerExit, ending
 from tests.fakes.fake_trainer import NO_CONNECT_READY, as_message, started
 
 pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds

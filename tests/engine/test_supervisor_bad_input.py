@@ -25,9 +25,9 @@ from engine.protocol import (
 )
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor import bad_input_log, connections
-from engine.supervisor.bad_input_log import FULL_LINES, BadInputLog, LogBudget
-from engine.supervisor.peer import PeerCredentials
+from engine.supervisor.channel import bad_input_log, connections
+from engine.supervisor.channel.bad_input_log import FULL_LINES, BadInputLog, LogBudget
+from engine.supervisor.channel.peer import PeerCredentials
 from tests.engine.test_supervisor import _fake_sample, kind
 
 pytestmark = pytest.mark.timeout(120)

@@ -17,12 +17,12 @@ from engine.domain import Event
 from engine.events import MemoryAdapted, StateChanged, TrainerStarted
 from engine.protocol import TrainerEvent
 from engine.run.directory import RunDir
-from engine.supervisor.chaos import ChaosDesk
+from engine.supervisor.chaos.desk import ChaosDesk
 from engine.supervisor.daemon import Supervisor
-from engine.supervisor.hang_recovery import HangRecovery
-from engine.supervisor.rollback_restart import RollbackDesk
-from engine.supervisor.run_progress import RunProgress
-from engine.supervisor.trainer_reports import TrainerReports
+from engine.supervisor.hangs.hang_recovery import HangRecovery
+from engine.supervisor.intake.run_progress import RunProgress
+from engine.supervisor.intake.trainer_reports import TrainerReports
+from engine.supervisor.trainers.rollback_restart import RollbackDesk
 from tests.engine.planner_samples import sample
 
 STEP_CONSUMERS = [

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.supervisor import trainer_launcher
-from engine.supervisor.trainer_launcher import launch
+from engine.supervisor.trainers import trainer_launcher
+from engine.supervisor.trainers.trainer_launcher import launch
 from tests.waiting import until
 
 pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)

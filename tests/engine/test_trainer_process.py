@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.supervisor.trainer_process import geometry_note
+from engine.supervisor.trainers.trainer_process import geometry_note
 
 
 def test_the_note_of_this_attempt_is_read_and_an_older_one_is_not(home: Path) -> None:

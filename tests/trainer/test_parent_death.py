@@ -16,7 +16,7 @@ from trainer_harness import make_run
 
 from engine.domain import STACK_DUMP_SIGNAL
 from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, READY
-from engine.supervisor.spare_launch import spare_environment, spare_popen
+from engine.supervisor.trainers.spare_launch import spare_environment, spare_popen
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow  # starts processes

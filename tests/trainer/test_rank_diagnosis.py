@@ -23,8 +23,8 @@ from trainer_harness import REPO_ROOT, make_run, wait_while_alive
 from engine.domain import Event
 from engine.run.directory import RunDir
 from engine.run.store import Store
-from engine.supervisor.rank_processes import rank_processes
-from engine.supervisor.stack_collection import is_stopped
+from engine.supervisor.hangs.stack_collection import is_stopped
+from engine.supervisor.trainers.rank_processes import rank_processes
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 

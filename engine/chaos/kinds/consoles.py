@@ -1,5 +1,5 @@
 """Every console connection dropped (performed by the supervisor, which decides its
-verdict: ``engine.supervisor.chaos_performers.consoles``)."""
+verdict: ``engine.supervisor.chaos.performers.consoles``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Bytes flipped in the newest verified checkpoint (performed by the supervisor:
-``engine.supervisor.chaos_performers.corrupt_checkpoint``)."""
+``engine.supervisor.chaos.performers.corrupt_checkpoint``)."""
 
 from __future__ import annotations
 

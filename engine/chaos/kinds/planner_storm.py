@@ -1,5 +1,5 @@
 """A hostile planner storm (performed by the supervisor, which decides its verdict:
-``engine.supervisor.chaos_performers.planner_storm``)."""
+``engine.supervisor.chaos.performers.planner_storm``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The trainer's process ended from outside: SIGKILL, or a preempting host's SIGTERM
-(performed by the supervisor: ``engine.supervisor.chaos_performers.processes``). Both are
+(performed by the supervisor: ``engine.supervisor.chaos.performers.processes``). Both are
 recovered when a newer attempt reports a step."""
 
 from __future__ import annotations

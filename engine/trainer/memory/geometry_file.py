@@ -5,7 +5,7 @@ atomically. The micro-batch in use and the controller's measured history (sample
 micro-batch, recent failures: ``SizeHistory.as_json``) are written at each geometry change
 and every ``HISTORY_EVERY`` steps by rank 0; ``reason`` only when an OOM ends the attempt
 (ZeRO-3, several ranks, the smallest micro-batch: the supervisor reports it as that
-attempt's end, engine/supervisor/trainer_process.py), not for a window redone in place.
+attempt's end, engine/supervisor/trainers/trainer_process.py), not for a window redone in place.
 
 The file sits in the run directory, or in the shared checkpoint directory with several
 nodes (``RunDir.geometry_file``), so every rank of the next attempt starts alike.

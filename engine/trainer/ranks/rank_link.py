@@ -57,7 +57,7 @@ class RankLink(_EventSender):
         """The same chaos requests on every rank, in the same order."""
 
     cores_for_others = 0
-    """Several ranks keep no spare trainer (``engine.supervisor.standby``): nothing to share."""
+    """Several ranks keep no spare trainer (``engine.supervisor.trainers.standby``): nothing to share."""
 
     @property
     def stop_reason(self) -> str:

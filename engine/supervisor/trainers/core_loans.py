@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from engine.protocol import CoreShare
-from engine.supervisor.trainer_link import TrainerSeat
+from engine.supervisor.channel.trainer_link import TrainerSeat
 
 log = logging.getLogger(__name__)
 

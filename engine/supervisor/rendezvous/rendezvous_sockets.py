@@ -15,7 +15,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from engine.supervisor.rank_processes import rank_processes
+from engine.supervisor.trainers.rank_processes import rank_processes
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pydantic import BaseModel
 
 from engine.protocol import ClientMessage, Error, LineTooLong, ProtocolError, decode_client, encode, read_line
-from engine.supervisor.bad_input_log import BadInputLog
+from engine.supervisor.channel.bad_input_log import BadInputLog
 
 
 async def decoded_lines(

@@ -6,7 +6,7 @@ about a second importing its own parts, opening the store and listening before i
 its first trainer, and that trainer then spends seconds importing torch and DeepSpeed. The
 two need not wait for each other: once ``python -m engine supervise`` has read the run's
 config, and before it imports the rest of itself, it starts the spare that
-``engine.supervisor.standby`` would keep (``head_start``). It warms up at the trainer's
+``engine.supervisor.trainers.standby`` would keep (``head_start``). It warms up at the trainer's
 priority (nothing trains yet, so it takes no core from anyone; ``HEAD_START_ENV``), the
 standby adopts it, and the first attempt is handed to it as a restart is to a waiting spare.
 
@@ -30,7 +30,7 @@ from engine.config import RunConfig
 from engine.config_file import ConfigError
 from engine.run.directory import RunDir
 from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, STANDBY_FLAG
-from engine.supervisor.trainer_process import TRAINER_CMD_ENV, trainer_environment
+from engine.supervisor.trainers.trainer_process import TRAINER_CMD_ENV, trainer_environment
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def default_standby_command(
 def spare_command(config: RunConfig, custom_trainer: bool) -> list[str] | None:
     """The command of the run's spares, or None where the run keeps none: ``restart.standby``
     off, several ranks or nodes (their processes are torchrun's, started after the
-    rendezvous: ``engine.supervisor.standby``), or no spare command."""
+    rendezvous: ``engine.supervisor.trainers.standby``), or no spare command."""
     train = config.train
     if not config.restart.standby or train.ranks > 1 or train.nodes > 1:
         return None

@@ -1,5 +1,5 @@
 """Who carries out a chaos kind in the supervisor: one ``SupervisorPerformer`` per kind the
-supervisor does itself (a module of ``engine.supervisor.chaos_performers``), and one that
+supervisor does itself (a module of ``engine.supervisor.chaos.performers``), and one that
 hands every trainer kind to the trainer as ``InjectChaos``.
 
 A performer first aims (``aim``: what it will act on, or why it cannot now; nothing has
@@ -22,9 +22,9 @@ from engine.directives.queue import DirectiveQueue
 from engine.events import ChaosInjected
 from engine.protocol import InjectChaos
 from engine.run.directory import RunDir
-from engine.supervisor.attempts import Attempts
-from engine.supervisor.consoles import Consoles
-from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.channel.trainer_link import TrainerLink
+from engine.supervisor.trainers.attempts import Attempts
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ TO_THE_TRAINER = HandToTheTrainer()
 @functools.cache
 def performers() -> dict[str, SupervisorPerformer]:
     """Kind -> its performer here, in menu order: the kinds this supervisor advertises."""
-    import_all("engine.supervisor.chaos_performers")
+    import_all("engine.supervisor.chaos.performers")
     own = SupervisorPerformer.registry
     return {
         kind: own.get(kind, TO_THE_TRAINER)

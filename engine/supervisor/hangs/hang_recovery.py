@@ -30,10 +30,10 @@ from engine.events import (
     TrainerHung,
 )
 from engine.run.stack_files import STACKS_DIR
-from engine.supervisor.attempts import Attempts
-from engine.supervisor.hang_clock import HangClock
+from engine.supervisor.hangs.hang_clock import HangClock
+from engine.supervisor.hangs.stack_collection import collect_stacks
 from engine.supervisor.journal import Journal
-from engine.supervisor.stack_collection import collect_stacks
+from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import logging
 import signal
 
 from engine.chaos.kind import ChaosKind
-from engine.supervisor.attempts import Attempts
-from engine.supervisor.chaos_performer import Aim, Desk, SupervisorPerformer
-from engine.supervisor.trainer_process import kill_group
+from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
+from engine.supervisor.trainers.attempts import Attempts
+from engine.supervisor.trainers.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
 

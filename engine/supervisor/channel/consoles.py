@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from engine.domain import Event, RunState, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
-from engine.supervisor.console_outbox import ConsoleClient
+from engine.supervisor.channel.console_outbox import ConsoleClient
 
 
 class Consoles:

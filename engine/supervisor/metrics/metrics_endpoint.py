@@ -20,7 +20,7 @@ from typing import Any
 from engine.alerts.rules import Alert
 from engine.events import METRICS_PORT_RULE
 from engine.metrics_config import MetricsConfig
-from engine.supervisor.scrape_figures import FiguresSource, ScrapeFigures, gather
+from engine.supervisor.metrics.scrape_figures import FiguresSource, ScrapeFigures, gather
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class RunCollector:
         self._take = take
 
     def collect(self) -> Iterable[Any]:
-        from engine.supervisor.metrics_families import families  # needs prometheus_client
+        from engine.supervisor.metrics.metrics_families import families  # needs prometheus_client
 
         return families(self._take())
 

@@ -6,7 +6,7 @@ why, changing and storing nothing, when it cannot be done now: the run is stoppi
 ended, or its performer cannot aim (no trainer runs, no verified checkpoint exists, ...).
 Otherwise ``chaos_injected`` is stored (chaos id, kind, parameters with defaults, source,
 newest step, the pid or file acted on), and then its performer acts
-(``engine.supervisor.chaos_performer``: the supervisor's own kinds in
+(``engine.supervisor.chaos.performer``: the supervisor's own kinds in
 ``chaos_performers/``, every trainer kind sent to the trainer as ``InjectChaos``; it says
 ``chaos_applied`` when one takes effect at a step boundary).
 
@@ -34,13 +34,13 @@ from engine.domain import Event, Severity, TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered
 from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
-from engine.supervisor.attempts import Attempts
-from engine.supervisor.chaos_performer import Aim, performers
-from engine.supervisor.chaos_recovery import Pending, RecoveryTracker
-from engine.supervisor.chaos_schedule import Scheduled, schedule
-from engine.supervisor.consoles import Consoles
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.channel.trainer_link import TrainerLink
+from engine.supervisor.chaos.performer import Aim, performers
+from engine.supervisor.chaos.recovery import Pending, RecoveryTracker
+from engine.supervisor.chaos.schedule import Scheduled, schedule
 from engine.supervisor.journal import Journal
-from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)
 

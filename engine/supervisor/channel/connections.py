@@ -56,13 +56,13 @@ from engine.protocol import (
     read_line,
 )
 from engine.run.store import Store
-from engine.supervisor import peer
-from engine.supervisor.bad_input_log import BadInputLog, LogBudget
-from engine.supervisor.console_outbox import ConsoleClient
-from engine.supervisor.consoles import Consoles
-from engine.supervisor.peer_lines import decoded_lines, refuse, say_and_close
-from engine.supervisor.served import DirectiveRequest, ReportOwner, Served
-from engine.supervisor.trainer_link import TrainerLink, TrainerSeat
+from engine.supervisor.channel import peer
+from engine.supervisor.channel.bad_input_log import BadInputLog, LogBudget
+from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.channel.peer_lines import decoded_lines, refuse, say_and_close
+from engine.supervisor.channel.served import DirectiveRequest, ReportOwner, Served
+from engine.supervisor.channel.trainer_link import TrainerLink, TrainerSeat
 from engine.wire_json import shorten
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ replay); its verdict is how many were closed."""
 from __future__ import annotations
 
 from engine.chaos.kind import ChaosKind
-from engine.supervisor.chaos_performer import Aim, Desk, SupervisorPerformer
+from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 
 CONSOLE_DRAIN_S = 1.0  # s consoles get to receive what is queued before they are dropped
 

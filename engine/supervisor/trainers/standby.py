@@ -49,9 +49,9 @@ from engine.events import StandbyLost, StandbyReady, StartupPhase
 from engine.run.directory import RunDir
 from engine.run.standby_orders import READY, StandbyOrders
 from engine.supervisor.journal import Journal
-from engine.supervisor.spare_launch import spare_command, spare_environment, spare_popen
-from engine.supervisor.trainer_launcher import LaunchedProcess, fork
-from engine.supervisor.trainer_process import kill_group
+from engine.supervisor.trainers.spare_launch import spare_command, spare_environment, spare_popen
+from engine.supervisor.trainers.trainer_launcher import LaunchedProcess, fork
+from engine.supervisor.trainers.trainer_process import kill_group
 
 log = logging.getLogger(__name__)
 

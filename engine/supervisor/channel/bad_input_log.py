@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from engine.supervisor.peer import PeerCredentials
+from engine.supervisor.channel.peer import PeerCredentials
 
 log = logging.getLogger(__name__)
 

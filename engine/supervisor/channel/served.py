@@ -10,7 +10,7 @@ from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
 from engine.protocol import Approve, Chaos, Clamp, Error, Ok, Propose, Reject, TrainerEvent
-from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.channel.trainer_link import TrainerLink
 
 DirectiveRequest = Approve | Clamp | Reject | Propose
 

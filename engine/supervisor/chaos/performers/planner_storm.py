@@ -8,8 +8,8 @@ import asyncio
 
 from engine.chaos.kind import ChaosKind
 from engine.chaos.kinds.planner_storm import PlannerStorm
-from engine.supervisor import chaos_acts
-from engine.supervisor.chaos_performer import Aim, Desk, SupervisorPerformer
+from engine.supervisor.chaos import acts as chaos_acts
+from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 
 STORM_SLICE = 50  # hostile directives per slice of a storm (~10 ms of the event loop)
 

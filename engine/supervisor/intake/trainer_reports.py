@@ -33,9 +33,9 @@ from engine.events import (
     payload_of,
 )
 from engine.protocol import TrainerEvent
-from engine.supervisor.attempts import Attempts
+from engine.supervisor.channel.trainer_link import TrainerLink
 from engine.supervisor.journal import Journal
-from engine.supervisor.trainer_link import TrainerLink
+from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from engine.events import (
 )
 from engine.rendezvous import rendezvous_id
 from engine.run.node_outcome import read_node_outcome
-from engine.supervisor.attempts import Attempts
 from engine.supervisor.journal import Journal
-from engine.supervisor.rendezvous_sockets import RendezvousSeen, look
+from engine.supervisor.rendezvous.rendezvous_sockets import RendezvousSeen, look
+from engine.supervisor.trainers.attempts import Attempts
 
 TICK_S = 1.0  # s between looks at torchrun; a timeout is caught within its limit plus this
 WAITING = "waiting_for_nodes"

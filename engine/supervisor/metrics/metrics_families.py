@@ -18,7 +18,7 @@ from typing import get_args
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from engine.domain import Severity
-from engine.supervisor.scrape_figures import ScrapeFigures
+from engine.supervisor.metrics.scrape_figures import ScrapeFigures
 
 # (metric name, RunStatus field, help) of the run-wide gauges read from the status as they are.
 _STATUS_GAUGES = (

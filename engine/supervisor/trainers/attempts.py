@@ -3,12 +3,12 @@ restarting it after an unasked death, with backoff and a limit.
 
 One attempt is one trainer process (torchrun with several ranks), started in a session of
 its own with its output in ``logs/trainer-<attempt>.log``. When it ends,
-``engine.supervisor.restart_policy.decide`` says whether the run ends or goes on from the
+``engine.supervisor.trainers.restart_policy.decide`` says whether the run ends or goes on from the
 newest verified checkpoint; a restart is announced (``trainer_exited`` then
 ``trainer_restarted`` with the steps it cost) before its backoff. A stop request signals
 the trainer (a command if it is connected, SIGTERM if not) and SIGKILLs its process group
-after the grace. The command line and the endings are ``engine.supervisor.trainer_process``;
-a restart goes to the waiting spare when there is one (``engine.supervisor.standby``).
+after the grace. The command line and the endings are ``engine.supervisor.trainers.trainer_process``;
+a restart goes to the waiting spare when there is one (``engine.supervisor.trainers.standby``).
 Torch-free.
 """
 
@@ -43,23 +43,23 @@ from engine.run.directory import RunDir
 from engine.run.node_outcome import read_node_outcome
 from engine.run.standby_orders import StandbyOrders
 from engine.run.status import save_report
+from engine.supervisor.channel.trainer_link import TrainerLink
 from engine.supervisor.essential_pool import off_loop
-from engine.supervisor.exit_records import record_exit, record_restart
 from engine.supervisor.journal import Journal
-from engine.supervisor.rank_processes import rank_processes
-from engine.supervisor.restart_policy import AttemptEnd, RestartDecision, Streak
-from engine.supervisor.resumption import Resumption
-from engine.supervisor.rollback_restart import PendingRollback, record_rollback
-from engine.supervisor.standby import Spare, Standby
-from engine.supervisor.trainer_launcher import LaunchedProcess, launch
-from engine.supervisor.trainer_link import TrainerLink
-from engine.supervisor.trainer_process import (
+from engine.supervisor.trainers.exit_records import record_exit, record_restart
+from engine.supervisor.trainers.rank_processes import rank_processes
+from engine.supervisor.trainers.restart_policy import AttemptEnd, RestartDecision, Streak
+from engine.supervisor.trainers.resumption import Resumption
+from engine.supervisor.trainers.rollback_restart import PendingRollback, record_rollback
+from engine.supervisor.trainers.standby import Spare, Standby
+from engine.supervisor.trainers.trainer_launcher import LaunchedProcess, launch
+from engine.supervisor.trainers.trainer_process import (
     TrainerExit,
     geometry_note,
     kill_group,
     trainer_environment,
 )
-from engine.supervisor.unannounced_saves import reconcile_saves
+from engine.supervisor.trainers.unannounced_saves import reconcile_saves
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class Attempts:
         self._link = link
         self._latest_step = latest_step
         self.standby = standby
-        """The spare a restart is handed to (``engine.supervisor.standby``); None: always cold."""
+        """The spare a restart is handed to (``engine.supervisor.trainers.standby``); None: always cold."""
         self.resumption = Resumption(journal)
         """Says where a restarted attempt really resumed, once its trainer has loaded."""
         self._fresh_pending = fresh_start  # pass --fresh to the next trainer (once)

@@ -35,7 +35,7 @@ from engine.events import (
     CheckpointRejected,
     CheckpointSaved,
 )
-from engine.supervisor.chaos_performer import performers
+from engine.supervisor.chaos.performer import performers
 
 __all__ = ["Pending", "RecoveryTracker", "pending_of"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from engine.chaos.kind import ChaosKind, Pending
 from engine.checkpoints.catalog import TAG_PATTERN
 from engine.events import ChaosInjected
-from engine.supervisor import chaos_acts
-from engine.supervisor.chaos_performer import Aim, Desk, SupervisorPerformer
+from engine.supervisor.chaos import acts as chaos_acts
+from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 
 
 class CorruptCheckpointPerformer(SupervisorPerformer):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from engine.domain import Severity
 from engine.events import TrainerExited, TrainerRestarted
 from engine.supervisor.journal import Journal
-from engine.supervisor.restart_policy import RestartDecision
-from engine.supervisor.trainer_process import TrainerExit, describe_exit, signal_name
+from engine.supervisor.trainers.restart_policy import RestartDecision
+from engine.supervisor.trainers.trainer_process import TrainerExit, describe_exit, signal_name
 
 
 def record_exit(

@@ -1,0 +1,1 @@
+"""A run over several nodes: each attempt's rendezvous, said, watched and bounded."""
