@@ -88,7 +88,7 @@ OOM_TEXT = "DefaultCPUAllocator: can't allocate memory"  # what accelerate recog
 
 
 def config_for(micro_batch: int, memory: dict[str, Any], setup: str) -> Any:
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
 
     chosen = SETUPS[setup]
     return build_run_config(

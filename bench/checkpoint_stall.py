@@ -29,7 +29,7 @@ DEFAULT_EVERY = 500  # the fixed interval before every_steps = "auto" became the
 
 def one(preset: str, steps: int, every: int, background: bool) -> dict[str, Any]:
     """Train once in this process; the figures as a dict."""
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
     from engine.trainer import loop
     from engine.trainer.link import NullLink

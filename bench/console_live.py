@@ -36,7 +36,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.run.directory import list_runs  # noqa: E402
-from engine.run.store import Store  # noqa: E402
+from engine.run.storage.store import Store  # noqa: E402
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")

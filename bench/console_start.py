@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config_file import build_run_config  # noqa: E402
+from engine.config.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
-from engine.run.store import Store  # noqa: E402
+from engine.run.storage.store import Store  # noqa: E402
 from tests.fakes.run_script import make_event, make_sample  # noqa: E402
 from tests.fakes.scripted_engine import ScriptedEngine, telemetry, welcome_for  # noqa: E402
 

@@ -63,9 +63,9 @@ def parse_args() -> argparse.Namespace:
 def run(raw: dict[str, Any], timeout: float) -> tuple[list[Any], list[Any]]:
     """One run through ``python -m engine supervise``; its (steps, events) from the store
     (the scratch home is removed after)."""
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     home = Path(tempfile.mkdtemp(prefix="mt", dir="/tmp"))
     rundir = RunDir.create(build_run_config(raw), home=home)

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.run.storage.store import Store
+from engine.wire.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
     Hello,
@@ -41,8 +43,6 @@ from engine.protocol import (
     encode,
     read_line,
 )
-from engine.run.directory import RunDir
-from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 BATCH = 500  # proposals written before reading their answers

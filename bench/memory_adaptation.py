@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from engine.config import MemoryConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import MemoryConfig
 from engine.memory.controller import Geometry, Policy
 from engine.trainer import loop
 from engine.trainer.link import NullLink

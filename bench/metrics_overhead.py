@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
+from engine.run.reports.status import offline_status
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 FAKE_TRAINER = CHECKOUT / "tests" / "fakes" / "fake_trainer.py"

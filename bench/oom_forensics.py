@@ -88,7 +88,7 @@ def history_cost(steps: int) -> dict[str, Any]:
 
 def oom_run(cpu: bool, quick: bool, timeout: float) -> dict[str, Any]:
     """A run that runs out of memory once or more; its directory is left for the caller."""
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
 
     preset, budget, micro, steps = ("tiny", 0.55, 128, 2 if quick else 4) if cpu else ("small", 1.0, 256, 6)

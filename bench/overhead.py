@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.cpu_share import SUPERVISOR_NICE
 from engine.trainer import loop
 from engine.trainer.link import SocketLink

@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, PlanRequest, breakdown
 from engine.memory.transformer_shape import TransformerShape, from_hf_config, from_model_config
 from engine.run.directory import RunDir, list_runs
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 MEMTUI = [sys.executable, "-m", "memtui.cli.main"]
 ENDED = ("completed", "failed", "stopped", "interrupted")

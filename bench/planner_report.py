@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.events import DirectiveApplied, DirectiveEffectMeasured, DirectiveProposed
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 
 def report(run_dir: Path) -> dict[str, Any]:

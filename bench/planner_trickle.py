@@ -39,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.config import PolicyConfig  # noqa: E402
-from engine.config_file import build_run_config  # noqa: E402
+from engine.config.config_file import build_run_config  # noqa: E402
+from engine.config.run_config import PolicyConfig  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.supervisor.daemon import Supervisor  # noqa: E402
 from tests.fakes.trickle_endpoint import TrickleEndpoint  # noqa: E402

@@ -45,7 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.domain import TelemetrySample
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.run.storage.store import Store
+from engine.wire.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     STREAM_LIMIT,
@@ -62,8 +64,6 @@ from engine.protocol import (
     encode,
     read_line,
 )
-from engine.run.directory import RunDir
-from engine.run.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 BATCH = 20  # lines a console writes before reading their answers

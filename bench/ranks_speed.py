@@ -26,9 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_once(ranks: int, steps: int, zero_stage: int) -> dict[str, float]:
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     raw = {
         "name": f"speed{ranks}",

@@ -45,7 +45,7 @@ from typing import Any
 
 from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 EVERY = 20  # steps between checkpoints

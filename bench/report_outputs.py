@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config_file import build_run_config  # noqa: E402
+from engine.config.config_file import build_run_config  # noqa: E402
 from engine.domain import TelemetrySample  # noqa: E402
 from engine.events import ChaosInjected, TrainerRestarted  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
-from engine.run.store import Store  # noqa: E402
+from engine.run.storage.store import Store  # noqa: E402
 from memtui.cli.inspection.tensorboard_export import export_tensorboard  # noqa: E402
 from memtui.cli.runs.endurance_commands import read_page  # noqa: E402
 

@@ -25,7 +25,7 @@ from engine.checkpoints.manifest import Verdict, verify_tag
 
 def make_checkpoint(preset: str, root: Path) -> Path:
     """The tag of a 2-step run of ``preset`` under ``root``."""
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
     from engine.trainer import loop
     from engine.trainer.link import NullLink

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.config_file import build_run_config  # noqa: E402
+from engine.config.config_file import build_run_config  # noqa: E402
 from engine.domain import TelemetrySample  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
-from engine.run.endurance_report import endurance_report  # noqa: E402
-from engine.run.store import Store  # noqa: E402
-from engine.run.throughput import ThroughputTally, throughput_of  # noqa: E402
+from engine.run.reports.endurance_report import endurance_report  # noqa: E402
+from engine.run.reports.throughput import ThroughputTally, throughput_of  # noqa: E402
+from engine.run.storage.store import Store  # noqa: E402
 
 
 def _fill(run: RunDir, rows: int, attempts: int) -> None:

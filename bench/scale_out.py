@@ -44,7 +44,7 @@ def free_port() -> int:
 
 
 def run_dirs(setting: str, steps: int, scratch: Path) -> list[Path]:
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from engine.run.directory import RunDir
 
     train = {"global_batch": 16, "zero_stage": 2, "micro_batch": 8}
@@ -67,7 +67,7 @@ def run_dirs(setting: str, steps: int, scratch: Path) -> list[Path]:
 
 def run_setting(setting: str, steps: int) -> dict[str, float]:
     from engine.run.directory import RunDir
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     scratch = Path(tempfile.mkdtemp(prefix="mtsc", dir="/tmp"))
     try:

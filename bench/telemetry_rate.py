@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import protocol  # noqa: E402
-from engine.config_file import build_run_config  # noqa: E402
+from engine.config.config_file import build_run_config  # noqa: E402
 from engine.run.directory import RunDir  # noqa: E402
 from engine.supervisor.daemon import Supervisor  # noqa: E402
+from engine.wire import protocol  # noqa: E402
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "tests" / "fakes" / "fake_trainer.py"
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink

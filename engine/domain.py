@@ -3,18 +3,19 @@
 Torch-free and textual-free: the console, the supervisor and the trainer all read these.
 Every model is strict about unknown keys (``extra="forbid"``), so a typo on the wire is an
 error that names the field instead of a silently ignored value. The run's configuration is
-``engine.config``; reading it from files is ``engine.config_file``.
+``engine.config.run_config``; reading it from files is ``engine.config.config_file``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.eval_summary import EvalSummary
-from engine.memory_scale import MemoryLevel, memory_level, room_share
-from engine.throughput_figures import ThroughputFigures
+from engine.measures.eval_summary import EvalSummary
+from engine.measures.memory_scale import MemoryLevel, memory_level, room_share
+from engine.measures.throughput_figures import ThroughputFigures
 
 Severity = Literal["info", "warning", "critical"]
 RunState = Literal[
@@ -203,7 +204,7 @@ class TelemetrySample(BaseModel):
     exchanged it (every ``train.rank_report_every`` steps) and only when world_size > 1."""
     metrics: dict[str, float] | None = None
     """The workload's own scalars (name -> mean over the step's micro-batches and ranks), as
-    ``engine.user_metrics.MetricScreen`` kept them; None when the workload reported none."""
+    ``engine.measures.user_metrics.MetricScreen`` kept them; None when the workload reported none."""
 
 
 class Event(BaseModel):
@@ -401,3 +402,12 @@ class RunStatus(BaseModel):
     steps; None where the store cannot be read)."""
     startup: StartupStatus | None = None
     """While the current trainer starts (a live supervisor's word): its phase and since when."""
+
+
+def slowest_rank(ranks: Iterable[RankMemory]) -> RankMemory | None:
+    """The rank the others wait for at the gradient collective: the one with the most own
+    time per step (``RankMemory.step_s``, its work up to that collective; the lower rank on
+    a tie). None unless at least two ranks reported one. Read by the console's rank rows and
+    ``memtui status``."""
+    timed = [r for r in ranks if r.step_s is not None]
+    return max(timed, key=lambda r: (r.step_s or 0.0, -r.rank)) if len(timed) > 1 else None

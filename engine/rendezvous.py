@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 
 DERIVED_PREFIX = "memtui-"
 """Derived ids start with this; 12 hex digits of a sha256 follow."""

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload
 
 

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload
 
 CLASSES = 3

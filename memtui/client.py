@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Literal
 
-from engine.protocol import (
+from engine.wire.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
     Approve,

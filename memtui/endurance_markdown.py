@@ -8,7 +8,7 @@ endurance screen share it. Torch-free.
 
 from __future__ import annotations
 
-from engine.run.endurance_report import EnduranceReport
+from engine.run.reports.endurance_report import EnduranceReport
 from memtui.formatting import format_float, format_loss
 
 

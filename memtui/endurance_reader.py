@@ -12,9 +12,9 @@ import threading
 
 from engine.domain import ThroughputFigures
 from engine.run.directory import RunDir
-from engine.run.endurance_report import EnduranceReport, endurance_report
-from engine.run.store import Store, StoreError
-from engine.run.throughput import ThroughputTally
+from engine.run.reports.endurance_report import EnduranceReport, endurance_report
+from engine.run.reports.throughput import ThroughputTally
+from engine.run.storage.store import Store, StoreError
 
 
 class EnduranceReader:

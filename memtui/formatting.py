@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from engine.byte_size import PLACEHOLDER as PLACEHOLDER
-from engine.byte_size import format_bytes as format_bytes
+from engine.measures.byte_size import PLACEHOLDER as PLACEHOLDER
+from engine.measures.byte_size import format_bytes as format_bytes
 
 _SI_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import Event, RunState, TelemetrySample, Thresholds
 from engine.events import EvalCompleted
 from engine.run.directory import RunDir
@@ -93,7 +93,7 @@ def read_stored_run(run: RunDir, *, steps: int, events: int) -> StoredRun:
     """The identity, the state, the stored steps numbered above the newest step minus
     ``steps`` and the newest ``events`` events. An unreadable store still gives the identity
     and the state."""
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     samples, newest, latest_ts, evals = _newest(run.store, steps, events) if run.store.exists() else NOTHING
     return StoredRun(
@@ -113,8 +113,8 @@ NOTHING: Newest = ((), (), None, ())
 def _newest(store_path: Path, steps: int, events: int) -> Newest:
     """(newest samples, newest events, the newest step's ts, every eval); nothing from a
     store that cannot be read."""
-    from engine.run.eval_history import stored_evals
-    from engine.run.store import Store, StoreError
+    from engine.run.reports.eval_history import stored_evals
+    from engine.run.storage.store import Store, StoreError
 
     try:
         with Store(store_path, readonly=True) as store:
@@ -132,7 +132,7 @@ def stored_steps(store_path: Path, since_ts: float | None = None) -> Iterator[St
     """The stored steps from the first one at or after ``since_ts`` (Unix time; None: all),
     streamed in keyset pages of PAGE_ROWS while the block runs: memory stays one page however
     long the run. No store yet: no steps."""
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     if not Path(store_path).exists():
         yield StepStream(0, iter(()))

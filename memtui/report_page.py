@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from engine.run.endurance_report import EnduranceReport
+from engine.run.reports.endurance_report import EnduranceReport
 from memtui.endurance_markdown import render_markdown
 from memtui.run_series import BUCKETS, EVAL_LOSS, MARK_KINDS, RunSeries
 from memtui.svg_chart import Chart, render_chart

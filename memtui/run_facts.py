@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.checkpoints.standing import standing_of
-from engine.config_file import ConfigError
+from engine.config.config_file import ConfigError
 from engine.run.directory import RunDir
 
 

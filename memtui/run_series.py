@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from engine.domain import Event
 from engine.events import DirectiveApplied, MemoryAdapted, RunStarted
-from engine.run.eval_history import stored_evals
-from engine.run.store import Store
+from engine.run.reports.eval_history import stored_evals
+from engine.run.storage.store import Store
 
 BUCKETS = 600
 """Time buckets across the run: at most 2 x BUCKETS points per series, whatever its length."""

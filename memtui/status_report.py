@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.domain import RankMemory, RunStatus
-from engine.rank_pace import slowest_rank
+from engine.domain import RankMemory, RunStatus, slowest_rank
 from memtui.formatting import (
     PLACEHOLDER,
     format_age,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.run.directory import list_runs, pid_alive
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 MEMTUI = shutil.which("memtui", path=str(Path(sys.executable).parent)) or "memtui"
 CHECKOUT = str(Path(__file__).resolve().parents[1])

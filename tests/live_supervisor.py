@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from engine.alerts import watch as alert_watch
-from engine.config_file import build_run_config
-from engine.protocol import DirectiveView, Ok, Propose
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
 from engine.supervisor.trainers.trainer_process import TrainerExit
+from engine.wire.protocol import DirectiveView, Ok, Propose
 from memtui.client import Request, _request_once, new_request_id
 from tests.waiting import until
 

@@ -11,9 +11,9 @@ import pytest
 from cli_harness import MEMTUI, throwaway_home
 from fakes.run_script import make_sample
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from cli_harness import memtui, throwaway_home
 
-from engine.config_file import demo_run_config
+from engine.config.config_file import demo_run_config
 from engine.run.directory import RunDir
 from engine.run.launch import spawn_supervisor, wait_until_serving
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel

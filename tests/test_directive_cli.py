@@ -20,7 +20,7 @@ import pytest
 from cli_harness import memtui, throwaway_home
 
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
+from engine.run.reports.status import offline_status
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

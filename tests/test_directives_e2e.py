@@ -16,7 +16,7 @@ import pytest
 from cli_harness import memtui, throwaway_home
 
 from engine.run.directory import list_runs
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.deepspeed, pytest.mark.timeout(240)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_reference import config_keys, reference_markdown, written_reference
+from engine.config.reference import config_keys, reference_markdown, written_reference
 from engine.directives.planners.reply import parse_reply
 from memtui.cli.chaos_command import chaos_words, checked_request
 from memtui.cli.errors import CliError
@@ -135,7 +135,7 @@ def test_the_planner_reply_example_is_read_as_a_suggestion() -> None:
 
 def test_the_configuration_page_lists_every_key_as_the_models_declare_it() -> None:
     written = written_reference(GUIDE / "configuration.md")
-    assert written == reference_markdown(), "python -m engine.config_reference --write docs/configuration.md"
+    assert written == reference_markdown(), "python -m engine.config.reference --write docs/configuration.md"
     assert all(f"| `{key.name}` |" in written and key.meaning for key in config_keys())
 
 

@@ -97,7 +97,7 @@ def test_detached_run_survives_sighup_and_stops_cleanly(home: Path) -> None:
 
 
 def test_short_run_completes_and_every_step_is_in_the_store(home: Path) -> None:
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     run_id = start_detached(home, "--steps", "40")
     run = RunDir(home / "runs" / run_id)
@@ -231,7 +231,7 @@ def test_console_in_a_terminal_shows_the_run_and_q_only_detaches(home: Path) -> 
 
 def test_the_guide_example_trains_a_user_workload(home: Path) -> None:
     """docs/your-model.md, "Training your own model": examples/sine.toml with examples/sine_workload.py."""
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     config = Path(__file__).resolve().parents[1] / "examples" / "sine.toml"
     started = memtui(home, "run", str(config), "--steps", "120", "--detach")

@@ -16,7 +16,7 @@ from cli_harness import memtui, throwaway_home
 
 from engine.chaos.config import ChaosConfig, default_kinds
 from engine.run.directory import list_runs
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.chaos.schedule import schedule
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]

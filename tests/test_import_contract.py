@@ -37,7 +37,7 @@ PLANTS = {
     # the supervisor, the contract importing a package, the data layer importing the console,
     # a cycle between two siblings
     "memtui/console/chart.py": ("import torch", "memtui never imports torch"),
-    "engine/run/store.py": ("import engine.alerts.rules", "engine layers"),
+    "engine/run/storage/store.py": ("import engine.alerts.rules", "engine layers"),
     "engine/trainer/memory/geometry.py": ("import engine.supervisor.journal", "the trainer imports only"),
     "engine/domain.py": ("import engine.run.directory", "the contract (engine's top level)"),
     "memtui/history.py": ("import memtui.console.run_view", "memtui's data layer"),

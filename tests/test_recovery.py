@@ -24,7 +24,7 @@ from engine.checkpoints.catalog import committed_tags, staging_tags
 from engine.checkpoints.store import SLOW_SAVE_ENV, newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.meta import RunMeta
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]

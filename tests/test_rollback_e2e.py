@@ -21,7 +21,7 @@ from cli_harness import memtui, throwaway_home
 
 from engine.events import ChaosApplied, RolledBack, TrainerResumed
 from engine.run.directory import RunDir, list_runs
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from memtui.console.widgets.directives_panel import DirectivesPanel

@@ -27,7 +27,7 @@ import pytest
 from cli_harness import MEMTUI, cli_environment, memtui, throwaway_home
 
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
+from engine.run.reports.status import offline_status
 from memtui.console.widgets.run_header import CONNECTION_LABELS
 from tests.waiting import wait_for
 

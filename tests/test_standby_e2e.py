@@ -23,7 +23,7 @@ from cli_harness import memtui, throwaway_home
 from engine.checkpoints.store import newest_verified_step
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import STANDBY_FLAG
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.trainers.spare_launch import STANDBY_CMD_ENV
 from engine.supervisor.trainers.trainer_process import TRAINER_CMD_ENV
 from memtui.cli.runs.endurance_driver import kill_tree, look

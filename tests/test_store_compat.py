@@ -13,8 +13,8 @@ from cli_harness import memtui, throwaway_home
 
 from engine.events import PAYLOADS, CheckpointSaved, TrainerRestarted, payload_of
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 from memtui.console.history_view import stored_view
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"

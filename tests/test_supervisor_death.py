@@ -17,9 +17,9 @@ import pytest
 from cli_harness import memtui, throwaway_home
 
 from engine.run.directory import RunDir, pid_alive
-from engine.run.endurance_report import endurance_report
 from engine.run.report_spool import spools
-from engine.run.store import Store
+from engine.run.reports.endurance_report import endurance_report
+from engine.run.storage.store import Store
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e, pytest.mark.timeout(900)]

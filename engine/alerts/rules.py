@@ -20,12 +20,12 @@ from typing import Any, Literal
 
 from engine.alerts.fragmentation import FragmentationCount
 from engine.alerts.straggler import StragglerWatch
-from engine.config import AlertConfig, MemoryConfig
-from engine.disk_space import MiB, byte_size, reserve_bytes
+from engine.config.run_config import AlertConfig, MemoryConfig
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
 from engine.hardware_report import SLOWING_THROTTLES, HardwareSnapshot
-from engine.memory_scale import MemoryLevel, memory_level, room_share
+from engine.measures.disk_space import MiB, byte_size, reserve_bytes
+from engine.measures.memory_scale import MemoryLevel, memory_level, room_share
 
 Transition = Literal["fire", "resolve"]
 

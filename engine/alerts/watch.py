@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.alerts.rules import Alert, AlertRules, restart_resolutions, still_firing
-from engine.config import AlertConfig, MemoryConfig
+from engine.config.run_config import AlertConfig, MemoryConfig
 from engine.doctor.deepspeed_ops import OpSurvey, survey_ops_async
 from engine.doctor.op_survey_record import environment_key, read_record, write_record
 from engine.domain import Event, Severity, TelemetrySample

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from engine.config import RunConfig
-from engine.directive_defaults import run_defaults
+from engine.config.directive_defaults import run_defaults
+from engine.config.run_config import RunConfig
 from engine.directives.policy import MemoryFigures, PolicyContext
 from engine.domain import DirectiveField, DirectiveValue, TelemetrySample
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from engine.directive_effect import DirectiveEffect
 from engine.directives.directive import Directive
 from engine.domain import DirectiveField, DirectiveState, DirectiveValue, Verdict
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 
 def growth_refusal(

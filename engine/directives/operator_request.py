@@ -1,7 +1,7 @@
 """An operator's directive request (approve, clamp, reject, propose), answered by the queue.
 
 A proposal may name fields to ``reset``: each becomes its run default
-(``engine.directive_defaults``), which the policy then judges like any value (an operator's
+(``engine.config.directive_defaults``), which the policy then judges like any value (an operator's
 return to a default may go beyond the bounds; nothing else is waived). Torch-free.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config import RunConfig
-from engine.directive_defaults import run_defaults
+from engine.config.directive_defaults import run_defaults
+from engine.config.run_config import RunConfig
 from engine.directives.directive import DirectiveRefused
 from engine.directives.queue import DirectiveError, DirectiveQueue
-from engine.protocol import Approve, Clamp, Error, Ok, Propose, Reject
+from engine.wire.protocol import Approve, Clamp, Error, Ok, Propose, Reject
 
 
 def reset_values(config: RunConfig, message: Propose) -> dict[str, Any]:

@@ -28,8 +28,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from engine.config import RunConfig
-from engine.directive_defaults import run_defaults
+from engine.config.directive_defaults import run_defaults
+from engine.config.run_config import RunConfig
 from engine.directives.directive import OPERATOR_SOURCE, Directive
 from engine.directives.failed_sizes import growth_refusal
 from engine.directives.risk import added_risk, remedy_note

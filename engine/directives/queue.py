@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.directive_effect import DirectiveEffect
 from engine.directives.context import judging_context
 from engine.directives.directive import Directive, DirectiveRefused, draft, edited_values
@@ -57,7 +57,7 @@ from engine.events import (
     DirectivesRateLimited,
     Recorder,
 )
-from engine.protocol import IN_EFFECT_ID, ApplyDirective, DirectiveView
+from engine.wire.protocol import IN_EFFECT_ID, ApplyDirective, DirectiveView
 
 MAX_KEPT = 1000  # decided directives remembered in memory (the store keeps them all)
 SUMMARY_EVERY_S = 2.0  # s between directives_rate_limited summaries during a flood

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.config import PolicyConfig
+from engine.config.run_config import PolicyConfig
 from engine.rollback import Rollback
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.doctor.deepspeed_ops import OpSurvey, survey_ops
 from engine.doctor.findings import judge, severity_order, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
@@ -163,7 +163,7 @@ def required_ops_of(run_dir: Path | None) -> list[str]:
 def ops_required_by(config: RunConfig) -> list[str]:
     """The DeepSpeed ops a run cannot do without (its optimizer's). Torch-free: the DeepSpeed
     config is a pure function of the run's."""
-    from engine.deepspeed_config import build_deepspeed_config, required_ops
+    from engine.config.deepspeed_config import build_deepspeed_config, required_ops
 
     try:
         return required_ops(build_deepspeed_config(config))

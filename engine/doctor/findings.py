@@ -7,7 +7,6 @@ error: a machine without a GPU or NVML still gets a verdict.
 
 from __future__ import annotations
 
-from engine.disk_space import FreeSpaceThreshold, GiB, MiB, byte_size
 from engine.doctor.gpu_architecture import architecture_findings
 from engine.hardware_report import (
     DiskReport,
@@ -17,6 +16,7 @@ from engine.hardware_report import (
     SoftwareReport,
     Verdict,
 )
+from engine.measures.disk_space import FreeSpaceThreshold, GiB, MiB, byte_size
 
 MIN_FREE_DISK = FreeSpaceThreshold(fraction=0.05, cap_bytes=2 * GiB, floor_bytes=16 * MiB)
 """Free at the run or checkpoint directory below which the run is unhealthy."""

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.doctor.nvml_probe import NvmlLibrary
 from engine.hardware_report import Finding, GpuReport
 

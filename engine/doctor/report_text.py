@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from engine.disk_space import GiB, byte_size
 from engine.hardware_report import (
     DoctorReport,
     InterconnectReport,
     SoftwareReport,
 )
+from engine.measures.disk_space import GiB, byte_size
 
 
 def render_report(report: DoctorReport) -> str:

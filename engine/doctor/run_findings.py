@@ -15,7 +15,7 @@ import sqlite3
 from engine.checkpoints import catalog
 from engine.hardware_report import Finding
 from engine.run.directory import RunDir
-from engine.run.store import Store, StoreError
+from engine.run.storage.store import Store, StoreError
 
 
 def run_findings(run: RunDir) -> list[Finding]:

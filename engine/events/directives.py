@@ -7,7 +7,7 @@ from pydantic import Field
 from engine.directive_effect import DirectiveEffect
 from engine.domain import Verdict
 from engine.events.payload import Payload
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 
 
 class DirectiveRecord(Payload):

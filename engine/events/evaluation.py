@@ -22,7 +22,7 @@ class EvalCompleted(Payload):
     seconds: float
     """Wall seconds the eval held training (rank 0's clock)."""
     metrics: dict[str, float] = Field(default_factory=dict)
-    """The workload's named scalars of the eval, screened (``engine.user_metrics``)."""
+    """The workload's named scalars of the eval, screened (``engine.measures.user_metrics``)."""
 
 
 class EvalSkipped(Payload):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from engine.events.payload import Payload
-from engine.memory_scale import MemoryLevel as Level
+from engine.measures.memory_scale import MemoryLevel as Level
 
 
 class PlannedMemory(BaseModel):

@@ -1,4 +1,4 @@
-"""Warnings about a workload's own scalars (``engine.user_metrics``): a value dropped by the
+"""Warnings about a workload's own scalars (``engine.measures.user_metrics``): a value dropped by the
 screen, or ranks that disagreed on the names. Said once per name and reason; training goes on."""
 
 from __future__ import annotations

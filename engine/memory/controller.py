@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from engine.config import MemoryConfig, TrainConfig
+from engine.config.run_config import MemoryConfig, TrainConfig
+from engine.measures.memory_scale import MemoryLevel as Level
+from engine.measures.memory_scale import memory_level, room_share
 from engine.memory.size_history import SizeHistory
-from engine.memory_scale import MemoryLevel as Level
-from engine.memory_scale import memory_level, room_share
 
 ChangeKind = Literal["shrink", "grow", "throughput", "oom", "request", "resume"]
 

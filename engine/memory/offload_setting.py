@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.model import Offload
 
 DEVICES = ("none", "cpu", "nvme")

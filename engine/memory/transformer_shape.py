@@ -2,7 +2,7 @@
 
 Torch-free and pure: the capacity plan and the MFU figure need the number of parameters
 before (or without) building the model. Two sources: the built-in byte-level model
-(``engine.config.ModelConfig``; ``engine/trainer/workloads/model.py`` builds the same shape, and a
+(``engine.config.run_config.ModelConfig``; ``engine/trainer/workloads/model.py`` builds the same shape, and a
 test holds the two counts equal) and a Hugging Face ``config.json`` (GPT-2 and
 LLaMA-style keys; the caller reads the file, ``from_hf_config`` reads its dict).
 """

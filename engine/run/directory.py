@@ -32,8 +32,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from engine.config import RunConfig
-from engine.config_file import ConfigError, describe_validation
+from engine.config.config_file import ConfigError, describe_validation
+from engine.config.run_config import RunConfig
 from engine.run.durable_file import replace_atomically
 
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes on Linux, NUL included

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import engine
-from engine import protocol
 from engine.run.directory import PRIVATE_FILE, PRIVATE_UMASK, RunDir, pid_alive
 from engine.run.ownership import recorded_owner
+from engine.wire import protocol
 
 LOG_TAIL_BYTES = 4000  # of supervisor.log quoted in a start failure
 POLL_S = 0.05  # between connection attempts

@@ -29,19 +29,18 @@ import subprocess
 from typing import Any
 
 from engine.alerts.watch import AlertWatch
-from engine.config import RunConfig
-from engine.config_file import ConfigError
+from engine.config.config_file import ConfigError
+from engine.config.run_config import RunConfig
 from engine.directives.operator_request import answer_request
 from engine.directives.planners.factory import Planner, build_planner
 from engine.directives.queue import DirectiveQueue
 from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import SocketRestored
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
 from engine.run.meta import RunMeta
 from engine.run.ownership import Ownership, OwnershipRefused
-from engine.run.status import (
+from engine.run.reports.status import (
     RunIdentity,
     compose_status,
     eval_report,
@@ -50,8 +49,8 @@ from engine.run.status import (
     save_report,
     whole_tree_resumes,
 )
-from engine.run.store import Store
-from engine.run.throughput import ThroughputTally, throughput_or_none
+from engine.run.reports.throughput import ThroughputTally, throughput_or_none
+from engine.run.storage.store import Store
 from engine.supervisor import supervisor_parts as parts
 from engine.supervisor.background_tasks import BackgroundTasks, failure_alert
 from engine.supervisor.channel.connections import ConnectionServer
@@ -73,6 +72,7 @@ from engine.supervisor.storage_outage import StorageOutage
 from engine.supervisor.trainers.attempts import Attempts
 from engine.supervisor.trainers.core_loans import CoreLoans
 from engine.supervisor.trainers.trainer_process import TrainerExit, ending
+from engine.wire.protocol import Chaos, Error, Ok
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any
 from engine.domain import TERMINAL_STATES, Event, RunState, Severity
 from engine.events import PauseKept, Payload, RunEnded, RunStarted, StateChanged
 from engine.run.meta import RunMeta
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.channel.consoles import Consoles
 
 log = logging.getLogger(__name__)

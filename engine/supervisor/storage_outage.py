@@ -1,6 +1,6 @@
 """A store that cannot write (a full or failing disk) is a state of the run, not its end.
 
-The store (``engine.run.store``) never raises on a storage fault: it keeps what it was
+The store (``engine.run.storage.store``) never raises on a storage fault: it keeps what it was
 given in its bounded backlog and tells its ``on_fault`` once. From there, ``StorageOutage``:
 
 1. logs it and raises a critical ``alert`` (rule ``storage``), to every console at once
@@ -39,10 +39,10 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.alerts.rules import Alert
-from engine.config import StorageConfig
+from engine.config.run_config import StorageConfig
 from engine.domain import Severity
 from engine.events import STORAGE_RULE
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.directives.failed_sizes import stored_ooms
 from engine.directives.planners.factory import Planner
 from engine.directives.queue import DirectiveQueue

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.rollback import OFFSET_KEY
 from engine.trainer.checkpoints.data_cursor import shifted
 from engine.trainer.training import Training

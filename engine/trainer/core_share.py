@@ -1,5 +1,5 @@
 """Training's intra-op threads while the supervisor asks it to leave cores to other work
-(``engine.protocol.CoreShare``: a spare trainer warming up, the supervisor's DeepSpeed op
+(``engine.wire.protocol.CoreShare``: a spare trainer warming up, the supervisor's DeepSpeed op
 survey; ``engine.supervisor.trainers.core_loans``).
 
 On a CPU host every core is training's (``engine.cpu_share``), and torch's intra-op threads

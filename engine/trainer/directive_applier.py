@@ -3,7 +3,7 @@
 Defence in depth: the supervisor's policy already admitted these values, but the trainer
 re-checks each against the run config's hard bounds (``PolicyConfig``) and refuses what
 lies outside, whatever the socket says, unless it is the field's run default (the way back
-an operator may take: ``engine.directive_defaults``). Where each value goes in DeepSpeed
+an operator may take: ``engine.config.directive_defaults``). Where each value goes in DeepSpeed
 (docs/deepspeed.md, Loss scale):
 
 - ``lr_multiplier``: a factor on the configured schedule, never compounding. A LambdaLR's
@@ -36,12 +36,12 @@ from typing import Any
 
 from torch.optim.lr_scheduler import LambdaLR
 
-from engine.config import RunConfig
-from engine.directive_defaults import run_defaults
+from engine.config.directive_defaults import run_defaults
+from engine.config.run_config import RunConfig
 from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS
 from engine.events import DirectiveApplied
-from engine.protocol import ApplyDirective
 from engine.trainer.lr_schedule import ScaledScheduler
+from engine.wire.protocol import ApplyDirective
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.deepspeed_config import build_deepspeed_config
+from engine.config.run_config import RunConfig
 from engine.cpu_share import threads_per_rank, usable_cores, user_threads
-from engine.deepspeed_config import build_deepspeed_config
 from engine.trainer.deepspeed_compat import allow_cpu_fp16
 from engine.trainer.lr_schedule import warmup_cosine
 from engine.trainer.memory.host_heap import steady_host_heap

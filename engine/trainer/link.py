@@ -26,7 +26,8 @@ from pydantic import BaseModel
 
 from engine.domain import Severity
 from engine.events import Payload
-from engine.protocol import (
+from engine.run.report_spool import RECENT_LINES, SpoolWriter
+from engine.wire.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     ApplyDirective,
@@ -40,7 +41,6 @@ from engine.protocol import (
     decode_server,
     encode,
 )
-from engine.run.report_spool import RECENT_LINES, SpoolWriter
 
 log = logging.getLogger(__name__)
 

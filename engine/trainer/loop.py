@@ -40,14 +40,13 @@ from typing import Any, Literal
 import torch
 
 from engine.checkpoints.sealer import CheckpointSealer
-from engine.config import RunConfig
-from engine.deepspeed_config import build_deepspeed_config
+from engine.config.deepspeed_config import build_deepspeed_config
+from engine.config.run_config import RunConfig
 from engine.events import (
     RunContinued,
     RunPaused,
     TrainerFinished,
 )
-from engine.protocol import StepReport
 from engine.run.directory import RunDir
 from engine.run.flight_recorder import flight_recorder_env
 from engine.trainer.checkpoints import checkpoint
@@ -76,6 +75,7 @@ from engine.trainer.workloads.forward_output import split_output
 from engine.trainer.workloads.hf_workload import hf_workload
 from engine.trainer.workloads.sample_window import for_rank
 from engine.trainer.workloads.workload import BatchFn, load_workload
+from engine.wire.protocol import StepReport
 
 log = logging.getLogger(__name__)
 

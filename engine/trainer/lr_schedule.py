@@ -16,7 +16,7 @@ from typing import Any
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 
 
 def lr_ratio(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:

@@ -4,7 +4,7 @@ each is built, being built by another process, or to be built; and building them
 A default run needs none: memtui's optimizer is torch's AdamW, and the shared-memory op that
 DeepSpeed's CPU backend would compile at start serves inference only, so the trainer declines
 it (``engine.trainer.deepspeed_compat``, gap 3). A user's ``deepspeed_config`` may ask for
-DeepSpeed's own optimizer (``engine.deepspeed_config.required_ops``: ``cpu_adam`` when it is
+DeepSpeed's own optimizer (``engine.config.deepspeed_config.required_ops``: ``cpu_adam`` when it is
 offloaded to the CPU, ``fused_adam`` on a GPU...), which DeepSpeed loads with
 ``torch.utils.cpp_extension.load``: the first time in an environment that compiles it with
 ninja (tens of seconds to minutes) into ``TORCH_EXTENSIONS_DIR/<op>/`` (memtui's cache for this
@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config_file import ConfigError, load_run_config
-from engine.deepspeed_config import build_deepspeed_config, required_ops
+from engine.config.config_file import ConfigError, load_run_config
+from engine.config.deepspeed_config import build_deepspeed_config, required_ops
 from engine.extension_cache import set_extensions_dir
 
 LOCK_FILE = "lock"
@@ -89,7 +89,7 @@ class OpState:
 
 def needed_builders(ds_config: Mapping[str, Any]) -> list[Any]:
     """The op builders ``deepspeed.initialize`` will load for ``ds_config`` here: those its
-    optimizer requires (``engine.deepspeed_config.required_ops``: none for memtui's AdamW,
+    optimizer requires (``engine.config.deepspeed_config.required_ops``: none for memtui's AdamW,
     ``cpu_adam`` for a user's offloaded DeepSpeed Adam...) that DeepSpeed finds compatible.
     The CPU backend's shared-memory op is declined, not loaded
     (``engine.trainer.deepspeed_compat``, gap 3): a default run builds nothing."""

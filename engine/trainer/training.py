@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.checkpoints.sealer import CheckpointSealer
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.model_description import ModelDescription
 from engine.run.directory import RunDir
 from engine.trainer.chaos.injections import ChaosInjections

@@ -43,8 +43,8 @@ sequence_length = int_at_least(1, MAX_SEQ_LEN)
 
 
 def endpoint(text: str) -> str:
-    """An argument type: a rendezvous endpoint ``HOST:PORT`` (``engine.config.endpoint_problem``)."""
-    from engine.config import endpoint_problem
+    """An argument type: a rendezvous endpoint ``HOST:PORT`` (``run_config.endpoint_problem``)."""
+    from engine.config.run_config import endpoint_problem
 
     problem = endpoint_problem(text)
     if problem is not None:

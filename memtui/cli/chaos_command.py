@@ -126,7 +126,7 @@ def _refuse_outside_ranks(run: RunDir, request: ChaosRequest) -> None:
     """A rank past the run's own (its config says how many) is a refused value, exit 2,
     whether or not a supervisor serves the run."""
     from engine.chaos.kind import rank_outside
-    from engine.config_file import ConfigError
+    from engine.config.config_file import ConfigError
 
     try:
         train = run.read_config().train
@@ -139,7 +139,7 @@ def _refuse_outside_ranks(run: RunDir, request: ChaosRequest) -> None:
 
 def inject(run_spec: str | None, request: ChaosRequest, *, as_json: bool) -> int:
     """Send ``Chaos(request)`` to the run's supervisor; print the chaos id and what happens."""
-    from engine.protocol import Chaos
+    from engine.wire.protocol import Chaos
     from memtui.chaos.chaos_phrases import depends_on_the_run, what_happens
     from memtui.chaos.chaos_values import request_values
     from memtui.cli.json_document import print_json

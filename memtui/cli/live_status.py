@@ -18,7 +18,7 @@ def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S, strict: bool = 
         if status is not None:
             return status
     from engine.checkpoints.standing import standing_of
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     return offline_status(run, **standing_of(run.checkpoints).status_fields(), strict=strict)
 
@@ -26,7 +26,7 @@ def fetch_status(run: RunDir, timeout: float = STATUS_TIMEOUT_S, strict: bool = 
 def _ask_supervisor(run: RunDir, timeout: float) -> RunStatus | None:
     from pydantic import ValidationError
 
-    from engine.protocol import Status
+    from engine.wire.protocol import Status
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
     try:

@@ -67,7 +67,7 @@ def store_problem(err: BaseException) -> str | None:
     if isinstance(err, sqlite3.DatabaseError):
         checkpoints = "`memtui checkpoints RUN` lists the checkpoints that verify"
         return f"a run's store cannot be read ({err}); {checkpoints}"
-    store = sys.modules.get("engine.run.store")  # imported by whoever opened a store
+    store = sys.modules.get("engine.run.storage.store")  # imported by whoever opened a store
     return str(err) if store is not None and isinstance(err, store.StoreError) else None
 
 

@@ -26,8 +26,8 @@ from textual.screen import Screen
 
 from engine.chaos.table import KINDS, ChaosKindSpec, ChaosRequest, parse_request
 from engine.domain import TERMINAL_STATES, Event
-from engine.protocol import Chaos, DirectiveView, Error, EventMessage, Ok, Pause, ServerMessage, Welcome
 from engine.run.directory import RunDir
+from engine.wire.protocol import Chaos, DirectiveView, Error, EventMessage, Ok, Pause, ServerMessage, Welcome
 from memtui.chaos.chaos_phrases import depends_on_the_run
 from memtui.client import (
     ConnectionState,

@@ -3,7 +3,7 @@ CLI's formatter too) with the new value highlighted, and ages."""
 
 from __future__ import annotations
 
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.directive_phrases import FIELD_LABELS, changes_text, format_value
 from memtui.formatting import format_duration
 

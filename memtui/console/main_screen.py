@@ -26,8 +26,8 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer
 
-from engine.protocol import TELEMETRY_HZ, DirectiveView
 from engine.run.directory import PRIVATE_DIR, PRIVATE_FILE, RunDir
+from engine.wire.protocol import TELEMETRY_HZ, DirectiveView
 from memtui.console.actions import LISTED, bindings, key_entries
 from memtui.console.messages import RunFiguresRead, WindowRead
 from memtui.console.run_view import RunView

@@ -14,7 +14,7 @@ from textual.markup import escape
 
 from engine.chaos.table import ChaosKindSpec
 from engine.domain import DirectiveField
-from engine.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Propose, Reject, Stop
+from engine.wire.protocol import Approve, Chaos, Clamp, DirectiveView, Ok, Propose, Reject, Stop
 from memtui.chaos.chaos_phrases import what_happens
 from memtui.chaos.chaos_values import describe_values, request_values
 from memtui.client import Request, new_request_id

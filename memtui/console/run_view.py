@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from engine.chaos.table import ChaosKindSpec
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import (
     TERMINAL_STATES,
     Event,
@@ -45,7 +45,7 @@ from engine.events import (
     nodes_met,
 )
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
+from engine.wire.protocol import DirectiveView, EventMessage, Hardware, ServerMessage, Telemetry, Welcome
 from memtui.console.alert_state import KEPT_WITH_ALERTS, critical_after, warning_after
 from memtui.console.series import (
     LIVE_POINTS,

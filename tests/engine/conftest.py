@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from engine import protocol
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.daemon import Supervisor
+from engine.wire import protocol
 from tests.waiting import until
 
 FAKE_TRAINER = Path(__file__).resolve().parents[1] / "fakes" / "fake_trainer.py"

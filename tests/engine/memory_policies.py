@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config import MemoryConfig
+from engine.config.run_config import MemoryConfig
 from engine.memory.controller import Policy
 
 

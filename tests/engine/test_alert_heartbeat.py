@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.hangs.stack_collection import is_stopped
 from tests.waiting import until

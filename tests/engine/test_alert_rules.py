@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from engine.alerts.rules import AlertRules, Latch
-from engine.config import AlertConfig
+from engine.config.run_config import AlertConfig
 from engine.doctor.nvml_probe import probe_gpus
 from engine.domain import TelemetrySample
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport

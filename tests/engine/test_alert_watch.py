@@ -20,11 +20,11 @@ import pytest
 
 from engine.alerts import watch as alert_watch
 from engine.alerts.watch import AlertWatch, run_alert_command
-from engine.config import AlertConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import AlertConfig
 from engine.domain import Event
-from engine.protocol import Propose
 from engine.run.directory import RunDir
+from engine.wire.protocol import Propose
 from tests.fakes.event_log import EventLog
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
 from tests.waiting import until
@@ -380,7 +380,7 @@ async def test_a_restarted_supervisor_closes_the_alerts_its_predecessor_left_fir
 ) -> None:
     """``memtui resume``: the old supervisor died with a heartbeat alert firing; the console's
     alert list must not show it firing forever, and the rules judge afresh."""
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
     from memtui.console.alert_timeline import alert_episodes
 
     with Store(run.store) as store:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from engine.events import TASK_FAILED_RULE, AlertRaised
-from engine.protocol import Stop
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.background_tasks import BackgroundTasks
 from engine.supervisor.log_output import LogOutput
+from engine.wire.protocol import Stop
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,11 +12,11 @@ import pytest
 from engine.chaos.kinds.processes import Kill
 from engine.domain import TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered, StandbyReady
-from engine.protocol import Chaos
-from engine.run.chaos_cost import RestartCost, chaos_cost
 from engine.run.directory import RunDir
-from engine.run.endurance_report import EnduranceReport, endurance_report
-from engine.run.store import Store
+from engine.run.reports.chaos_cost import RestartCost, chaos_cost
+from engine.run.reports.endurance_report import EnduranceReport, endurance_report
+from engine.run.storage.store import Store
+from engine.wire.protocol import Chaos
 from memtui.endurance_markdown import render_markdown
 from tests.engine.test_chaos_supervisor import is_event, running_console
 from tests.waiting import until

@@ -12,8 +12,8 @@ from engine.chaos.config import default_kinds
 from engine.chaos.kinds.hang import DEFAULT_HANG_S, Hang
 from engine.chaos.table import chaos_specs, parse_request
 from engine.events import ChaosRecovered
-from engine.protocol import Chaos
 from engine.supervisor.chaos.recovery import Pending, RecoveryTracker
+from engine.wire.protocol import Chaos
 from memtui.chaos.chaos_phrases import what_happens
 from tests.engine.test_chaos_recovery import applied_by
 from tests.engine.test_chaos_recovery import step as sample

@@ -19,12 +19,12 @@ from engine.chaos.kinds.processes import Kill, Preempt
 from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.checkpoints.manifest import verify_tag
 from engine.checkpoints.store import CheckpointStore
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
-from engine.protocol import Chaos
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.chaos.schedule import schedule
+from engine.wire.protocol import Chaos
 from tests.engine.checkpoint_samples import FIELDS, writer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]

@@ -17,7 +17,7 @@ from engine.checkpoints.cadence import (
     CadenceDecision,
     choose_interval,
 )
-from engine.config import CheckpointConfig
+from engine.config.run_config import CheckpointConfig
 
 BUDGET = 0.01
 BOUNDS = CadenceBounds(max_stall=BUDGET, min_steps=5, max_steps=20_000, keep=3)

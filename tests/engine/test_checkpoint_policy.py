@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from engine.checkpoints.manifest import Verdict
 from engine.checkpoints.selection import plan_resume, save_due, select_newest_verified, space_needed, to_prune
-from engine.config import RestartConfig
+from engine.config.run_config import RestartConfig
 from engine.domain import EXIT_NO_CHECKPOINT
 from engine.supervisor.trainers.restart_policy import AttemptEnd, backoff_s, decide
 

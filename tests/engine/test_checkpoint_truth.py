@@ -14,11 +14,11 @@ from checkpoint_samples import FIELDS, writer
 
 from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint
 from engine.checkpoints.store import CheckpointStore
-from engine.config_file import build_run_config
-from engine.protocol import Chaos, Status
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.endurance_report import endurance_report
-from engine.run.store import Store
+from engine.run.reports.endurance_report import endurance_report
+from engine.run.storage.store import Store
+from engine.wire.protocol import Chaos, Status
 from memtui.cli.live_status import fetch_status, status_from_result
 from memtui.endurance_markdown import figure_rows
 from memtui.status_report import checkpoint_text

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from engine.domain import Event, TelemetrySample
-from engine.protocol import PROTOCOL_VERSION, EventMessage, Hello, Telemetry, decode_server
 from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.wire.protocol import PROTOCOL_VERSION, EventMessage, Hello, Telemetry, decode_server
 from tests.waiting import until
 
 

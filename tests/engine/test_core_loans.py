@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.protocol import CoreShare
 from engine.supervisor.channel.trainer_link import TrainerSeat
 from engine.supervisor.trainers.core_loans import CoreLoans
+from engine.wire.protocol import CoreShare
 
 
 class Seat(TrainerSeat):

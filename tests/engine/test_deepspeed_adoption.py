@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import ConfigError, build_run_config, load_run_config
-from engine.deepspeed_config import build_deepspeed_config
+from engine.config.config_file import ConfigError, build_run_config, load_run_config
+from engine.config.deepspeed_config import build_deepspeed_config
 
 # The ZeRO-3 configuration of the InfiniBand article the project started from, as printed there.
 SEED_ZERO3 = {

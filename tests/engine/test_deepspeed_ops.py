@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
-from engine.deepspeed_config import build_deepspeed_config, required_ops
+from engine.config.config_file import build_run_config
+from engine.config.deepspeed_config import build_deepspeed_config, required_ops
 from engine.doctor import examiner as doctor_module
 from engine.doctor.deepspeed_ops import (
     OpStatus,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
-from engine.protocol import Approve
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import Approve
 from memtui.cli.main import main as memtui_main
 from tests.waiting import until
 

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from engine.domain import DecisionRecord
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 
 def record(n: int, directive_id: str | None = None) -> DecisionRecord:

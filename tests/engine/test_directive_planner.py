@@ -10,7 +10,7 @@ import planner_samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.context import judging_context
 from engine.directives.directive import draft
 from engine.directives.planners.rules import COOLDOWN_STEPS, PLATEAU_STEPS, RulePlanner

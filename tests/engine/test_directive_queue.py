@@ -10,14 +10,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
-from engine.config import RunConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import RunConfig
 from engine.directives.directive import DirectiveRefused
 from engine.directives.operator_request import answer_request
 from engine.directives.queue import DirectiveError, DirectiveQueue
 from engine.domain import DIRECTIVE_FIELDS, DecisionRecord, Event
 from engine.events import DirectiveApplied
-from engine.protocol import ApplyDirective, Approve, Clamp, Propose, Reject
+from engine.wire.protocol import ApplyDirective, Approve, Clamp, Propose, Reject
 from tests.fakes.event_log import EventLog
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import ApplyDirective, Approve, Ping, Propose
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import ApplyDirective, Approve, Ping, Propose
 from tests.waiting import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

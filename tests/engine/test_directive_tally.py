@@ -9,15 +9,15 @@ from typing import Any
 
 from planner_samples import sample
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.queue import DirectiveQueue
 from engine.domain import DecisionRecord, Event, Severity
 from engine.events import DirectiveApplied, Payload
-from engine.protocol import ApplyDirective
-from engine.run.directive_tally import DirectiveTally, directive_tally
 from engine.run.directory import RunDir
-from engine.run.endurance_report import endurance_report
-from engine.run.store import Store
+from engine.run.reports.directive_tally import DirectiveTally, directive_tally
+from engine.run.reports.endurance_report import endurance_report
+from engine.run.storage.store import Store
+from engine.wire.protocol import ApplyDirective
 from memtui.endurance_markdown import figure_rows
 
 

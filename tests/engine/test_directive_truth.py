@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
-from engine.config import RunConfig
-from engine.config_file import build_run_config
-from engine.directive_defaults import run_defaults
+from engine.config.config_file import build_run_config
+from engine.config.directive_defaults import run_defaults
+from engine.config.run_config import RunConfig
 from engine.directives.directive import DirectiveRefused
 from engine.directives.failed_sizes import stored_ooms
 from engine.directives.operator_request import answer_request
@@ -24,8 +24,8 @@ from engine.directives.planners.factory import RulePlanning
 from engine.directives.queue import DirectiveError, DirectiveQueue
 from engine.domain import DIRECTIVE_FIELDS, ONE_SHOT_FIELDS, DecisionRecord
 from engine.events import DirectiveApplied, MemoryAdapted
-from engine.protocol import ApplyDirective, Propose
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import ApplyDirective, Propose
 from tests.fakes.event_log import EventLog
 
 

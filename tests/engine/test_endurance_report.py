@@ -22,10 +22,10 @@ from engine.events import (
     TrainerRestarted,
 )
 from engine.run.directory import RunDir
-from engine.run.endurance_report import endurance_report
-from engine.run.status import offline_status
-from engine.run.store import Store
-from engine.run.throughput import throughput_of
+from engine.run.reports.endurance_report import endurance_report
+from engine.run.reports.status import offline_status
+from engine.run.reports.throughput import throughput_of
+from engine.run.storage.store import Store
 from memtui.status_report import status_rows
 
 T0 = 1_700_000_000.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
 
 
 def test_evals_are_on_by_default_and_zero_turns_them_off() -> None:

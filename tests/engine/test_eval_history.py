@@ -7,10 +7,10 @@ import math
 
 from engine.events import EvalCompleted
 from engine.run.directory import RunDir
-from engine.run.endurance_report import endurance_report
-from engine.run.eval_history import EvalLosses, StoredEval, eval_columns, stored_evals
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.endurance_report import endurance_report
+from engine.run.reports.eval_history import EvalLosses, StoredEval, eval_columns, stored_evals
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 from memtui.endurance_markdown import render_markdown
 from memtui.status_report import render_status
 from tests.fakes.run_script import make_sample

@@ -7,7 +7,7 @@ import math
 
 import planner_samples
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.eval_trend import RISING_EVALS, EvalTrend
 from engine.directives.planners.factory import RulePlanning
 from engine.directives.planners.rules import RulePlanner

@@ -4,7 +4,7 @@ bytes, judged over consecutive steps with hysteresis, fed made-up samples."""
 from __future__ import annotations
 
 from engine.alerts.rules import AlertRules
-from engine.config import AlertConfig, RunConfig
+from engine.config.run_config import AlertConfig, RunConfig
 from tests.engine.test_alert_rules import rules_of, sample
 
 GIB = 1 << 30

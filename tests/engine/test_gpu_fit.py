@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.doctor.gpu_fit import fit_problems, visible_gpus
 from memtui.cli.main import main
 from memtui.cli.runs import lifecycle_commands

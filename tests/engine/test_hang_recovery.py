@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from engine.config import RestartConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import RestartConfig
 from engine.run.directory import RunDir
-from engine.run.status import offline_status, save_report
-from engine.run.store import Store
+from engine.run.reports.status import offline_status, save_report
+from engine.run.storage.store import Store
 from engine.supervisor.hangs.hang_clock import HANG_FLOOR_S, HANG_STEP_FACTOR, HangClock
 from engine.supervisor.trainers.restart_policy import AttemptEnd, decide
 from memtui.cli.runs.ending_report import exit_code

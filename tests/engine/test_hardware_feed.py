@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.domain import Event
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import Hello, decode_server
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.wire.protocol import Hello, decode_server
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)

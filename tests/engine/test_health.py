@@ -11,16 +11,16 @@ import pytest
 
 from engine.alerts.health import HealthBoard, blocks, health_problems
 from engine.alerts.rules import AlertRules
-from engine.config import AlertConfig, PolicyConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import AlertConfig, PolicyConfig
 from engine.directives.directive import draft
 from engine.directives.policy import LocalPolicyEngine, PolicyContext
 from engine.doctor.findings import judge, verdict_of
 from engine.doctor.nvml_probe import probe_gpus
 from engine.domain import Event
 from engine.hardware_report import DiskReport, DoctorReport, HardwareSnapshot, HostReport, SoftwareReport
-from engine.protocol import Propose
 from engine.run.directory import RunDir
+from engine.wire.protocol import Propose
 from tests.fakes.fake_nvml import FakeNvml, GiB, healthy_gpu
 
 CPU_SW = SoftwareReport(python="3.11", torch="2.4.0+cpu", deepspeed="0.15")

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run import launch
 from engine.run.directory import RunDir, pid_alive
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 from tests.file_modes import loose_modes
 from tests.waiting import wait_for
 

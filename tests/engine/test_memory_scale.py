@@ -11,11 +11,11 @@ import pytest
 
 from engine import domain
 from engine.alerts.rules import AlertRules
-from engine.config import AlertConfig, MemoryConfig, TrainConfig
+from engine.config.run_config import AlertConfig, MemoryConfig, TrainConfig
 from engine.domain import Event, TelemetrySample, Thresholds
 from engine.events import MemoryLevel, payload_of
+from engine.measures.memory_scale import MemoryLevel as Level
 from engine.memory.controller import ControllerState, Geometry, Policy, Reading, decide, level_of
-from engine.memory_scale import MemoryLevel as Level
 from memtui.console.widgets import hardware_panel, memory_panel
 
 MIB = 1 << 20

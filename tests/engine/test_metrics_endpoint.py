@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.alerts.rules import Alert
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
 from engine.domain import RankMemory, RunStatus, TelemetrySample
-from engine.eval_summary import EvalSummary
 from engine.events import METRICS_PORT_RULE, AlertRaised, CheckpointSaved
+from engine.measures.eval_summary import EvalSummary
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.metrics.metrics_endpoint import RunCollector
 from engine.supervisor.metrics.scrape_figures import LastSave, ScrapeFigures
 

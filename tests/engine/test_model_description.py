@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.memory.flops import flops_per_token
 from engine.memory.model_description import describe, from_wire
 from engine.memory.offload_setting import OffloadError, offload_setting, read_offload

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
 from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import follower_leader, read_node_outcome, write_node_outcome
-from engine.run.status import offline_status
+from engine.run.reports.status import offline_status
 from engine.supervisor.trainers.trainer_process import (
     STORE_TIMEOUT_MARGIN_S,
     Placement,

@@ -10,9 +10,9 @@ from engine.chaos.kinds.memory import Ballast, Oom
 from engine.chaos.kinds.numerics import NanLoss
 from engine.chaos.kinds.processes import Kill
 from engine.chaos.kinds.slow_steps import SlowSteps
-from engine.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import Approve, Chaos, Clamp, Reject, decode_client, encode
 
 pytestmark = pytest.mark.timeout(60)
 

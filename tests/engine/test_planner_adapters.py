@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from planner_samples import sample
 
-from engine.config import RunConfig
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
+from engine.config.run_config import RunConfig
 from engine.directives.planners.command import MAX_FAILURES, CommandPlanner
 from engine.directives.planners.external import ExternalPlanner, TelemetrySummary, hand_over
 from engine.directives.planners.openai_http import OpenAIPlanner
 from engine.directives.planners.reply import PlannerReply, parse_reply
 from engine.directives.queue import DirectiveQueue
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.fakes.event_log import EventLog
 
 FAKE_PLANNER = Path(__file__).resolve().parents[1] / "fakes" / "fake_planner.py"

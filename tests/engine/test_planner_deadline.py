@@ -17,7 +17,7 @@ import pytest
 from planner_samples import sample
 
 from engine.alerts.health import HealthBoard
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.planners.ask_backoff import BACKOFF_S
 from engine.directives.planners.external import ExternalPlanner, TelemetrySummary
 from engine.directives.planners.http_exchange import HttpError, HttpReply, post

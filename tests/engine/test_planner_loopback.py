@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_samples import sample
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.planners.command import CommandPlanner
 from engine.directives.planners.external import TelemetrySummary, hand_over
 from engine.directives.planners.openai_http import SYSTEM_PROMPT, OpenAIPlanner
 from engine.directives.queue import DirectiveQueue, Entry
 from engine.domain import DIRECTIVE_FIELDS
-from engine.protocol import ApplyDirective
+from engine.wire.protocol import ApplyDirective
 from tests.fakes.event_log import EventLog
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plateau_planner.py"

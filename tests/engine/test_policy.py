@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused, draft, parse_directive
 from engine.directives.policy import LocalPolicyEngine, MemoryFigures, PolicyContext
 from engine.domain import DIRECTIVE_FIELDS

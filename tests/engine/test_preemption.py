@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.waiting import is_event
 
 pytestmark = pytest.mark.slow  # starts real processes (tests/conftest.py)

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import protocol
 from engine.chaos.kinds.processes import Kill
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import Event, TelemetrySample
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import (
+from engine.wire import protocol
+from engine.wire.protocol import (
     Error,
     EventMessage,
     Hello,

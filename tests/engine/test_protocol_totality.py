@@ -19,10 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import protocol, wire_json
 from engine.directives.planners.reply import MAX_REPLY_BYTES, parse_reply
-from engine.protocol import ProtocolError, TrainerCommand, decode_client, decode_server, encode
 from engine.trainer.link import SocketLink
+from engine.wire import json_codec as wire_json
+from engine.wire import protocol
+from engine.wire.protocol import ProtocolError, TrainerCommand, decode_client, decode_server, encode
 from tests.engine.test_protocol_messages import CLIENT_MESSAGES, SERVER_MESSAGES
 
 REASON_MAX = 400  # characters: a reason names the problem, it never echoes the input

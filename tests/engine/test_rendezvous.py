@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import RendezvousTimedOut, RendezvousWait, StartupPhase, TrainerExited, TrainerLaunched
 from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
 from engine.run.node_outcome import write_node_outcome
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.hangs.hang_recovery import HangRecovery
 from engine.supervisor.journal import Journal

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.config import RestartConfig
+from engine.config.run_config import RestartConfig
 from engine.supervisor.trainers.restart_policy import AttemptEnd, RestartDecision, Streak
 
 KILLED = AttemptEnd(returncode=-9)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.directive import DirectiveRefused, draft
 from engine.directives.planners.rules import RulePlanner
 from engine.directives.policy import LocalPolicyEngine, PolicyContext

@@ -18,7 +18,7 @@ from engine.domain import Verdict
 from engine.events import DirectiveDecided, DirectiveProposed
 from engine.rollback import RollbackOrder, read_order
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainers.rollback_restart import PendingRollback, RollbackDesk

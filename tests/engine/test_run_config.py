@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import ConfigError, build_run_config, load_run_config
+from engine.config.config_file import ConfigError, build_run_config, load_run_config
 from tests.doc_pages import GUIDE, examples, pages
 
 

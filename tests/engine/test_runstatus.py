@@ -10,8 +10,8 @@ import pytest
 
 from engine.domain import TelemetrySample
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 
 
 def _dead_pid() -> int:

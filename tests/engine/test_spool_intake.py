@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from engine.domain import TelemetrySample
 from engine.events import CheckpointSaved, DirectiveApplied, Payload, RunStarted, TrainerFinished
-from engine.protocol import StepReport, TrainerEvent, encode
 from engine.run.directory import RunDir
 from engine.run.report_spool import spool_path, spools
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.intake.spool_intake import take_in
+from engine.wire.protocol import StepReport, TrainerEvent, encode
 from tests.fakes.fake_trainer import sample as fake_sample
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import psutil
 import pytest
 
-from engine.config import RestartConfig, RunConfig
+from engine.config.run_config import RestartConfig, RunConfig
 from engine.run.directory import RunDir, pid_alive
 from engine.run.standby_orders import HEAD_START_ENV, STANDBY_FLAG, StandbyOrders
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.trainers.spare_launch import (
     STANDBY_CMD_ENV,
     default_standby_command,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.cpu_share import OMP_WAIT_ENV
 from engine.run.directory import RunDir
 from engine.run.standby_orders import HEAD_START_ENV
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainers.standby import Spare, Standby, spare_due, stepping_attempt

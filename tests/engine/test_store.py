@@ -11,7 +11,7 @@ import pytest
 
 from engine.domain import RankMemory, TelemetrySample
 from engine.run.meta import MetaError, RunMeta
-from engine.run.store import SCHEMA_VERSION, Store, StoreError
+from engine.run.storage.store import SCHEMA_VERSION, Store, StoreError
 
 
 def sample(step: int, *, attempt: int = 1, loss: float = 1.0, **over: object) -> TelemetrySample:

@@ -12,8 +12,8 @@ import pytest
 from engine.domain import TelemetrySample
 from engine.run import durable_file, ownership
 from engine.run.directory import RunDir
-from engine.run.storage_fault import is_storage_fault, storage_fault
-from engine.run.store import Store
+from engine.run.storage.storage_fault import is_storage_fault, storage_fault
+from engine.run.storage.store import Store
 from engine.supervisor import daemon
 from tests.fakes.fake_trainer import sample as fake_sample
 

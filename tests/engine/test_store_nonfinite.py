@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.run.store import SCHEMA_VERSION, Store
+from engine.run.storage.store import SCHEMA_VERSION, Store
 from memtui.cli.inspection.export import export
 from tests.engine.test_store import sample
 

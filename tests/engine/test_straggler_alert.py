@@ -4,7 +4,7 @@ once, and cleared after as many reports back (hysteresis)."""
 from __future__ import annotations
 
 from engine.alerts.rules import AlertRules
-from engine.config import AlertConfig
+from engine.config.run_config import AlertConfig
 from engine.domain import RankMemory, TelemetrySample
 from tests.engine.test_alert_rules import sample
 

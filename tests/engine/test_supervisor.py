@@ -13,9 +13,18 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.domain import RunStatus, TelemetrySample
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.run.meta import RunMeta
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
+from engine.supervisor.channel import peer
+from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.supervisor.daemon import Supervisor
+from engine.supervisor.trainers import trainer_process
+from engine.supervisor.trainers.trainer_process import TrainerExit, ending
+from engine.wire.protocol import (
     MAX_LINE_BYTES,
     Error,
     Hello,
@@ -27,15 +36,6 @@ from engine.protocol import (
     Stop,
     TrainerEvent,
 )
-from engine.run.directory import RunDir
-from engine.run.meta import RunMeta
-from engine.run.status import offline_status
-from engine.run.store import Store
-from engine.supervisor.channel import peer
-from engine.supervisor.channel.console_outbox import ConsoleClient
-from engine.supervisor.daemon import Supervisor
-from engine.supervisor.trainers import trainer_process
-from engine.supervisor.trainers.trainer_process import TrainerExit, ending
 from tests.fakes.fake_trainer import NO_CONNECT_READY, as_message, started
 
 pytestmark = pytest.mark.timeout(180)  # each wait ends when its condition holds

@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.run.storage.store import Store
+from engine.supervisor.channel import bad_input_log, connections
+from engine.supervisor.channel.bad_input_log import FULL_LINES, BadInputLog, LogBudget
+from engine.supervisor.channel.peer import PeerCredentials
+from engine.wire.protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     STREAM_LIMIT,
@@ -23,11 +28,6 @@ from engine.protocol import (
     encode,
     read_line,
 )
-from engine.run.directory import RunDir
-from engine.run.store import Store
-from engine.supervisor.channel import bad_input_log, connections
-from engine.supervisor.channel.bad_input_log import FULL_LINES, BadInputLog, LogBudget
-from engine.supervisor.channel.peer import PeerCredentials
 from tests.engine.test_supervisor import _fake_sample, kind
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,9 +18,9 @@ from engine.chaos.kinds.processes import Kill, Preempt
 from engine.chaos.table import ChaosRequest
 from engine.checkpoints.catalog import committed_tags
 from engine.events import ChaosRecovered
-from engine.protocol import PROTOCOL_VERSION, Chaos, Hello, decode_server, encode
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import PROTOCOL_VERSION, Chaos, Hello, decode_server, encode
 from tests.waiting import CLI_POLL_S, wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol import Stop
 from engine.run import launch
 from engine.run.directory import RunDir, pid_alive
 from engine.run.ownership import Ownership, OwnershipRefused, recorded_owner
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.daemon import Supervisor, SupervisorError
+from engine.wire.protocol import Stop
 from tests.engine.conftest import FAKE_TRAINER, FAKE_TRAINER_CMD
 from tests.waiting import wait_for
 

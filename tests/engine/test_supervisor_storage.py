@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import STORAGE_RULE, AlertRaised, RunEnded, TrainerFinished
-from engine.protocol import Pause, Status, Stop
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
+from engine.wire.protocol import Pause, Status, Stop
 from tests.fakes import fake_trainer
 from tests.waiting import wait_for
 

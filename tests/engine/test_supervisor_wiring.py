@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from engine.alerts.watch import AlertWatch
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.directives.planners.factory import RulePlanning
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event
 from engine.events import MemoryAdapted, StateChanged, TrainerStarted
-from engine.protocol import TrainerEvent
 from engine.run.directory import RunDir
 from engine.supervisor.chaos.desk import ChaosDesk
 from engine.supervisor.daemon import Supervisor
@@ -23,6 +22,7 @@ from engine.supervisor.hangs.hang_recovery import HangRecovery
 from engine.supervisor.intake.run_progress import RunProgress
 from engine.supervisor.intake.trainer_reports import TrainerReports
 from engine.supervisor.trainers.rollback_restart import RollbackDesk
+from engine.wire.protocol import TrainerEvent
 from tests.engine.planner_samples import sample
 
 STEP_CONSUMERS = [

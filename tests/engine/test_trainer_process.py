@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.supervisor.trainers.trainer_process import geometry_note
 

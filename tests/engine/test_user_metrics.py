@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.user_metrics import MAX_METRICS, MAX_NAME_CHARS, MetricScreen
+from engine.measures.user_metrics import MAX_METRICS, MAX_NAME_CHARS, MetricScreen
 
 
 def screened(*batches: dict[object, object]) -> tuple[list[dict[str, float]], list[str]]:

@@ -66,7 +66,9 @@ from engine.events import (
     TrainerFinished,
     TrainerStarted,
 )
-from engine.protocol import (
+from engine.run.stack_files import open_live_stack_file
+from engine.trainer.standby import await_orders, is_standby
+from engine.wire.protocol import (
     PROTOCOL_VERSION,
     STREAM_LIMIT,
     ApplyDirective,
@@ -80,8 +82,6 @@ from engine.protocol import (
     encode,
     read_line,
 )
-from engine.run.stack_files import open_live_stack_file
-from engine.trainer.standby import await_orders, is_standby
 
 NO_CONNECT_READY = "fake trainer: not connecting; SIGTERM ends me"
 """Printed (to the trainer log) once a FAKE_TRAINER_NO_CONNECT trainer handles SIGTERM."""

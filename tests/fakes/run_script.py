@@ -23,7 +23,7 @@ from engine.events import (
     TrainerStarted,
 )
 from engine.hardware_report import Finding, HardwareSnapshot, SoftwareReport
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 
 T0 = 1_700_000_000.0
 """Unix time, s, at which every scripted run begins."""

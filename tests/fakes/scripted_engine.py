@@ -28,11 +28,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.chaos.table import KINDS, chaos_specs
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import Event, RunState, RunStatus, TelemetrySample
 from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import (
+from engine.wire.protocol import (
     STREAM_LIMIT,
     ClientMessage,
     Error,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from tests.live_supervisor import LiveRun, live_env
 

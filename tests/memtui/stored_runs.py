@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import (
     ChaosInjected,
     CheckpointSaved,
@@ -20,7 +20,7 @@ from engine.events import (
 )
 from engine.events.payload import Payload
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.fakes.run_script import make_sample
 
 T0 = 1_790_000_000.0

@@ -15,8 +15,8 @@ from engine.chaos.kinds.memory import Ballast
 from engine.chaos.kinds.processes import Kill
 from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.chaos.table import KINDS, chaos_specs
-from engine.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from engine.run.directory import RunDir
+from engine.wire.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from memtui.cli.main import main
 from tests.fakes.run_script import FAKE_TRAINER_PID
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for

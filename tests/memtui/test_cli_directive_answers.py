@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol import Propose
+from engine.wire.protocol import Propose
 from memtui.cli.main import main
 from memtui.client import new_request_id, request_once
 from tests.live_supervisor import LiveRun, live_env, live_in_thread

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import DirectiveDecided, DirectiveProposed
-from engine.protocol import DirectiveView
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import DirectiveView
 from memtui.cli.main import main
 
 

@@ -13,9 +13,9 @@ import memtui.cli.runs.lifecycle_commands
 from engine.checkpoints.store import CheckpointStore
 from engine.domain import RunStatus
 from engine.events import CheckpointFailed, CheckpointSaved, CheckpointSkipped, Payload
-from engine.protocol import ClientMessage, ServerMessage
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import ClientMessage, ServerMessage
 from memtui.cli.main import main
 from tests.fakes.run_script import make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.cli.main import main
 
 RUN_COMMANDS = ["status", "logs", "checkpoints", "oom", "directives", "report", "export", "stop", "resume"]

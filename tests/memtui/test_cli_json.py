@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import engine.run.launch
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.domain import DecisionRecord, RunStatus
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.cli.json_document import stream_json_array
 from memtui.cli.main import main
 from tests.fakes.run_script import make_sample
@@ -88,7 +88,7 @@ def answered(verb: str, *extra: str) -> Scene:
     """``memtui VERB RUN ID EXTRA --json`` on a directive proposed to a live supervisor."""
 
     def scene(home: Path, live: contextlib.ExitStack) -> list[str]:
-        from engine.protocol import Propose
+        from engine.wire.protocol import Propose
         from memtui.client import new_request_id, request_once
 
         run = served_run(home, live)

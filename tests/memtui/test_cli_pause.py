@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.protocol import ClientMessage, Error, Ok, Pause, ServerMessage
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import ClientMessage, Error, Ok, Pause, ServerMessage
 from memtui.cli.main import main
 from tests.fakes.scripted_engine import ScriptedEngine, welcome_for
 from tests.live_supervisor import live_env, live_in_thread

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.cli.main import main
 from tests.fakes.run_script import make_sample
 

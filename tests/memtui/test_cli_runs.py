@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import memtui.cli.runs.lifecycle_commands
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.domain import RunStatus
-from engine.protocol import ClientMessage, ServerMessage
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import ClientMessage, ServerMessage
 from memtui.cli.main import main
 from tests.fakes.run_script import make_sample
 from tests.fakes.scripted_engine import ScriptedEngine, answer_ok, welcome_for

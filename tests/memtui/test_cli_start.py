@@ -81,7 +81,7 @@ def test_bare_memtui_starts_the_demo_then_attaches_to_the_live_run(
 
 
 def _ended_run(home: Path) -> RunDir:
-    from engine.config_file import build_run_config
+    from engine.config.config_file import build_run_config
     from tests.memtui.test_cli_runs import fabricate_store
 
     run = RunDir.create(build_run_config(name="done", steps=10), home)
@@ -115,8 +115,8 @@ def test_bare_memtui_without_a_terminal_says_it_starts_a_demo_instead(
 
 
 def test_leaving_a_live_run_says_how_to_come_back(home: Path, launcher: list[str]) -> None:  # type: ignore[no-untyped-def]
-    from engine.config_file import build_run_config
-    from engine.run.store import Store
+    from engine.config.config_file import build_run_config
+    from engine.run.storage.store import Store
     from memtui.cli.runs.lifecycle_commands import detach_note, start_run
 
     run = start_run(build_run_config(preset="tiny"))  # its supervisor: this process (stubbed)

@@ -100,7 +100,7 @@ async def test_reconnect_shows_disconnected_then_back_fills(live_run: RunDir, fa
 
 
 async def test_finished_run_opens_read_only_on_its_history(run_dir: RunDir) -> None:
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     with Store(run_dir.store) as store:
         for step in range(1, 4):
@@ -126,7 +126,7 @@ async def test_live_console_opens_on_stored_history_then_replays_only_newer(
 ) -> None:
     import dataclasses
 
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     with Store(live_run.store) as store:  # what the supervisor stored before we attached
         store.add_step(make_sample(3))

@@ -218,7 +218,7 @@ async def test_readonly_hides_and_refuses_every_action(live_run: RunDir, fake: S
         shown = {method_of(b.binding.action) for b in app.active_bindings.values() if b.enabled}
         assert not shown & RUN_CHANGING, shown
         assert not any(method_of(c[2]) in RUN_CHANGING for c in app.palette_commands())
-        from engine.protocol import Stop
+        from engine.wire.protocol import Stop
 
         app.send_request(Stop(id="x"), "stopping")  # even a direct call is refused
         assert app.sent == []  # the console's record of every request it sends
@@ -265,7 +265,7 @@ async def test_window_key_reads_the_store_in_a_thread(
     live_run: RunDir, fake: ScriptedEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memtui.console.window_reader
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     with Store(live_run.store) as store:
         for step in range(1, 501):

@@ -16,8 +16,8 @@ from engine.chaos.kinds.processes import Kill
 from engine.chaos.table import chaos_specs
 from engine.checkpoints.store import CheckpointStore
 from engine.events import ChaosApplied, ChaosInjected, ChaosRecovered
-from engine.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from engine.run.directory import RunDir
+from engine.wire.protocol import Chaos, ClientMessage, Error, Ok, ServerMessage
 from memtui.chaos.chaos_phrases import what_happens
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.chaos_form_screen import ChaosFormScreen

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.events import ChaosInjected, ChaosRecovered
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.screens.endurance_screen import EnduranceScreen

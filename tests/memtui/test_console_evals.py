@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.events import EvalCompleted
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.run_view import MAX_EVENTS

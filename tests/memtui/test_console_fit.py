@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.events import EvalCompleted
 from engine.hardware_report import GpuReport, HardwareSnapshot, HostReport
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.screens.alerts_screen import alert_episodes, render_alert_list

@@ -17,8 +17,8 @@ from textual.widgets import Input
 import memtui.console.screens
 from engine.events import DirectiveProposed
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import EventMessage, Hardware, ServerMessage, Telemetry, Welcome
 from engine.run.directory import RunDir
+from engine.wire.protocol import EventMessage, Hardware, ServerMessage, Telemetry, Welcome
 from memtui.console.app import MemtuiApp
 from memtui.console.main_screen import MainScreen
 from memtui.console.run_view import RunView

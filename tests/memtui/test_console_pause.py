@@ -10,8 +10,8 @@ import pytest
 from textual.content import Content
 
 from engine.events import StateChanged
-from engine.protocol import ClientMessage, Error, EventMessage, Ok, Pause, ServerMessage
 from engine.run.directory import RunDir
+from engine.wire.protocol import ClientMessage, Error, EventMessage, Ok, Pause, ServerMessage
 from memtui.console.actions import method_of
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView

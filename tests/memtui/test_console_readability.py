@@ -11,8 +11,8 @@ from textual.content import Content
 
 from engine.domain import Event, ThroughputFigures
 from engine.events import StateChanged
-from engine.protocol import Hardware
 from engine.run.directory import RunDir
+from engine.wire.protocol import Hardware
 from memtui.console.app import MemtuiApp
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView

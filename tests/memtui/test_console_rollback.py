@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.events import CheckpointSaved
-from engine.protocol import Propose
 from engine.run.directory import RunDir
+from engine.wire.protocol import Propose
 from memtui.console.app import MemtuiApp
 from memtui.console.screens.confirm_screen import ConfirmScreen
 from tests.fakes.run_script import make_event, make_sample

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from tests.fakes.run_script import make_directive, make_event, make_ranks, make_sample

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import StartupPhase, StateChanged
-from engine.protocol import Hardware
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
+from engine.wire.protocol import Hardware
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.widgets.event_log import EventLog

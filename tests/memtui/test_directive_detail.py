@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.directive_effect import DirectiveEffect, EffectWindow
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.screens.directive_screen import render_details
 
 EFFECT = DirectiveEffect(

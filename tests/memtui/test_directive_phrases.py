@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.cli.directives.directive_listing import render
 from memtui.console.directive_text import render_changes
 from memtui.directive_phrases import change_phrase, changes_text

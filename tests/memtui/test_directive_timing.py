@@ -3,7 +3,7 @@ after which the policy refuses it as stale, both said, neither made up."""
 
 from __future__ import annotations
 
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.directive_text import render_timing
 from memtui.console.widgets.directives_panel import render_directives
 

@@ -12,7 +12,8 @@ from typing import Literal
 import pytest
 
 from engine.domain import RunStatus
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.wire.protocol import (
     PROTOCOL_VERSION,
     ClientMessage,
     Error,
@@ -23,7 +24,6 @@ from engine.protocol import (
     Status,
     Telemetry,
 )
-from engine.run.directory import RunDir
 from memtui.client import (
     EngineClient,
     EngineRefused,
@@ -228,7 +228,7 @@ def test_a_request_waits_for_a_live_supervisors_socket_to_come_back(live_run: Ru
     "no supervisor". With no live supervisor it fails at once."""
     import threading
 
-    from engine.protocol import Ping
+    from engine.wire.protocol import Ping
     from memtui.client import EngineUnavailable, request_once
 
     assert not live_run.socket.exists()

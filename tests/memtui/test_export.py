@@ -12,7 +12,7 @@ import pytest
 
 from engine.events import EvalCompleted
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.cli.main import main
 from memtui.console.window_reader import read_window
 from tests.fakes.run_script import make_sample

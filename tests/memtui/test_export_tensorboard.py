@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.cli.inspection.tensorboard_export import EXTRA, STEP_TAGS, WORKLOAD_PREFIX
 from memtui.cli.main import main
 from tests.memtui.stored_runs import EVENTS, stored_run

@@ -15,8 +15,8 @@ from engine.hardware_report import (
     HostReport,
     ProcessReport,
 )
-from engine.protocol import Hardware
 from engine.run.directory import RunDir
+from engine.wire.protocol import Hardware
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.event_log import EventLog

@@ -11,9 +11,9 @@ from typing import Any
 from textual.content import Content
 
 from engine.domain import RankMemory
-from engine.protocol import PROTOCOL_VERSION, Hello, Telemetry, decode_server
 from engine.run.directory import RunDir
 from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.wire.protocol import PROTOCOL_VERSION, Hello, Telemetry, decode_server
 from memtui.console.app import MemtuiApp
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import MemoryPanel, memory_title, render_memory, worst_rank

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from engine.protocol import EventMessage, Ok, Telemetry, Welcome
+from engine.wire.protocol import EventMessage, Ok, Telemetry, Welcome
 from memtui.console.run_view import MAX_EVENTS, RunView
 from tests.fakes.run_script import make_event, make_sample
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from textual.content import Content
 
-from engine.config import RunConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import RunConfig
 from engine.domain import TelemetrySample, Thresholds
 from engine.hardware_report import GpuReport, HardwareSnapshot
-from engine.protocol import Welcome
 from engine.run.directory import RunDir
+from engine.wire.protocol import Welcome
 from memtui.console.app import MemtuiApp
 from memtui.console.history_view import stored_view
 from memtui.console.run_view import DEFAULT_THRESHOLDS, RunView

@@ -11,7 +11,7 @@ import pytest
 from textual.content import Content
 
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from memtui.console.app import MemtuiApp
 from memtui.console.chart import RESTART_MARK
 from memtui.console.history_view import stored_view

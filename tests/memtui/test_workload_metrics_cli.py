@@ -12,8 +12,8 @@ import sqlite3
 import pytest
 
 from engine.run.directory import RunDir
-from engine.run.metric_history import last_metrics, metric_names
-from engine.run.store import Store
+from engine.run.reports.metric_history import last_metrics, metric_names
+from engine.run.storage.store import Store
 from memtui.cli.main import main
 from tests.fakes.run_script import make_sample
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer.engine_setup import build_engine, share_cpu_cores
 from engine.trainer.memory.memory_prior import build_memory_model
 from engine.trainer.memory.memory_probe import MemoryProbe

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.protocol import ApplyDirective, StepReport, TrainerEvent
 from engine.run.directory import RunDir
 from engine.trainer import loop
 from engine.trainer.link import NullLink
 from engine.trainer.telemetry.step_telemetry import loss_scale
+from engine.wire.protocol import ApplyDirective, StepReport, TrainerEvent
 
 INJECT_AT = 3
 

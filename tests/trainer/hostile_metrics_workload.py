@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload
 
 EXTRA_NAMES = 40

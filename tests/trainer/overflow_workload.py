@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload, builtin_workload
 
 OVERFLOW_FROM = 3

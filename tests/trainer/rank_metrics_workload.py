@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload
 
 DIVERGE_AFTER = 5

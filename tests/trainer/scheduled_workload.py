@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from torch.optim.lr_scheduler import ExponentialLR
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload, builtin_workload
 
 GAMMA = 0.8  # lr of 1-based step k: train.lr * GAMMA ** (k - 1)

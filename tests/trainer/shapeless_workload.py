@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.trainer.workloads.workload import Workload, builtin_workload
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer import loop
 from engine.trainer.chaos.performers.numerics import skipped_step
 from engine.trainer.ranks.process_group import ensure_single_process_env

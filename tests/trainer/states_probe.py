@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer.loop import build_engine
 from engine.trainer.ranks.process_group import ensure_single_process_env
 from engine.trainer.workloads.model import parameter_count

@@ -17,8 +17,8 @@ import pytest
 import torch
 from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
-from engine.config import ModelConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import ModelConfig
 from engine.trainer.workloads.hf_workload import hf_workload
 from engine.trainer.workloads.model import VOCAB_SIZE, Block, ByteTransformer
 from engine.trainer.workloads.workload import WorkloadError, builtin_workload

@@ -16,8 +16,8 @@ from trainer_harness import SupervisorStub, make_run, run_trainer
 
 from engine.domain import TelemetrySample
 from engine.memory.model import transformer_activation_bytes
-from engine.protocol import TrainerEvent
 from engine.trainer.workloads.model import VOCAB_SIZE
+from engine.wire.protocol import TrainerEvent
 
 pytestmark = pytest.mark.deepspeed
 

@@ -17,7 +17,6 @@ from engine.chaos.kinds.memory import Ballast, Oom, Release
 from engine.chaos.kinds.numerics import NanLoss, Overflow, Spike
 from engine.chaos.kinds.processes import Kill
 from engine.chaos.kinds.slow_steps import SlowSteps
-from engine.protocol import InjectChaos, TrainerEvent
 from engine.trainer.chaos.disk_full_injection import full_disk
 from engine.trainer.chaos.injections import ChaosInjections
 from engine.trainer.chaos.performers import numerics, slow_steps
@@ -26,6 +25,7 @@ from engine.trainer.memory.ballast import Ballast as BallastHolder
 from engine.trainer.memory.oom_injection import OomInjector
 from engine.trainer.ranks.rank_group import RankGroup
 from engine.trainer.ranks.rank_link import RankLink
+from engine.wire.protocol import InjectChaos, TrainerEvent
 from tests.trainer.test_rank_link import ScriptedGroup
 
 

@@ -24,7 +24,7 @@ from engine.chaos.kinds.memory import Ballast, Oom
 from engine.chaos.kinds.numerics import NanLoss, Overflow
 from engine.chaos.kinds.slow_steps import SlowSteps
 from engine.domain import TelemetrySample
-from engine.protocol import InjectChaos
+from engine.wire.protocol import InjectChaos
 
 pytestmark = pytest.mark.deepspeed
 

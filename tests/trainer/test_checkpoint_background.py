@@ -15,7 +15,7 @@ from trainer_harness import SupervisorStub, make_run, run_trainer
 from engine.checkpoints.catalog import committed_tags, latest_tag
 from engine.checkpoints.manifest import verify_tag
 from engine.checkpoints.store import SLOW_SAVE_ENV
-from engine.protocol import StepReport, TrainerEvent
+from engine.wire.protocol import StepReport, TrainerEvent
 
 pytestmark = pytest.mark.deepspeed
 

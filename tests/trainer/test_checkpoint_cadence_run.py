@@ -12,9 +12,9 @@ from trainer_harness import REPO_ROOT, SupervisorStub, make_run, rewrite_config,
 
 from engine.checkpoints.catalog import committed_tags
 from engine.checkpoints.manifest import read_manifest
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import CheckpointCadence, CheckpointSaved
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 pytestmark = pytest.mark.deepspeed
 

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from engine.checkpoints.store import CheckpointStore
-from engine.protocol import TrainerEvent
 from engine.trainer.checkpoints.checkpoint import _choose
 from engine.trainer.link import NullLink
+from engine.wire.protocol import TrainerEvent
 
 FIELDS = {"samples": 0, "config_hash": "c" * 64, "micro_batch": 8, "grad_accum": 1}
 

@@ -12,7 +12,7 @@ import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
 from engine.checkpoints.catalog import committed_tags, latest_tag
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.domain import EXIT_NO_CHECKPOINT
 from engine.run.directory import RunDir
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from engine.domain import RunStatus, TelemetrySample
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.trainer.memory.memory_probe import MemoryProbe
 from memtui.console.run_view import RunView
 from memtui.console.widgets.memory_panel import render_memory

@@ -14,7 +14,7 @@ import pytest
 from scheduled_workload import GAMMA
 from trainer_harness import REPO_ROOT, make_run
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer.lr_schedule import lr_ratio
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # two trainer runs each, on a machine others share

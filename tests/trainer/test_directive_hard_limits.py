@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from types import SimpleNamespace
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer.directive_applier import DirectiveApplier
 
 

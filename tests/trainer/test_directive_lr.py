@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, ExponentialLR, LambdaLR, MultiplicativeLR, StepLR
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import Payload
-from engine.protocol import ApplyDirective
 from engine.trainer.directive_applier import DirectiveApplier
+from engine.wire.protocol import ApplyDirective
 
 LR = 1e-2
 SCHEDULERS: dict[str, Callable[[torch.optim.Optimizer], Any]] = {

@@ -10,7 +10,7 @@ from test_ranks import TWO_RANKS, logs, supervise
 from trainer_harness import make_run
 
 from engine.events import EvalCompleted
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 

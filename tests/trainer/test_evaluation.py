@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import torch
 
-from engine.config import EvalConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import EvalConfig
 from engine.events import EvalCompleted, EvalSkipped
-from engine.protocol import TrainerEvent
 from engine.trainer.link import NullLink
 from engine.trainer.ranks.rank_group import RankGroup
 from engine.trainer.telemetry.evaluation import NO_EVAL_BATCH, EvalShare, Evaluator, combined, rank_indices
 from engine.trainer.workloads.workload import builtin_workload
+from engine.wire.protocol import TrainerEvent
 
 
 class Scorer(torch.nn.Module):

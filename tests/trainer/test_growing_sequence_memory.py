@@ -18,7 +18,7 @@ import pytest
 from hf_fixture import make_model_dir, sample_texts, write_jsonl
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.run.directory import RunDir
 from engine.trainer.workloads.hf_workload import hf_workload
 from engine.trainer.workloads.step_lengths import StepLengths

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
-from engine.config import ModelConfig
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
+from engine.config.run_config import ModelConfig
 from engine.trainer.workloads.document_corpus import IGNORE_INDEX, DocumentCorpus
 from engine.trainer.workloads.sample_window import SampleWindow
 from engine.trainer.workloads.sequence_growth import SequenceGrowth

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from engine.chaos.kinds.hang import Hang
-from engine.config_file import build_run_config
-from engine.protocol import InjectChaos
+from engine.config.config_file import build_run_config
 from engine.trainer.chaos.injections import ChaosInjections
 from engine.trainer.chaos.performers import hang
 from engine.trainer.link import NullLink
 from engine.trainer.memory.adaptive_memory import AdaptiveMemory
 from engine.trainer.memory.memory_probe import MemoryProbe
+from engine.wire.protocol import InjectChaos
 from tests.trainer.test_chaos_injections import applied, chaos, losses
 from tests.trainer.test_memory_probe import StubDeepSpeedEngine
 

@@ -23,9 +23,9 @@ import pytest
 import torch
 from hf_fixture import make_model_dir, sample_texts, write_jsonl
 
-from engine.config_file import ConfigError, build_run_config
+from engine.config.config_file import ConfigError, build_run_config
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.trainer.workloads import token_cache
 from engine.trainer.workloads.hf_workload import hf_workload
 from engine.trainer.workloads.workload import WorkloadError

@@ -17,7 +17,7 @@ import sys
 import pytest
 from trainer_harness import REPO_ROOT, make_run
 
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.trainer.memory.ballast import BALLAST_ENV
 
 pytestmark = pytest.mark.deepspeed

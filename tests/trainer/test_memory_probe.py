@@ -8,7 +8,7 @@ import psutil
 import pytest
 import torch
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.memory.model import MemoryModel, Predictions
 from engine.trainer.link import NullLink
 from engine.trainer.memory.adaptive_memory import AdaptiveMemory

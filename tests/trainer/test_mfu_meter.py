@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.config import RunConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import RunConfig
 from engine.memory.flops import flops_per_token
 from engine.memory.transformer_shape import TransformerShape, from_model_config
 from engine.trainer.telemetry import mfu_meter

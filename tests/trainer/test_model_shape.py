@@ -20,7 +20,7 @@ import pytest
 from hf_fixture import make_model_dir, sample_texts, write_jsonl
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.trainer.memory.memory_prior import build_memory_model
 from engine.trainer.memory.planned_memory import planned_memory
 from engine.trainer.telemetry.mfu_meter import build_meter

@@ -25,11 +25,11 @@ import pytest
 from trainer_harness import MADE_HOMES, REPO_ROOT, wait_while_alive
 
 from engine.checkpoints.catalog import committed_tags
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import CheckpointLoaded
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]
 

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from trainer_harness import MADE_HOMES, REPO_ROOT
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import NodesJoined, RendezvousTimedOut
 from engine.rendezvous import rendezvous_id
 from engine.run.directory import RunDir
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 
 JOIN_S = 60  # s the mismatched nodes wait at the rendezvous before they end (40 was short once
 # beside two busy loops: node 1's torchrun was not connected to node 0's store in time)

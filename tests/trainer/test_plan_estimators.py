@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import PRESETS, ModelConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import PRESETS, ModelConfig
 from engine.memory.capacity_plan import GIB, PlanRequest, make_plan
 from engine.memory.transformer_shape import TransformerShape, from_hf_config, from_model_config
 

@@ -22,7 +22,7 @@ from trainer_harness import REPO_ROOT, make_run, wait_while_alive
 
 from engine.domain import Event
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.hangs.stack_collection import is_stopped
 from engine.supervisor.trainers.rank_processes import rank_processes
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from engine.checkpoints.catalog import committed_tags
 from engine.checkpoints.store import CheckpointStore
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.events import FreshStart
-from engine.protocol import ApplyDirective
 from engine.trainer.checkpoints import checkpoint
 from engine.trainer.link import NullLink
 from engine.trainer.ranks.rank_link import RankLink
+from engine.wire.protocol import ApplyDirective
 
 
 class ScriptedGroup:

@@ -27,7 +27,7 @@ from engine.checkpoints.catalog import committed_tags
 from engine.checkpoints.manifest import verify_tag
 from engine.domain import Event
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.trainer.memory.ballast import BALLAST_ENV, BALLAST_RANK_ENV
 from engine.trainer.memory.oom_injection import INJECT_OOM_ENV, INJECT_OOM_RANK_ENV
 
@@ -175,7 +175,7 @@ def test_an_oom_on_one_rank_restarts_the_group_with_a_smaller_micro_batch() -> N
 
 def test_a_pause_holds_both_ranks_and_they_go_on_together() -> None:
     """Rank 0 hears the pause; the agreement holds rank 1 at the same boundary."""
-    from engine.protocol import Pause
+    from engine.wire.protocol import Pause
     from memtui.client import request_once
 
     run = make_run(

@@ -18,7 +18,7 @@ import pytest
 
 from engine.events import CheckpointLoaded
 from engine.run.directory import RunDir
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.deepspeed, pytest.mark.e2e]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.events import MetricWarning
-from engine.protocol import TrainerEvent
+from engine.measures.user_metrics import MAX_METRICS
 from engine.trainer.chaos.performers import numerics
 from engine.trainer.link import NullLink
 from engine.trainer.ranks.rank_group import RankGroup
@@ -21,7 +21,7 @@ from engine.trainer.telemetry.step_metrics import (
     fingerprint,
     mean_over_ranks,
 )
-from engine.user_metrics import MAX_METRICS
+from engine.wire.protocol import TrainerEvent
 
 
 def warnings_of(link: NullLink) -> list[TrainerEvent]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from trainer_harness import SupervisorStub, make_run, run_trainer, start_trainer, wait_while_alive
 
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
 from engine.extension_cache import EXTENSIONS_ENV
 from engine.run.directory import RunDir
 from engine.trainer.checkpoints.checkpoint import tags_on_disk

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.config import OWNED_DEEPSPEED_KEYS, RunConfig
-from engine.config_file import build_run_config, deep_merge
-from engine.deepspeed_config import build_deepspeed_config, grad_accum_steps
+from engine.config.config_file import build_run_config, deep_merge
+from engine.config.deepspeed_config import build_deepspeed_config, grad_accum_steps
+from engine.config.run_config import OWNED_DEEPSPEED_KEYS, RunConfig
 from engine.events import FreshStart, RunPaused, TrainerFinished
-from engine.protocol import CoreShare, TrainerCommand, TrainerEvent, decode_client, encode
 from engine.run.report_spool import SpoolWriter, spool_lines
 from engine.trainer.checkpoints.checkpoint import tags_to_prune
 from engine.trainer.link import NullLink, SocketLink
@@ -24,6 +23,7 @@ from engine.trainer.lr_schedule import lr_ratio
 from engine.trainer.workloads.corpus import ByteCorpus, read_corpus
 from engine.trainer.workloads.model import VOCAB_SIZE, ByteTransformer
 from engine.trainer.workloads.workload import Workload, WorkloadError, load_workload
+from engine.wire.protocol import CoreShare, TrainerCommand, TrainerEvent, decode_client, encode
 from tests.waiting import wait_for
 
 # ----------------------------------------------------------------- deepspeed config

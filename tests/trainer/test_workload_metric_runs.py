@@ -12,7 +12,7 @@ from hostile_metrics_workload import EXTRA_NAMES
 from trainer_harness import REPO_ROOT, SupervisorStub, make_run, run_trainer
 
 from engine.events import MetricWarning
-from engine.user_metrics import MAX_METRICS
+from engine.measures.user_metrics import MAX_METRICS
 
 pytestmark = pytest.mark.deepspeed
 
@@ -71,7 +71,7 @@ def test_two_ranks_average_agreeing_metrics_and_fall_back_to_rank_0s_once_they_d
     from rank_metrics_workload import DIVERGE_AFTER
     from test_ranks import TWO_RANKS, logs, supervise
 
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
     from engine.trainer.telemetry.step_metrics import RANKS_DISAGREE
 
     steps = DIVERGE_AFTER + 4

@@ -19,10 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.config import RunConfig
-from engine.config_file import build_run_config
+from engine.config.config_file import build_run_config
+from engine.config.run_config import RunConfig
 from engine.domain import TelemetrySample
-from engine.protocol import (
+from engine.run.directory import RunDir
+from engine.wire.protocol import (
     Hello,
     StepReport,
     TrainerCommand,
@@ -32,7 +33,6 @@ from engine.protocol import (
     decode_client,
     encode,
 )
-from engine.run.directory import RunDir
 from tests.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.byte_size import format_bytes
 from engine.chaos.kind import MIB, ChaosKind, Pending, steps_reached, steps_words
 from engine.domain import TelemetrySample
+from engine.measures.byte_size import format_bytes
 
 
 class Ballast(ChaosKind):

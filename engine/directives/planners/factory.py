@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Protocol
 
-from engine.config import PolicyConfig
+from engine.config.run_config import PolicyConfig
 from engine.directives.directive import DirectiveRefused
 from engine.directives.planners.external import Adapter, ExternalPlanner, Spawner
 from engine.directives.planners.rules import RulePlanner

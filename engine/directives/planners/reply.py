@@ -4,7 +4,7 @@ A planner (a command or an LLM endpoint) answers each summary with one JSON obje
 directive fields it wants changed plus an optional ``rationale`` string and an optional
 ``evidence`` list of strings (the figures it read), or ``{}`` for nothing. Whatever else it
 says (not JSON, not an object, a non-string rationale, deep nesting, numbers over 64 bits,
-lone surrogates: ``engine.wire_json``) becomes a ``problem``: a reason the adapter stores as
+lone surrogates: ``engine.wire.json_codec``) becomes a ``problem``: a reason the adapter stores as
 a rejected proposal. Field values are not judged here: the directive edge and the policy
 do that, through the queue.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine import wire_json
+from engine.wire import json_codec as wire_json
 
 MAX_REPLY_BYTES = 64 * 1024  # one reply; a directive needs a few hundred bytes
 SHOWN_CHARS = 120  # of a refused reply quoted in its reason

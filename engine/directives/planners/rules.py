@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.directives.eval_trend import EvalTrend
 from engine.directives.failed_sizes import growth_refusal
 from engine.directives.policy import MemoryFigures

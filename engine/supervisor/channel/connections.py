@@ -30,7 +30,16 @@ from engine.chaos.table import ChaosKindSpec
 from engine.directives.pacer import DirectivePacer
 from engine.domain import Thresholds
 from engine.events import PAYLOADS, SUPERVISOR_EVENTS
-from engine.protocol import (
+from engine.run.storage.store import Store
+from engine.supervisor.channel import peer
+from engine.supervisor.channel.bad_input_log import BadInputLog, LogBudget
+from engine.supervisor.channel.console_outbox import ConsoleClient
+from engine.supervisor.channel.consoles import Consoles
+from engine.supervisor.channel.peer_lines import decoded_lines, refuse, say_and_close
+from engine.supervisor.channel.served import DirectiveRequest, ReportOwner, Served
+from engine.supervisor.channel.trainer_link import TrainerLink, TrainerSeat
+from engine.wire.json_codec import shorten
+from engine.wire.protocol import (
     STREAM_LIMIT,
     Approve,
     Chaos,
@@ -55,15 +64,6 @@ from engine.protocol import (
     decode_client,
     read_line,
 )
-from engine.run.store import Store
-from engine.supervisor.channel import peer
-from engine.supervisor.channel.bad_input_log import BadInputLog, LogBudget
-from engine.supervisor.channel.console_outbox import ConsoleClient
-from engine.supervisor.channel.consoles import Consoles
-from engine.supervisor.channel.peer_lines import decoded_lines, refuse, say_and_close
-from engine.supervisor.channel.served import DirectiveRequest, ReportOwner, Served
-from engine.supervisor.channel.trainer_link import TrainerLink, TrainerSeat
-from engine.wire_json import shorten
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from engine.domain import Event, RunState, TelemetrySample
 from engine.events import StateChanged
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import TELEMETRY_HZ, Error, EventMessage, Hardware, Hello, Telemetry, encode
+from engine.wire.protocol import TELEMETRY_HZ, Error, EventMessage, Hardware, Hello, Telemetry, encode
 
 log = logging.getLogger(__name__)
 

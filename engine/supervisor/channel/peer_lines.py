@@ -10,8 +10,16 @@ from collections.abc import AsyncIterator, Callable
 
 from pydantic import BaseModel
 
-from engine.protocol import ClientMessage, Error, LineTooLong, ProtocolError, decode_client, encode, read_line
 from engine.supervisor.channel.bad_input_log import BadInputLog
+from engine.wire.protocol import (
+    ClientMessage,
+    Error,
+    LineTooLong,
+    ProtocolError,
+    decode_client,
+    encode,
+    read_line,
+)
 
 
 async def decoded_lines(

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 from engine.domain import RunState, RunStatus, TelemetrySample
 from engine.events import Payload
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol import Approve, Chaos, Clamp, Error, Ok, Propose, Reject, TrainerEvent
 from engine.supervisor.channel.trainer_link import TrainerLink
+from engine.wire.protocol import Approve, Chaos, Clamp, Error, Ok, Propose, Reject, TrainerEvent
 
 DirectiveRequest = Approve | Clamp | Reject | Propose
 

@@ -12,7 +12,7 @@ import asyncio
 
 from pydantic import BaseModel
 
-from engine.protocol import MAX_LINE_BYTES, encode
+from engine.wire.protocol import MAX_LINE_BYTES, encode
 
 TRAINER_WRITE_BUFFER_MAX = MAX_LINE_BYTES  # bytes unread by the trainer before we stop answering
 

@@ -32,7 +32,6 @@ from engine.chaos.table import CHAOS_ADAPTER, ChaosKindSpec, ChaosRequest, chaos
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import ChaosInjected, ChaosRecovered
-from engine.protocol import Chaos, Error, Ok
 from engine.run.directory import RunDir
 from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.channel.trainer_link import TrainerLink
@@ -41,6 +40,7 @@ from engine.supervisor.chaos.recovery import Pending, RecoveryTracker
 from engine.supervisor.chaos.schedule import Scheduled, schedule
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainers.attempts import Attempts
+from engine.wire.protocol import Chaos, Error, Ok
 
 log = logging.getLogger(__name__)
 

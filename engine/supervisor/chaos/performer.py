@@ -20,11 +20,11 @@ from engine.chaos.kind import ChaosKind, Pending
 from engine.chaos.table import KINDS, import_all
 from engine.directives.queue import DirectiveQueue
 from engine.events import ChaosInjected
-from engine.protocol import InjectChaos
 from engine.run.directory import RunDir
 from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.channel.trainer_link import TrainerLink
 from engine.supervisor.trainers.attempts import Attempts
+from engine.wire.protocol import InjectChaos
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from engine.events import PAYLOADS, SUPERVISOR_EVENTS, DirectiveApplied, ReportsRecovered
-from engine.protocol import ProtocolError, StepReport, TrainerEvent, decode_client
 from engine.run.directory import RunDir, pid_alive
 from engine.run.report_spool import spool_lines, spools
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.journal import Journal
+from engine.wire.protocol import ProtocolError, StepReport, TrainerEvent, decode_client
 
 log = logging.getLogger(__name__)
 

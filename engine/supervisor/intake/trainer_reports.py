@@ -32,10 +32,10 @@ from engine.events import (
     TrainerStarted,
     payload_of,
 )
-from engine.protocol import TrainerEvent
 from engine.supervisor.channel.trainer_link import TrainerLink
 from engine.supervisor.journal import Journal
 from engine.supervisor.trainers.attempts import Attempts
+from engine.wire.protocol import TrainerEvent
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from engine.alerts.rules import Alert
+from engine.config.run_config import MetricsConfig
 from engine.events import METRICS_PORT_RULE
-from engine.metrics_config import MetricsConfig
 from engine.supervisor.metrics.scrape_figures import FiguresSource, ScrapeFigures, gather
 
 log = logging.getLogger(__name__)

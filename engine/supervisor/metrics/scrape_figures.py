@@ -14,7 +14,7 @@ from engine.alerts.rules import still_firing
 from engine.directives.queue import DirectiveQueue
 from engine.domain import Event, RunStatus, Severity, TelemetrySample
 from engine.events import AlertRaised, CheckpointSaved
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 _EVENT_COLUMNS = ("seq", "ts", "type", "severity", "message", "data", "attempt")
 

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import Event
 from engine.events import (
     NodesJoined,

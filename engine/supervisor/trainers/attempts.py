@@ -28,7 +28,7 @@ from typing import Any
 
 from engine.alerts.watch import AlertWatch
 from engine.checkpoints.store import newest_verified_step
-from engine.config import RestartConfig
+from engine.config.run_config import RestartConfig
 from engine.events import (
     ContinueRequested,
     FinalSaveMissed,
@@ -38,11 +38,10 @@ from engine.events import (
     TrainerLaunched,
     TrainerLaunchFailed,
 )
-from engine.protocol import TrainerCommand
 from engine.run.directory import RunDir
 from engine.run.node_outcome import read_node_outcome
+from engine.run.reports.status import save_report
 from engine.run.standby_orders import StandbyOrders
-from engine.run.status import save_report
 from engine.supervisor.channel.trainer_link import TrainerLink
 from engine.supervisor.essential_pool import off_loop
 from engine.supervisor.journal import Journal
@@ -60,6 +59,7 @@ from engine.supervisor.trainers.trainer_process import (
     trainer_environment,
 )
 from engine.supervisor.trainers.unannounced_saves import reconcile_saves
+from engine.wire.protocol import TrainerCommand
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from engine.protocol import CoreShare
 from engine.supervisor.channel.trainer_link import TrainerSeat
+from engine.wire.protocol import CoreShare
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import signal
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.config import RestartConfig
+from engine.config.run_config import RestartConfig
 from engine.domain import EXIT_NO_CHECKPOINT
 
 

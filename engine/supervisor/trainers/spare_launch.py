@@ -26,8 +26,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from engine.config import RunConfig
-from engine.config_file import ConfigError
+from engine.config.config_file import ConfigError
+from engine.config.run_config import RunConfig
 from engine.run.directory import RunDir
 from engine.run.standby_orders import HEAD_START_ENV, PARENT_ENV, STANDBY_FLAG
 from engine.supervisor.trainers.trainer_process import TRAINER_CMD_ENV, trainer_environment

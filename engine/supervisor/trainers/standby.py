@@ -44,7 +44,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import IO, Any
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.events import StandbyLost, StandbyReady, StartupPhase
 from engine.run.directory import RunDir
 from engine.run.standby_orders import READY, StandbyOrders

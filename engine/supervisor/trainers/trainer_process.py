@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.config import RunConfig, TrainConfig
+from engine.config.run_config import RunConfig, TrainConfig
 from engine.cpu_share import OMP_ENV, threads_per_rank, usable_cores
 from engine.domain import RunState
 from engine.rendezvous import rendezvous_id

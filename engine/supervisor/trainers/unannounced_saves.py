@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.checkpoints import catalog
 from engine.checkpoints.manifest import Verdict, verify_tag
 from engine.events import CheckpointSaved
-from engine.run.store import Store
+from engine.run.storage.store import Store
 from engine.supervisor.essential_pool import off_loop
 from engine.supervisor.journal import Journal
 

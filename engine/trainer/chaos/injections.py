@@ -22,8 +22,8 @@ from collections import deque
 from typing import Any
 
 from engine.events import ChaosApplied
-from engine.protocol import InjectChaos
 from engine.trainer.chaos.performer import StepFn, TrainerParts, TrainerPerformer, nested, performer_classes
+from engine.wire.protocol import InjectChaos
 
 log = logging.getLogger(__name__)
 

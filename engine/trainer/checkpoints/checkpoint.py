@@ -36,7 +36,7 @@ from engine.checkpoints.manifest import Manifest, config_hash
 from engine.checkpoints.sealer import CheckpointSealer
 from engine.checkpoints.selection import to_prune
 from engine.checkpoints.store import CheckpointStore, SaveOutcome
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.events import CheckpointRejected, FreshStart
 from engine.run.directory import RunDir
 from engine.trainer.chaos.disk_full_injection import disk_full_if_due

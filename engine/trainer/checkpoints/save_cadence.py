@@ -13,7 +13,7 @@ from __future__ import annotations
 from engine.checkpoints.cadence import Cadence, CadenceBounds, CadenceDecision, interval_due
 from engine.checkpoints.selection import save_due
 from engine.checkpoints.store import CheckpointStore
-from engine.config import CheckpointConfig
+from engine.config.run_config import CheckpointConfig
 from engine.events import CheckpointCadence
 from engine.trainer.link import Link
 from engine.trainer.ranks.rank_group import RankGroup

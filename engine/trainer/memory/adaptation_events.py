@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from engine.domain import Severity
 from engine.events import MemoryAdapted, MemoryLevel
+from engine.measures.memory_scale import MemoryLevel as Level
 from engine.memory.controller import Change
-from engine.memory_scale import MemoryLevel as Level
 
 LEVEL_SEVERITY: dict[Level, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
 

@@ -41,8 +41,9 @@ from typing import Any
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.events import LossScaleFloor, MemoryExhausted
+from engine.measures.memory_scale import MemoryLevel as Level
 from engine.memory.budget import budget_bytes
 from engine.memory.controller import (
     Change,
@@ -59,7 +60,6 @@ from engine.memory.controller import (
 )
 from engine.memory.model import Predictions
 from engine.memory.model_description import ModelDescription
-from engine.memory_scale import MemoryLevel as Level
 from engine.trainer.link import Link
 from engine.trainer.memory.adaptation_events import adapted_event, level_event
 from engine.trainer.memory.ballast import Ballast

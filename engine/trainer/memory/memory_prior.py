@@ -9,7 +9,7 @@ two steps at different micro-batches (``MemoryModel.observe``).
 
 from __future__ import annotations
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.model import MemoryModel
 from engine.memory.model_description import ModelDescription
 from engine.memory.offload_setting import offload_setting

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.events import PlannedMemory
 from engine.memory.model_description import ModelDescription
 from engine.run.oom_files import (

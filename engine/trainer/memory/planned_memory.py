@@ -9,7 +9,7 @@ declares no shape gets no plan: its activations are learned from measured peaks 
 
 from __future__ import annotations
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.events import PlannedMemory
 from engine.memory.capacity_plan import CPU_RUNTIME_BYTES, CUDA_CONTEXT_BYTES, PlanRequest, breakdown
 from engine.memory.model_description import ModelDescription

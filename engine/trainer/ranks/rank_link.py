@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from engine.protocol import ApplyDirective, InjectChaos
 from engine.trainer.link import Link, _EventSender
+from engine.wire.protocol import ApplyDirective, InjectChaos
 
 
 class Collectives(Protocol):

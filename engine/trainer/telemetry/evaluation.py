@@ -22,14 +22,14 @@ from typing import Any
 
 import torch
 
-from engine.config import EvalConfig
+from engine.config.run_config import EvalConfig
 from engine.events import EvalCompleted, EvalSkipped
+from engine.measures.user_metrics import MetricScreen
 from engine.trainer.link import Link
 from engine.trainer.memory.oom_recovery import is_oom
 from engine.trainer.ranks.rank_group import RankGroup
 from engine.trainer.telemetry.step_telemetry import StepTelemetry
 from engine.trainer.workloads.forward_output import as_number, split_output
-from engine.user_metrics import MetricScreen
 
 log = logging.getLogger(__name__)
 

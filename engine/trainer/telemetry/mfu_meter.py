@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
+from engine.measures.utilisation import credible_mfu
 from engine.memory.device_peaks import device_peak_of
 from engine.memory.flops import TERA, mfu, model_tflops
 from engine.memory.model_description import ModelDescription
-from engine.utilisation import credible_mfu
 
 log = logging.getLogger(__name__)
 

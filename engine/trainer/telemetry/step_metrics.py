@@ -28,9 +28,9 @@ from numbers import Real
 import torch
 
 from engine.events import MetricWarning
+from engine.measures.user_metrics import MAX_METRICS, MetricScreen
 from engine.trainer.link import Link
 from engine.trainer.ranks.rank_group import RankGroup
-from engine.user_metrics import MAX_METRICS, MetricScreen
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.model_description import ModelDescription, describe
 from engine.trainer.workloads.model import parameter_count
 from engine.trainer.workloads.workload import Workload

@@ -8,7 +8,7 @@
         return loss, {"accuracy": acc}       # plus named scalars (0-dim tensors or numbers)
 
 DeepSpeed's ``engine(*batch)`` returns the module's output unchanged, so the trainer splits
-it here; the named values go through ``engine.user_metrics.MetricScreen`` before anything
+it here; the named values go through ``engine.measures.user_metrics.MetricScreen`` before anything
 reports them.
 """
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.transformer_shape import ShapeError, TransformerShape, from_hf_config
 from engine.trainer.workloads.corpus import ByteCorpus
 from engine.trainer.workloads.document_corpus import IGNORE_INDEX, DocumentCorpus

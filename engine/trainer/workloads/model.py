@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from engine.config import ModelConfig
+from engine.config.run_config import ModelConfig
 
 VOCAB_SIZE = 256  # one token per byte
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import ModelConfig
+from engine.config.run_config import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A workload is a model plus a deterministic source of batches::
 
-    from engine.config import RunConfig
+    from engine.config.run_config import RunConfig
     from engine.trainer.workloads.workload import Workload
 
     def build(config: RunConfig) -> Workload:
@@ -69,7 +69,7 @@ from typing import Any
 
 import torch
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.memory.transformer_shape import TransformerShape, from_model_config
 
 BatchFn = Callable[[int, int, int], tuple[torch.Tensor, ...]]

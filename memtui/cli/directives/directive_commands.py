@@ -112,7 +112,7 @@ def rationale(text: str) -> str:
 
 def reason(text: str) -> str:
     """An argument type: a rejection's reason, no longer than the protocol carries."""
-    from engine.protocol import MAX_REASON_CHARS
+    from engine.wire.protocol import MAX_REASON_CHARS
 
     if len(text) > MAX_REASON_CHARS:
         raise argparse.ArgumentTypeError(f"at most {MAX_REASON_CHARS} characters, got {len(text)}")
@@ -228,13 +228,13 @@ def cmd_directives(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from engine.protocol import Approve
+    from engine.wire.protocol import Approve
 
     return _answer(args, "approve", lambda rid: Approve(id=rid, directive_id=args.directive_id))
 
 
 def cmd_reject(args: argparse.Namespace) -> int:
-    from engine.protocol import Reject
+    from engine.wire.protocol import Reject
 
     return _answer(
         args, "reject", lambda rid: Reject(id=rid, directive_id=args.directive_id, reason=args.reason)
@@ -244,7 +244,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 def cmd_clamp(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from engine.protocol import Clamp
+    from engine.wire.protocol import Clamp
 
     values = parse_assignments(args.values)
     check_values("clamp", values)
@@ -258,7 +258,7 @@ def cmd_clamp(args: argparse.Namespace) -> int:
 def cmd_propose(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from engine.protocol import Propose
+    from engine.wire.protocol import Propose
 
     values = parse_assignments(args.values)
     if args.rollback is not None:

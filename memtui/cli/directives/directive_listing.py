@@ -16,7 +16,7 @@ DECISION_PAGE_ROWS = 5000
 def stored_directives(store_path: Any) -> list[dict[str, Any]]:
     """The newest DirectiveView of every directive in the run's event log, oldest first."""
     from engine.events import DirectiveApplied, DirectiveDecided, DirectiveEffectMeasured, DirectiveProposed
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     newest: dict[str, dict[str, Any]] = {}
     if not Path(store_path).exists():
@@ -55,7 +55,7 @@ def no_longer_waiting(view: dict[str, Any]) -> dict[str, Any]:
 def print_decisions(store_path: Any, directive_id: str | None, as_json: bool) -> int:
     """Every stored verdict, oldest first, as lines or one JSON list (streamed: a flood leaves
     tens of thousands, read a page at a time); returns how many."""
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
     from memtui.cli.json_document import stream_json_array
 
     if not Path(store_path).exists():

@@ -21,7 +21,7 @@ def holds_directive(run: RunDir, directive_id: str) -> bool:
     """True when ``run``'s store has a verdict or an event on ``directive_id``."""
     import sqlite3
 
-    from engine.run.store import Store
+    from engine.run.storage.store import Store
 
     if not Path(run.store).exists():
         return False

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from engine.domain import Event, TelemetrySample
-from engine.run.eval_history import eval_columns, stored_evals
-from engine.run.metric_history import METRIC_COLUMN, metric_names
-from engine.run.store import Store
+from engine.run.reports.eval_history import eval_columns, stored_evals
+from engine.run.reports.metric_history import METRIC_COLUMN, metric_names
+from engine.run.storage.store import Store
 
 ExportFormat = Literal["csv", "jsonl"]
 ExportWhat = Literal["steps", "events", "evals", "all"]

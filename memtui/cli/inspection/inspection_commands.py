@@ -122,7 +122,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     import time
 
     from engine.run.directory import list_runs
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     now = time.time()
     entries = [_listing(offline_status(run), run, now) for run in list_runs()]
@@ -226,7 +226,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from engine.run.store import StoreError
+    from engine.run.storage.store import StoreError
     from memtui.cli.inspection.export import export
     from memtui.cli.resolver import require_run
 
@@ -252,7 +252,7 @@ def _export_tensorboard(run: RunDir, out: str | None) -> int:
     """``--format tensorboard``: the whole run into the directory ``--out``."""
     from pathlib import Path
 
-    from engine.run.store import StoreError
+    from engine.run.storage.store import StoreError
     from memtui.cli.inspection.tensorboard_export import TensorBoardMissing, export_tensorboard
 
     if not out:

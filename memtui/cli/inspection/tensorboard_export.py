@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.domain import Event, TelemetrySample
 from engine.events import EvalCompleted
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 EXTRA = "memtui[tensorboard]"
 """The optional extra that brings the writer in."""

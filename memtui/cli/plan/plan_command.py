@@ -23,7 +23,7 @@ from memtui.cli.arguments import positive_float, positive_int, sequence_length
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from engine.config import RunConfig
+    from engine.config.run_config import RunConfig
     from engine.memory.capacity_plan import PlanRequest
     from engine.memory.transformer_shape import TransformerShape
     from memtui.cli.plan.plan_hardware import Hardware, SeenGpu
@@ -135,7 +135,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _target(args: argparse.Namespace, world: int | None) -> tuple[RunConfig, TransformerShape, Path | None]:
     """(config, shape, the run's directory when TARGET is a run). ``world``: the GPUs planned
     for, over which a DeepSpeed config's batch keys are resolved (as DeepSpeed would on them)."""
-    from engine.config_file import ConfigError, load_run_config
+    from engine.config.config_file import ConfigError, load_run_config
     from engine.memory.transformer_shape import ShapeError, from_hf_config
 
     target = Path(args.target) if args.target else None
@@ -203,8 +203,8 @@ def _run_by_name(spec: str) -> Path:
 
 
 def _run_config(run_path: Path, settings: list[str]) -> RunConfig:
-    from engine.config_file import ConfigError, build_run_config, deep_merge
-    from engine.config_override import OverrideError, parse_override
+    from engine.config.config_file import ConfigError, build_run_config, deep_merge
+    from engine.config.override import OverrideError, parse_override
     from engine.run.directory import RunDir
 
     raw = RunDir(run_path).read_config().model_dump(mode="json")

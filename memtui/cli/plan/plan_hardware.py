@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from engine.config import RunConfig
+    from engine.config.run_config import RunConfig
     from engine.doctor.nvml_probe import NvmlLibrary
     from engine.memory.communication import Link
 

@@ -55,7 +55,7 @@ def built_description(run_path: Path) -> ModelDescription | None:
     from engine.events import TrainerStarted
     from engine.memory.model_description import from_wire
     from engine.memory.transformer_shape import ShapeError
-    from engine.run.store import Store, StoreError
+    from engine.run.storage.store import Store, StoreError
 
     store_path = run_path / "telemetry.sqlite"
     if not store_path.exists():
@@ -73,7 +73,7 @@ def measured_against(run_path: Path, request: PlanRequest) -> Measured | None:
     """None when the run has no measured step yet (or no readable store)."""
     from engine.memory.capacity_plan import activation_bytes, per_gpu_bytes
     from engine.memory.model import model_state_bytes
-    from engine.run.store import Store, StoreError
+    from engine.run.storage.store import Store, StoreError
 
     store_path = run_path / "telemetry.sqlite"
     if not store_path.exists():

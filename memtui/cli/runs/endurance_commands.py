@@ -1,7 +1,7 @@
 """``memtui report RUN`` (the endurance report of any run, from its store alone) and
 ``memtui endure`` (a headless run under scheduled chaos and whole-tree kills, then its report).
 
-The figures are ``engine.run.endurance_report``'s; these commands only print them.
+The figures are ``engine.run.reports.endurance_report``'s; these commands only print them.
 Torch-free; imports stay lazy so ``memtui --help`` stays fast.
 """
 
@@ -16,9 +16,9 @@ from memtui.cli.arguments import add_run, non_negative_int, positive_int
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from engine.config import RunConfig
+    from engine.config.run_config import RunConfig
     from engine.run.directory import RunDir
-    from engine.run.endurance_report import EnduranceReport
+    from engine.run.reports.endurance_report import EnduranceReport
 
 
 def add_report_parser(sub: Any) -> None:
@@ -107,7 +107,7 @@ def cmd_endure(args: argparse.Namespace) -> int:
 def endurance_config(args: argparse.Namespace) -> RunConfig:
     """The run's config: the file and ``--set``s, then the chaos schedule and restart policy."""
     from engine.chaos.config import default_kinds
-    from engine.config_file import ConfigError, load_run_config
+    from engine.config.config_file import ConfigError, load_run_config
 
     settings = [*args.settings, f"chaos.seed={args.seed}", "restart.on_preemption=true"]
     if args.chaos_every is not None:
@@ -155,8 +155,8 @@ def read_report(run: RunDir) -> EnduranceReport:
     """The report of ``run`` from its store, or a CliError saying why there is none."""
     import sqlite3
 
-    from engine.run.endurance_report import endurance_report
-    from engine.run.store import Store, StoreError
+    from engine.run.reports.endurance_report import endurance_report
+    from engine.run.storage.store import Store, StoreError
 
     try:
         with Store(run.store, readonly=True) as store:
@@ -169,8 +169,8 @@ def read_page(run: RunDir) -> str:
     """``run``'s report page (``memtui.report_page``), or a CliError saying why there is none."""
     import sqlite3
 
-    from engine.run.endurance_report import endurance_report
-    from engine.run.store import Store, StoreError
+    from engine.run.reports.endurance_report import endurance_report
+    from engine.run.storage.store import Store, StoreError
     from memtui.report_page import render_page
     from memtui.run_series import read_series
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from engine.domain import TERMINAL_STATES
 from engine.run.directory import RunDir, pid_alive
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 POLL_S = 0.5  # s between two looks at the store
 PROGRESS_S = 10.0  # s between two progress lines

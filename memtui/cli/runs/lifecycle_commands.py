@@ -23,7 +23,7 @@ from memtui.cli.arguments import add_bell, add_readonly, add_run, add_theme, pos
 from memtui.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from engine.config import RunConfig
+    from engine.config.run_config import RunConfig
     from engine.domain import RunStatus
     from engine.run.directory import RunDir
 
@@ -176,7 +176,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     if live is None and runs and _show_ended(runs[0]):
         return open_console(runs[0], args.theme, readonly=args.readonly, bell=args.bell)
     if live is None:
-        from engine.config_file import demo_run_config
+        from engine.config.config_file import demo_run_config
 
         live = start_run(demo_run_config())
         print(f"started the demo run {live.run_id}", file=sys.stderr)
@@ -186,7 +186,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 def _show_ended(newest: RunDir) -> bool:
     """The newest run has ended: say so; True to show it rather than start a new demo (asked
     on a terminal; elsewhere the demo starts, and the line says how to see the old run)."""
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     status = offline_status(newest)
     target = f"/{status.target_steps}" if status.target_steps else ""
@@ -205,7 +205,7 @@ def _show_ended(newest: RunDir) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from engine.config_file import ConfigError, load_run_config
+    from engine.config.config_file import ConfigError, load_run_config
 
     try:
         config = load_run_config(
@@ -346,7 +346,7 @@ def open_console(run: RunDir, theme: str | None, *, readonly: bool = False, bell
 def detach_note(run: RunDir) -> str:
     """After the console: how to come back to a run that goes on; nothing for one that has
     ended or is stopping (as its store says)."""
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     if offline_status(run).state in ("stopping", "stopped", "completed", "failed", "interrupted"):
         return ""  # "interrupted" too: no supervisor serves it
@@ -357,7 +357,7 @@ def detach_note(run: RunDir) -> str:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from engine.protocol import Stop
+    from engine.wire.protocol import Stop
     from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 
@@ -398,7 +398,7 @@ def _wait_for_ending(run: RunDir, timeout: float) -> RunStatus:
 
 
 def _final_status(run: RunDir) -> RunStatus:
-    from engine.run.status import offline_status
+    from engine.run.reports.status import offline_status
 
     return offline_status(run)
 

@@ -47,7 +47,7 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     """Send ``Pause(paused=args.paused)`` to the run's supervisor and print its answer."""
-    from engine.protocol import Pause
+    from engine.wire.protocol import Pause
     from memtui.cli.resolver import require_run
     from memtui.client import EngineRefused, EngineUnavailable, new_request_id, request_once
 

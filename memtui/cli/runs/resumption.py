@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from engine.checkpoints.catalog import committed_before, committed_tags, verdicts_newest_first
 from engine.checkpoints.selection import plan_resume, select_newest_verified
 from engine.run.directory import RunDir, pid_alive
-from engine.run.status import offline_status
-from engine.run.store import Store
+from engine.run.reports.status import offline_status
+from engine.run.storage.store import Store
 
 OLD_TRAINER_WAIT_S = 30.0  # an orphaned trainer checkpoints and exits when its supervisor is gone
 
@@ -61,7 +61,7 @@ def _refuse_a_damaged_or_lost_history(run: RunDir) -> None:
     """A store SQLite cannot read, or one with no history beside committed checkpoints (a
     store emptied or replaced), is refused before a supervisor would start a new history
     over the run's: StoreError (damaged) or ResumeRefused (empty), naming what still can be done."""
-    from engine.run.store import StoreError
+    from engine.run.storage.store import StoreError
 
     if not run.store.exists():
         return
@@ -100,8 +100,8 @@ def change_ranks(run: RunDir, ranks: int) -> None:
     global batch must still divide), keeping everything else."""
     from pydantic import ValidationError
 
-    from engine.config import RunConfig
-    from engine.config_file import ConfigError, describe_validation
+    from engine.config.config_file import ConfigError, describe_validation
+    from engine.config.run_config import RunConfig
 
     try:
         config = run.read_config()

@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Static
 
 from engine.domain import DIRECTIVE_FIELDS, INTEGER_FIELDS, DirectiveField
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value
 from memtui.console.screens.modal import FormModal
 from memtui.directive_phrases import arrow

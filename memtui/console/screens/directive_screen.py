@@ -12,7 +12,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from engine.domain import DIRECTIVE_FIELDS
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.directive_text import FIELD_LABELS, format_value, render_timing
 from memtui.console.screens.modal import Modal
 

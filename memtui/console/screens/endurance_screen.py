@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Static
 
-from engine.run.endurance_report import EnduranceReport
+from engine.run.reports.endurance_report import EnduranceReport
 from memtui.console.screens.modal import Modal
 from memtui.endurance_markdown import figure_rows
 from memtui.endurance_reader import EnduranceReader

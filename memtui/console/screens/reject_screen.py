@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.widgets import Input, Static
 
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.directive_text import render_changes
 from memtui.console.screens.modal import FormModal
 

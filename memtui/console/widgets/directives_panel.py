@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from textual.binding import Binding
 from textual.markup import escape
 
-from engine.protocol import DirectiveView
+from engine.wire.protocol import DirectiveView
 from memtui.console.directive_text import render_changes, render_timing
 from memtui.console.run_view import RunView
 from memtui.console.widgets.panel import Panel

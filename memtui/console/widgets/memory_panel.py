@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from textual.markup import escape
 
-from engine.domain import Event, MemoryLevel, RankMemory, TelemetrySample, Thresholds
+from engine.domain import Event, MemoryLevel, RankMemory, TelemetrySample, Thresholds, slowest_rank
 from engine.events import MemoryAdapted
-from engine.rank_pace import slowest_rank
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns

@@ -54,7 +54,7 @@ def sparkline(points: Sequence[Point], name: str, width: int) -> str:
 
 def render_metrics(points: Sequence[Point], width: int) -> str:
     """A ``name value sparkline`` row per metric in ``width`` cells, or how to report one.
-    Names are identifiers (``engine.user_metrics.NAME_PATTERN``): no markup in them. A narrow
+    Names are identifiers (``engine.measures.user_metrics.NAME_PATTERN``): no markup in them. A narrow
     panel cuts names to leave the sparkline its ``SPARK_MIN`` cells."""
     names = metric_names(points)
     if not names:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.domain import TelemetrySample
 from engine.events import TrainerStarted
-from engine.utilisation import above_peak, credible_mfu
+from engine.measures.utilisation import above_peak, credible_mfu
 from memtui.console.chart import render_scaled
 from memtui.console.run_view import RunView
 from memtui.console.series import WINDOW_LABELS, restart_columns

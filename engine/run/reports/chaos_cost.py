@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.events import ChaosInjected, ChaosRecovered
-from engine.run.store import Store
-from engine.run.stored_events import payloads_of
+from engine.run.storage.store import Store
+from engine.run.storage.stored_events import payloads_of
 
 
 class RestartCost(BaseModel):

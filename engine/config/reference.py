@@ -3,7 +3,7 @@ docstring, as the Markdown tables of docs/configuration.md.
 
 The models are the one source; the page holds what this prints between its
 ``<!-- config-reference -->`` markers, and a test keeps the two equal. After changing a key:
-``python -m engine.config_reference --write docs/configuration.md``. Torch-free.
+``python -m engine.config.reference --write docs/configuration.md``. Torch-free.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 
 BEGIN = "<!-- config-reference -->"
 END = "<!-- /config-reference -->"
 INTRO = (
-    "Every key, generated from the config's models (`python -m engine.config_reference`). "
+    "Every key, generated from the config's models (`python -m engine.config.reference`). "
     "A default is the model's own: `preset` sets `[model]` and `[train]` first "
-    "(`PRESETS` in `engine/config.py`), and keys you write win over both."
+    "(`PRESETS` in `engine/config/run_config.py`), and keys you write win over both."
 )
 
 
@@ -162,7 +162,7 @@ def written_reference(page: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.config_reference", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m engine.config.reference", description=__doc__)
     parser.add_argument("--write", type=Path, metavar="PAGE", help="replace PAGE's reference in place")
     args = parser.parse_args(argv)
     fresh = reference_markdown()

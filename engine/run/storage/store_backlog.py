@@ -3,7 +3,7 @@
 Step samples and policy verdicts wait here for the next batched write, as they always
 did; events and meta changes wait here only until the transaction that writes them commits,
 which is at once unless the disk refuses writes (a storage fault,
-``engine.run.storage_fault``). One write takes everything in one transaction, in the order
+``engine.run.storage.storage_fault``). One write takes everything in one transaction, in the order
 it came, and the backlog is cleared only once SQLite has committed: a refused write loses
 nothing, and the next one writes the same rows again.
 

@@ -9,7 +9,7 @@ refuses what lies outside the bounds unless it is the default. Torch-free.
 
 from __future__ import annotations
 
-from engine.config import RunConfig
+from engine.config.run_config import RunConfig
 from engine.domain import DIRECTIVE_FIELDS, DirectiveField, DirectiveValue
 
 

@@ -12,8 +12,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from engine.config import RunConfig
-from engine.config_file import deep_merge
+from engine.config.config_file import deep_merge
+from engine.config.run_config import RunConfig
 
 QUIET_STEPS_PER_PRINT = 10**12  # DeepSpeed prints a progress line every N steps: never
 
@@ -88,7 +88,7 @@ def build_deepspeed_config(config: RunConfig, world_size: int = 1) -> dict[str, 
 def required_ops(ds_config: Mapping[str, Any]) -> list[str]:
     """The ops a DeepSpeed config cannot run without (a best effort for the common optimizers).
 
-    memtui's own config (``engine.deepspeed_config.defaults``) sets ``torch_adam``:
+    memtui's own config (``engine.config.deepspeed_config.defaults``) sets ``torch_adam``:
     the optimizer is torch's AdamW, so no op is required and a default run is never degraded
     by an op it cannot build. A user's ``deepspeed_config`` may ask for DeepSpeed's own:
     Adam/AdamW without ``torch_adam`` is ``fused_adam`` (``cpu_adam`` with the optimizer

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 
 from engine.domain import ThroughputFigures
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 WINDOW_STEPS = 50
 """Steps in a peak's window: long enough that one fast step is not a peak."""

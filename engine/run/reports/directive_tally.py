@@ -17,7 +17,7 @@ import sqlite3
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 OLD_OPERATOR_REASON = "values set by the operator"
 """What an operator's approval or clamp said in its re-check's reasons, before the column."""

@@ -24,15 +24,15 @@ from engine.events import (
     MemoryAdapted,
     RolledBack,
 )
-from engine.run.chaos_cost import ChaosCost, chaos_cost
-from engine.run.directive_tally import directive_tally
 from engine.run.directory import RunDir
-from engine.run.eval_history import EvalLosses, stored_evals
-from engine.run.metric_history import last_metrics
-from engine.run.status import identity_of, whole_tree_resumes
-from engine.run.store import Store
-from engine.run.stored_events import payloads_of
-from engine.run.throughput import throughput_of
+from engine.run.reports.chaos_cost import ChaosCost, chaos_cost
+from engine.run.reports.directive_tally import directive_tally
+from engine.run.reports.eval_history import EvalLosses, stored_evals
+from engine.run.reports.metric_history import last_metrics
+from engine.run.reports.status import identity_of, whole_tree_resumes
+from engine.run.reports.throughput import throughput_of
+from engine.run.storage.store import Store
+from engine.run.storage.stored_events import payloads_of
 
 LEGACY_KINDS = {"kill_trainer": "kill"}
 """The old ``chaos`` event's action -> today's kind."""
@@ -106,7 +106,7 @@ class EnduranceReport(BaseModel):
     steps_replayed: int
     """Steps trained again: an attempt's steps at or below what earlier attempts reached."""
     chaos_cost: ChaosCost = Field(default_factory=ChaosCost)
-    """Outage and replay per restart, and the steps chaos slowed (engine.run.chaos_cost)."""
+    """Outage and replay per restart, and the steps chaos slowed (engine.run.reports.chaos_cost)."""
     rollbacks: list[RolledBack] = Field(default_factory=list)
     """Rollbacks performed, oldest first: the tag, the steps given up, the data skipped."""
     checkpoint_stall_s: float
@@ -273,6 +273,6 @@ def _resumes(store: Store) -> tuple[int, int, int]:
 
 
 def _directive_counts(store: Store) -> dict[str, int]:
-    """The report's directive fields (``engine.run.directive_tally``)."""
+    """The report's directive fields (``engine.run.reports.directive_tally``)."""
     tally = directive_tally(store)
     return {f"directives_{name}": value for name, value in tally.model_dump().items()}

@@ -18,7 +18,7 @@ Conversation::
 Anything malformed (bad JSON, over-long line, nesting too deep, an integer over 64 bits,
 unknown kind, wrong types, wrong version) gets an ``Error`` naming the reason; the server
 and its other clients go on. Decoding is total: any bytes give a message or a
-``ProtocolError`` (JSON itself is read by ``engine.wire_json``), and a reason quotes at
+``ProtocolError`` (JSON itself is read by ``engine.wire.json_codec``), and a reason quotes at
 most a few characters of the input. The integers and booleans declared here take their own
 JSON type only: ``true`` or ``1.0`` is no protocol version, and ``1`` no boolean. Torch-free.
 """
@@ -38,7 +38,6 @@ from pydantic import (
     ValidationError,
 )
 
-from engine import wire_json
 from engine.chaos.table import ChaosKindSpec, ChaosRequest
 from engine.directive_effect import DirectiveEffect
 from engine.domain import (
@@ -52,7 +51,9 @@ from engine.domain import (
     Thresholds,
 )
 from engine.hardware_report import HardwareSnapshot
-from engine.protocol_framing import (
+from engine.rollback import Rollback
+from engine.wire import json_codec as wire_json
+from engine.wire.framing import (
     MAX_LINE_BYTES,
     STREAM_LIMIT,
     LineTooLong,
@@ -61,7 +62,6 @@ from engine.protocol_framing import (
     read_line,
     wire_size,
 )
-from engine.rollback import Rollback
 
 __all__ = ["MAX_LINE_BYTES", "STREAM_LIMIT", "LineTooLong", "ProtocolError", "encode", "read_line"]
 

@@ -1,6 +1,6 @@
 """The operator's side of the run config: the zero-trust directive policy (bounds, approval,
 planner, health gates) and the alerts (thresholds, hysteresis, hardware readings, the alert
-command). Re-exported by ``engine.config``, where ``RunConfig`` holds them. Torch-free.
+command). Re-exported by ``engine.config.run_config``, where ``RunConfig`` holds them. Torch-free.
 """
 
 from __future__ import annotations

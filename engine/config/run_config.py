@@ -1,6 +1,6 @@
 """The run's configuration: ``RunConfig`` and its parts, each with a docstring per field.
 
-Validated once at the edge (``engine.config_file`` reads TOML, JSON and ``--set``) and
+Validated once at the edge (``engine.config.config_file`` reads TOML, JSON and ``--set``) and
 passed down; every model is strict about unknown keys, so a typo in a config file is an
 error that names the key. Thresholds and bounds live here, and the console learns them
 from the run. Torch-free.
@@ -8,18 +8,17 @@ from the run. Torch-free.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from engine.chaos.config import ChaosConfig
+from engine.config.oversight import AlertConfig, PolicyConfig, StrictSection
 from engine.domain import Thresholds
-from engine.eval_config import EvalConfig
-from engine.metrics_config import MetricsConfig
-from engine.oversight_config import AlertConfig, PolicyConfig, StrictSection
 
 # re-exported: every part of the config here
-__all__ = ["AlertConfig", "EvalConfig", "MetricsConfig", "PolicyConfig"]
+__all__ = ["AlertConfig", "PolicyConfig"]
 
 Precision = Literal["fp16", "bf16", "fp32"]
 PresetName = Literal["tiny", "small"]
@@ -374,6 +373,44 @@ class HardwareConfig(_Strict):
     None: from memtui's table by the NVML device name, or (CPU) a matmul probe at start."""
 
 
+class EvalConfig(StrictSection):
+    """A held-out loss at a step boundary, on ``workload.eval_batch`` (the built-in and the
+    Hugging Face workloads hold out the last 2% of their data).
+
+    Cost: one eval is ``batches`` forward passes without gradients at the configured
+    micro-batch, about a third of a training micro-step each: at the defaults about 2.7
+    optimizer steps of time every 200 steps with one micro-step per step (~1.3% of the
+    run), less with gradient accumulation. The eval's seconds are reported on the next
+    step's sample (``eval_s``) and counted apart in ``memtui report``."""
+
+    every_steps: int = Field(200, ge=0)
+    """Evaluate after every N optimizer steps (when ``global_steps % N == 0``); 0 = never."""
+    batches: int = Field(8, ge=1, le=100_000)
+    """Held-out batches per eval (indices ``0 .. batches-1``, the same every time, so evals
+    are comparable); with several ranks each rank takes its share and the loss is their mean."""
+
+
+class MetricsConfig(StrictSection):
+    """A ``/metrics`` endpoint for Prometheus, off by default. The figures are read from the
+    supervisor's state when scraped (nothing is computed per step for it); serving them needs
+    the optional ``prometheus-client`` (``pip install 'memtui[metrics]'``)."""
+
+    port: int | None = Field(None, ge=1, le=65535)
+    """TCP port of the endpoint; None = no endpoint. A port in use is an alert that names
+    ``metrics.port``: the run goes on without metrics."""
+    address: str = "127.0.0.1"
+    """The address it binds: localhost unless another is given (``0.0.0.0`` = every interface)."""
+
+    @field_validator("address")
+    @classmethod
+    def _an_ip_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"metrics.address must be an IP address, got {value!r}") from None
+        return value
+
+
 class RunConfig(_Strict):
     """Everything a run needs, validated once at the edge and stored as ``run.json``."""
 
@@ -394,9 +431,9 @@ class RunConfig(_Strict):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     """What the supervisor does while the run's store cannot write."""
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    """A held-out loss every ``eval.every_steps`` steps (``engine.eval_config``)."""
+    """A held-out loss every ``eval.every_steps`` steps (``EvalConfig``)."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    """The supervisor's Prometheus endpoint (``engine.metrics_config``); off by default."""
+    """The supervisor's Prometheus endpoint (``MetricsConfig``); off by default."""
     chaos: ChaosConfig = Field(default_factory=ChaosConfig)
     """Scheduled chaos (``engine.chaos.table``): kinds and weights, mean interval, seed."""
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

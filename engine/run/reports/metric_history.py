@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 METRIC_COLUMN = "metrics"
 """The steps column (``TelemetrySample.metrics``) holding a step's ``{name: value}``."""

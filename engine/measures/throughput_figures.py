@@ -1,4 +1,4 @@
-"""The run's tokens/s figures as a status and a report carry them (``engine.run.throughput``
+"""The run's tokens/s figures as a status and a report carry them (``engine.run.reports.throughput``
 computes them from the store). Torch-free."""
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ One SQLite file per run (``telemetry.sqlite``) in WAL mode, so the supervisor wr
   of a flood included; reasons, patch and bounds as JSON text.
 
 Steps and decisions are buffered and written in batches (``flush``, one transaction);
-events and meta are committed at once. How rows are made is ``engine.run.row_codec``, the
-tables and transactions ``engine.run.store_file``.
+events and meta are committed at once. How rows are made is ``engine.run.storage.row_codec``, the
+tables and transactions ``engine.run.storage.store_file``.
 
 **Storage faults.** A write the disk refuses (full, a quota, I/O errors: which ones is
-``engine.run.storage_fault``) raises nothing and loses nothing: what was to be written
-stays in the store's ``Backlog`` (``engine.run.store_backlog``, bounded), ``fault`` says
+``engine.run.storage.storage_fault``) raises nothing and loses nothing: what was to be written
+stays in the store's ``Backlog`` (``engine.run.storage.store_backlog``, bounded), ``fault`` says
 why, and ``on_fault`` is told once. Until ``retry`` gets it all through, the other writes
 only add to the backlog (an event still gets its seq at once, the one it will be stored
 under), and the reads the supervisor serves include what waits: ``events_since``,
@@ -38,7 +38,7 @@ from typing import Any
 
 from engine.domain import DecisionRecord, Event, Severity, TelemetrySample
 from engine.run.meta import RunMeta, meta_from_rows, meta_values
-from engine.run.row_codec import (
+from engine.run.storage.row_codec import (
     DECISION_COLUMNS,
     DECISION_INSERT,
     STEP_INSERT,
@@ -48,9 +48,9 @@ from engine.run.row_codec import (
     sample_from,
     step_row,
 )
-from engine.run.storage_fault import storage_fault
-from engine.run.store_backlog import HELD_ROWS_MAX, Backlog
-from engine.run.store_file import (
+from engine.run.storage.storage_fault import storage_fault
+from engine.run.storage.store_backlog import HELD_ROWS_MAX, Backlog
+from engine.run.storage.store_file import (
     EVENT_INSERT,
     META_UPSERT,
     SCHEMA_VERSION,
@@ -338,7 +338,7 @@ class Store:
 
     def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only ``sql`` over the stored tables (buffered steps flushed first);
-        [] before the writer has made them. For aggregates (``engine.run.throughput``)."""
+        [] before the writer has made them. For aggregates (``engine.run.reports.throughput``)."""
         self._flush_if_writable()
         if not self._has_tables():
             return []

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.eval_summary import EvalSummary
 from engine.events import EvalCompleted
-from engine.run.store import Store
+from engine.measures.eval_summary import EvalSummary
+from engine.run.storage.store import Store
 
 EVAL_FIELDS = ["step", "loss", "batches", "seconds", "attempt", "ts"]
 """The columns of one eval, before its metrics (``metrics.NAME``, one column each)."""

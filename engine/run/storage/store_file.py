@@ -17,7 +17,7 @@ import sqlite3
 from typing import Any
 
 from engine.domain import Event
-from engine.run.row_codec import NONFINITE_COLUMN, STEP_COLUMNS
+from engine.run.storage.row_codec import NONFINITE_COLUMN, STEP_COLUMNS
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from engine.domain import Event
 from engine.events import Payload
-from engine.run.store import Store
+from engine.run.storage.store import Store
 
 P = TypeVar("P", bound=Payload)
 

@@ -21,7 +21,6 @@ from engine.domain import (
     TelemetrySample,
     ThroughputFigures,
 )
-from engine.eval_summary import EvalSummary
 from engine.events import (
     CheckpointFailed,
     CheckpointSaved,
@@ -29,11 +28,12 @@ from engine.events import (
     FinalSaveMissed,
     RunStarted,
 )
+from engine.measures.eval_summary import EvalSummary
 from engine.run.directory import RunDir
-from engine.run.eval_history import stored_evals
 from engine.run.meta import RunMeta
-from engine.run.store import Store, StoreError, damaged
-from engine.run.throughput import throughput_of
+from engine.run.reports.eval_history import stored_evals
+from engine.run.reports.throughput import throughput_of
+from engine.run.storage.store import Store, StoreError, damaged
 
 # Sample fields copied into RunStatus as they are.
 _SAMPLE_FIELDS = (

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine.config import PRESETS, RunConfig
-from engine.config_override import OverrideError, parse_override
-from engine.deepspeed_adoption import DeepSpeedConflict, adopt_deepspeed_keys
+from engine.config.deepspeed_adoption import DeepSpeedConflict, adopt_deepspeed_keys
+from engine.config.override import OverrideError, parse_override
+from engine.config.run_config import PRESETS, RunConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -146,7 +146,7 @@ def load_run_config(
     """Read a TOML config (optional) plus command-line overrides into a RunConfig.
 
     A ``deepspeed_config = "file.json"`` string is read relative to the TOML file.
-    ``settings``: ``--set KEY=VALUE`` texts (engine.config_override), applied over the file.
+    ``settings``: ``--set KEY=VALUE`` texts (engine.config.override), applied over the file.
     """
     raw = _read_toml(path) if path is not None else {}
     for text in settings or []:

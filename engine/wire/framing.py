@@ -1,6 +1,6 @@
 """Framing of the wire protocol: one message a line, at most ``MAX_LINE_BYTES`` with its
 newline, and the errors a line that is no message raises. The messages themselves and
-their decoding are ``engine.protocol``, which re-exports everything here. Torch-free.
+their decoding are ``engine.wire.protocol``, which re-exports everything here. Torch-free.
 """
 
 from __future__ import annotations
