@@ -202,7 +202,7 @@ def main() -> None:
         measured(phases[2], supervisor, trainer, lambda: time.sleep(args.seconds))
         time.sleep(1.0)  # the supervisor flushes steps and verdicts every 0.5 s
         with Store(run.store, readonly=True) as store:
-            kept = store.decision_count()
+            kept = len(store.decisions())
         lines = [phase.report(run) for phase in phases]
     finally:
         subprocess.run(

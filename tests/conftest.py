@@ -77,3 +77,47 @@ def _fast_lane_starts_no_process(request: pytest.FixtureRequest) -> Iterator[Non
             'mark it (pytestmark = pytest.mark.slow) so that `pytest -m "not slow"` stays fast',
             pytrace=False,
         )
+
+
+# ---------------------------------------------------------------- the tree after the suite
+#
+# A test writes under its own tmp_path or $MEMTUI_HOME, never into the checkout: a file the
+# suite leaves in the repository (a stray store, a screenshot, a report) fails the session,
+# named. Compared with the tree as the session found it, so a contributor's own work in
+# progress is not the suite's fault. Checked once, by the process that runs the session
+# (xdist's controller, not its workers).
+
+
+def _tree_changes() -> set[str] | None:
+    """``git status --porcelain`` lines of the checkout (untracked files one by one, ignored
+    ones left out); None outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_TREE_BEFORE] = _tree_changes()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_TREE_BEFORE, None)
+    if hasattr(session.config, "workerinput") or before is None:
+        return
+    left = sorted((_tree_changes() or set()) - before)
+    if left:
+        sys.stderr.write("\nthe suite left these in the checkout (a test must write under tmp_path):\n")
+        sys.stderr.write("".join(f"  {line}\n" for line in left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TREE_BEFORE = pytest.StashKey[set[str] | None]()

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.chaos.table import KINDS
 from engine.config.reference import config_keys, reference_markdown, written_reference
 from engine.directives.planners.reply import parse_reply
+from memtui.chaos import kinds_table
 from memtui.cli.chaos_command import chaos_words, checked_request
 from memtui.cli.errors import CliError
 from memtui.cli.main import main
@@ -137,6 +139,14 @@ def test_the_configuration_page_lists_every_key_as_the_models_declare_it() -> No
     written = written_reference(GUIDE / "configuration.md")
     assert written == reference_markdown(), "python -m engine.config.reference --write docs/configuration.md"
     assert all(f"| `{key.name}` |" in written and key.meaning for key in config_keys())
+
+
+def test_the_chaos_page_lists_every_kind_as_the_kinds_declare_it() -> None:
+    written = kinds_table.MARKERS.written(GUIDE / "chaos-and-endurance.md")
+    assert written == kinds_table.kinds_markdown(), (
+        "python -m memtui.chaos.kinds_table --write docs/chaos-and-endurance.md"
+    )
+    assert all(f"| `{name}` |" in written and model.recovered_when for name, model in KINDS.items())
 
 
 def test_yaml_examples_are_yaml() -> None:

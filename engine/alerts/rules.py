@@ -29,6 +29,18 @@ from engine.measures.memory_scale import MemoryLevel, memory_level, room_share
 
 Transition = Literal["fire", "resolve"]
 
+SUSTAIN_STEPS = 5
+"""Consecutive dropped steps before the throughput alert (one slow step is no trend), and
+steps back within half the drop of the baseline before it clears (no flapping)."""
+LOSS_SMOOTHING_STEPS = 20
+"""Steps the loss is smoothed over (an exponential mean) before divergence is judged: a
+noisy minibatch loss is no divergence."""
+TEMPERATURE_HYSTERESIS_C = 5
+"""Degrees below the alert temperature a GPU must fall to clear its alert."""
+NEXT_CHECKPOINT_FACTOR = 1.5
+"""Free checkpoint disk must exceed the newest checkpoint's size times this (room for the
+next one while the oldest is still kept), plus ``alerts.disk_min_free_mb``."""
+
 
 @dataclass(frozen=True)
 class Alert:
@@ -107,7 +119,7 @@ class AlertRules:
         )
         self._dropped_steps = 0
         self._recovered_steps = 0
-        self._loss = _Baseline(2.0 / (config.loss_smoothing_steps + 1), config.loss_smoothing_steps)
+        self._loss = _Baseline(2.0 / (LOSS_SMOOTHING_STEPS + 1), LOSS_SMOOTHING_STEPS)
         self._best_loss = math.inf
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
@@ -161,7 +173,7 @@ class AlertRules:
                 out += self._judge(
                     f"gpu_temperature.{gpu.index}",
                     gpu.temperature_c >= limit,
-                    gpu.temperature_c < limit - cfg.temperature_hysteresis_c,
+                    gpu.temperature_c < limit - TEMPERATURE_HYSTERESIS_C,
                     now,
                     "warning",
                     f"GPU {gpu.index} at {gpu.temperature_c} C (alert at {limit} C)",
@@ -180,7 +192,7 @@ class AlertRules:
         for disk in snapshot.host.disks:
             if disk.label != "checkpoints" or disk.free_bytes is None:
                 continue
-            need = next_checkpoint_bytes * cfg.disk_checkpoint_factor + reserve_bytes(
+            need = next_checkpoint_bytes * NEXT_CHECKPOINT_FACTOR + reserve_bytes(
                 cfg.disk_min_free_mb * MiB, disk.total_bytes
             )
             out += self._judge(
@@ -256,7 +268,7 @@ class AlertRules:
         )
 
     def _throughput(self, s: TelemetrySample, now: float) -> list[Alert]:
-        """A drop sustained for ``throughput_sustain_steps`` fires; it clears only once
+        """A drop sustained for ``SUSTAIN_STEPS`` fires; it clears only once
         tokens/s is back within half the drop of the baseline for as many steps in a row
         (a shared machine hovering around the threshold does not flap it)."""
         run = (s.attempt, s.micro_batch, s.grad_accum)
@@ -274,8 +286,8 @@ class AlertRules:
         self._recovered_steps = self._recovered_steps + 1 if back else 0
         alerts = self._judge(
             "throughput_drop",
-            self._dropped_steps >= cfg.throughput_sustain_steps,
-            self._recovered_steps >= cfg.throughput_sustain_steps,
+            self._dropped_steps >= SUSTAIN_STEPS,
+            self._recovered_steps >= SUSTAIN_STEPS,
             now,
             "warning",
             f"tokens/s {s.tokens_per_s:,.0f} is {1 - ratio:.0%} below its baseline {base.value:,.0f}",

@@ -7,7 +7,8 @@ description, performer and menu place, and its methods say it in words (``phrase
 ``outcome`` for a kind whose effect depends on the run) and judge its recovery from what
 the supervisor sees (``step_shows``, ``event_shows``, ``applied_shows``, ``settled``).
 Who carries it out is its performer's module (the supervisor's or the trainer's
-``chaos_performers``). ``engine.chaos.table`` collects every kind; nothing else names one.
+``chaos.performers``, whose performer names the kind by its model). ``engine.chaos.table``
+collects every kind; nothing else names one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +25,7 @@ from engine.domain import TelemetrySample
 Performer = Literal["supervisor", "trainer"]
 MIB = 1 << 20
 EVERY_RANK = -1  # a request's rank that means every rank (a form shows ints only)
+S = TypeVar("S")
 
 
 def rank_outside(request: Any, world: int) -> str | None:
@@ -59,16 +61,26 @@ class Pending:
     """Time of the injection (s since the epoch)."""
     attempt: int
     """The trainer attempt running when it was injected."""
-    target: str | None = None
-    """corrupt_checkpoint: the tag whose bytes were flipped."""
-    target_step: int | None = None
     applied_step: int | None = None
     """The step the trainer says it applies from (``chaos_applied``)."""
     applied_attempt: int | None = None
     """The trainer attempt that applied it (its state dies with that process)."""
-    failed_saves: int = 0
     saved_after: list[int] = field(default_factory=list)
     """Steps of checkpoints saved after the injection."""
+
+    kind_state: Any = None
+    """What its kind keeps while it tracks this injection (``own``); None until asked."""
+
+    def own(self, state: type[S]) -> S:
+        """The kind's own tracking state, of the kind's own type, made on first use (a kind
+        that counts or remembers something declares a dataclass for it beside its model)."""
+        if self.kind_state is None:
+            self.kind_state = state()
+        if not isinstance(self.kind_state, state):
+            raise TypeError(
+                f"{self.kind}'s state is a {type(self.kind_state).__name__}, not {state.__name__}"
+            )
+        return self.kind_state
 
     def burst(self) -> int:
         """Steps the injection lasts (K), 0 for kinds without a length."""
@@ -109,6 +121,9 @@ class ChaosKind(BaseModel):
     performer: ClassVar[Performer]
     order: ClassVar[int]
     """Its place in menus and listings (smaller first)."""
+    recovered_when: ClassVar[str]
+    """What the run shows once it has recovered, in words (the docs' table of kinds says it;
+    the signals below judge it)."""
     owned_by_the_trainer: ClassVar[bool] = False
     """Its effect lives in the trainer process until a count runs out: a restart ends it,
     so a newer attempt training is its recovery."""

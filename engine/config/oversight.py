@@ -5,7 +5,7 @@ command). Re-exported by ``engine.config.run_config``, where ``RunConfig`` holds
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +17,18 @@ class StrictSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+    retired: ClassVar[dict[str, str]] = {}
+    """Keys this section once had and reads no more, each with what stands in its place:
+    dropped when a config file or an older run's ``run.json`` still names them, so both
+    load (``docs/configuration.md`` lists them)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.retired and not cls.retired.keys().isdisjoint(data):
+            data = {k: v for k, v in data.items() if k not in cls.retired}
+        return data
+
 
 class PolicyConfig(StrictSection):
     """Directives: the zero-trust policy every planner's suggestion passes.
@@ -25,6 +37,10 @@ class PolicyConfig(StrictSection):
     them (with a reason) and the trainer refuses anything outside them (defence in depth).
     Defaults follow the MEM v3 write-up: a planner may lower the learning rate, not raise it.
     """
+
+    retired: ClassVar[dict[str, str]] = {
+        "rate_window_s": "a minute (engine.directives.policy.RATE_WINDOW_S)",
+    }
 
     approval: Literal["manual", "auto"] = "manual"
     """manual: what the policy allows waits for an operator; auto: it is applied at once."""
@@ -65,9 +81,8 @@ class PolicyConfig(StrictSection):
     """A proposal based on telemetry more than this many steps old is rejected as stale, and
     a pending one expires once the run is that far past it."""
     rate_limit: int = Field(6, ge=1, le=10_000)
-    """Proposals per source per ``rate_window_s``; more are rejected as rate-limited."""
-    rate_window_s: float = Field(60.0, gt=0.0, le=86400.0)
-    """Sliding window of the rate limit, seconds."""
+    """Proposals per source in any minute (a sliding window); more are rejected as
+    rate-limited. Lower it for a planner that must not flood the queue."""
     max_pending: int = Field(32, ge=1, le=1000)
     """Directives waiting for an operator at once; more are rejected."""
     effect_steps: int = Field(100, ge=2, le=100_000)
@@ -116,15 +131,13 @@ class AlertConfig(StrictSection):
     alert as a durable ``alert`` event, and can run ``command`` with the alert as JSON.
     """
 
-    @model_validator(mode="before")
-    @classmethod
-    def _retired_keys(cls, data: Any) -> Any:
-        """``memory_fraction`` (a share of the whole budget) is read no more: the memory alert
-        judges the usable room by ``memory.warn`` and ``memory.critical``, as the controller
-        does. Dropped so that configs and run.json files that still name it load."""
-        if isinstance(data, dict) and "memory_fraction" in data:
-            data = {k: v for k, v in data.items() if k != "memory_fraction"}
-        return data
+    retired: ClassVar[dict[str, str]] = {
+        "memory_fraction": "memory.warn and memory.critical (the usable room, as the controller judges it)",
+        "throughput_sustain_steps": "5 steps (engine.alerts.rules.SUSTAIN_STEPS)",
+        "loss_smoothing_steps": "20 steps (engine.alerts.rules.LOSS_SMOOTHING_STEPS)",
+        "temperature_hysteresis_c": "5 C (engine.alerts.rules.TEMPERATURE_HYSTERESIS_C)",
+        "disk_checkpoint_factor": "1.5 (engine.alerts.rules.NEXT_CHECKPOINT_FACTOR)",
+    }
 
     no_step_s: float = Field(600.0, gt=0.0)
     """Seconds without a step while running before the heartbeat alert (a stuck run)."""
@@ -133,11 +146,6 @@ class AlertConfig(StrictSection):
     throughput_baseline_steps: int = Field(50, ge=2)
     """Steps the tokens/s baseline averages over (and waits for before judging); a new
     attempt (a restart) or batch geometry starts a new baseline."""
-    throughput_sustain_steps: int = Field(5, ge=1)
-    """Consecutive dropped steps before the alert (one slow step is no trend), and steps
-    back within half the drop of the baseline before it clears (no flapping)."""
-    loss_smoothing_steps: int = Field(20, ge=1)
-    """Steps the loss is smoothed over before judging divergence."""
     loss_diverge_ratio: float = Field(2.0, gt=1.0)
     """Smoothed loss / its best so far at which the loss is diverging."""
     loss_scale_floor: float = Field(1.0, gt=0.0)
@@ -153,10 +161,6 @@ class AlertConfig(StrictSection):
     """GPU temperature alert (C); lowered to the GPU's slowdown threshold minus the margin."""
     temperature_margin_c: int = Field(5, ge=0)
     """Degrees below the GPU's own slowdown threshold at which to alert."""
-    temperature_hysteresis_c: int = Field(5, ge=0)
-    """Degrees below the alert temperature it must fall to clear."""
-    disk_checkpoint_factor: float = Field(1.5, ge=1.0)
-    """Free disk must exceed the newest checkpoint's size times this (room for the next)."""
     disk_min_free_mb: int = Field(1024, ge=0)
     """MiB that must stay free on the checkpoint disk beyond the next checkpoint; on a disk
     too small for it, 5% of the disk's size (at least 16 MiB)."""

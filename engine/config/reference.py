@@ -8,7 +8,6 @@ The models are the one source; the page holds what this prints between its
 
 from __future__ import annotations
 
-import argparse
 import ast
 import inspect
 import re
@@ -22,13 +21,21 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.config.run_config import RunConfig
+from engine.doc_markers import Markers, generated_section_main
 
-BEGIN = "<!-- config-reference -->"
-END = "<!-- /config-reference -->"
+MARKERS = Markers("config-reference")
+BEGIN, END = MARKERS.begin, MARKERS.end
 INTRO = (
     "Every key, generated from the config's models (`python -m engine.config.reference`). "
     "A default is the model's own: `preset` sets `[model]` and `[train]` first "
     "(`PRESETS` in `engine/config/run_config.py`), and keys you write win over both."
+)
+
+
+RETIRED_INTRO = (
+    "**Retired keys.** Tuning constants that were keys once: a config or an older run's "
+    "`run.json` that still names one loads, and the key is ignored; the fixed value in its "
+    "place is a module constant with its unit and reason."
 )
 
 
@@ -53,6 +60,17 @@ def config_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[Co
             continue
         keys.append(ConfigKey(prefix + name, _default(field), _allowed(field), docs.get(name, "")))
     return keys
+
+
+def retired_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted key, what stands in its place) for every key a section once had and reads
+    no more (``StrictSection.retired``), in declaration order."""
+    found = [(prefix + name, instead) for name, instead in getattr(model, "retired", {}).items()]
+    for name, field in model.model_fields.items():
+        section = _section_model(field.annotation)
+        if section is not None:
+            found += retired_keys(section, f"{prefix}{name}.")
+    return found
 
 
 def field_docstrings(model: type[BaseModel]) -> dict[str, str]:
@@ -146,8 +164,17 @@ def reference_markdown() -> str:
         rows = ["| key | default | type | meaning |", "|---|---|---|---|"]
         rows += [f"| `{k.name}` | `{k.default}` | {k.allowed} | {_cell(k.meaning)} |" for k in keys]
         parts.append("\n".join(rows))
+    parts.append(RETIRED_INTRO)
+    rows = ["| key | in its place |", "|---|---|"]
+    rows += [f"| `{name}` | {_cell(_coded(instead))} |" for name, instead in retired_keys()]
+    parts.append("\n".join(rows))
     parts.append(END)
     return "\n\n".join(parts) + "\n"
+
+
+def _coded(text: str) -> str:
+    """Dotted module names and keys in ``text`` as code."""
+    return re.sub(r"\b((?:engine|memory)\.[\w.]+[A-Za-z_])", r"`\1`", text)
 
 
 def _cell(text: str) -> str:
@@ -156,25 +183,13 @@ def _cell(text: str) -> str:
 
 def written_reference(page: Path) -> str:
     """What ``page`` holds between the markers, the markers included; "" without them."""
-    text = page.read_text(encoding="utf-8")
-    start, end = text.find(BEGIN), text.find(END)
-    return text[start : end + len(END)] + "\n" if 0 <= start < end else ""
+    return MARKERS.written(page)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.config.reference", description=__doc__)
-    parser.add_argument("--write", type=Path, metavar="PAGE", help="replace PAGE's reference in place")
-    args = parser.parse_args(argv)
-    fresh = reference_markdown()
-    if args.write is None:
-        print(fresh, end="")
-        return 0
-    old = written_reference(args.write)
-    if not old:
-        parser.error(f"{args.write}: no {BEGIN} ... {END} markers")
-    text = args.write.read_text(encoding="utf-8")
-    args.write.write_text(text.replace(old.rstrip("\n"), fresh.rstrip("\n")), encoding="utf-8")
-    return 0
+    return generated_section_main(
+        MARKERS, reference_markdown, "python -m engine.config.reference", __doc__, argv
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ from the run. Torch-free.
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -276,25 +276,21 @@ class StorageConfig(_Strict):
     """What the supervisor does while the run's store cannot write (a full or failing disk).
 
     Training is held at the next step boundary, what arrives meanwhile is kept in memory
-    (up to ``buffer_steps``) and the write is retried with backoff; once it gets through,
-    everything kept is written in order and training goes on by itself."""
+    and the write is retried with backoff (``engine.supervisor.storage_outage``); once it
+    gets through, everything kept is written in order and training goes on by itself."""
 
-    retry_initial_s: float = Field(1.0, gt=0.0, le=3600.0)
-    """Seconds before the first retry of a refused write; doubled for each further one."""
-    retry_max_s: float = Field(30.0, gt=0.0, le=3600.0)
-    """The delay between retries never grows beyond this."""
+    retired: ClassVar[dict[str, str]] = {
+        "retry_initial_s": "1 s, doubled per retry (engine.supervisor.storage_outage.RETRY_FIRST_S)",
+        "retry_max_s": "30 s (engine.supervisor.storage_outage.RETRY_MOST_S)",
+        "buffer_steps": "10,000 steps (engine.supervisor.storage_outage.HELD_STEPS)",
+        "final_write_s": "60 s (engine.supervisor.storage_outage.FINAL_WRITE_S)",
+    }
+
     give_up_s: float = Field(1800.0, gt=0.0, le=7 * 86400.0)
     """Seconds the store may refuse writes before the run is ended: the trainer is asked to
-    stop (with its final checkpoint, if the disk takes it) and the run ends as failed."""
-    buffer_steps: int = Field(10_000, ge=256, le=1_000_000)
-    """Step samples (and, apart, policy verdicts) kept in memory while the store refuses
-    writes; past it newer ones are dropped and counted (the alert that closes the fault
-    says how many, and which steps). Training is held, so only the steps already under way
-    arrive."""
-    final_write_s: float = Field(60.0, ge=0.0, le=86400.0)
-    """Once the run has ended, seconds the supervisor keeps retrying to record the ending
-    before it exits; what is still unwritten then is logged (the run shows as interrupted,
-    and ``memtui resume`` takes it up)."""
+    stop (with its final checkpoint, if the disk takes it) and the run ends as failed.
+    Raise it where an operator is on call to free the disk; lower it where a held GPU
+    costs more than a restarted run."""
 
 
 class MemoryConfig(_Strict):
@@ -307,6 +303,10 @@ class MemoryConfig(_Strict):
     states, the CUDA context; on the CPU the process's resident torch), so they mean the
     same on a GPU and on a CPU.
     """
+
+    retired: ClassVar[dict[str, str]] = {
+        "floor_skips": "10 steps (engine.trainer.memory.loss_scale_floor.FLOOR_SKIPS)",
+    }
 
     budget: int | float | None = None
     """Bytes (an int > 1) or a fraction of the device's capacity (0 < x <= 1); None: the
@@ -351,9 +351,6 @@ class MemoryConfig(_Strict):
     allocation, measured in bench/gpu_check.sh's oom-forensics stage). Ignored on the CPU."""
     snapshots_kept: int = Field(3, ge=1)
     """Allocator snapshots kept in ``RUN_DIR/oom/`` (the newest; each may be hundreds of MB)."""
-    floor_skips: int = Field(10, ge=1)
-    """fp16 at stage 0: consecutive skipped steps at the minimum loss scale that count as
-    the loss-scale floor (an alert, then a stop with a checkpoint)."""
 
     @model_validator(mode="after")
     def _budget_and_levels(self) -> MemoryConfig:

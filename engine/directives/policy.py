@@ -96,6 +96,10 @@ class PolicyContext:
     """The tag steps earlier rollbacks resumed from, oldest first."""
 
 
+RATE_WINDOW_S = 60.0
+"""The rate limit's sliding window: ``policy.rate_limit`` proposals per source per minute."""
+
+
 @dataclass
 class RateLimiter:
     """At most ``limit`` proposals per source in any ``window_s`` seconds (sliding window)."""
@@ -154,14 +158,14 @@ class LocalPolicyEngine:
         self.bounds: Bounds = config.policy.bounds()
         self.defaults = run_defaults(config)
         self.revision = policy_revision(config)
-        self.limiter = RateLimiter(config.policy.rate_limit, config.policy.rate_window_s)
+        self.limiter = RateLimiter(config.policy.rate_limit, RATE_WINDOW_S)
         self._decisions = 0
 
     def evaluate(self, directive: Directive, context: PolicyContext) -> Verdict:
         """A planner's (or an operator's) proposal: counts toward its source's rate limit."""
         if not self.limiter.admit(directive.source, context.now):
-            limit = self.config.policy
-            why = f"rate limit: {directive.source!r} over {limit.rate_limit} in {limit.rate_window_s:g} s"
+            limit = self.config.policy.rate_limit
+            why = f"rate limit: {directive.source!r} over {limit} in {RATE_WINDOW_S:g} s"
             return self._verdict(directive, "reject", [why], {}, rate_limited=True)
         refused = self._refusal(directive, directive.values(), context)
         if refused is not None:

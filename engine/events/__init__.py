@@ -42,7 +42,13 @@ from engine.events.directives import (
     RolledBack,
 )
 from engine.events.evaluation import EvalCompleted, EvalSkipped
-from engine.events.memory import LossScaleFloor, MemoryAdapted, MemoryExhausted, MemoryLevel, PlannedMemory
+from engine.events.memory import (
+    LossScaleFloor,
+    MemoryAdapted,
+    MemoryExhausted,
+    MemoryLevelChanged,
+    PlannedMemory,
+)
 from engine.events.metrics import MetricWarning
 from engine.events.payload import PAYLOADS, Origin, Payload, Recorder, payload_of
 from engine.events.rendezvous import NodesJoined, RendezvousTimedOut, RendezvousWait
@@ -115,7 +121,7 @@ __all__ = [
     "LossScaleFloor",
     "MemoryAdapted",
     "MemoryExhausted",
-    "MemoryLevel",
+    "MemoryLevelChanged",
     "MetricWarning",
     "NodesJoined",
     "Origin",

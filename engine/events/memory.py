@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from engine.events.payload import Payload
-from engine.measures.memory_scale import MemoryLevel as Level
+from engine.measures.memory_scale import MemoryLevel
 
 
 class PlannedMemory(BaseModel):
@@ -50,12 +50,12 @@ class MemoryAdapted(Payload):
     """After an OOM: the process's memory once the smaller micro-batch is in place."""
 
 
-class MemoryLevel(Payload):
+class MemoryLevelChanged(Payload):
     event_type = "memory_level"
     origin = "trainer"
     step: int
-    level: Level
-    previous: Level
+    level: MemoryLevel
+    previous: MemoryLevel
     expected_peak: int
     """Bytes."""
     mem_budget: int

@@ -28,7 +28,7 @@ BREAKDOWNS_KEPT = 200
 VIEW_COMMAND = "python -m torch.cuda._memory_viz trace_plot {file} -o {file}.html"
 """How to open a snapshot offline; or drop the file on https://pytorch.org/memory_viz."""
 
-Outcome = Literal["redone", "restart", "halted"]
+OomOutcome = Literal["redone", "restart", "halted"]
 """What became of the step: redone in place at ``micro_batch_after``, left to a restart
 from the newest checkpoint (ZeRO-3, several ranks), or the run halted (the smallest size)."""
 
@@ -46,7 +46,7 @@ class OomBreakdown(BaseModel):
     at: float
     """Unix time of the OOM."""
     error: str
-    outcome: Outcome
+    outcome: OomOutcome
     micro_batch_before: int
     micro_batch_after: int | None
     """None when there was no smaller micro-batch to go to."""

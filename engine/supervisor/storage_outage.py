@@ -8,14 +8,14 @@ given in its bounded backlog and tells its ``on_fault`` once. From there, ``Stor
 2. holds training at the next step boundary (``Attempts.hold_for_storage``, the trainer's
    pause, kept apart from an operator's: an unpause does not release it, and the run's
    status says ``held by storage: REASON``); steps already under way wait in the backlog;
-3. retries the write with backoff (``[storage]`` in the run's config);
+3. retries the write with backoff (``RETRY_FIRST_S`` doubling up to ``RETRY_MOST_S``);
 4. once a retry gets through, everything that waited is written in order (no step row
    lost or written twice), a "resolved" alert says how long it lasted (and what the
    backlog's bound dropped, if anything), and training goes on by itself;
 5. past ``storage.give_up_s``, stops the run (the trainer's stop: its final checkpoint if
    the disk takes it) to end it as failed, and goes on retrying, so that the ending is
    stored as soon as the disk takes it; ``settle``, once the trainer is gone, retries for
-   ``storage.final_write_s`` more, then logs what could not be written and lets the
+   ``FINAL_WRITE_S`` more, then logs what could not be written and lets the
    supervisor exit (the run then shows as interrupted; ``memtui resume`` takes it up).
 
 **Events while the store refuses writes.** Consoles replay by seq and skip what they have
@@ -47,6 +47,21 @@ from engine.supervisor.trainers.attempts import Attempts
 
 log = logging.getLogger(__name__)
 
+RETRY_FIRST_S = 1.0
+"""Seconds before the first retry of a refused write; doubled for each further one (a disk
+freed by hand is taken up within a second or two; a failing one is not hammered)."""
+RETRY_MOST_S = 30.0
+"""Seconds the delay between retries grows to at most: a freed disk is noticed within this."""
+HELD_STEPS = 10_000
+"""Step samples (and, apart, policy verdicts) kept in memory while the store refuses
+writes; past it newer ones are dropped and counted (the alert that closes the fault says
+how many, and which). Training is held, so only the steps already under way arrive: a
+few, never near the bound, which is there against a trainer that does not hold."""
+FINAL_WRITE_S = 60.0
+"""Once the run has ended, seconds the supervisor keeps retrying to record the ending
+before it exits; what is still unwritten then is logged (the run shows as interrupted,
+and ``memtui resume`` takes it up)."""
+
 
 class StorageOutage:
     """Watches one run's store for refused writes; at most one outage at a time."""
@@ -70,7 +85,7 @@ class StorageOutage:
         self.gave_up: str | None = None
         """Why the run was ended for its store, if it was."""
         self._task: asyncio.Task[None] | None = None
-        store.held.limit = config.buffer_steps
+        store.held.limit = HELD_STEPS
         store.on_fault = self.on_fault
         if store.fault is not None:  # refused before the watch began: taken up now
             self.on_fault(store.fault)
@@ -104,12 +119,12 @@ class StorageOutage:
     async def _recover(self) -> None:
         """Retry with backoff until the store takes everything; give up once, past the limit."""
         loop = asyncio.get_running_loop()
-        began, delay = loop.time(), self.config.retry_initial_s
+        began, delay = loop.time(), RETRY_FIRST_S
         while True:
             await asyncio.sleep(delay)
             if self.store.retry():
                 break
-            delay = min(delay * 2, self.config.retry_max_s)
+            delay = min(delay * 2, RETRY_MOST_S)
             if self.gave_up is None and loop.time() - began >= self.config.give_up_s:
                 self._give_up(loop.time() - began)
         self._task = None
@@ -140,7 +155,7 @@ class StorageOutage:
         self._raise_alerts([Alert(STORAGE_RULE, severity, message, data, resolved=resolved)])
 
     async def settle(self) -> None:
-        """The run has ended: retry for ``final_write_s`` so that its ending is stored, then
+        """The run has ended: retry for ``FINAL_WRITE_S`` so that its ending is stored, then
         log what is still unwritten (it is lost when the supervisor exits)."""
         if self._task is not None:
             self._task.cancel()
@@ -151,14 +166,14 @@ class StorageOutage:
             return
         since = self.store.fault_since or time.time()
         loop = asyncio.get_running_loop()
-        deadline, delay = loop.time() + self.config.final_write_s, self.config.retry_initial_s
+        deadline, delay = loop.time() + FINAL_WRITE_S, RETRY_FIRST_S
         try:
             while not self.store.retry():
                 left = deadline - loop.time()
                 if left <= 0:
                     break
                 await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, self.config.retry_max_s)
+                delay = min(delay * 2, RETRY_MOST_S)
         except asyncio.CancelledError:
             log.warning("cancelled while waiting for the store to record the run's ending")
         if self.store.fault is None:

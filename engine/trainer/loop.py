@@ -79,7 +79,7 @@ from engine.wire.protocol import StepReport
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["completed", "stopped"]
+TrainingEnd = Literal["completed", "stopped"]
 HOLD_POLL_S = 0.5  # s between looks at the link while paused (several ranks: one agreement each)
 
 
@@ -93,7 +93,7 @@ def train(
     link: Link,
     allow_fresh: bool = False,
     phases: StartupPhases | None = None,
-) -> Outcome:
+) -> TrainingEnd:
     """Train to ``config.steps`` or until asked to stop; checkpoint either way.
 
     ``allow_fresh``: start at step 0 if checkpoints exist but none verifies (else refuse).
@@ -111,7 +111,7 @@ def train(
 
 def _train(
     config: RunConfig, run: RunDir, attempt: int, link: Link, allow_fresh: bool, phases: StartupPhases
-) -> Outcome:
+) -> TrainingEnd:
     share_cpu_cores()
     seed_everything(config.seed)
     workload = hf_workload(config, run.token_cache) if config.hf.model_dir else load_workload(config)
@@ -165,7 +165,7 @@ def _train(
         raise
     collect_sealed(training, wait=True)
 
-    outcome: Outcome = "completed" if engine.global_steps >= config.steps else "stopped"
+    outcome: TrainingEnd = "completed" if engine.global_steps >= config.steps else "stopped"
     if ranks.max_ints([training.last_saved_step != engine.global_steps])[0]:
         save_checkpoint(training, background=False)  # durable before the trainer exits
     if training.sealer is not None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
+from engine.alerts import rules
 from engine.alerts.rules import AlertRules, Latch
 from engine.config.run_config import AlertConfig
 from engine.doctor.nvml_probe import probe_gpus
@@ -12,7 +15,13 @@ from engine.domain import TelemetrySample
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport
 from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
 
-CFG = AlertConfig(throttle_s=60.0, repeat_s=3600.0, throughput_baseline_steps=5, loss_smoothing_steps=1)
+CFG = AlertConfig(throttle_s=60.0, repeat_s=3600.0, throughput_baseline_steps=5)
+
+
+@pytest.fixture(autouse=True)
+def unsmoothed_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each loss judged as it comes (the rules smooth it over 20 steps in a run)."""
+    monkeypatch.setattr(rules, "LOSS_SMOOTHING_STEPS", 1)
 
 
 def sample(step: int, **over: Any) -> TelemetrySample:

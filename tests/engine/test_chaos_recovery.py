@@ -6,6 +6,7 @@ import math
 import time
 from typing import Any
 
+from engine.chaos.kinds.corrupt_checkpoint import CorruptedTag
 from engine.domain import Event, TelemetrySample
 from engine.events import (
     ChaosApplied,
@@ -119,7 +120,7 @@ def test_disk_full_recovers_at_the_save_after_the_failed_ones() -> None:
 
 def test_a_corrupted_checkpoint_recovers_when_rejected_skipped_or_superseded() -> None:
     def corrupted() -> RecoveryTracker:
-        return tracker("corrupt_checkpoint", target="global_step20", target_step=20)
+        return tracker("corrupt_checkpoint", kind_state=CorruptedTag("global_step20", 20))
 
     rejected = event(CheckpointRejected(tag="global_step20", problem="checksum mismatch"))
     assert corrupted().on_event(rejected, T0)[0].recovered
@@ -175,7 +176,7 @@ def test_a_new_supervisor_takes_up_the_injections_left_without_a_verdict() -> No
     ]
     tracked = RecoveryTracker(timeout_s=60.0)
     assert tracked.replay(history) == []
-    assert sorted(tracked.pending) == ["b", "c"] and tracked.pending["c"].target_step == 20
+    assert sorted(tracked.pending) == ["b", "c"] and tracked.pending["c"].own(CorruptedTag).step == 20
     [killed] = tracked.on_step(step(21, attempt=2), T0 + 10)
     assert killed.chaos_id == "b" and killed.recovered and killed.seconds == 6
     [caught] = tracked.on_event(saved(25), T0 + 11)

@@ -13,7 +13,7 @@ from engine import domain
 from engine.alerts.rules import AlertRules
 from engine.config.run_config import AlertConfig, MemoryConfig, TrainConfig
 from engine.domain import Event, TelemetrySample, Thresholds
-from engine.events import MemoryLevel, payload_of
+from engine.events import MemoryLevelChanged, payload_of
 from engine.measures.memory_scale import MemoryLevel as Level
 from engine.memory.controller import ControllerState, Geometry, Policy, Reading, decide, level_of
 from memtui.console.widgets import hardware_panel, memory_panel
@@ -111,7 +111,7 @@ def test_the_memory_alert_and_the_controller_agree_on_the_level(memory: MemoryCo
 
 def test_one_level_vocabulary_for_the_controller_events_domain_and_console() -> None:
     assert get_args(domain.MemoryLevel) == get_args(Level) == ("ok", "warn", "critical")
-    assert get_args(MemoryLevel.model_fields["level"].annotation) == get_args(Level)
+    assert get_args(MemoryLevelChanged.model_fields["level"].annotation) == get_args(Level)
     assert set(memory_panel.LEVEL_STYLES) == set(hardware_panel.LEVEL_STYLES) == set(get_args(Level))
 
 
@@ -125,5 +125,5 @@ def test_memory_level_events_stored_before_read_back() -> None:
         data={"step": 12, "level": "warn", "previous": "ok", "expected_peak": 900, "mem_budget": 1000},
     )
     payload = payload_of(stored)
-    assert isinstance(payload, MemoryLevel)
+    assert isinstance(payload, MemoryLevelChanged)
     assert (payload.previous, payload.level) == ("ok", "warn")

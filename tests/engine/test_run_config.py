@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.config.config_file import ConfigError, build_run_config, load_run_config
+from engine.config.reference import retired_keys
 from tests.doc_pages import GUIDE, examples, pages
 
 
@@ -146,3 +148,22 @@ def test_a_bad_key_in_a_file_is_named_with_the_files_path_and_line(tmp_path: Pat
         f"{path}:7: chekpoint: unknown key (did you mean checkpoint?); "
         "stepz: unknown key (did you mean steps?)"  # from --set: no line of the file
     )
+
+
+RETIRED = retired_keys()
+
+
+def test_retired_keys_are_found() -> None:
+    assert {"storage.retry_initial_s", "alerts.loss_smoothing_steps", "policy.rate_window_s"} <= dict(
+        RETIRED
+    ).keys()
+
+
+@pytest.mark.parametrize(("key", "instead"), RETIRED, ids=[k for k, _ in RETIRED])
+def test_a_retired_key_loads_ignored_and_names_a_constant_that_exists(key: str, instead: str) -> None:
+    section, name = key.split(".")
+    config = build_run_config({section: {name: 1}})  # an older run.json or config still names it
+    assert name not in type(getattr(config, section)).model_fields  # not a live key as well
+    assert name not in getattr(config, section).model_dump()
+    for module, constant in re.findall(r"(engine\.[\w.]+)\.([A-Z][A-Z_]+)\b", instead):
+        assert hasattr(importlib.import_module(module), constant), f"{key}: {module}.{constant}"

@@ -40,7 +40,7 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_wal_mode_and_schema_version(store: Store) -> None:
-    assert store.journal_mode() == "wal"
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert store._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
 

@@ -20,13 +20,19 @@ from engine.events import STORAGE_RULE, AlertRaised, RunEnded, TrainerFinished
 from engine.run.directory import RunDir
 from engine.run.reports.status import offline_status
 from engine.run.storage.store import Store
+from engine.supervisor import storage_outage
 from engine.wire.protocol import Pause, Status, Stop
 from tests.fakes import fake_trainer
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
-FAST = {"retry_initial_s": 0.05, "retry_max_s": 0.2}  # s: retries while the test waits
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries while the test waits (s); the detached supervisor below keeps the defaults."""
+    monkeypatch.setattr(storage_outage, "RETRY_FIRST_S", 0.05)
+    monkeypatch.setattr(storage_outage, "RETRY_MOST_S", 0.2)
 
 
 def fill_the_disk(store: Store) -> None:
@@ -79,7 +85,7 @@ def stored_record(run: RunDir) -> tuple[Any, list[Any], list[Any]]:
 async def test_a_full_disk_holds_training_and_the_run_goes_on_by_itself_when_room_returns(
     run: RunDir, start, connect, fake_env, wait_until
 ) -> None:
-    run.write_config(build_run_config({"storage": FAST}, steps=100))
+    run.write_config(build_run_config({}, steps=100))
     running = await start()
     store = running.supervisor.store
     console, seen = await connect(replay_from=0), Seen()
@@ -123,7 +129,7 @@ async def test_a_full_disk_holds_training_and_the_run_goes_on_by_itself_when_roo
 
 @pytest.mark.slow
 async def test_an_operators_pause_outlasts_the_storage_hold(run: RunDir, start, connect, fake_env) -> None:
-    run.write_config(build_run_config({"storage": FAST}, steps=100))
+    run.write_config(build_run_config({}, steps=100))
     running = await start()
     store = running.supervisor.store
     console = await connect()
@@ -149,8 +155,7 @@ async def test_an_operators_pause_outlasts_the_storage_hold(run: RunDir, start, 
 async def test_a_disk_that_stays_full_ends_the_run_as_failed_and_the_ending_is_stored_when_it_can(
     run: RunDir, start, connect, fake_env
 ) -> None:
-    storage = {**FAST, "give_up_s": 0.5, "final_write_s": 60.0}
-    run.write_config(build_run_config({"storage": storage}, steps=100))
+    run.write_config(build_run_config({"storage": {"give_up_s": 0.5}}, steps=100))
     running = await start()
     store = running.supervisor.store
     console = await connect()
@@ -178,7 +183,7 @@ async def test_a_disk_that_stays_full_ends_the_run_as_failed_and_the_ending_is_s
 async def test_the_real_trainer_holds_on_a_full_disk_and_goes_on_when_room_returns(
     run: RunDir, start, connect
 ) -> None:
-    raw = {"storage": FAST, "checkpoint": {"every_steps": 0}, "train": {"warmup_steps": 5}}
+    raw = {"checkpoint": {"every_steps": 0}, "train": {"warmup_steps": 5}}
     run.write_config(build_run_config(raw, steps=100_000))
     running = await start(trainer_cmd=[sys.executable, "-m", "engine.trainer"])
     store = running.supervisor.store
@@ -203,7 +208,7 @@ async def test_the_real_trainer_holds_on_a_full_disk_and_goes_on_when_room_retur
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="needs Linux's prlimit")
 def test_a_real_file_size_limit_holds_a_detached_supervisor_until_it_is_lifted(home) -> None:
-    run = RunDir.create(build_run_config({"storage": FAST}, steps=100), home=home)
+    run = RunDir.create(build_run_config({}, steps=100), home=home)
     env = dict(
         os.environ,
         MEMTUI_TRAINER_CMD=f"{sys.executable} {fake_trainer.__file__}",

@@ -8,6 +8,8 @@ import pytest
 from overflow_workload import OVERFLOW_FROM
 from trainer_harness import SupervisorStub, make_run, run_trainer
 
+from engine.trainer.memory.loss_scale_floor import FLOOR_SKIPS
+
 pytestmark = pytest.mark.deepspeed
 
 
@@ -19,7 +21,6 @@ def test_loss_scale_floor_alerts_checkpoints_and_stops(stage: int) -> None:
             "steps": 30,
             "checkpoint": {"every_steps": 0},
             "workload": "tests.trainer.overflow_workload:build",  # inf gradients from step 3 on
-            "memory": {"floor_skips": 3},
             "train": {"zero_stage": stage, "initial_scale_power": 1, "warmup_steps": 2},
         }
     )
@@ -30,7 +31,10 @@ def test_loss_scale_floor_alerts_checkpoints_and_stops(stage: int) -> None:
     alert = supervisor.events("loss_scale_floor")
     assert len(alert) == 1 and alert[0].severity == "critical" and "minimum" in alert[0].message
     saved = supervisor.events("checkpoint_saved")
-    assert len(saved) == 1 and saved[0].data["step"] == supervisor.samples[-1].step < 10
+    # The floor is FLOOR_SKIPS overflowing steps at the minimum scale (stage 0), or ZeRO's
+    # "already at minimum" at once: within a few halvings (and their hysteresis) of it.
+    assert len(saved) == 1 and saved[0].data["step"] == supervisor.samples[-1].step
+    assert saved[0].data["step"] <= OVERFLOW_FROM + FLOOR_SKIPS + 4
     error = supervisor.events("trainer_error")[0]
     assert error.data["error"] == "MemoryHalt" and error.data["restartable"] is False
 

@@ -14,6 +14,7 @@ class DropConsoles(ChaosKind):
     description = "every console connection is closed; consoles reconnect and replay what they missed"
     performer = "supervisor"
     order = 120
+    recovered_when = "at once"
     decided_by_the_performer = True  # how many consoles it closed
     kind: Literal["drop_consoles"] = "drop_consoles"
 

@@ -4,9 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.chaos.kind import ChaosKind, CheckpointNews, Pending, RunFacts
+
+
+@dataclass
+class CorruptedTag:
+    """What ``corrupt_checkpoint`` remembers while it is tracked: the tag it damaged."""
+
+    tag: str | None = None
+    step: int | None = None
 
 
 class CorruptCheckpoint(ChaosKind):
@@ -17,6 +26,7 @@ class CorruptCheckpoint(ChaosKind):
     )
     performer = "supervisor"
     order = 110
+    recovered_when = "the corrupted tag is rejected, or a newer checkpoint is sealed"
     kind: Literal["corrupt_checkpoint"] = "corrupt_checkpoint"
 
     @classmethod
@@ -39,12 +49,13 @@ class CorruptCheckpoint(ChaosKind):
     @classmethod
     def event_shows(cls, pending: Pending, news: CheckpointNews) -> str | None:
         """The corrupted tag rejected or skipped on a load, or a newer checkpoint saved."""
-        tag = pending.target
+        corrupted = pending.own(CorruptedTag)
+        tag = corrupted.tag
         if news.rejected is not None and news.rejected[0] == tag:
             return f"{tag} rejected: {news.rejected[1]}"
         if news.loaded is not None and any(s.split(":")[0] == tag for s in news.loaded[1]):
             return f"{tag} skipped on load; {news.loaded[0]} loaded"
         saved = news.saved
-        if saved is not None and pending.target_step is not None and saved.step > pending.target_step:
+        if saved is not None and corrupted.step is not None and saved.step > corrupted.step:
             return f"a newer checkpoint {saved.tag} saved"
         return None

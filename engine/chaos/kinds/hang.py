@@ -24,6 +24,7 @@ class Hang(ChaosKind):
     )
     performer = "trainer"
     order = 85
+    recovered_when = "the hung step completes, or the hang recovery's restart trains"
     owned_by_the_trainer = True  # a hang recovery's restart ends it
     scheduled_by_default = False  # minutes without a step: asked for, never drawn unasked
     kind: Literal["hang"] = "hang"

@@ -18,6 +18,7 @@ class Ballast(ChaosKind):
     description = "the trainer holds extra memory (ballast) for a number of steps, or until released"
     performer = "trainer"
     order = 10
+    recovered_when = "the steps passed (or a release) and steps go on"
     owned_by_the_trainer = True
     kind: Literal["ballast"] = "ballast"
     bytes: int = Field(256 * MIB, ge=1, le=1 << 40)
@@ -42,6 +43,7 @@ class Release(ChaosKind):
     description = "the trainer lets go of any ballast it holds"
     performer = "trainer"
     order = 20
+    recovered_when = "at once"
     kind: Literal["release"] = "release"
 
     @classmethod
@@ -62,6 +64,7 @@ class Oom(ChaosKind):
     description = "an out-of-memory error in the next optimizer step's first micro-batch"
     performer = "trainer"
     order = 30
+    recovered_when = "a step trains after it (the controller shrinks and redoes the window)"
     kind: Literal["oom"] = "oom"
     phase: Literal["forward", "backward"] = "forward"
     """Where the error is raised: the forward pass, or part way through the backward."""

@@ -18,6 +18,7 @@ class NanLoss(ChaosKind):
     description = "the loss becomes NaN (or inf) for a number of steps; those steps are skipped"
     performer = "trainer"
     order = 40
+    recovered_when = "a finite, unskipped step after the burst"
     kind: Literal["nan_loss"] = "nan_loss"
     steps: int = Field(3, ge=1, le=10_000)
     """Optimizer steps whose loss is not finite."""
@@ -41,6 +42,7 @@ class Overflow(ChaosKind):
     )
     performer = "trainer"
     order = 50
+    recovered_when = "an unskipped step after it"
     kind: Literal["overflow"] = "overflow"
     steps: int = Field(3, ge=1, le=10_000)
     """Optimizer steps that overflow in a row."""
@@ -63,6 +65,7 @@ class Spike(ChaosKind):
     )
     performer = "trainer"
     order = 60
+    recovered_when = "a finite step after the poisoned one"
     kind: Literal["spike"] = "spike"
     factor: float = Field(1000.0, ge=1.0, le=1e6, allow_inf_nan=False)
     """What the step's loss is multiplied by (the loss it reports, trains on and backpropagates)."""

@@ -16,6 +16,7 @@ class PlannerStorm(ChaosKind):
     description = "a burst of malformed or out-of-bounds directives at once: the policy must refuse them"
     performer = "supervisor"
     order = 130
+    recovered_when = "every one refused, none applied"
     decided_by_the_performer = True  # every hostile directive refused, none admitted
     kind: Literal["planner_storm"] = "planner_storm"
     count: int = Field(100, ge=1, le=100_000)

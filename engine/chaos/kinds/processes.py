@@ -25,6 +25,7 @@ class Kill(ChaosKind):
     )
     performer = "supervisor"
     order = 90
+    recovered_when = "the restarted trainer reports a step"
     kind: Literal["kill"] = "kill"
 
     @classmethod
@@ -59,6 +60,7 @@ class Preempt(ChaosKind):
     )
     performer = "supervisor"
     order = 100
+    recovered_when = "the restarted trainer steps (or the run ended after its save)"
     kind: Literal["preempt"] = "preempt"
 
     @classmethod

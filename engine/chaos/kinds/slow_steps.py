@@ -22,6 +22,7 @@ class SlowSteps(ChaosKind):
     description = "each of a number of steps takes longer (a multiple of its time, with jitter)"
     performer = "trainer"
     order = 70
+    recovered_when = "the steps passed and steps go on"
     kind: Literal["slow_steps"] = "slow_steps"
     steps: int = Field(20, ge=1, le=10**6)
     """Optimizer steps slowed down."""

@@ -24,7 +24,7 @@ from engine.wire import json_codec as wire_json
 MAX_REPLY_BYTES = 64 * 1024  # one reply; a directive needs a few hundred bytes
 SHOWN_CHARS = 120  # of a refused reply quoted in its reason
 
-Outcome = Literal["answered", "failed", "not_asked"]
+AskOutcome = Literal["answered", "failed", "not_asked"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PlannerReply:
     problem: str | None = None
     evidence: list[str] = field(default_factory=list)
     """The figures the planner says it read (the directive edge bounds their number and size)."""
-    outcome: Outcome = "answered"
+    outcome: AskOutcome = "answered"
     """answered: the planner replied (what it said may still be refused, ``problem``);
     failed: it did not reply (``problem`` says why); not_asked: the adapter did not ask."""
 

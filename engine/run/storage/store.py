@@ -147,9 +147,6 @@ class Store:
             return str(err)
         return None if found == ["ok"] else "; ".join(found)
 
-    def journal_mode(self) -> str:
-        return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
-
     # ------------------------------------------------------------------- events
 
     def append_event(
@@ -398,12 +395,6 @@ class Store:
             [*args, -1 if limit is None else limit],
         ).fetchall()
         return [(row[0], decision_from(row[1:])) for row in rows]
-
-    def decision_count(self) -> int:
-        self._flush_if_writable()
-        if not self._has_table("decisions"):
-            return 0
-        return int(self._db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0])
 
     def _has_table(self, name: str) -> bool:
         """False for a store made before the table existed, opened read-only."""

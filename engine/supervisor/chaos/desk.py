@@ -7,7 +7,7 @@ ended, or its performer cannot aim (no trainer runs, no verified checkpoint exis
 Otherwise ``chaos_injected`` is stored (chaos id, kind, parameters with defaults, source,
 newest step, the pid or file acted on), and then its performer acts
 (``engine.supervisor.chaos.performer``: the supervisor's own kinds in
-``chaos_performers/``, every trainer kind sent to the trainer as ``InjectChaos``; it says
+``chaos/performers/``, every trainer kind sent to the trainer as ``InjectChaos``; it says
 ``chaos_applied`` when one takes effect at a step boundary).
 
 ``chaos_recovery.RecoveryTracker`` turns steps and events into ``chaos_recovered`` verdicts.
@@ -151,7 +151,7 @@ class ChaosDesk:
         )
         self.journal.record(injected, _describe(injected, aim), attempt=self.attempts.attempt)
         pending = Pending(chaos_id, kind, params, self.clock(), self.attempts.attempt)
-        pending.target, pending.target_step = aim.target_tag, aim.target_step
+        performer.taken_up(pending, injected)  # what it acts on, as a new supervisor reads it back
         self.tracker.injected(pending)
         self._watch_wake.set()
         performer.act(self, request, chaos_id, aim)

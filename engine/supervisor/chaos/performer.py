@@ -54,15 +54,20 @@ class Desk(Protocol):
 
 
 class SupervisorPerformer(ABC):
-    """Carries out one kind (``kind``); subclasses register by defining it."""
+    """Carries out one kind (``model``, its request model); subclasses register by naming it."""
 
-    kind: ClassVar[str]
+    model: ClassVar[type[ChaosKind]]
     registry: ClassVar[dict[str, SupervisorPerformer]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "kind" in cls.__dict__:
-            SupervisorPerformer.registry[cls.kind] = cls()
+        if "model" in cls.__dict__:
+            SupervisorPerformer.registry[cls.model.name()] = cls()
+
+    @property
+    def kind(self) -> str:
+        """The kind's name, as its model declares it."""
+        return self.model.name()
 
     def aim(self, desk: Desk, state: str) -> Aim | str:
         """What it will act on, or why it cannot be done now (the run is ``state``)."""

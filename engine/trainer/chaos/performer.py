@@ -47,15 +47,15 @@ class TrainerParts:
 
 
 class TrainerPerformer(ABC, Generic[R]):
-    """Carries out one kind (``kind``); subclasses register by defining it."""
+    """Carries out one kind (``model``, its request model); subclasses register by naming it."""
 
-    kind: ClassVar[str]
+    model: ClassVar[type[ChaosKind]]
     registry: ClassVar[dict[str, type[TrainerPerformer[Any]]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "kind" in cls.__dict__:
-            TrainerPerformer.registry[cls.kind] = cls
+        if "model" in cls.__dict__:
+            TrainerPerformer.registry[cls.model.name()] = cls
 
     def __init__(self, parts: TrainerParts) -> None:
         self.parts = parts
@@ -74,7 +74,7 @@ class TrainerPerformer(ABC, Generic[R]):
 
 @functools.cache
 def performer_classes() -> dict[str, type[TrainerPerformer[Any]]]:
-    """Kind -> its performer class: every module of ``chaos_performers`` imported."""
+    """Kind -> its performer class: every module of ``performers`` imported."""
     import_all("engine.trainer.chaos.performers")
     return dict(TrainerPerformer.registry)
 

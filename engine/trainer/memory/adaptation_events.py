@@ -5,11 +5,11 @@ its severity, ready for ``Link.event``."""
 from __future__ import annotations
 
 from engine.domain import Severity
-from engine.events import MemoryAdapted, MemoryLevel
-from engine.measures.memory_scale import MemoryLevel as Level
+from engine.events import MemoryAdapted, MemoryLevelChanged
+from engine.measures.memory_scale import MemoryLevel
 from engine.memory.controller import Change
 
-LEVEL_SEVERITY: dict[Level, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
+LEVEL_SEVERITY: dict[MemoryLevel, Severity] = {"ok": "info", "warn": "warning", "critical": "critical"}
 
 
 def adapted_event(
@@ -47,11 +47,13 @@ def adapted_event(
 
 
 def level_event(
-    previous: Level, level: Level, step: int, expected: int, budget: int, room_share: float
-) -> tuple[MemoryLevel, str, Severity]:
+    previous: MemoryLevel, level: MemoryLevel, step: int, expected: int, budget: int, room_share: float
+) -> tuple[MemoryLevelChanged, str, Severity]:
     """The level moved from ``previous`` to ``level`` at ``step``, judged on ``expected``
     bytes (``room_share``: its part of the usable room)."""
-    event = MemoryLevel(step=step, level=level, previous=previous, expected_peak=expected, mem_budget=budget)
+    event = MemoryLevelChanged(
+        step=step, level=level, previous=previous, expected_peak=expected, mem_budget=budget
+    )
     message = (
         f"memory {previous} -> {level} at step {step}: "
         f"expected peak {expected / budget:.0%} of the budget ({room_share:.0%} of the usable room)"

@@ -66,7 +66,7 @@ from engine.trainer.memory.ballast import Ballast
 from engine.trainer.memory.forward_sampler import ForwardSampler
 from engine.trainer.memory.geometry import apply_geometry, current_geometry
 from engine.trainer.memory.geometry_file import GEOMETRY_FILE, HISTORY_EVERY, GeometryRecord, read_geometry
-from engine.trainer.memory.loss_scale_floor import FloorWatch, is_floor_error, min_loss_scale
+from engine.trainer.memory.loss_scale_floor import FLOOR_SKIPS, FloorWatch, is_floor_error, min_loss_scale
 from engine.trainer.memory.memory_prior import build_memory_model
 from engine.trainer.memory.memory_probe import MemoryProbe, enforce_budget
 from engine.trainer.memory.oom_forensics import OomForensics
@@ -133,7 +133,7 @@ class AdaptiveMemory:
         self.state = ControllerState()
         self.ballast = Ballast.from_env(probe.device, self.ranks.rank)
         self.injector = OomInjector.from_env(self.ranks.rank)
-        self.floor = FloorWatch(config.memory.floor_skips)
+        self.floor = FloorWatch(FLOOR_SKIPS)
         self.geometry_file = geometry_file
         self.record = GeometryRecord(geometry_file, self.ranks.rank)
         self.requested: Geometry | None = None

@@ -29,6 +29,12 @@ def min_loss_scale(engine: Any) -> float | None:
     return getattr(scaler, "min_scale", None)
 
 
+FLOOR_SKIPS = 10
+"""fp16 at stage 0: consecutive skipped steps at the minimum loss scale that count as the
+floor (an alert, then a stop with a checkpoint). Ten: a few overflows at the floor happen
+in a healthy run and recover; ten in a row do not."""
+
+
 class FloorWatch:
     """Counts consecutive skipped steps taken at the minimum loss scale."""
 

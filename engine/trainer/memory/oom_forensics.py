@@ -28,7 +28,7 @@ from engine.memory.model_description import ModelDescription
 from engine.run.oom_files import (
     SNAPSHOT_SUFFIX,
     OomBreakdown,
-    Outcome,
+    OomOutcome,
     oom_dir,
     oom_stem,
     prune,
@@ -162,7 +162,7 @@ class OomForensics:
         }
 
 
-def _outcome(memory: MemoryAtOom, after: int | None) -> Outcome:
+def _outcome(memory: MemoryAtOom, after: int | None) -> OomOutcome:
     if after is None:
         return "halted"
     return "redone" if redone_in_place(memory.engine, memory.ranks.world) else "restart"

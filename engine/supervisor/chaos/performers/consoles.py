@@ -4,13 +4,14 @@ replay); its verdict is how many were closed."""
 from __future__ import annotations
 
 from engine.chaos.kind import ChaosKind
+from engine.chaos.kinds.consoles import DropConsoles
 from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 
 CONSOLE_DRAIN_S = 1.0  # s consoles get to receive what is queued before they are dropped
 
 
 class DropConsolesPerformer(SupervisorPerformer):
-    kind = "drop_consoles"
+    model = DropConsoles
 
     def act(self, desk: Desk, request: ChaosKind, chaos_id: str, aim: Aim) -> None:
         desk.spawn(_drop(desk, chaos_id), "chaos: drop consoles")

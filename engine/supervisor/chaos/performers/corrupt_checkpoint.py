@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from engine.chaos.kind import ChaosKind, Pending
+from engine.chaos.kinds.corrupt_checkpoint import CorruptCheckpoint, CorruptedTag
 from engine.checkpoints.catalog import TAG_PATTERN
 from engine.events import ChaosInjected
 from engine.supervisor.chaos import acts as chaos_acts
@@ -11,7 +12,7 @@ from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 
 
 class CorruptCheckpointPerformer(SupervisorPerformer):
-    kind = "corrupt_checkpoint"
+    model = CorruptCheckpoint
 
     def aim(self, desk: Desk, state: str) -> Aim | str:
         target = chaos_acts.corruption_target(desk.run.checkpoints)
@@ -30,7 +31,8 @@ class CorruptCheckpointPerformer(SupervisorPerformer):
             desk.resolve(chaos_id, False, f"could not corrupt {target.file}: {err.strerror or err}")
 
     def taken_up(self, pending: Pending, injected: ChaosInjected) -> None:
-        if injected.target:
-            pending.target = injected.target.split("/")[0]
-            found = TAG_PATTERN.match(pending.target)
-            pending.target_step = int(found.group(1)) if found else None
+        if injected.target:  # the damaged file, relative to checkpoints/: its tag first
+            corrupted = pending.own(CorruptedTag)
+            corrupted.tag = injected.target.split("/")[0]
+            found = TAG_PATTERN.match(corrupted.tag)
+            corrupted.step = int(found.group(1)) if found else None

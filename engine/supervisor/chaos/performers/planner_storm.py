@@ -15,7 +15,7 @@ STORM_SLICE = 50  # hostile directives per slice of a storm (~10 ms of the event
 
 
 class PlannerStormPerformer(SupervisorPerformer):
-    kind = "planner_storm"
+    model = PlannerStorm
 
     def act(self, desk: Desk, request: ChaosKind, chaos_id: str, aim: Aim) -> None:
         assert isinstance(request, PlannerStorm)

@@ -9,6 +9,7 @@ import logging
 import signal
 
 from engine.chaos.kind import ChaosKind
+from engine.chaos.kinds.processes import Kill, Preempt
 from engine.supervisor.chaos.performer import Aim, Desk, SupervisorPerformer
 from engine.supervisor.trainers.attempts import Attempts
 from engine.supervisor.trainers.trainer_process import kill_group
@@ -22,7 +23,7 @@ def _aim_at_the_trainer(desk: Desk, state: str, kind: str) -> Aim | str:
 
 
 class KillPerformer(SupervisorPerformer):
-    kind = "kill"
+    model = Kill
 
     def aim(self, desk: Desk, state: str) -> Aim | str:
         return _aim_at_the_trainer(desk, state, self.kind)
@@ -32,7 +33,7 @@ class KillPerformer(SupervisorPerformer):
 
 
 class PreemptPerformer(SupervisorPerformer):
-    kind = "preempt"
+    model = Preempt
 
     def aim(self, desk: Desk, state: str) -> Aim | str:
         return _aim_at_the_trainer(desk, state, self.kind)

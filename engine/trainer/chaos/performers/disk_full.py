@@ -11,7 +11,7 @@ from engine.trainer.chaos.performer import TrainerPerformer
 
 
 class DiskFullPerformer(TrainerPerformer[DiskFull]):
-    kind = "disk_full"
+    model = DiskFull
     failing = 0
     """Saves left that fail as on a full disk."""
 

@@ -17,7 +17,7 @@ from engine.trainer.workloads.workload import BatchFn
 
 
 class HangPerformer(TrainerPerformer[Hang]):
-    kind = "hang"
+    model = Hang
     seconds: float | None = None
     """The next step blocks this long; None: no hang in force."""
 

@@ -11,7 +11,7 @@ from engine.trainer.memory.oom_recovery import is_oom
 
 
 class BallastPerformer(TrainerPerformer[Ballast]):
-    kind = "ballast"
+    model = Ballast
 
     def start(self, request: Ballast, step: int, chaos_id: str) -> str:
         """Ballast planned and allocated now, so that a size the host cannot give is said
@@ -31,7 +31,7 @@ class BallastPerformer(TrainerPerformer[Ballast]):
 
 
 class ReleasePerformer(TrainerPerformer[Release]):
-    kind = "release"
+    model = Release
 
     def start(self, request: Release, step: int, chaos_id: str) -> str:
         had = self.parts.memory.ballast.held
@@ -40,7 +40,7 @@ class ReleasePerformer(TrainerPerformer[Release]):
 
 
 class OomPerformer(TrainerPerformer[Oom]):
-    kind = "oom"
+    model = Oom
 
     def start(self, request: Oom, step: int, chaos_id: str) -> str:
         memory = self.parts.memory

@@ -30,7 +30,7 @@ from engine.trainer.workloads.workload import BatchFn
 
 
 class NanLossPerformer(TrainerPerformer[NanLoss]):
-    kind = "nan_loss"
+    model = NanLoss
     steps = 0
     """Steps left whose loss is ``value``."""
     value = float("nan")
@@ -51,7 +51,7 @@ class NanLossPerformer(TrainerPerformer[NanLoss]):
 
 
 class OverflowPerformer(TrainerPerformer[Overflow]):
-    kind = "overflow"
+    model = Overflow
     steps = 0
     """fp16 steps left whose gradients overflow."""
 
@@ -69,7 +69,7 @@ class OverflowPerformer(TrainerPerformer[Overflow]):
 
 
 class SpikePerformer(TrainerPerformer[Spike]):
-    kind = "spike"
+    model = Spike
     factor: float | None = None
     """The next step's loss is multiplied by this (a poisoned batch); None: no spike."""
 

@@ -21,7 +21,7 @@ FIRST_STEP_GUESS_S = 0.1
 
 
 class SlowStepsPerformer(TrainerPerformer[SlowSteps]):
-    kind = "slow_steps"
+    model = SlowSteps
     steps = 0
     """Steps left that sleep ``delay_s`` + uniform(0, ``jitter_s``) first."""
     delay_s = 0.0
