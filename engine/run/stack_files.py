@@ -69,6 +69,10 @@ def diagnosis_files(run_path: Path) -> list[Path]:
     return stacks + sorted((run_path / FLIGHT_DIR).glob(f"{FLIGHT_PREFIX}*"))
 
 
+OUR_PACKAGES = ("engine", "memtui")
+"""Top packages whose frames are named from the package down."""
+
+
 def innermost_frame(dump: str) -> str | None:
     """Where a rank is: the innermost frame outside the libraries, ``file:line in func``
     (file relative from its package), preferring the thread that took the signal (the
@@ -86,5 +90,9 @@ def innermost_frame(dump: str) -> str | None:
 
 
 def _short(path: str) -> str:
-    """``/x/y/engine/trainer/loop.py`` -> ``engine/trainer/loop.py`` (the last three parts)."""
-    return "/".join(Path(path).parts[-3:])
+    """``/x/y/engine/trainer/ranks/rank_group.py`` -> ``engine/trainer/ranks/rank_group.py``:
+    from memtui's own top package at any depth; another file (a user's workload) by its last
+    three parts."""
+    parts = Path(path).parts
+    tops = [i for i, part in enumerate(parts[:-1]) if part in OUR_PACKAGES]
+    return "/".join(parts[tops[-1] :] if tops else parts[-3:])

@@ -86,3 +86,11 @@ def test_where_a_rank_is_is_the_innermost_frame_of_the_training_code() -> None:
     installed = DUMP.replace("/repo/engine", "/x/site-packages/engine")
     assert innermost_frame(installed) == "engine/trainer/loop.py:236 in train_step"
     assert innermost_frame("Fatal Python error: nothing") is None
+    deeper = DUMP.replace(
+        "/repo/engine/trainer/loop.py", "/home/memtui/repo/engine/trainer/ranks/rank_group.py"
+    )
+    assert (
+        innermost_frame(deeper) == "engine/trainer/ranks/rank_group.py:236 in train_step"
+    )  # a sub-package's
+    user = DUMP.replace("/repo/engine/trainer/loop.py", "/home/me/models/gpt/workload.py")
+    assert innermost_frame(user) == "models/gpt/workload.py:236 in train_step"
