@@ -196,6 +196,10 @@ class TelemetrySample(BaseModel):
     (saving is synchronous); None when no save came in between."""
     eval_s: float | None = Field(None, ge=0.0)
     """Seconds training stood still for the eval run since the previous report; None: none ran."""
+    data_wait_s: float | None = Field(None, ge=0.0)
+    """Seconds of the step the training thread waited for its batches (building them itself
+    when nothing was built ahead): data starvation when it is a large share of
+    ``step_time_s``. None from a trainer that does not measure it."""
     micro_batch: int = Field(ge=1)
     grad_accum: int = Field(ge=1)
     world_size: int = Field(1, ge=1)
@@ -347,6 +351,10 @@ class RunStatus(BaseModel):
     """The newest step's model FLOPs utilisation (a fraction; None: the peak is unknown)."""
     model_tflops: float | None = None
     """The newest step's model TFLOP/s, all ranks."""
+    step_time_s: float | None = None
+    """The newest step's wall time."""
+    data_wait_s: float | None = None
+    """Of it, the seconds the trainer waited for its batches (see TelemetrySample)."""
     loss_scale: float | None = None
     mem_allocated: int | None = None
     mem_reserved: int | None = None

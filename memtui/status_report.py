@@ -12,6 +12,7 @@ from memtui.formatting import (
     format_duration,
     format_float,
     format_loss,
+    format_percent,
     format_rate,
     format_scale,
 )
@@ -29,7 +30,7 @@ def status_rows(status: RunStatus, now: float) -> list[tuple[str, str]]:
         ("step", f"{s.step}{target}"),
         ("loss", format_float(s.loss)),
         *([("eval loss", eval_text(s))] if s.last_eval else []),
-        ("throughput", format_rate(s.tokens_per_s)),
+        ("throughput", format_rate(s.tokens_per_s) + data_wait_text(s)),
         ("loss scale", format_scale(s.loss_scale)),
         ("memory", memory_text(s)),
         (
@@ -65,6 +66,13 @@ def restarts_text(s: RunStatus) -> str:
     return (
         f"{count}, {s.whole_tree_resumes} after the whole tree died" if s.whole_tree_resumes else str(count)
     )
+
+
+def data_wait_text(s: RunStatus) -> str:
+    """``, waits for data 12% of the step`` (nothing before a trainer measured it)."""
+    if s.data_wait_s is None or not s.step_time_s:
+        return ""
+    return f", waits for data {format_percent(s.data_wait_s / s.step_time_s)} of the step"
 
 
 def memory_text(s: RunStatus) -> str:

@@ -36,6 +36,7 @@ SAME_AS_STATUS = {
     "memtui_loss": "loss",
     "memtui_tokens_per_second": "tokens_per_s",
     "memtui_mfu_ratio": "mfu",
+    "memtui_step_seconds": "step_time_s",
     "memtui_loss_scale": "loss_scale",
     "memtui_checkpoint_step": "checkpoint_step",
     "memtui_memory_allocated_bytes": "mem_allocated",

@@ -119,6 +119,7 @@ class AlertRules:
         )
         self._dropped_steps = 0
         self._recovered_steps = 0
+        self._starved = self._fed = 0  # consecutive steps over / under the data-wait share
         self._loss = _Baseline(2.0 / (LOSS_SMOOTHING_STEPS + 1), LOSS_SMOOTHING_STEPS)
         self._best_loss = math.inf
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
@@ -139,6 +140,7 @@ class AlertRules:
         self._last_beat = now
         out += self._memory(sample, now)
         out += self._fragmentation(sample, now)
+        out += self._data_wait(sample, now)
         out += self._throughput(sample, now)
         out += self._loss_rules(sample, now)
         out += self._loss_scale(sample, now)
@@ -263,6 +265,32 @@ class AlertRules:
                 "share": round(reading.share, 4),
                 "fragmented": s.mem_fragmentation,
                 "reserved": s.mem_reserved,
+                "step": s.step,
+            },
+        )
+
+    def _data_wait(self, s: TelemetrySample, now: float) -> list[Alert]:
+        """Data starvation: the step waited for its batches for ``data_wait_share`` of its
+        time or more, ``SUSTAIN_STEPS`` reported steps in a row; it clears after as many
+        under the share less the hysteresis."""
+        if s.data_wait_s is None or s.step_time_s <= 0:
+            return []
+        share, cfg = s.data_wait_s / s.step_time_s, self.config
+        self._starved = self._starved + 1 if share >= cfg.data_wait_share else 0
+        self._fed = self._fed + 1 if share < cfg.data_wait_share - cfg.hysteresis else 0
+        return self._judge(
+            "data_starved",
+            self._starved >= SUSTAIN_STEPS,
+            self._fed >= SUSTAIN_STEPS,
+            now,
+            "warning",
+            f"training waits for data {share:.0%} of each step ({s.data_wait_s:.3f} of "
+            f"{s.step_time_s:.3f} s, alert at {cfg.data_wait_share:.0%}): the workload's batch() "
+            "is slower than a step (pre-tokenize, cache, or a lighter batch)",
+            {
+                "share": round(share, 4),
+                "data_wait_s": s.data_wait_s,
+                "step_time_s": s.step_time_s,
                 "step": s.step,
             },
         )

@@ -146,6 +146,10 @@ class AlertConfig(StrictSection):
     throughput_baseline_steps: int = Field(50, ge=2)
     """Steps the tokens/s baseline averages over (and waits for before judging); a new
     attempt (a restart) or batch geometry starts a new baseline."""
+    data_wait_share: float = Field(0.3, gt=0.0, lt=1.0)
+    """Share of a step spent waiting for its batches at which data starvation alerts (five
+    reported steps in a row); the GPU idles for that share. Raise it for a workload known to
+    stream from a slow source."""
     loss_diverge_ratio: float = Field(2.0, gt=1.0)
     """Smoothed loss / its best so far at which the loss is diverging."""
     loss_scale_floor: float = Field(1.0, gt=0.0)

@@ -73,6 +73,7 @@ from engine.trainer.training_parts import equip
 from engine.trainer.workloads.built_model import describe_built
 from engine.trainer.workloads.forward_output import split_output
 from engine.trainer.workloads.hf_workload import hf_workload
+from engine.trainer.workloads.prefetcher import Prefetcher
 from engine.trainer.workloads.sample_window import for_rank
 from engine.trainer.workloads.workload import BatchFn, load_workload
 from engine.wire.protocol import StepReport
@@ -180,18 +181,29 @@ def _train(
 
 def run_steps(training: Training, until: int) -> None:
     """Optimizer steps until ``engine.global_steps == until``, a stop request or a memory halt
-    (``training`` equipped: ``training_parts.equip``)."""
+    (``training`` equipped: ``training_parts.equip``). The batches come through a
+    ``Prefetcher`` (built ahead unless ``train.prefetch`` is off), which also times the wait."""
+    engine, config, ranks, memory = training.engine, training.config, training.ranks, training.memory
+    # a step's samples whatever the geometry; each rank its own share of them
+    shifted_batch = shifted(training.workload.batch, training.data_offset)  # a rollback's skip
+    device = getattr(engine, "device", None)  # torch.device or its name; a test's stub has none
+    on_cpu = str(getattr(device, "type", device)) == "cpu"
+    window = memory.window(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
+    ahead = config.train.prefetch
+    feed = Prefetcher(window, engine.gradient_accumulation_steps, ahead=ahead, pin=ahead and not on_cpu)
+    try:
+        _run_steps(training, until, memory.drawing(feed), feed, on_cpu)
+    finally:
+        feed.close()
+
+
+def _run_steps(training: Training, until: int, batch: BatchFn, feed: Prefetcher, on_cpu: bool) -> None:
     engine, config, ranks = training.engine, training.config, training.ranks
     stop = training.link.stop_requested
     agree = training.link.sync if isinstance(training.link, RankLink) else None
     memory, directives, chaos = training.memory, training.directives, training.chaos
     metrics, evaluator, cadence = training.metrics, training.evaluator, training.cadence
-    # a step's samples whatever the geometry; each rank its own share of them
-    shifted_batch = shifted(training.workload.batch, training.data_offset)  # a rollback's skip
-    batch = memory.batches(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
     report_every = config.train.rank_report_every
-    device = getattr(engine, "device", None)  # torch.device or its name; a test's stub has none
-    on_cpu = str(getattr(device, "type", device)) == "cpu"
     cores = CoreShare(torch.get_num_threads(), torch.set_num_threads, enabled=on_cpu)
     while engine.global_steps < until and memory.halted is None:
         if agree is not None:
@@ -209,6 +221,7 @@ def run_steps(training: Training, until: int) -> None:
         scale = loss_scale(engine)  # the scale this step's backward uses
         sums = StepMetrics()  # this step's own: a step chaos skips reports none
         started = time.perf_counter()
+        feed.take_waited()  # this step's data-wait from here (an eval's batches are not in it)
         training.pace.start()  # before chaos's delay: a slowed rank's own time includes it
 
         step_fn = functools.partial(train_step, sums=sums, pace=training.pace)
@@ -225,7 +238,7 @@ def run_steps(training: Training, until: int) -> None:
             training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe, training.pace)
         if engine.global_steps % config.log_every == 0:
             named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
-            report_step(training, loss, lr, scale, overflow, step_time_s, named)
+            report_step(training, loss, lr, scale, overflow, step_time_s, named, feed.take_waited())
         evaluator.at_boundary(int(engine.global_steps))  # every rank, when due
         collect_sealed(training)
         maybe_checkpoint(training)
@@ -289,6 +302,7 @@ def report_step(
     overflow: bool,
     step_time_s: float,
     metrics: dict[str, float] | None = None,
+    data_wait_s: float | None = None,
 ) -> None:
     sample = training.telemetry.sample(
         loss=float(loss.item()),
@@ -296,6 +310,7 @@ def report_step(
         scale_during_step=scale,
         overflow=overflow,
         step_time_s=step_time_s,
+        data_wait_s=data_wait_s,
         memory_figures=training.memory.figures(),
         metrics=metrics,
     )

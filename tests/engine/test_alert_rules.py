@@ -218,3 +218,14 @@ def test_flapping_nan_loss_and_throttle_are_throttled_not_a_storm() -> None:
         gpus(60, throttle=0x8), 100.0
     )
     assert rules_of(later) == ["loss_nan:firing", "gpu_throttle.0:firing"]  # past the window: alerted again
+
+
+def test_data_starvation_fires_after_five_starved_steps_and_clears_after_five_fed() -> None:
+    rules, out = AlertRules(CFG), []  # share 0.3 of a 0.1 s step; hysteresis 0.05: clears under 0.25
+    waits = [0.01] * 3 + [0.05, 0.04] * 2 + [0.01] + [0.04] * 5 + [0.028] * 3 + [0.01] * 5 + [None] * 10
+    for t, wait in enumerate(waits):
+        out += rules.on_step(sample(t + 1, data_wait_s=wait), float(t))
+    assert rules_of(out) == ["data_starved:firing", "data_starved:resolved"]
+    assert out[0].data["step"] == 13 and out[0].data["share"] == pytest.approx(0.4)  # the 5th in a row
+    assert out[1].data["step"] == 21  # 0.28 is not back under the margin: the 5th at 0.1 clears it
+    assert "waits for data 40% of each step" in out[0].message

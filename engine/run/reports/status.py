@@ -41,6 +41,8 @@ _SAMPLE_FIELDS = (
     "tokens_per_s",
     "mfu",
     "model_tflops",
+    "step_time_s",
+    "data_wait_s",
     "loss_scale",
     "mem_allocated",
     "mem_reserved",

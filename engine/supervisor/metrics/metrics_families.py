@@ -28,6 +28,12 @@ _STATUS_GAUGES = (
     ("memtui_loss", "loss", "Training loss of the newest step (nats per token)."),
     ("memtui_tokens_per_second", "tokens_per_s", "Tokens per second of the newest step, all ranks."),
     ("memtui_mfu_ratio", "mfu", "Model FLOPs utilisation of the newest step (0-1)."),
+    ("memtui_step_seconds", "step_time_s", "Wall time of the newest step."),
+    (
+        "memtui_data_wait_seconds",
+        "data_wait_s",
+        "Seconds of the newest step the trainer waited for its batches (data starvation).",
+    ),
     ("memtui_loss_scale", "loss_scale", "fp16 dynamic loss scale (absent under bf16/fp32)."),
     (
         "memtui_checkpoint_step",

@@ -156,10 +156,13 @@ class AdaptiveMemory:
 
     # ----------------------------------------------------------------- the step
 
-    def batches(self, batch: BatchFn, pad: tuple[int, ...] | None = None) -> BatchFn:
+    def window(self, batch: BatchFn, pad: tuple[int, ...] | None = None) -> SampleWindow:
         """``batch`` through a SampleWindow at the configured micro-batch (``pad``: the
         workload's padding values, for blocks of different lengths)."""
-        window = SampleWindow(batch, self.config.train.micro_batch, pad)
+        return SampleWindow(batch, self.config.train.micro_batch, pad)
+
+    def drawing(self, window: BatchFn) -> BatchFn:
+        """``window`` as the step draws it: the OOM injector told where the step is."""
         if not self.injector.injections:
             return window  # nothing to tell the injector: no wrapper call per micro-batch
 

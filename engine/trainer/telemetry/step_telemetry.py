@@ -115,6 +115,7 @@ class StepTelemetry:
         scale_during_step: float | None,
         overflow: bool,
         step_time_s: float,
+        data_wait_s: float | None = None,
         memory_figures: dict[str, int | None] | None = None,
         metrics: dict[str, float] | None = None,
     ) -> TelemetrySample:
@@ -164,6 +165,7 @@ class StepTelemetry:
             world_size=self.world_size,
             checkpoint_stall_s=stall,
             eval_s=eval_s,
+            data_wait_s=data_wait_s,
             ranks=ranks,
             metrics=metrics,
             **(memory_figures or {}),

@@ -29,6 +29,8 @@ def render_throughput(view: RunView) -> str:
             f"[$text-muted]now[/] [b]{format_rate(s.tokens_per_s if s else None)}[/b]"
             f"  [$text-muted]step[/] {format_duration(s.step_time_s if s else None)}"
         )
+        if s is not None and s.data_wait_s is not None and s.step_time_s > 0:
+            first += f"  [$text-muted]data wait[/] {format_percent(s.data_wait_s / s.step_time_s)}"
     return "\n".join([first, _average_line(view), _attempt_line(view)])
 
 
