@@ -119,7 +119,12 @@ class RankMemory(BaseModel):
     step_s: float | None = Field(None, ge=0.0)
     """Mean seconds of the rank's own work per step since its previous report: from the step's
     start to its gradient collective, so a rank waiting for a slow one does not count the wait
-    (None: a trainer that did not measure it)."""
+    (None: a trainer that did not measure it). On CUDA, the device's time (CUDA events)."""
+    comm_s: float | None = Field(None, ge=0.0)
+    """Mean seconds per step from its gradient collective to the step's end: the
+    communication (including the wait for slower ranks) and the optimizer step."""
+    data_wait_s: float | None = Field(None, ge=0.0)
+    """Mean seconds per step the rank waited for its batches."""
 
 
 class TelemetrySample(BaseModel):

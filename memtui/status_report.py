@@ -125,9 +125,13 @@ def rank_rows(s: RunStatus) -> list[tuple[str, str]]:
 
 
 def _pace(r: RankMemory, slowest: int | None) -> str:
+    """``, 0.412 s own step time (slowest), 0.020 s collective, 0.001 s data wait``."""
     if r.step_s is None:
         return ""
-    return f", {r.step_s:.3f} s own step time" + (" (slowest)" if r.rank == slowest else "")
+    own = f", {r.step_s:.3f} s own step time" + (" (slowest)" if r.rank == slowest else "")
+    comm = f", {r.comm_s:.3f} s collective" if r.comm_s is not None else ""
+    data = f", {r.data_wait_s:.3f} s data wait" if r.data_wait_s is not None else ""
+    return own + comm + data
 
 
 def render_status(status: RunStatus, now: float) -> str:

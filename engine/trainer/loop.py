@@ -64,7 +64,7 @@ from engine.trainer.ranks.rank_group import RankGroup
 from engine.trainer.ranks.rank_link import RankLink
 from engine.trainer.start_report import announce_start
 from engine.trainer.telemetry.mfu_meter import CPU_PEAK_FILE, build_meter
-from engine.trainer.telemetry.rank_memory import RankPace, exchange_memory
+from engine.trainer.telemetry.rank_memory import DeviceClock, RankPace, exchange_memory
 from engine.trainer.telemetry.startup_phases import StartupPhases
 from engine.trainer.telemetry.step_metrics import StepMetrics
 from engine.trainer.telemetry.step_telemetry import StepTelemetry, loss_scale
@@ -154,6 +154,8 @@ def _train(
         description=description,
         data_offset=offset,
     )
+    if str(getattr(engine.device, "type", engine.device)) == "cuda":
+        training.pace = RankPace(DeviceClock())  # the device's time, not the host's launches
     announce_start(training, attempt, resumed)
     equip(training, resumed.client_state.get("cadence") if resumed else None)
     training.memory.resume_geometry()  # a smaller micro-batch an earlier attempt asked for
@@ -231,6 +233,8 @@ def _run_steps(training: Training, until: int, batch: BatchFn, feed: Prefetcher,
 
         step_time_s = time.perf_counter() - started
         cadence.note_step(step_time_s)
+        data_wait_s = feed.take_waited()
+        training.pace.waited_for_data(data_wait_s)
         training.pace.finish()
         overflow = training.telemetry.note_step()
         memory.after_step(overflow, scale)  # calibrate the model; watch the loss-scale floor
@@ -238,7 +242,7 @@ def _run_steps(training: Training, until: int, batch: BatchFn, feed: Prefetcher,
             training.telemetry.ranks = exchange_memory(ranks, training.telemetry.probe, training.pace)
         if engine.global_steps % config.log_every == 0:
             named = metrics.of_step(sums, int(engine.global_steps))  # a collective with several ranks
-            report_step(training, loss, lr, scale, overflow, step_time_s, named, feed.take_waited())
+            report_step(training, loss, lr, scale, overflow, step_time_s, named, data_wait_s)
         evaluator.at_boundary(int(engine.global_steps))  # every rank, when due
         collect_sealed(training)
         maybe_checkpoint(training)

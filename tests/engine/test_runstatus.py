@@ -129,13 +129,15 @@ def test_status_says_each_ranks_own_step_time_and_the_slowest(run: RunDir) -> No
 
     _write(run, state="completed", pid=_dead_pid())
     ranks = [
-        RankMemory(rank=r, allocated=1 << 20, reserved=2 << 20, peak=3 << 20, capacity=1 << 30, step_s=s)
-        for r, s in ((0, 0.25), (1, 0.75))
+        RankMemory(
+            rank=r, allocated=1 << 20, reserved=2 << 20, peak=3 << 20, capacity=1 << 30, step_s=s, comm_s=c
+        )
+        for r, s, c in ((0, 0.25, 0.5), (1, 0.75, None))  # rank 1 from an older trainer: no comm_s
     ]
     with Store(run.store) as store:
         store.add_step(_sample(10).model_copy(update={"world_size": 2, "ranks": ranks}))
     status = offline_status(run)
     assert [r.step_s for r in status.ranks or []] == [0.25, 0.75]  # and so in status --json
     text = render_status(status, now=time.time())
-    assert "peak 3.00 MiB, 0.250 s own step time (step 10)" in text
+    assert "peak 3.00 MiB, 0.250 s own step time, 0.500 s collective (step 10)" in text
     assert "peak 3.00 MiB, 0.750 s own step time (slowest) (step 10)" in text

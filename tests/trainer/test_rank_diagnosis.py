@@ -69,6 +69,10 @@ def test_slow_steps_on_one_rank_make_the_straggler_alert_name_it() -> None:
         last = reports[-1]
         assert last[1].step_s is not None and last[0].step_s is not None
         assert last[1].step_s > last[0].step_s + 0.2  # rank 1 slept 0.3 s of its own; rank 0 waited
+        # ...and rank 0's wait for it is in its collective-to-end time, not its own
+        assert last[0].comm_s is not None and last[1].comm_s is not None
+        assert last[0].comm_s > last[1].comm_s + 0.2
+        assert all(r.data_wait_s is not None for r in last)
         applied = next(e for e in events(run) if e.type == "chaos_applied")
         assert "on rank 1" in applied.data["detail"]
     finally:
