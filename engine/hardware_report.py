@@ -88,6 +88,8 @@ class ProcessReport(_Report):
 
 
 class HostReport(_Report):
+    kernel: str | None = None
+    """The kernel's release (``platform.release()``): WSL2's says ``microsoft``."""
     cpu_count: int | None = None
     load_1m: float | None = None
     cpu_pct: float | None = None

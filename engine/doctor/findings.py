@@ -31,6 +31,17 @@ FOREIGN_MEMORY_FRACTION = 0.10
 CANNOT_ATTRIBUTE = "cannot be attributed: NVML reports pids of another pid namespace (a container)"
 NO_GPU = "no GPU: training runs on DeepSpeed's CPU accelerator"
 _SEVERITY = {"info": 0, "degraded": 1, "unhealthy": 2}
+WSL2_LIMITS = (
+    "WSL2: CUDA runs through Windows' driver, with its limits: pinned host memory is capped "
+    "(large pinned buffers, as CPU offload uses, may fail to allocate), unified memory cannot "
+    "oversubscribe, and several GPUs talk without peer-to-peer (NCCL over host memory, slower); "
+    "install the NVIDIA driver on Windows, not inside WSL"
+)
+
+
+def is_wsl(kernel: str | None) -> bool:
+    """A WSL kernel (its release names Microsoft, e.g. ``5.15.153.1-microsoft-standard-WSL2``)."""
+    return kernel is not None and "microsoft" in kernel.lower()
 
 
 # ------------------------------------------------------------------------ verdict
@@ -219,6 +230,8 @@ def _gpu_findings(hw: HardwareSnapshot) -> list[Finding]:
 def _host_findings(hw: HardwareSnapshot) -> list[Finding]:
     out: list[Finding] = []
     host = hw.host
+    if is_wsl(host.kernel):
+        out.append(Finding(level="info" if len(hw.gpus) <= 1 else "degraded", message=WSL2_LIMITS))
     if (
         host.ram_total
         and host.ram_available is not None

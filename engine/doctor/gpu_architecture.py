@@ -7,6 +7,11 @@
   first start, and the driver must be as new as torch's CUDA).
 - Neither: every kernel fails with "no kernel image is available for execution on the
   device", the classic failure of a new card (RTX 50, sm_120) with an older torch wheel.
+
+Without the arch list (it needs torch imported: ``doctor --deep`` or a running trainer),
+the CUDA version torch was built for (``torch/version.py``, read without importing torch)
+says the same for the cases that matter: a CUDA older than the first to know the GPU's
+architecture, or CUDA 13, which dropped everything before Turing (``cuda_build_problem``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,12 @@ from __future__ import annotations
 import re
 
 from engine.hardware_report import Finding, HardwareSnapshot, SoftwareReport
+
+FIRST_CUDA = (((10, 0), (12, 8)), ((9, 0), (11, 8)), ((8, 9), (11, 8)), ((8, 6), (11, 1)), ((8, 0), (11, 0)))
+"""(compute capability, the first CUDA release that compiles for it), newest first:
+Blackwell (sm_100 and up, RTX 50's sm_120) 12.8, Hopper and Ada 11.8, Ampere 11.1 / 11.0."""
+OLDEST_IN_CUDA_13 = (7, 5)
+"""CUDA 13 compiles for Turing (7.5) and later only: Maxwell, Pascal and Volta are gone."""
 
 _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 
@@ -43,11 +54,39 @@ def runs_on(capability: tuple[int, int], arches: list[str]) -> str:
     return "ptx" if ptx else "none"
 
 
+def _version(text: str | None) -> tuple[int, int] | None:
+    """``"12.8"`` -> (12, 8); None for a CPU build or what is not a version."""
+    major, _, rest = (text or "").partition(".")
+    minor = rest.split(".")[0]
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+def cuda_build_problem(capability: tuple[int, int], torch_cuda: str | None) -> str | None:
+    """Why a torch built for CUDA ``torch_cuda`` has no kernels for a GPU of ``capability``;
+    None when it has (or a CPU build, which other checks name)."""
+    built = _version(torch_cuda)
+    if built is None:
+        return None
+    if built >= (13, 0) and capability < OLDEST_IN_CUDA_13:
+        return (
+            f"torch is built for CUDA {torch_cuda}, which has no kernels for compute capability "
+            f"{capability[0]}.{capability[1]} (CUDA 13 starts at 7.5): install a torch built for CUDA 12"
+        )
+    first = next((cuda for cap, cuda in FIRST_CUDA if capability >= cap), None)
+    if first is not None and built < first:
+        return (
+            f"torch is built for CUDA {torch_cuda}, older than {first[0]}.{first[1]}, the first to "
+            f"compile for compute capability {capability[0]}.{capability[1]}: install a torch built "
+            f"for CUDA {first[0]}.{first[1]} or later"
+        )
+    return None
+
+
 def architecture_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding]:
-    """One finding per kind of GPU torch has no machine code for; none when torch's list is
-    unknown (the op survey did not run) or every GPU is covered."""
+    """One finding per kind of GPU torch has no machine code for: by torch's arch list when
+    the op survey ran, else by the CUDA torch was built for; none when every GPU is covered."""
     if not sw.torch_arch_list:
-        return []
+        return _by_cuda_build(sw, hw)
     out: list[Finding] = []
     seen: set[tuple[str | None, str]] = set()
     for gpu in hw.gpus:
@@ -74,4 +113,17 @@ def architecture_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Find
                     "kernels are JIT-compiled from PTX on first use",
                 )
             )
+    return out
+
+
+def _by_cuda_build(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding]:
+    out, seen = [], set()
+    for gpu in hw.gpus:
+        if gpu.compute_capability is None or (gpu.name, gpu.compute_capability) in seen:
+            continue
+        seen.add((gpu.name, gpu.compute_capability))
+        capability = _version(gpu.compute_capability)
+        problem = None if capability is None else cuda_build_problem(capability, sw.torch_cuda)
+        if problem is not None:
+            out.append(Finding(level="unhealthy", message=f"{gpu.name or f'GPU {gpu.index}'}: {problem}"))
     return out

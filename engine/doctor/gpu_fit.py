@@ -5,7 +5,9 @@ minutes later in a trainer's traceback:
 - ``train.ranks`` above the GPUs visible to NVML (after ``CUDA_VISIBLE_DEVICES``): torchrun
   would start ranks that find no device of their own;
 - ``bf16`` on a GPU of compute capability below 8.0 (before Ampere: V100, T4, RTX 20): no
-  bf16 tensor cores, and torch emulates it slowly or refuses.
+  bf16 tensor cores, and torch emulates it slowly or refuses;
+- a torch built for a CUDA that has no kernels for the GPU (``gpu_architecture``: an RTX 50
+  with a CUDA 12.6 wheel, a V100 with a CUDA 13 one).
 
 A host where NVML shows no GPU runs on the CPU (its ranks share the host): nothing to check.
 """
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.config.run_config import RunConfig
+from engine.doctor.gpu_architecture import cuda_build_problem
 from engine.doctor.nvml_probe import NvmlLibrary
 from engine.hardware_report import Finding, GpuReport
 
@@ -56,12 +59,20 @@ def _capability(nvml: NvmlLibrary, index: int) -> tuple[int, int] | None:
         return None
 
 
-def fit_problems(config: RunConfig, gpus: Sequence[VisibleGpu], nvml_seen: bool) -> list[str]:
+def fit_problems(
+    config: RunConfig, gpus: Sequence[VisibleGpu], nvml_seen: bool, torch_cuda: str | None = None
+) -> list[str]:
     """One line per way ``config`` cannot run on ``gpus``; none on a host without GPUs
-    (``nvml_seen`` False: NVML absent or no device, a CPU run)."""
+    (``nvml_seen`` False: NVML absent or no device, a CPU run). ``torch_cuda``: the CUDA
+    torch was built for (``torch/version.py``), checked against each GPU's architecture."""
     if not nvml_seen:
         return []
     problems = []
+    for gpu in gpus[: max(config.train.ranks, 1)]:
+        built_for = None if gpu.capability is None else cuda_build_problem(gpu.capability, torch_cuda)
+        if built_for is not None:
+            problems.append(f"GPU{gpu.index} ({gpu.name}): {built_for}")
+            break  # one line: the same torch for every GPU
     ranks = config.train.ranks
     if ranks > len(gpus):
         shown = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -10,6 +10,7 @@ never raises for a missing reading.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import time
 from collections.abc import Callable
@@ -60,7 +61,7 @@ class HardwareProbe:
 
     def host(self, roles: dict[str, int]) -> HostReport:
         gone: dict[str, str] = {}
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {"kernel": platform.release() or None}
         try:
             import psutil
         except ImportError as err:

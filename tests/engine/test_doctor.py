@@ -226,3 +226,20 @@ def test_pids_of_another_namespace_are_not_counted_as_other_processes() -> None:
     assert not any("other processes hold" in m for m in found)
     assert any("2 process(es) cannot be attributed" in m for m in found)
     assert verdict_of(judge(CUDA_SW, HardwareSnapshot(ts=0.0, gpus=gpus))) == "healthy"
+
+
+def test_wsl2_is_said_with_its_limits_and_several_gpus_there_are_degraded() -> None:
+    wsl = "5.15.153.1-microsoft-standard-WSL2"
+    one = judge(CUDA_SW, hardware(FakeNvml(), kernel=wsl))
+    (said,) = [f for f in one if f.message.startswith("WSL2:")]
+    assert said.level == "info" and "pinned host memory is capped" in said.message
+    two = judge(CUDA_SW, hardware(FakeNvml([healthy_gpu(), healthy_gpu()]), kernel=wsl))
+    assert [f.level for f in two if f.message.startswith("WSL2:")] == ["degraded"]  # no peer-to-peer
+    linux = judge(CUDA_SW, hardware(FakeNvml(), kernel="6.8.0-45-generic"))
+    assert not any("WSL" in f.message for f in linux)
+
+
+def test_the_host_probe_reads_the_kernel_release() -> None:
+    import platform
+
+    assert HardwareProbe(None, disks={}).host({}).kernel == (platform.release() or None)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from engine.config.config_file import build_run_config
+from engine.doctor.gpu_architecture import architecture_findings, cuda_build_problem
 from engine.doctor.gpu_fit import fit_problems, visible_gpus
+from engine.hardware_report import GpuReport, HardwareSnapshot, SoftwareReport
 from memtui.cli.main import main
 from memtui.cli.runs import lifecycle_commands
 from tests.fakes.fake_nvml import FakeNvml, healthy_gpu
@@ -66,9 +68,42 @@ def test_memtui_run_exits_2_before_starting_anything(
 
 def test_memtui_doctor_run_finds_a_config_the_gpus_cannot_run() -> None:
     from engine.doctor.gpu_fit import fit_findings
-    from engine.hardware_report import GpuReport
 
     volta = [GpuReport(index=0, name="Tesla V100-SXM2-32GB", compute_capability="7.0")]
     (finding,) = fit_findings(build_run_config({"train": {"precision": "bf16"}}), volta)
     assert finding.level == "unhealthy" and "compute capability 7.0" in finding.message
     assert fit_findings(build_run_config({"train": {"precision": "bf16"}}), []) == []  # no GPU read
+
+
+@pytest.mark.parametrize(
+    ("capability", "torch_cuda", "wanted"),
+    [
+        ((12, 0), "12.6", "older than 12.8, the first to compile for compute capability 12.0"),  # RTX 50
+        ((12, 0), "12.8", None),
+        ((10, 0), "12.4", "older than 12.8"),  # B200
+        ((9, 0), "11.7", "older than 11.8"),  # H100
+        ((9, 0), "13.0", None),
+        ((7, 0), "13.0", "CUDA 13 starts at 7.5"),  # V100 with a CUDA 13 wheel
+        ((7, 5), "13.0", None),  # T4
+        ((7, 0), "12.8", None),
+        ((12, 0), None, None),  # a CPU build of torch: named by other checks
+    ],
+)
+def test_a_torch_built_for_a_cuda_without_the_gpus_kernels_is_named(
+    capability: tuple[int, int], torch_cuda: str | None, wanted: str | None
+) -> None:
+    problem = cuda_build_problem(capability, torch_cuda)
+    assert problem is None if wanted is None else (problem is not None and wanted in problem)
+
+
+def test_run_start_and_the_plain_doctor_say_it_without_importing_torch() -> None:
+    rtx = visible_gpus(gpus(1, (12, 0), "NVIDIA GeForce RTX 5090"), {})
+    (problem,) = fit_problems(build_run_config({}), rtx, True, torch_cuda="12.6")
+    assert problem.startswith("GPU0 (NVIDIA GeForce RTX 5090): torch is built for CUDA 12.6")
+    assert fit_problems(build_run_config({}), rtx, True, torch_cuda="12.8") == []
+
+    blackwell = [GpuReport(index=0, name="NVIDIA GeForce RTX 5090", compute_capability="12.0")] * 2
+    hardware = HardwareSnapshot(ts=0.0, gpus=blackwell)
+    (finding,) = architecture_findings(SoftwareReport(python="3.11", torch_cuda="12.6"), hardware)
+    assert finding.level == "unhealthy" and "install a torch built for CUDA 12.8" in finding.message
+    assert architecture_findings(SoftwareReport(python="3.11", torch_cuda="12.8"), hardware) == []
