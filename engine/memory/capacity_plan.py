@@ -14,7 +14,9 @@ modules (model states and activations: ``model``; FLOPs: ``flops``; communicatio
   no host round trips) that holds the configured micro-batch;
 - the step time at an assumed MFU: compute ``flops_per_token x tokens / (peak x MFU x
   GPUs)`` against the collectives' bytes over the interconnect and, with offload, the host
-  traffic over PCIe; the three are taken to overlap, so the largest bounds the step.
+  traffic over PCIe; the three are taken to overlap, so the largest bounds the step. With
+  the optimizer offloaded, DeepSpeed's CPU Adam then updates every shard on the host after
+  the backward (it does not overlap the GPUs' work): its time is added to the step.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from engine.memory.model import (
 from engine.memory.transformer_shape import TransformerShape
 
 GIB = 1 << 30
+CPU_ADAM_PARAMS_PER_S = 1.0e9
+"""Parameters DeepSpeed's CPU Adam (AVX2/AVX-512, every core of one node) updates per second:
+an assumption of the right order for a server CPU (the ZeRO-Offload paper's CPU-Adam does a
+1B-parameter step in well under a second), not a measurement of this host. The ranks of a
+node share its CPU, so a node's time is its shards' parameters at this rate."""
 CUDA_CONTEXT_BYTES = 1 * GIB
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers per GPU (typically 0.5-1.5 GiB)."""
 CPU_RUNTIME_BYTES = 420 << 20
@@ -147,6 +154,9 @@ class Throughput:
     step_s: float
     tokens_per_s: float
     bound: str
+    cpu_optimizer_s: float = 0.0
+    """The host's optimizer step with the optimizer offloaded (CPU Adam, after the backward:
+    added to the step, not overlapped); 0 without offload."""
 
 
 @dataclass(frozen=True)
@@ -242,8 +252,12 @@ def throughput(req: PlanRequest, stage: int, offload: Offload, micro_batch: int)
     comm = step_comm_bytes(req.shape.params(), stage, req.gpus, gas, element)
     host = offload_traffic_bytes(req.shape.params(), req.gpus, gas, offload)
     comm_s, host_s = comm_seconds(comm, req.link), comm_seconds(host, LINKS["pcie"])
-    step = max(compute, comm_s, host_s)
-    bound = "compute" if step == compute else ("interconnect" if step == comm_s else "host")
+    overlapped = max(compute, comm_s, host_s)
+    cpu_adam = cpu_optimizer_seconds(req.shape.params(), req.gpus, req.gpus_per_node, offload)
+    step = overlapped + cpu_adam
+    bound = "compute" if overlapped == compute else ("interconnect" if overlapped == comm_s else "host")
+    if cpu_adam > overlapped:
+        bound = "host optimizer"
     return Throughput(
         flops_per_token=per_token,
         assumed_mfu=req.assumed_mfu,
@@ -257,7 +271,17 @@ def throughput(req: PlanRequest, stage: int, offload: Offload, micro_batch: int)
         step_s=step,
         tokens_per_s=tokens / step,
         bound=bound,
+        cpu_optimizer_s=cpu_adam,
     )
+
+
+def cpu_optimizer_seconds(params: int, gpus: int, gpus_per_node: int, offload: Offload) -> float:
+    """The host's Adam step per optimizer step: each node updates its ranks' shards (every
+    parameter once over the whole run's GPUs) at ``CPU_ADAM_PARAMS_PER_S``; 0 without offload."""
+    if offload == "none":
+        return 0.0
+    per_node = params / max(1, gpus) * gpus_per_node
+    return per_node / CPU_ADAM_PARAMS_PER_S
 
 
 def offload_traffic_bytes(params: int, gpus: int, gas: int, offload: Offload) -> int:

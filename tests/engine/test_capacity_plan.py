@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.memory.capacity_plan import GIB, PlanRequest, make_plan
+from engine.memory.capacity_plan import CPU_ADAM_PARAMS_PER_S, GIB, PlanRequest, make_plan
 from engine.memory.communication import LINKS, step_comm_bytes
 from engine.memory.device_peaks import find_peak, peak_tflops
 from engine.memory.flops import flops_per_token, mfu, model_tflops, tokens_per_s_at
@@ -246,3 +246,20 @@ def test_cpu_plans_count_fp16_activations_at_fp32() -> None:
     assert cpu.breakdown.activations_per_sample == fp32.breakdown.activations_per_sample
     assert cpu.breakdown.activations_per_sample > gpu.breakdown.activations_per_sample
     assert cpu.breakdown.params == gpu.breakdown.params  # the states stay 16-bit
+
+
+def test_an_offloaded_optimizer_adds_the_hosts_adam_step() -> None:
+    """LLaMA-2-7B, ZeRO-2 on 8 x H100: the optimizer offloaded to the host plans slower than
+    on the GPUs, by its CPU Adam step over the node's shards (on 3d41152 the two were equal)."""
+    on_gpus = make_plan(_request(2, global_batch=512)).throughput
+    offloaded = make_plan(_request(2, global_batch=512, offload="optimizer")).throughput
+    assert on_gpus is not None and offloaded is not None
+    assert on_gpus.cpu_optimizer_s == 0.0
+    assert offloaded.cpu_optimizer_s == pytest.approx(
+        6_738_415_616 / CPU_ADAM_PARAMS_PER_S
+    )  # 8 shards, 1 node
+    assert offloaded.step_s >= on_gpus.step_s + offloaded.cpu_optimizer_s * 0.999
+    two_nodes = make_plan(_request(2, global_batch=512, offload="optimizer", nodes=2)).throughput
+    assert two_nodes is not None and two_nodes.cpu_optimizer_s == pytest.approx(offloaded.cpu_optimizer_s / 2)
+    small_batch = make_plan(_request(2, global_batch=8, offload="optimizer")).throughput
+    assert small_batch is not None and small_batch.bound == "host optimizer"

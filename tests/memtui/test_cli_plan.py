@@ -62,7 +62,7 @@ def test_model_directory_at_each_stage(tmp_path: Path, capsys: pytest.CaptureFix
             "micro_batch": 1,
             "reason": doc["recommendation"]["reason"],
         }
-        assert doc["throughput"]["bound"] in ("compute", "interconnect", "host")
+        assert doc["throughput"]["bound"] in ("compute", "interconnect", "host", "host optimizer")
 
 
 def test_text_names_the_breakdown_and_the_recommendation(capsys: pytest.CaptureFixture[str]) -> None:

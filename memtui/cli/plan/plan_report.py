@@ -161,6 +161,7 @@ def _speed(plan: Plan) -> list[str]:
         f"speed      {t.flops_per_token / 1e9:,.3g} GFLOP per token (6N + 12 x layers x seq x d_model), "
         f"{t.tokens_per_step:,} tokens per step, assumed MFU {t.assumed_mfu:.0%}",
         f"           compute {t.compute_s:.3g} s; interconnect {format_bytes(t.comm_bytes)} per GPU per step "
-        f"= {t.comm_s:.3g} s; host traffic {format_bytes(t.host_bytes)} = {t.host_s:.3g} s",
+        f"= {t.comm_s:.3g} s; host traffic {format_bytes(t.host_bytes)} = {t.host_s:.3g} s"
+        + (f"; then the host's Adam {t.cpu_optimizer_s:.3g} s (offloaded)" if t.cpu_optimizer_s else ""),
         f"           step {t.step_s:.3g} s, {t.tokens_per_s:,.0f} tokens/s: {t.bound}-bound",
     ]
