@@ -114,14 +114,14 @@ def plan_lines(plan: Plan, hw: Hardware, measured: Measured | None) -> list[str]
         f"{'fits' if b.total <= b.capacity else 'does NOT fit'}",
         "",
         f"  {'stage x offload':<34} {'states':>10} {'largest mb':>10} {'per GPU':>10} {'host/node':>10} "
-        f"{'step':>8}  bound         verdict",
+        f"{'step':>8}  bound          verdict",
     ]
     for row in plan.rows:
         step = f"{row.step_s:.3g} s" if row.step_s is not None else "—"
         lines.append(
             f"  {_row_name(row):<34} {format_bytes(row.model_states):>10} {row.largest_micro_batch:>10} "
             f"{format_bytes(row.per_gpu):>10} {format_bytes(row.host_bytes):>10} {step:>8}  "
-            f"{row.bound or '—':<13} {row.verdict}"
+            f"{row.bound or '—':<14} {row.verdict}"
         )
     lines += ["", _recommendation(plan)]
     if req.offload != "none":
