@@ -241,7 +241,9 @@ class Supervisor:
         meeting = self._rendezvous = rendezvous_watch(config, journal, attempts, self._end_run)
         hangs = self._hangs = parts.hang_recovery(config, journal, attempts, meeting, newest)
         desk = self._chaos = parts.chaos_desk(config, run, journal, attempts, directives, seat, newest, spawn)
-        progress = self._progress = RunProgress(journal, alerts)  # the newest step, the start-up, the state
+        progress = self._progress = RunProgress(
+            journal, journal.store, self.consoles, alerts
+        )  # steps, start-up, state
         # A step's consumers, in this order: the hang watch's clock, the run's progress (store,
         # state, consoles), the alert rules, the directives then the planner, the chaos desk.
         plan = parts.planning(directives, planner, spawn)

@@ -24,14 +24,18 @@ from engine.events import (
     TrainerStarted,
     nodes_met,
 )
+from engine.run.storage.store import Store
+from engine.supervisor.channel.consoles import Consoles
 from engine.supervisor.journal import Journal
 
 
 class RunProgress:
     """The newest step and the start-up phase of one supervisor's life, and the state they move."""
 
-    def __init__(self, journal: Journal, alerts: AlertWatch) -> None:
-        self.journal = journal
+    def __init__(self, journal: Journal, store: Store, consoles: Consoles, alerts: AlertWatch) -> None:
+        self.journal = journal  # the state, and the events it watches
+        self.store = store  # the steps' writer is this part, not the journal (events only)
+        self.consoles = consoles
         self.alerts = alerts
         self.latest: TelemetrySample | None = None
         """The newest step sample of this supervisor's life."""
@@ -45,11 +49,11 @@ class RunProgress:
         journal.watchers.append(self._watch)
 
     def on_step(self, sample: TelemetrySample) -> None:
-        self.journal.store.add_step(sample)
+        self.store.add_step(sample)
         self.latest = sample
         self.startup = None  # started: the first step is in
         self._started()
-        self.journal.consoles.offer_telemetry(sample, self.journal.state)
+        self.consoles.offer_telemetry(sample, self.journal.state)
 
     def startup_status(self) -> StartupStatus | None:
         """The starting trainer's phase and since when; None once it stepped or exited."""
