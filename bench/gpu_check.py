@@ -1,6 +1,9 @@
 """One prepared check of memtui's CUDA path on a bare GPU host, in one call; a CPU mode too.
 
-Stages, in order, each with its own timeout under one overall deadline (default 450 s):
+``--quick`` is the first call on a device: the stages of ``QUICK_PLAN``, most important
+first, each under its cap (425 s in all), so that it fits one 8-minute call with margin;
+the full check (no ``--quick``) is the second. Every stage, in its order, each with its own
+timeout under one overall deadline (default 450 s):
 wheels (install the carried wheelhouse into a private target, never downloading),
 environment, doctor (``memtui doctor --json``), plan (``memtui plan --json`` for the host's
 GPU), the ``tiny`` and ``small`` presets in fp16 and bf16 through ``memtui run`` with
@@ -33,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_check_session import Check, StageFailed, StageSkipped  # noqa: E402
-from gpu_check_stages import STAGES  # noqa: E402
+from gpu_check_stages import QUICK_PLAN, STAGES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,14 +67,30 @@ def out_dir(args: argparse.Namespace) -> Path:
     return path
 
 
+def stage_plan(quick: bool, names: list[str]) -> list[tuple[str, float | None]]:
+    """(stage, its cap in seconds or None) in the order they run: ``--only``'s stages (with
+    ``wheels``, which every other needs), else the quick plan's (``QUICK_PLAN``), else all."""
+    if names:
+        return [(name, None) for name in STAGES if name in names or name == "wheels"]
+    if quick:
+        return list(QUICK_PLAN.items())
+    return [(name, None) for name in STAGES]
+
+
 def run_stages(check: Check, names: list[str]) -> None:
-    """Every stage in order; one that fails is recorded and the next goes on, except that
-    nothing runs after a failed ``wheels`` or ``environment`` (every later stage needs them)."""
-    for name, stage in STAGES.items():
-        if names and name not in names and name != "wheels":  # every other stage needs the wheels
-            continue
+    """The planned stages in order; one that fails is recorded and the next goes on, except
+    that nothing runs after a failed ``wheels`` or ``environment`` (every later stage needs
+    them). Under ``--quick`` each stage stops at its cap."""
+    plan = stage_plan(check.quick, names)
+    if check.quick and not names:
+        left = [name for name in STAGES if name not in QUICK_PLAN]
+        caps = ", ".join(f"{name} {cap:.0f} s" for name, cap in plan if cap is not None)
+        check.log(f"quick plan: {caps}; the full check adds {', '.join(left)}")
+    for name, cap in plan:
+        stage = STAGES[name]
         record = check.begin(name)
         started = time.monotonic()
+        check.stage_end = None if cap is None else started + cap
         try:
             record["figures"] = stage(check)
             record["status"] = "ok"

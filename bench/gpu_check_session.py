@@ -47,6 +47,8 @@ class Check:
         self.repo = repo
         self.started_at = time.time()
         self.deadline = time.monotonic() + args.deadline_s
+        self.stage_end: float | None = None
+        """When the running stage's cap ends (``--quick``); None: only the deadline bounds it."""
         # MEMTUI_HOME short: a run's socket path must fit in 107 bytes
         self.home = Path(tempfile.mkdtemp(prefix="gc", dir="/tmp"))
         self.records: list[dict[str, Any]] = []
@@ -66,7 +68,9 @@ class Check:
         self.env["PYTHONPATH"] = os.pathsep.join([parts[0], str(site), *parts[1:]])
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        """Seconds left to the sooner of the deadline and the running stage's cap."""
+        end = self.deadline if self.stage_end is None else min(self.deadline, self.stage_end)
+        return end - time.monotonic()
 
     def log(self, line: str) -> None:
         print(line, flush=True)

@@ -1,5 +1,6 @@
-"""The prefetcher side by side: the same run with batches built ahead (the default,
-``train.prefetch = true``) and built on the training thread (``false``), interleaved.
+"""The prefetcher side by side: the same run with batches built ahead (``train.prefetch =
+true``, the default with CUDA) and built on the training thread (``false``, what ``"auto"``,
+the default, does on the CPU), interleaved.
 
     python bench/prefetch.py [--rounds 3] [--steps 60] [--json PATH]
 

@@ -129,10 +129,13 @@ class TrainConfig(_Strict):
     """Recompute each transformer block's activations in backward instead of keeping them
     (the built-in model per block; a Hugging Face model by its own switch): less memory
     per sample for about a third more compute. The plan and the memory model count it."""
-    prefetch: bool = True
+    prefetch: bool | Literal["auto"] = "auto"
     """Build the next micro-batch on a background thread while the current one trains (on
     CUDA into pinned memory, so the copy to the device is asynchronous). The batches are the
-    same either way; false for a workload whose ``batch()`` must not run on another thread."""
+    same either way. "auto": on with CUDA, off on the CPU, where the thread takes a core from
+    the training's own threads (``bench/prefetch.py`` on 2 cores: 9-23% fewer tokens/s, for a
+    data wait under 1% without it); true for a slow ``batch()`` on a CPU host with cores to spare; false
+    for a workload whose ``batch()`` must not run on another thread."""
     ranks: int = Field(1, ge=1, le=64)
     """Data-parallel trainer processes on this host; more than 1 starts them with torchrun
     (``python -m torch.distributed.run --standalone``), rank 0 talking to the supervisor."""

@@ -191,7 +191,7 @@ def run_steps(training: Training, until: int) -> None:
     device = getattr(engine, "device", None)  # torch.device or its name; a test's stub has none
     on_cpu = str(getattr(device, "type", device)) == "cpu"
     window = memory.window(for_rank(shifted_batch, ranks.rank, ranks.world), training.workload.pad)
-    ahead = config.train.prefetch
+    ahead = not on_cpu if config.train.prefetch == "auto" else bool(config.train.prefetch)
     feed = Prefetcher(window, engine.gradient_accumulation_steps, ahead=ahead, pin=ahead and not on_cpu)
     try:
         _run_steps(training, until, memory.drawing(feed), feed, on_cpu)

@@ -36,9 +36,10 @@ def test_a_prefetched_run_resumed_halfway_trains_the_losses_of_an_unprefetched_o
     expected = {s.step: s.loss for s in attempt(straight, 1).samples}
     assert sorted(expected) == list(range(1, 9))
 
-    prefetched = make_run({**RAW, "steps": 4})
+    ahead = {**RAW, "train": {**RAW["train"], "prefetch": True}}  # "auto" is off on the CPU
+    prefetched = make_run({**ahead, "steps": 4})
     first = attempt(prefetched, 1).samples
-    prefetched.write_config(build_run_config(RAW))  # on to step 8, from the checkpoint at 4
+    prefetched.write_config(build_run_config(ahead))  # on to step 8, from the checkpoint at 4
     second = attempt(prefetched, 2).samples
     assert [s.step for s in first + second] == list(range(1, 9))
     assert {s.step: s.loss for s in first + second} == expected
