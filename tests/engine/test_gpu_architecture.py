@@ -46,9 +46,15 @@ def test_binary_and_ptx_compatibility_are_not_failures() -> None:
     assert verdict_of(found) == "healthy" and any("JIT-compiled from PTX" in f.message for f in found)
 
 
-def test_an_unknown_arch_list_says_nothing() -> None:
+def test_an_unknown_arch_list_falls_back_on_the_cuda_torch_was_built_for() -> None:
+    """Without the survey (plain ``memtui doctor``): torch built for CUDA 12.4 has nothing for
+    an RTX 5090 (sm_120 needs 12.8); built for 12.8 it says nothing."""
     rtx = machine("NVIDIA GeForce RTX 5090", (12, 0))
-    assert verdict_of(judge(software([]), rtx)) == "healthy"
+    found = judge(software([]), rtx)
+    assert verdict_of(found) == "unhealthy"
+    assert any("built for CUDA 12.4, older than 12.8" in f.message for f in found)
+    newer = software([]).model_copy(update={"torch": "2.7.0+cu128", "torch_cuda": "12.8"})
+    assert verdict_of(judge(newer, rtx)) == "healthy"
 
 
 def test_the_surveys_arch_list_reaches_the_report() -> None:

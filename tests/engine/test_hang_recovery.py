@@ -115,11 +115,13 @@ async def test_a_stopped_trainer_is_restarted_after_hang_s_with_its_stacks_kept(
     assert hung.attempt == 1 and hung.data["quiet_s"] >= 2.0 and hung.data["stacks_log"] == "stacks"
     assert hung.data["stacks_dumped"] == 1
     (collected,) = [e for e in events_of(run, "stacks_collected") if e.data["rule"] == "trainer_hung"]
-    assert collected.data["stopped"] == [0] and collected.data["where"]["0"].startswith(
-        "tests/fakes/fake_trainer.py:"
-    )
+    assert collected.data["stopped"] == [0]
     dump = (run.path / collected.data["files"]["0"]).read_text()
     assert "most recent call first" in dump and "fake_trainer.py" in dump  # its own Python stack
+    # where it stood: a frame of that stack (the fake trainer's loop, or the engine code it
+    # was in when SIGSTOP landed, e.g. parsing a message)
+    where = collected.data["where"]["0"]
+    assert where.split(":")[0].startswith(("tests/fakes/", "engine/")) and where.split(":")[0] in dump
     restarted = events_of(run, "trainer_restarted")[0]
     assert restarted.data["cause"].startswith("hung: no sign of life")
     running.supervisor.request_stop("test")
