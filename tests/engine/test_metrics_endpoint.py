@@ -153,6 +153,37 @@ def test_every_ranks_memory_is_labelled_by_rank() -> None:
         frozenset({("run", "r1"), ("rank", str(r)), ("kind", "cuda")}): float(100 + r) for r in (0, 1)
     }
     assert series(samples, "memtui_loss") == {}  # not reported yet: left out, never 0
+    assert series(samples, "memtui_rank_step_seconds") == {}  # no rank measured its pace
+
+
+def test_every_ranks_time_per_step_is_labelled_by_rank_and_part() -> None:
+    ranks = [
+        RankMemory(
+            rank=0, allocated=1, reserved=2, peak=3, capacity=9, step_s=0.2, comm_s=0.3, data_wait_s=0.01
+        ),
+        RankMemory(
+            rank=1, allocated=1, reserved=2, peak=3, capacity=9, step_s=0.45, comm_s=0.05
+        ),  # an older trainer
+    ]
+    status = RunStatus(run_id="r1", name="r", state="running", run_dir="/x", mem_kind="cuda", ranks=ranks)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(lambda: ScrapeFigures(status, None, {}, 0, None, now=0.0)))
+    samples = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    paces = {
+        (dict(labels)["rank"], dict(labels)["part"]): v
+        for labels, v in series(samples, "memtui_rank_step_seconds").items()
+    }
+    assert paces == {
+        ("0", "own"): 0.2,
+        ("0", "collective"): 0.3,
+        ("0", "data_wait"): 0.01,
+        ("1", "own"): 0.45,
+        ("1", "collective"): 0.05,
+    }
 
 
 def test_the_example_dashboard_and_the_guide_name_only_metrics_that_are_served() -> None:

@@ -112,6 +112,30 @@ def _memory(figures: ScrapeFigures) -> Iterator[Metric]:
         for rank in status.ranks or []:
             family.add_metric([run, str(rank.rank), kind], float(getattr(rank, rank_field)))
         yield family
+    yield from _rank_pace(figures)
+
+
+_PACE = (("own", "step_s"), ("collective", "comm_s"), ("data_wait", "data_wait_s"))
+"""(``part`` label, RankMemory field) of each rank's time per step: its own work up to the
+gradient collective, the collective to the step's end, its wait for batches."""
+
+
+def _rank_pace(figures: ScrapeFigures) -> Iterator[Metric]:
+    """Each rank's mean seconds per step by part, as of its newest rank report (on CUDA the
+    device's time); nothing for a part no rank measured."""
+    status, run = figures.status, figures.status.run_id
+    family = GaugeMetricFamily(
+        "memtui_rank_step_seconds",
+        "Each rank's mean seconds per step, by part (own work, collective, data wait).",
+        labels=["run", "rank", "part"],
+    )
+    for rank in status.ranks or []:
+        for part, field in _PACE:
+            seconds = getattr(rank, field)
+            if seconds is not None:
+                family.add_metric([run, str(rank.rank), part], float(seconds))
+    if family.samples:
+        yield family
 
 
 def _counters(figures: ScrapeFigures) -> Iterator[Metric]:
