@@ -192,9 +192,10 @@ def test_the_example_dashboard_and_the_guide_name_only_metrics_that_are_served()
         step_time_s=0.1, tokens_per_s=1000.0, mfu=0.3, mem_budget=800, micro_batch=2, grad_accum=1,
         metrics={"accuracy": 0.5},
     )  # fmt: skip
-    ranks = [RankMemory(rank=0, allocated=1, reserved=2, peak=3, capacity=9)]
+    ranks = [RankMemory(rank=0, allocated=1, reserved=2, peak=3, capacity=9, step_s=0.08, comm_s=0.02)]
     status = RunStatus(
         run_id="r1", name="r", state="running", run_dir="/x", step=5, loss=2.0, tokens_per_s=1000.0,
+        step_time_s=0.1, data_wait_s=0.01,
         mfu=0.3, loss_scale=1024.0, mem_allocated=1, mem_reserved=2, mem_peak=3, mem_capacity=9,
         mem_kind="cpu-rss", metrics={"accuracy": 0.5}, ranks=ranks, checkpoint_step=4, updated_at=1.0,
         last_eval=EvalSummary(step=4, loss=2.1, metrics={"accuracy": 0.4}),
