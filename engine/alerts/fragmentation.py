@@ -3,7 +3,7 @@ high, so ``AlertRules`` fires only on a lasting condition, not one odd step.
 
 Fragmentation here is the CUDA allocator's inactive split bytes (``mem_fragmentation``:
 reserved blocks split by earlier tensors, unused now and not freeable by ``empty_cache``)
-as a share of its reserved bytes. It fires after ``fragmentation_steps`` steps in a row
+as a share of its reserved bytes. It fires after ``FRAGMENTATION_STEPS`` steps in a row
 at or above ``fragmentation_share``, and clears after as many steps below the share minus
 the hysteresis margin. The CPU reports no fragmentation: nothing to judge. Pure.
 """
@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.domain import TelemetrySample
+
+FRAGMENTATION_STEPS = 20
+"""Consecutive steps at or over the share before the alert, and under it (less the
+hysteresis) before it clears: a pattern of allocations, not one odd step."""
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.alerts.fragmentation import FragmentationCount
-from engine.alerts.straggler import StragglerWatch
+from engine.alerts.fragmentation import FRAGMENTATION_STEPS, FragmentationCount
+from engine.alerts.straggler import STRAGGLER_REPORTS, StragglerWatch
 from engine.config.run_config import AlertConfig, MemoryConfig
 from engine.domain import Event, Severity, TelemetrySample
 from engine.events import HEARTBEAT_RULE, INSTANT_RULES, SUPERVISOR_RESTARTED, AlertRaised
@@ -125,7 +125,7 @@ class AlertRules:
         self._geometry: tuple[int, int, int] | None = None  # (attempt, micro-batch, accumulation)
         self._last_beat: float | None = None
         self._fragments = FragmentationCount(
-            config.fragmentation_share, config.fragmentation_steps, config.hysteresis
+            config.fragmentation_share, FRAGMENTATION_STEPS, config.hysteresis
         )
         self._stragglers = StragglerWatch(config.straggler_slower, config.hysteresis)
 
@@ -260,7 +260,7 @@ class AlertRules:
             now,
             "warning",
             f"memory fragmented: {reading.share:.0%} of the reserved bytes unusable for "
-            f"{cfg.fragmentation_steps} steps (alert at {cfg.fragmentation_share:.0%})",
+            f"{FRAGMENTATION_STEPS} steps (alert at {cfg.fragmentation_share:.0%})",
             {
                 "share": round(reading.share, 4),
                 "fragmented": s.mem_fragmentation,
@@ -372,7 +372,7 @@ class AlertRules:
     def _straggler(self, s: TelemetrySample, now: float) -> list[Alert]:
         """One rule per rank (``straggler.<rank>``), judged on the samples that carry a report."""
         out: list[Alert] = []
-        need = self.config.straggler_reports
+        need = STRAGGLER_REPORTS
         for pace in self._stragglers.on_report(s.ranks or []):
             out += self._judge(
                 f"straggler.{pace.rank}",

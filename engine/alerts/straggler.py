@@ -3,7 +3,7 @@
 Rank reports (every ``train.rank_report_every`` steps) carry each rank's own seconds per
 step (``RankMemory.step_s``: its work up to the gradient collective). A rank is slow in a
 report when that is at least ``straggler_slower`` above the median of the ranks; it is a
-straggler after ``straggler_reports`` slow reports in a row, and stops being one after as
+straggler after ``STRAGGLER_REPORTS`` slow reports in a row, and stops being one after as
 many reports back under the threshold less the hysteresis margin (so a rank hovering at
 the threshold raises one alert). Pure: fed reports, answers counts. Torch-free.
 """
@@ -14,6 +14,10 @@ import statistics
 from dataclasses import dataclass
 
 from engine.domain import RankMemory
+
+STRAGGLER_REPORTS = 3
+"""Consecutive slow rank reports before a rank is named a straggler, and reports back under
+the threshold (less the hysteresis) before it is not: one slow report is a hiccup."""
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,8 @@ class AlertConfig(StrictSection):
         "loss_smoothing_steps": "20 steps (engine.alerts.rules.LOSS_SMOOTHING_STEPS)",
         "temperature_hysteresis_c": "5 C (engine.alerts.rules.TEMPERATURE_HYSTERESIS_C)",
         "disk_checkpoint_factor": "1.5 (engine.alerts.rules.NEXT_CHECKPOINT_FACTOR)",
+        "fragmentation_steps": "20 steps (engine.alerts.fragmentation.FRAGMENTATION_STEPS)",
+        "straggler_reports": "3 reports (engine.alerts.straggler.STRAGGLER_REPORTS)",
     }
 
     no_step_s: float = Field(600.0, gt=0.0)
@@ -158,9 +160,6 @@ class AlertConfig(StrictSection):
     """CUDA: inactive split bytes / reserved bytes at which fragmentation alerts (memory the
     budget counts but no tensor can use; ``expandable_segments`` or a steadier micro-batch
     may help)."""
-    fragmentation_steps: int = Field(20, ge=1)
-    """Consecutive steps over ``fragmentation_share`` before the alert, and under it (less
-    the hysteresis) before it clears."""
     temperature_c: int = Field(85, ge=30, le=120)
     """GPU temperature alert (C); lowered to the GPU's slowdown threshold minus the margin."""
     temperature_margin_c: int = Field(5, ge=0)
@@ -171,9 +170,6 @@ class AlertConfig(StrictSection):
     straggler_slower: float = Field(0.25, gt=0.0, le=10.0)
     """Fraction above the ranks' median own step time at which a rank is slow (0.25: a
     quarter slower); judged on each rank report (``train.rank_report_every``)."""
-    straggler_reports: int = Field(3, ge=1, le=1000)
-    """Consecutive slow rank reports before the straggler alert names the rank, and reports
-    back under the threshold (less ``hysteresis``) before it clears."""
     hysteresis: float = Field(0.05, ge=0.0, lt=0.5)
     """Margin (a fraction) a value must come back by before an alert clears."""
     throttle_s: float = Field(300.0, ge=0.0)

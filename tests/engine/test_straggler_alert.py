@@ -3,6 +3,9 @@ once, and cleared after as many reports back (hysteresis)."""
 
 from __future__ import annotations
 
+import pytest
+
+from engine.alerts import rules as alert_rules
 from engine.alerts.rules import AlertRules
 from engine.config.run_config import AlertConfig
 from engine.domain import RankMemory, TelemetrySample
@@ -22,16 +25,19 @@ def stragglers(rules: AlertRules, s: TelemetrySample, now: float) -> list[tuple[
     return [(a.rule, a.resolved, a.data["rank"]) for a in alerts if a.rule.startswith("straggler")]
 
 
-def test_a_rank_slow_for_the_configured_reports_is_named_once_and_cleared_after_as_many_back() -> None:
-    rules = AlertRules(AlertConfig(straggler_slower=0.25, straggler_reports=3, throttle_s=0.0))
+def test_a_rank_slow_for_three_reports_is_named_once_and_cleared_after_as_many_back() -> None:
+    rules = AlertRules(AlertConfig(straggler_slower=0.25, throttle_s=0.0))  # STRAGGLER_REPORTS, 3
     slow = [stragglers(rules, report(10 * i, 0.1, 0.3, 0.1), float(i)) for i in range(1, 6)]
     assert slow == [[], [], [("straggler.1", False, 1)], [], []]
     back = [stragglers(rules, report(100 + i, 0.1, 0.1, 0.1), 10.0 + i) for i in range(3)]
     assert back == [[], [], [("straggler.1", True, 1)]]
 
 
-def test_a_rank_hovering_at_the_threshold_does_not_flap_and_untimed_reports_are_ignored() -> None:
-    config = AlertConfig(straggler_slower=0.25, straggler_reports=2, hysteresis=0.05, throttle_s=0.0)
+def test_a_rank_hovering_at_the_threshold_does_not_flap_and_untimed_reports_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(alert_rules, "STRAGGLER_REPORTS", 2)
+    config = AlertConfig(straggler_slower=0.25, hysteresis=0.05, throttle_s=0.0)
     rules = AlertRules(config)
     # rank 1 at 1.5x the median, then hovering between the clear level and the threshold
     fired = [stragglers(rules, report(i, 0.1, 0.15, 0.1), float(i)) for i in range(2)]
@@ -40,8 +46,11 @@ def test_a_rank_hovering_at_the_threshold_does_not_flap_and_untimed_reports_are_
     assert fired[-1] == [("straggler.1", False, 1)] and hover == [[]] * 4 and untimed == []
 
 
-def test_the_alert_message_names_the_rank_and_its_share_above_the_median() -> None:
-    rules = AlertRules(AlertConfig(straggler_reports=1))
+def test_the_alert_message_names_the_rank_and_its_share_above_the_median(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(alert_rules, "STRAGGLER_REPORTS", 1)
+    rules = AlertRules(AlertConfig())
     (alert,) = [a for a in rules.on_step(report(5, 0.2, 0.4), 1.0) if a.rule.startswith("straggler")]
     assert alert.rule == "straggler.1" and "rank 1 is a straggler" in alert.message
     assert "33% above the ranks' median 0.300 s" in alert.message
