@@ -7,6 +7,7 @@ Torch-free.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,11 @@ class Markers:
             raise ValueError(f"{page}: no {self.begin} ... {self.end} markers")
         text = page.read_text(encoding="utf-8")
         page.write_text(text.replace(old.rstrip("\n"), fresh.rstrip("\n")), encoding="utf-8")
+
+
+def table_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table: its unescaped ``|`` escaped."""
+    return re.sub(r"(?<!\\)\|", r"\\|", text)
 
 
 def generated_section_main(

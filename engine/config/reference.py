@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.config.run_config import RunConfig
-from engine.doc_markers import Markers, generated_section_main
+from engine.doc_markers import Markers, generated_section_main, table_cell
 
 MARKERS = Markers("config-reference")
 BEGIN, END = MARKERS.begin, MARKERS.end
@@ -162,11 +162,11 @@ def reference_markdown() -> str:
     for section, keys in sections.items():
         parts.append(f"**`[{section}]`**" if section else "**Top level**")
         rows = ["| key | default | type | meaning |", "|---|---|---|---|"]
-        rows += [f"| `{k.name}` | `{k.default}` | {k.allowed} | {_cell(k.meaning)} |" for k in keys]
+        rows += [f"| `{k.name}` | `{k.default}` | {k.allowed} | {table_cell(k.meaning)} |" for k in keys]
         parts.append("\n".join(rows))
     parts.append(RETIRED_INTRO)
     rows = ["| key | in its place |", "|---|---|"]
-    rows += [f"| `{name}` | {_cell(_coded(instead))} |" for name, instead in retired_keys()]
+    rows += [f"| `{name}` | {table_cell(_coded(instead))} |" for name, instead in retired_keys()]
     parts.append("\n".join(rows))
     parts.append(END)
     return "\n\n".join(parts) + "\n"
@@ -175,10 +175,6 @@ def reference_markdown() -> str:
 def _coded(text: str) -> str:
     """Dotted module names and keys in ``text`` as code."""
     return re.sub(r"\b((?:engine|memory)\.[\w.]+[A-Za-z_])", r"`\1`", text)
-
-
-def _cell(text: str) -> str:
-    return re.sub(r"(?<!\\)\|", r"\\|", text)
 
 
 def written_reference(page: Path) -> str:

@@ -17,8 +17,6 @@ raising, no DeepSpeed answer: never an exit, each gap is a reason. ``judge`` (th
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -36,6 +34,7 @@ from engine.doctor.hardware_probe import HardwareProbe
 from engine.doctor.interconnect_probe import read_interconnect
 from engine.doctor.interconnect_rules import interconnect_findings
 from engine.doctor.nvml_probe import NvmlLibrary, default_library, driver_versions
+from engine.doctor.package_facts import read_module_constants
 from engine.hardware_report import (
     DoctorReport,
     SoftwareReport,
@@ -176,29 +175,3 @@ def _dist_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def read_module_constants(package: str, filename: str) -> dict[str, Any] | None:
-    """Top-level literal assignments of ``package/filename``, without importing the package.
-
-    None when the package is not installed; {} when the file is missing or unreadable.
-    """
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / filename
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return {}
-    found: dict[str, Any] = {}
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and value is not None:
-            with contextlib.suppress(ValueError):
-                found[target.id] = ast.literal_eval(value)
-    return found

@@ -85,45 +85,43 @@ def cuda_build_problem(capability: tuple[int, int], torch_cuda: str | None) -> s
 def architecture_findings(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding]:
     """One finding per kind of GPU torch has no machine code for: by torch's arch list when
     the op survey ran, else by the CUDA torch was built for; none when every GPU is covered."""
-    if not sw.torch_arch_list:
-        return _by_cuda_build(sw, hw)
     out: list[Finding] = []
-    seen: set[tuple[str | None, str]] = set()
-    for gpu in hw.gpus:
-        if gpu.compute_capability is None or (gpu.name, gpu.compute_capability) in seen:
-            continue
-        seen.add((gpu.name, gpu.compute_capability))
-        major, minor = (int(p) for p in gpu.compute_capability.split("."))
-        verdict = runs_on((major, minor), sw.torch_arch_list)
-        card = f"{gpu.name or f'GPU {gpu.index}'} (sm_{major}{minor})"
-        built = ", ".join(sw.torch_arch_list)
-        if verdict == "none":
-            out.append(
-                Finding(
-                    level="unhealthy",
-                    message=f"torch {sw.torch} has no kernels for {card}, only {built}: "
-                    "install a torch built for this GPU",
-                )
-            )
-        elif verdict == "ptx":
-            out.append(
-                Finding(
-                    level="info",
-                    message=f"torch {sw.torch} has no machine code for {card} ({built}): its "
-                    "kernels are JIT-compiled from PTX on first use",
-                )
-            )
+    for card, capability in _kinds_of_gpu(hw):
+        judge = _by_arch_list if sw.torch_arch_list else _by_cuda_build
+        finding = judge(sw, card, capability)
+        if finding is not None:
+            out.append(finding)
     return out
 
 
-def _by_cuda_build(sw: SoftwareReport, hw: HardwareSnapshot) -> list[Finding]:
-    out, seen = [], set()
+def _kinds_of_gpu(hw: HardwareSnapshot) -> list[tuple[str, tuple[int, int]]]:
+    """(its name, its compute capability) once per kind of GPU NVML read a capability for."""
+    kinds: dict[tuple[str, tuple[int, int]], None] = {}
     for gpu in hw.gpus:
-        if gpu.compute_capability is None or (gpu.name, gpu.compute_capability) in seen:
-            continue
-        seen.add((gpu.name, gpu.compute_capability))
         capability = _version(gpu.compute_capability)
-        problem = None if capability is None else cuda_build_problem(capability, sw.torch_cuda)
-        if problem is not None:
-            out.append(Finding(level="unhealthy", message=f"{gpu.name or f'GPU {gpu.index}'}: {problem}"))
-    return out
+        if capability is not None:
+            kinds[(gpu.name or f"GPU {gpu.index}", capability)] = None
+    return list(kinds)
+
+
+def _by_arch_list(sw: SoftwareReport, name: str, capability: tuple[int, int]) -> Finding | None:
+    verdict = runs_on(capability, sw.torch_arch_list)
+    card = f"{name} (sm_{capability[0]}{capability[1]})"
+    built = ", ".join(sw.torch_arch_list)
+    if verdict == "none":
+        message = (
+            f"torch {sw.torch} has no kernels for {card}, only {built}: install a torch built for this GPU"
+        )
+        return Finding(level="unhealthy", message=message)
+    if verdict == "ptx":
+        message = (
+            f"torch {sw.torch} has no machine code for {card} ({built}): its kernels are "
+            "JIT-compiled from PTX on first use"
+        )
+        return Finding(level="info", message=message)
+    return None
+
+
+def _by_cuda_build(sw: SoftwareReport, name: str, capability: tuple[int, int]) -> Finding | None:
+    problem = cuda_build_problem(capability, sw.torch_cuda)
+    return None if problem is None else Finding(level="unhealthy", message=f"{name}: {problem}")

@@ -37,9 +37,9 @@ from engine.memory.transformer_shape import TransformerShape
 GIB = 1 << 30
 CPU_ADAM_PARAMS_PER_S = 1.0e9
 """Parameters DeepSpeed's CPU Adam (AVX2/AVX-512, every core of one node) updates per second:
-an assumption of the right order for a server CPU (the ZeRO-Offload paper's CPU-Adam does a
-1B-parameter step in well under a second), not a measurement of this host. The ranks of a
-node share its CPU, so a node's time is its shards' parameters at this rate."""
+an assumed round figure for a server CPU, measured on no host (this machine has no GPU to
+offload from), to be replaced by a measurement on a lent one. The ranks of a node share its
+CPU, so a node's time is its shards' parameters at this rate."""
 CUDA_CONTEXT_BYTES = 1 * GIB
 """CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers per GPU (typically 0.5-1.5 GiB)."""
 CPU_RUNTIME_BYTES = 420 << 20

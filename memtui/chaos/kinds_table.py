@@ -7,10 +7,8 @@ A new kind appears in the table by existing; a test keeps the page equal to this
 
 from __future__ import annotations
 
-import re
-
 from engine.chaos.table import KINDS, ChaosParamSpec, chaos_specs
-from engine.doc_markers import Markers, generated_section_main
+from engine.doc_markers import Markers, generated_section_main, table_cell
 from memtui.chaos.chaos_values import format_value
 
 MARKERS = Markers("chaos-kinds")
@@ -21,11 +19,8 @@ def kinds_markdown() -> str:
     rows = ["| Kind | Parameters (defaults) | What happens | Recovered when |", "|---|---|---|---|"]
     for spec in chaos_specs():
         params = " ".join(_option(p) for p in spec.params)
-        model = KINDS[spec.kind]
-        rows.append(
-            f"| `{spec.kind}` | {_cell(f'`{params}`' if params else '')} | {_cell(spec.description)} "
-            f"| {_cell(model.recovered_when)} |"
-        )
+        cells = [f"`{params}`" if params else "", spec.description, KINDS[spec.kind].recovered_when]
+        rows.append(f"| `{spec.kind}` | " + " | ".join(map(table_cell, cells)) + " |")
     return "\n".join([MARKERS.begin, *rows, MARKERS.end]) + "\n"
 
 
@@ -36,10 +31,6 @@ def _option(param: ChaosParamSpec) -> str:
         default = str(param.default)
         return f"{flag} {'|'.join([default, *(c for c in param.choices if c != default)])}"
     return f"{flag} {format_value(param, param.default)}"
-
-
-def _cell(text: str) -> str:
-    return re.sub(r"(?<!\\)\|", r"\\|", text)
 
 
 def main(argv: list[str] | None = None) -> int:

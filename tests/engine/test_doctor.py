@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.doctor.examiner import EnvironmentDoctor, read_module_constants
+from engine.doctor.examiner import EnvironmentDoctor
 from engine.doctor.findings import NO_GPU, judge, verdict_of
 from engine.doctor.hardware_probe import HardwareProbe
 from engine.doctor.nvml_probe import probe_gpu, probe_gpus, throttle_names
+from engine.doctor.package_facts import read_module_constants
 from engine.hardware_report import DiskReport, HardwareSnapshot, HostReport, SoftwareReport
 from tests.fakes.fake_nvml import FakeNvml, FakeNvmlError, GiB, healthy_gpu
 

@@ -34,7 +34,7 @@ def test_the_pace_ends_at_the_collective_and_is_averaged_between_reports(
         comm_us=round((0.8 + 0.6 + 0.0) / 3 * 1_000_000),
         data_us=round((0.1 + 0.3 + 0.0) / 3 * 1_000_000),
     )
-    assert pace.take_us() == NO_PACE
+    assert pace.take().own_us == NO_PACE
 
 
 @dataclass

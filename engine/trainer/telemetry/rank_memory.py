@@ -131,13 +131,9 @@ class RankPace:
             return
         self._pending.append(_Step(self._start, self._collective, self.clock.mark(), self._data_wait_s))
         self._start = None
-        if len(self._pending) > MOST_PENDING:
+        if len(self._pending) > MOST_PENDING:  # read at reports only, unless far behind
             self.clock.wait(self._pending[0].end)
-        self._read_done()
-
-    def take_us(self) -> int:
-        """Mean microseconds of its own work per step since the last call (NO_PACE: none)."""
-        return self.take().own_us
+            self._read_done()
 
     def take(self) -> Pace:
         """The means since the last call over the steps read so far, and start afresh."""

@@ -226,8 +226,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def refuse_unfit(config: RunConfig) -> None:
     """Exit 2 naming the key when the config cannot run on the GPUs this host shows
     (``engine.doctor.gpu_fit``: ranks above the visible GPUs, bf16 before Ampere)."""
-    from engine.doctor.examiner import read_module_constants
     from engine.doctor.gpu_fit import fit_problems
+    from engine.doctor.package_facts import read_module_constants
 
     torch_cuda = (read_module_constants("torch", "version.py") or {}).get("cuda")
     problems = fit_problems(config, *_visible_gpus(), torch_cuda=torch_cuda)
